@@ -1,0 +1,205 @@
+//! The one pure decision: `evaluate(policy, workload, context)`.
+//!
+//! No I/O, no async, no clock, no client. The webhook, `lint` and `report`
+//! all call this and differ only in how they decode input and encode output.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::finding::{Finding, Severity};
+use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
+use crate::rules::{self, Cx, HostProcess, Scope, Sink};
+use crate::targeting::{self, Os, RuntimeClasses, Target};
+use crate::version::KubeVersion;
+use crate::view::SpecView;
+use crate::workload::Workload;
+
+/// What the engine knows beyond the object and the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'c> {
+    pub version: KubeVersion,
+    /// RuntimeClasses known from the input or the cluster, beyond the
+    /// policy's `windowsRuntimeClasses`.
+    pub runtime_classes: Option<&'c RuntimeClasses>,
+}
+
+impl Default for Context<'_> {
+    fn default() -> Self {
+        Self {
+            version: KubeVersion::LATEST,
+            runtime_classes: None,
+        }
+    }
+}
+
+/// A rule the workload opted out of, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub rule: String,
+    pub reason: String,
+}
+
+/// The verdict on one workload.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Evaluation {
+    pub target: Target,
+    pub findings: Vec<Finding>,
+    /// Set when policy exempts the whole object; then there are no findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempt: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+}
+
+impl Evaluation {
+    #[must_use]
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+/// Evaluates one workload against a policy.
+#[must_use]
+pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) -> Evaluation {
+    let Some(spec) = workload.spec else {
+        return Evaluation::default();
+    };
+    let target = targeting::classify(spec, |name| {
+        policy
+            .runtime_classes
+            .os_of(name)
+            .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
+    });
+    let mut eval = Evaluation {
+        target,
+        ..Evaluation::default()
+    };
+
+    if let Some(reason) = policy.exempt_object(workload.namespace, || labels_of(workload)) {
+        eval.exempt = Some(reason);
+        return eval;
+    }
+
+    let rule_cx = Cx {
+        workload,
+        spec,
+        target: &eval.target,
+        version: cx.version,
+        host_process: host_process(spec),
+        params: &policy.params,
+    };
+    let mut sink = Sink::new();
+    let mut skipped = Vec::new();
+    for (i, rule) in rules::ALL.iter().enumerate() {
+        let info = &rule.info;
+        let in_scope = match info.scope {
+            Scope::Windows => rule_cx.target.is_windows(),
+            Scope::Linux => rule_cx.target.is_linux(),
+            Scope::Any => true,
+        };
+        if !in_scope || !info.applies_to(cx.version) {
+            continue;
+        }
+        let Some(severity) = policy.level(i) else {
+            continue;
+        };
+        sink.rule = info.id;
+        sink.severity = severity;
+        let before = sink.findings.len();
+        (rule.check)(&rule_cx, &mut sink);
+        if sink.findings.len() > before {
+            if let Some(reason) = skip_reason(workload, info.id) {
+                sink.findings.truncate(before);
+                skipped.push(Skipped {
+                    rule: info.id.to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+    }
+    eval.findings = sink.findings;
+    eval.skipped = skipped;
+    eval
+}
+
+/// The reason a workload gives for skipping a rule, from the annotation
+/// `winadmit.io/skip.<RULE-ID>` on the object or its pod template. An empty
+/// reason does not count: an opt-out must say why.
+fn skip_reason<'v>(workload: &Workload<'v, '_>, rule: &str) -> Option<&'v str> {
+    let has_prefix = |a: Option<&crate::view::StrMap<'_>>| {
+        a.is_some_and(|a| a.iter().any(|(k, _)| k.starts_with(SKIP_ANNOTATION_PREFIX)))
+    };
+    if !has_prefix(workload.annotations) && !has_prefix(workload.pod_annotations()) {
+        return None;
+    }
+    let key = format!("{SKIP_ANNOTATION_PREFIX}{rule}");
+    workload.annotation(&key).filter(|r| !r.trim().is_empty())
+}
+
+fn labels_of(workload: &Workload<'_, '_>) -> BTreeMap<String, String> {
+    workload
+        .labels
+        .into_iter()
+        .chain(workload.pod_labels())
+        .flat_map(|m| m.iter())
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// HostProcess settings: containers inherit the pod's value unless they set their own.
+#[must_use]
+pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
+    let pod = spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process);
+    let mut any = false;
+    let mut all = true;
+    let mut count = 0;
+    let lists = [
+        &spec.init_containers,
+        &spec.containers,
+        &spec.ephemeral_containers,
+    ];
+    for c in lists.into_iter().flatten().flatten() {
+        count += 1;
+        let own = c
+            .security_context
+            .as_ref()
+            .and_then(|s| s.windows_options.as_ref())
+            .and_then(|w| w.host_process);
+        let effective = own.or(pod).unwrap_or(false);
+        any |= effective;
+        all &= effective;
+    }
+    HostProcess {
+        pod,
+        any,
+        all: all && count > 0,
+    }
+}
+
+/// Convenience for callers that only need to know if a spec targets an OS.
+#[must_use]
+pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Target {
+    targeting::classify(spec, |name| {
+        policy
+            .runtime_classes
+            .os_of(name)
+            .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
+    })
+}
+
+/// `Os` of a target, for callers that want one answer.
+#[must_use]
+pub fn os_of(target: &Target) -> Option<Os> {
+    if target.is_windows() {
+        Some(Os::Windows)
+    } else if target.is_linux() {
+        Some(Os::Linux)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,18 @@
+//! winadmit: the admission webhook and policy validator that makes Windows
+//! nodes in Kubernetes safe to use.
+//!
+//! The core (`view`, `workload`, `targeting`, `rules`, `engine`, `patch`,
+//! `policy`) is pure: no I/O, no async. The doors (`commands`, `server`,
+//! `admission`, `source`, `output`) decode input, call
+//! [`engine::evaluate`], and encode output.
+
+pub mod engine;
+pub mod finding;
+pub mod patch;
+pub mod path;
+pub mod policy;
+pub mod rules;
+pub mod targeting;
+pub mod version;
+pub mod view;
+pub mod workload;

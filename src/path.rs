@@ -1,0 +1,133 @@
+//! Field paths: one value, two renderings.
+//!
+//! Findings name a field twice: in Kubernetes notation for people
+//! (`spec.containers[0].securityContext.privileged`) and as an RFC 6901 JSON
+//! Pointer for machines (`/spec/containers/0/securityContext/privileged`),
+//! which is what JSON Patch fixes and source-position lookups use.
+
+use std::fmt;
+
+/// One step from a parent node to a child.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Segment {
+    Key(Box<str>),
+    Index(usize),
+}
+
+/// A path from the root of a Kubernetes object to one of its fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FieldPath(Vec<Segment>);
+
+impl FieldPath {
+    #[must_use]
+    pub fn root() -> Self {
+        Self(Vec::new())
+    }
+
+    /// Builds a path from dotted keys, e.g. `FieldPath::keys(&["spec", "template"])`.
+    #[must_use]
+    pub fn keys(keys: &[&str]) -> Self {
+        Self(keys.iter().map(|k| Segment::Key((*k).into())).collect())
+    }
+
+    #[must_use]
+    pub fn key(&self, key: &str) -> Self {
+        let mut next = self.clone();
+        next.0.push(Segment::Key(key.into()));
+        next
+    }
+
+    #[must_use]
+    pub fn index(&self, index: usize) -> Self {
+        let mut next = self.clone();
+        next.0.push(Segment::Index(index));
+        next
+    }
+
+    /// This path followed by `rest`.
+    #[must_use]
+    pub fn join(&self, rest: &FieldPath) -> Self {
+        let mut next = self.clone();
+        next.0.extend(rest.0.iter().cloned());
+        next
+    }
+
+    #[must_use]
+    pub fn segments(&self) -> &[Segment] {
+        &self.0
+    }
+
+    #[must_use]
+    pub fn starts_with(&self, prefix: &FieldPath) -> bool {
+        self.0.starts_with(&prefix.0)
+    }
+
+    /// RFC 6901 JSON Pointer: `~` becomes `~0` and `/` becomes `~1`.
+    #[must_use]
+    pub fn pointer(&self) -> String {
+        let mut out = String::new();
+        for seg in &self.0 {
+            out.push('/');
+            match seg {
+                Segment::Key(k) => out.push_str(&escape_pointer(k)),
+                Segment::Index(i) => out.push_str(&i.to_string()),
+            }
+        }
+        out
+    }
+}
+
+/// Escapes one JSON Pointer reference token (`kubernetes.io/os` -> `kubernetes.io~1os`).
+#[must_use]
+pub fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Kubernetes notation: dotted keys, `[i]` indices, and `[key]` for keys that
+/// contain dots or slashes (as the API server writes map keys, e.g.
+/// `metadata.annotations[kubernetes.io/os]`).
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.0.iter().enumerate() {
+            match seg {
+                Segment::Index(n) => write!(f, "[{n}]")?,
+                Segment::Key(k) if k.contains(['.', '/']) => write!(f, "[{k}]")?,
+                Segment::Key(k) if i == 0 => f.write_str(k)?,
+                Segment::Key(k) => write!(f, ".{k}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl serde::Serialize for FieldPath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_kubernetes_notation_and_pointer() {
+        let p = FieldPath::keys(&["spec", "containers"])
+            .index(0)
+            .key("securityContext")
+            .key("privileged");
+        assert_eq!(
+            p.to_string(),
+            "spec.containers[0].securityContext.privileged"
+        );
+        assert_eq!(p.pointer(), "/spec/containers/0/securityContext/privileged");
+    }
+
+    #[test]
+    fn escapes_map_keys() {
+        let p = FieldPath::keys(&["spec", "nodeSelector", "kubernetes.io/os"]);
+        assert_eq!(p.to_string(), "spec.nodeSelector[kubernetes.io/os]");
+        assert_eq!(p.pointer(), "/spec/nodeSelector/kubernetes.io~1os");
+        assert_eq!(escape_pointer("a~b/c"), "a~0b~1c");
+    }
+}

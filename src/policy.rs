@@ -1,0 +1,623 @@
+//! Policies are data: which rules run, how severely, in which mode, with
+//! which exemptions and parameters.
+//!
+//! The default policy (`policies/default.yaml`) is embedded in the binary.
+//! `--policy FILE|DIR` layers more files over it (a directory's `.yaml`/`.yml`
+//! files in name order): maps merge key by key, lists and scalars replace.
+//! Parsing is strict: an unknown key or rule id is an error naming the file
+//! and the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+use serde::Deserialize;
+
+use crate::finding::Severity;
+use crate::rules;
+use crate::targeting::{Os, RuntimeClasses};
+
+/// The embedded default policy.
+pub const DEFAULT_POLICY: &str = include_str!("../policies/default.yaml");
+
+/// Annotation prefix by which a workload opts out of one rule, with the
+/// reason as its value: `winadmit.io/skip.WIN-SUBPATH: "containerd 1.7 mounts subPath fine"`.
+pub const SKIP_ANNOTATION_PREFIX: &str = "winadmit.io/skip.";
+
+/// Cluster profiles relax rules that newer clusters support.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Follows the Kubernetes Windows documentation (the seeds) strictly.
+    #[default]
+    Default,
+    /// containerd 1.7+ on Kubernetes 1.26+: `subPath` and a few hardening
+    /// no-ops become warnings.
+    Containerd,
+}
+
+/// What admission does with error findings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Deny.
+    #[default]
+    Enforce,
+    /// Allow, with the errors returned as warnings.
+    Warn,
+    /// Allow silently; count in metrics and logs.
+    Audit,
+}
+
+/// A rule's setting in a policy file: `error`, `warning`, `off`, or
+/// `{severity: ..., mode: ...}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleSetting {
+    pub level: Option<Level>,
+    pub mode: Option<Mode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Error,
+    Warning,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for RuleSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, Visitor, value::MapAccessDeserializer};
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Detail {
+            severity: Option<Level>,
+            mode: Option<Mode>,
+        }
+        struct V;
+        const EXPECTED: &str = "error, warning, off, or a map with `severity` and/or `mode`";
+        impl<'de> Visitor<'de> for V {
+            type Value = RuleSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<RuleSetting, E> {
+                let level = match v {
+                    "error" => Level::Error,
+                    "warning" => Level::Warning,
+                    "off" => Level::Off,
+                    other => {
+                        return Err(E::custom(format!(
+                            "unknown severity {other:?}: expected {EXPECTED}"
+                        )));
+                    }
+                };
+                Ok(RuleSetting {
+                    level: Some(level),
+                    mode: None,
+                })
+            }
+            // YAML 1.1 readers turn a bare `off` into `false`.
+            fn visit_bool<E: Error>(self, v: bool) -> Result<RuleSetting, E> {
+                if v {
+                    Err(E::custom(format!(
+                        "`true` is not a severity: expected {EXPECTED}"
+                    )))
+                } else {
+                    Ok(RuleSetting {
+                        level: Some(Level::Off),
+                        mode: None,
+                    })
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RuleSetting, A::Error> {
+                let d = Detail::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(RuleSetting {
+                    level: d.severity,
+                    mode: d.mode,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Who and what is exempt from every rule.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Exemptions {
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub users: Vec<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Objects whose labels match any of these selectors are exempt.
+    #[serde(default)]
+    pub label_selectors: Vec<LabelSelector>,
+}
+
+/// What the mutating webhook (and `lint --fix`) may change.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mutation {
+    /// Add `nodeSelector: {kubernetes.io/os: windows}` to Windows-targeted
+    /// pods that lack it.
+    pub inject_node_selector: bool,
+    /// Set `spec.os.name: windows` on CREATE.
+    pub set_os_name: bool,
+    /// Remove Linux-only settings that have no effect on Windows
+    /// (`privileged: false`, `capabilities.drop`, `seccompProfile: RuntimeDefault`, ...).
+    pub remove_no_op_fields: bool,
+    /// Move `emptyDir.medium: Memory` to node disk.
+    pub empty_dir_off_memory: bool,
+    /// Infer Windows from images (mcr.microsoft.com/windows/*, ...) when
+    /// nothing else pins the pod.
+    pub infer_from_images: bool,
+    /// `experimental.windows.kubernetes.io/isolation-type` to add: `process`
+    /// or `hyperv`; unset adds nothing.
+    pub isolation: Option<String>,
+    /// Namespace label that overrides `isolation` per namespace.
+    pub isolation_namespace_label: Option<String>,
+    /// Tolerations to add to Windows pods (e.g. for an `os=windows:NoSchedule` taint).
+    pub tolerations: Vec<serde_json::Value>,
+}
+
+impl Default for Mutation {
+    fn default() -> Self {
+        Self {
+            inject_node_selector: true,
+            set_os_name: false,
+            remove_no_op_fields: true,
+            empty_dir_off_memory: false,
+            infer_from_images: false,
+            isolation: None,
+            isolation_namespace_label: None,
+            tolerations: Vec::new(),
+        }
+    }
+}
+
+/// Parameters rules read.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleParams {
+    /// Image name patterns that mark an image as a Windows image
+    /// (`*` matches any run of characters).
+    pub windows_images: Vec<String>,
+}
+
+impl Default for RuleParams {
+    fn default() -> Self {
+        Self {
+            windows_images: Vec::new(),
+        }
+    }
+}
+
+impl RuleParams {
+    /// Is this image a Windows image by the policy's patterns?
+    #[must_use]
+    pub fn is_windows_image(&self, image: &str) -> bool {
+        let image = image.to_ascii_lowercase();
+        self.windows_images.iter().any(|p| glob_match(p, &image))
+    }
+}
+
+/// Matches `*` wildcards (any run of characters, including `/`).
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// One policy file as written: every key optional, unknown keys rejected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    profile: Option<Profile>,
+    mode: Option<Mode>,
+    namespace_mode_label: Option<String>,
+    windows_runtime_classes: Option<Vec<String>>,
+    rules: Option<BTreeMap<String, RuleSetting>>,
+    exemptions: Option<Exemptions>,
+    params: Option<RuleParams>,
+    mutation: Option<Mutation>,
+}
+
+pub const POLICY_API_VERSION: &str = "winadmit.io/v1alpha1";
+
+/// A policy failed to load. Each variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid policy {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error(
+        "invalid policy {path}: unknown rule id `{id}` under `rules` (run `winadmit rules` for the list)"
+    )]
+    UnknownRule { path: PathBuf, id: String },
+    #[error("invalid policy {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("policy directory {path} holds no .yaml or .yml files")]
+    EmptyDir { path: PathBuf },
+}
+
+/// A resolved policy, ready for the engine.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub profile: Profile,
+    pub mode: Mode,
+    /// Namespace label whose value (`enforce`, `warn`, `audit`) overrides the mode.
+    pub namespace_mode_label: String,
+    /// Severity per rule, indexed like [`rules::ALL`]; `None` is off.
+    levels: Vec<Option<Severity>>,
+    /// Mode per rule, indexed like [`rules::ALL`]; `None` follows the policy.
+    rule_modes: Vec<Option<Mode>>,
+    pub runtime_classes: RuntimeClasses,
+    pub exemptions: Exemptions,
+    selectors: Vec<Selector>,
+    pub params: RuleParams,
+    pub mutation: Mutation,
+}
+
+impl Policy {
+    /// The embedded default policy.
+    ///
+    /// # Panics
+    /// Never in a released binary: a test loads the embedded file.
+    #[must_use]
+    pub fn default_policy() -> Self {
+        Self::load(&[]).expect("the embedded default policy is valid")
+    }
+
+    /// The default policy with these files or directories layered over it.
+    ///
+    /// # Errors
+    /// A file cannot be read or is not a valid policy.
+    pub fn load(paths: &[PathBuf]) -> Result<Self, PolicyError> {
+        let mut files = vec![(
+            PathBuf::from("<built-in policies/default.yaml>"),
+            DEFAULT_POLICY.to_owned(),
+        )];
+        for path in paths {
+            for file in policy_files(path)? {
+                let text = std::fs::read_to_string(&file).map_err(|source| PolicyError::Read {
+                    path: file.clone(),
+                    source,
+                })?;
+                files.push((file, text));
+            }
+        }
+        let mut policy = Self::empty();
+        for (path, text) in &files {
+            policy.layer(path, text)?;
+        }
+        Ok(policy)
+    }
+
+    /// Parses a policy from text layered over the default (for tests and `/report`).
+    ///
+    /// # Errors
+    /// The text is not a valid policy.
+    pub fn from_yaml(name: &str, text: &str) -> Result<Self, PolicyError> {
+        let mut policy = Self::default_policy();
+        policy.layer(Path::new(name), text)?;
+        Ok(policy)
+    }
+
+    fn empty() -> Self {
+        Self {
+            profile: Profile::Default,
+            mode: Mode::Enforce,
+            namespace_mode_label: "winadmit.io/mode".into(),
+            levels: rules::ALL.iter().map(|r| Some(r.info.severity)).collect(),
+            rule_modes: vec![None; rules::ALL.len()],
+            runtime_classes: RuntimeClasses::default(),
+            exemptions: Exemptions::default(),
+            selectors: Vec::new(),
+            params: RuleParams::default(),
+            mutation: Mutation::default(),
+        }
+    }
+
+    fn layer(&mut self, path: &Path, text: &str) -> Result<(), PolicyError> {
+        let parse = |message: String| PolicyError::Parse {
+            path: path.to_owned(),
+            message,
+        };
+        let file: PolicyFile = if text.trim().is_empty() {
+            PolicyFile::default()
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| parse(e.to_string()))?
+        };
+        let invalid = |message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        if let Some(v) = &file.api_version {
+            if v != POLICY_API_VERSION {
+                return Err(invalid(format!(
+                    "apiVersion must be {POLICY_API_VERSION}, not {v}"
+                )));
+            }
+        }
+        if let Some(k) = &file.kind {
+            if k != "Policy" {
+                return Err(invalid(format!("kind must be Policy, not {k}")));
+            }
+        }
+        if let Some(p) = file.profile {
+            self.profile = p;
+            for (i, r) in rules::ALL.iter().enumerate() {
+                let relaxed = (p == Profile::Containerd)
+                    .then_some(r.info.containerd)
+                    .flatten();
+                self.levels[i] = Some(relaxed.unwrap_or(r.info.severity));
+            }
+        }
+        if let Some(m) = file.mode {
+            self.mode = m;
+        }
+        if let Some(l) = file.namespace_mode_label {
+            self.namespace_mode_label = l;
+        }
+        if let Some(names) = file.windows_runtime_classes {
+            self.runtime_classes = RuntimeClasses::default();
+            for n in names {
+                self.runtime_classes.insert(n, Os::Windows);
+            }
+        }
+        for (id, setting) in file.rules.unwrap_or_default() {
+            let Some(i) = rules::ALL.iter().position(|r| r.info.id == id) else {
+                return Err(PolicyError::UnknownRule {
+                    path: path.to_owned(),
+                    id,
+                });
+            };
+            if let Some(level) = setting.level {
+                self.levels[i] = match level {
+                    Level::Error => Some(Severity::Error),
+                    Level::Warning => Some(Severity::Warning),
+                    Level::Off => None,
+                };
+            }
+            if setting.mode.is_some() {
+                self.rule_modes[i] = setting.mode;
+            }
+        }
+        if let Some(ex) = file.exemptions {
+            let mut selectors = Vec::with_capacity(ex.label_selectors.len());
+            for (n, s) in ex.label_selectors.iter().enumerate() {
+                let sel = Selector::try_from(s.clone())
+                    .map_err(|e| invalid(format!("exemptions.labelSelectors[{n}]: {e}")))?;
+                selectors.push(sel);
+            }
+            self.selectors = selectors;
+            self.exemptions = ex;
+        }
+        if let Some(p) = file.params {
+            self.params = p;
+        }
+        if let Some(m) = file.mutation {
+            if let Some(iso) = &m.isolation {
+                if iso != "process" && iso != "hyperv" {
+                    return Err(invalid(format!(
+                        "mutation.isolation must be process or hyperv, not {iso}"
+                    )));
+                }
+            }
+            self.mutation = m;
+        }
+        Ok(())
+    }
+
+    /// The severity of rule number `index` in [`rules::ALL`], or `None` when off.
+    #[must_use]
+    pub fn level(&self, index: usize) -> Option<Severity> {
+        self.levels[index]
+    }
+
+    /// The severity of a rule by id.
+    #[must_use]
+    pub fn level_of(&self, id: &str) -> Option<Severity> {
+        rules::ALL
+            .iter()
+            .position(|r| r.info.id == id)
+            .and_then(|i| self.levels[i])
+    }
+
+    /// The admission mode for one rule in a namespace whose mode label (if
+    /// any) says `namespace_mode`.
+    #[must_use]
+    pub fn mode_for(&self, rule: &str, namespace_mode: Option<Mode>) -> Mode {
+        let rule_mode = rules::ALL
+            .iter()
+            .position(|r| r.info.id == rule)
+            .and_then(|i| self.rule_modes[i]);
+        rule_mode.or(namespace_mode).unwrap_or(self.mode)
+    }
+
+    /// Is an object with this namespace and these labels exempt? Returns the reason.
+    #[must_use]
+    pub fn exempt_object<'l>(
+        &self,
+        namespace: Option<&str>,
+        labels: impl FnOnce() -> BTreeMap<String, String> + 'l,
+    ) -> Option<String> {
+        if let Some(ns) = namespace {
+            if self.exemptions.namespaces.iter().any(|n| n == ns) {
+                return Some(format!("namespace {ns} is exempt by policy"));
+            }
+        }
+        if self.selectors.is_empty() {
+            return None;
+        }
+        let labels = labels();
+        self.selectors
+            .iter()
+            .position(|s| s.matches(&labels))
+            .map(|i| format!("labels match exemptions.labelSelectors[{i}]"))
+    }
+
+    /// Is this requesting user exempt? Returns the reason.
+    #[must_use]
+    pub fn exempt_user(&self, user: &str, groups: &[String]) -> Option<String> {
+        if self.exemptions.users.iter().any(|u| u == user) {
+            return Some(format!("user {user} is exempt by policy"));
+        }
+        groups
+            .iter()
+            .find(|g| self.exemptions.groups.contains(g))
+            .map(|g| format!("group {g} is exempt by policy"))
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "enforce" => Ok(Self::Enforce),
+            "warn" => Ok(Self::Warn),
+            "audit" => Ok(Self::Audit),
+            other => Err(format!(
+                "unknown mode {other:?}: expected enforce, warn or audit"
+            )),
+        }
+    }
+}
+
+/// The files a `--policy` argument names: the file itself, or a directory's
+/// `.yaml`/`.yml` files in name order.
+fn policy_files(path: &Path) -> Result<Vec<PathBuf>, PolicyError> {
+    let meta = std::fs::metadata(path).map_err(|source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let read = |source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).map_err(read)? {
+        let p = entry.map_err(read)?.path();
+        if p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+            files.push(p);
+        }
+    }
+    if files.is_empty() {
+        return Err(PolicyError::EmptyDir {
+            path: path.to_owned(),
+        });
+    }
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_loads_and_enables_every_rule() {
+        let p = Policy::default_policy();
+        for (i, r) in rules::ALL.iter().enumerate() {
+            assert!(
+                p.level(i).is_some(),
+                "{} is off in the default policy",
+                r.info.id
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_rules_are_errors_naming_them() {
+        let e = Policy::from_yaml("p.yaml", "rulez: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p.yaml") && e.contains("rulez"), "{e}");
+        let e = Policy::from_yaml("p.yaml", "rules:\n  WIN-NOPE: off\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p.yaml") && e.contains("WIN-NOPE"), "{e}");
+        let e = Policy::from_yaml("p.yaml", "rules:\n  WIN-SUBPATH: loud\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("loud") && e.contains("expected error, warning, off"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn layers_rule_settings_and_profiles() {
+        let p = Policy::from_yaml(
+            "p",
+            "rules:\n  WIN-SUBPATH: off\n  WIN-HOSTPID: {severity: warning, mode: audit}\n",
+        )
+        .unwrap();
+        assert_eq!(p.level_of("WIN-SUBPATH"), None);
+        assert_eq!(p.level_of("WIN-HOSTPID"), Some(Severity::Warning));
+        assert_eq!(p.mode_for("WIN-HOSTPID", Some(Mode::Enforce)), Mode::Audit);
+        assert_eq!(p.mode_for("WIN-SUBPATH", Some(Mode::Warn)), Mode::Warn);
+        let c = Policy::from_yaml("p", "profile: containerd\n").unwrap();
+        assert_eq!(c.level_of("WIN-SUBPATH"), Some(Severity::Warning));
+        assert_eq!(
+            Policy::default_policy().level_of("WIN-SUBPATH"),
+            Some(Severity::Error)
+        );
+    }
+
+    #[test]
+    fn exemptions_by_namespace_label_and_user() {
+        let p = Policy::from_yaml(
+            "p",
+            "exemptions:\n  namespaces: [legacy]\n  users: [ci-bot]\n  groups: [system:masters]\n  labelSelectors:\n  - matchLabels: {team: infra}\n",
+        )
+        .unwrap();
+        assert!(p.exempt_object(Some("legacy"), BTreeMap::new).is_some());
+        let infra = || BTreeMap::from([("team".to_owned(), "infra".to_owned())]);
+        assert!(p.exempt_object(Some("prod"), infra).is_some());
+        assert!(p.exempt_object(Some("prod"), BTreeMap::new).is_none());
+        assert!(p.exempt_user("ci-bot", &[]).is_some());
+        assert!(p.exempt_user("alice", &["system:masters".into()]).is_some());
+        assert!(p.exempt_user("alice", &[]).is_none());
+    }
+
+    #[test]
+    fn windows_image_globs() {
+        let p = RuleParams {
+            windows_images: vec!["mcr.microsoft.com/windows/*".into(), "*nanoserver*".into()],
+        };
+        assert!(p.is_windows_image("mcr.microsoft.com/windows/servercore:ltsc2022"));
+        assert!(p.is_windows_image("example.com/base/NanoServer:1809"));
+        assert!(!p.is_windows_image("nginx:1.25"));
+        assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "axxbyy"));
+    }
+}

@@ -1,0 +1,55 @@
+//! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+use crate::path::FieldPath;
+use crate::targeting::Signal;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-OS-CONFLICT",
+        title: "contradictory OS targeting",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Any,
+        what: "A pod spec with both a Windows signal and a Linux signal among `nodeSelector` `kubernetes.io/os` (or the beta label), `spec.os.name`, required node affinity on the OS label, and a RuntimeClass that pins an OS.",
+        why: "No node is both: the pod stays Pending forever, or lands on the OS its settings were not written for (`spec.os.name` is not a scheduling constraint).",
+        source: "Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host' (use nodeSelector kubernetes.io/os); Pod OS field (spec.os.name) documentation.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Make every OS signal name the same OS.",
+        example: "spec:\n  os:\n    name: windows\n  nodeSelector:\n    kubernetes.io/os: linux",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    if !cx.target.is_conflicting() {
+        return;
+    }
+    let windows: Vec<String> = cx.target.windows.iter().map(ToString::to_string).collect();
+    for signal in &cx.target.linux {
+        out.report(
+            signal_path(cx, signal),
+            format!(
+                "{signal} targets linux, but {} target windows: no node matches both",
+                windows.join(" and ")
+            ),
+        );
+    }
+}
+
+/// Where a signal is written in the manifest.
+pub(crate) fn signal_path(cx: &Cx<'_, '_, '_>, signal: &Signal) -> FieldPath {
+    match signal {
+        Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector", key]),
+        Signal::OsName => cx.spec_field(&["os", "name"]),
+        Signal::NodeAffinity => cx.spec_field(&[
+            "affinity",
+            "nodeAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution",
+        ]),
+        Signal::RuntimeClass { .. } => cx.spec_field(&["runtimeClassName"]),
+    }
+}

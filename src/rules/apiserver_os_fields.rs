@@ -1,0 +1,180 @@
+//! WIN-OS-FIELDS: what the API server itself rejects on pods with
+//! `spec.os.name: windows` (`validateWindows`), field for field.
+//!
+//! There, a field that is merely set is rejected whatever its value (even
+//! `privileged: false`), so this rule reports every such field that a more
+//! specific rule has not already reported, with the API server's own path
+//! and message so users can cross-reference. The list grew by release.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+use crate::path::FieldPath;
+use crate::version::KubeVersion;
+use crate::view::{SeccompView, SecurityContextView};
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-OS-FIELDS",
+        title: "field forbidden by the API server for spec.os.name: windows",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "On pods with `spec.os.name: windows`, any of these fields set to any value: pod `securityContext.{seLinuxOptions, seccompProfile, fsGroup, fsGroupChangePolicy, sysctls, runAsUser, runAsGroup, supplementalGroups}`, `hostPID`/`hostIPC: true`, `shareProcessNamespace`; container `securityContext.{seLinuxOptions, seccompProfile, capabilities, readOnlyRootFilesystem, privileged, allowPrivilegeEscalation, procMount, runAsUser, runAsGroup}`; since 1.25 `hostUsers`; since 1.30 `appArmorProfile`; since 1.31 `supplementalGroupsPolicy`; since 1.32 `seLinuxChangePolicy`; since 1.34 pod-level `resources`.",
+        why: "The API server refuses such pods (`Forbidden: cannot be set for a windows pod`), so the workload's controller can never create them. Values that have no effect on Windows (`privileged: false`, `allowPrivilegeEscalation: false`, drop-only capabilities, `seccompProfile: RuntimeDefault`) are removed by the mutating webhook.",
+        source: "Kubernetes docs, 'Pod OS' (spec.os.name: windows forbids these fields); API server validateWindows (pkg/apis/core/validation). Seed 004 'API' lists the same fields as unsupported on Windows.",
+        doc_url: "https://kubernetes.io/docs/concepts/workloads/pods/#pod-os",
+        fix: "Remove the field from the Windows pod spec.",
+        example: "spec:\n  os:\n    name: windows\n  containers:\n  - name: app\n    securityContext:\n      privileged: false",
+        since: Some(KubeVersion::new(1, 23)),
+        until: None,
+    },
+    check,
+};
+
+const MESSAGE: &str = "cannot be set for a windows pod";
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let os_windows = cx.spec.os.as_ref().and_then(|o| o.name.as_deref()) == Some("windows");
+    if !os_windows {
+        return;
+    }
+    let v = cx.version;
+    let forbid = |path: FieldPath, no_op: bool, out: &mut Sink| {
+        if out.has_field(&path) {
+            return;
+        }
+        if no_op {
+            out.report_removable(
+                path,
+                MESSAGE,
+                "remove a setting that has no effect on Windows",
+            );
+        } else {
+            out.report(path, MESSAGE);
+        }
+    };
+    let spec = cx.spec;
+    if spec.host_users.is_some() && v >= KubeVersion::new(1, 25) {
+        forbid(cx.spec_field(&["hostUsers"]), false, out);
+    }
+    if spec.host_pid == Some(true) {
+        forbid(cx.spec_field(&["hostPID"]), false, out);
+    }
+    if spec.host_ipc == Some(true) {
+        forbid(cx.spec_field(&["hostIPC"]), false, out);
+    }
+    if spec.share_process_namespace.is_some() {
+        forbid(
+            cx.spec_field(&["shareProcessNamespace"]),
+            spec.share_process_namespace == Some(false),
+            out,
+        );
+    }
+    if spec.resources.is_some() && v >= KubeVersion::new(1, 34) {
+        forbid(cx.spec_field(&["resources"]), false, out);
+    }
+    if let Some(p) = cx.pod_security_context() {
+        let fields = [
+            (
+                "appArmorProfile",
+                p.app_armor_profile.is_some() && v >= KubeVersion::new(1, 30),
+                false,
+            ),
+            ("seLinuxOptions", p.se_linux_options.is_some(), false),
+            (
+                "seccompProfile",
+                p.seccomp_profile.is_some(),
+                runtime_default(p.seccomp_profile.as_ref()),
+            ),
+            ("fsGroup", p.fs_group.is_some(), false),
+            (
+                "fsGroupChangePolicy",
+                p.fs_group_change_policy.is_some(),
+                false,
+            ),
+            ("sysctls", p.sysctls.is_some(), false),
+            ("runAsUser", p.run_as_user.is_some(), false),
+            ("runAsGroup", p.run_as_group.is_some(), false),
+            ("supplementalGroups", p.supplemental_groups.is_some(), false),
+            (
+                "supplementalGroupsPolicy",
+                p.supplemental_groups_policy.is_some() && v >= KubeVersion::new(1, 31),
+                false,
+            ),
+            (
+                "seLinuxChangePolicy",
+                p.se_linux_change_policy.is_some() && v >= KubeVersion::new(1, 32),
+                false,
+            ),
+        ];
+        for (key, set, no_op) in fields {
+            if set {
+                forbid(cx.spec_field(&["securityContext", key]), no_op, out);
+            }
+        }
+    }
+    for c in cx.containers() {
+        let Some(sc) = c.security_context() else {
+            continue;
+        };
+        for (key, set, no_op) in container_fields(sc, v) {
+            if set {
+                forbid(
+                    cx.container_field(&c, &["securityContext", key]),
+                    no_op,
+                    out,
+                );
+            }
+        }
+    }
+}
+
+/// Container fields the API server forbids: (key, is set, value is a no-op on Windows).
+fn container_fields(
+    sc: &SecurityContextView<'_>,
+    v: KubeVersion,
+) -> [(&'static str, bool, bool); 10] {
+    let drop_only = sc
+        .capabilities
+        .as_ref()
+        .is_some_and(|c| c.add.as_ref().is_none_or(Vec::is_empty));
+    // The API server may default procMount to "Default" when the ProcMountType
+    // feature is on; a defaulted value must never be an error.
+    let proc_mount = sc.custom_proc_mount().is_some();
+    [
+        (
+            "appArmorProfile",
+            sc.app_armor_profile.is_some() && v >= KubeVersion::new(1, 30),
+            false,
+        ),
+        ("seLinuxOptions", sc.se_linux_options.is_some(), false),
+        (
+            "seccompProfile",
+            sc.seccomp_profile.is_some(),
+            runtime_default(sc.seccomp_profile.as_ref()),
+        ),
+        ("capabilities", sc.capabilities.is_some(), drop_only),
+        (
+            "readOnlyRootFilesystem",
+            sc.read_only_root_filesystem.is_some(),
+            sc.read_only_root_filesystem == Some(false),
+        ),
+        (
+            "privileged",
+            sc.privileged.is_some(),
+            sc.privileged == Some(false),
+        ),
+        (
+            "allowPrivilegeEscalation",
+            sc.allow_privilege_escalation.is_some(),
+            sc.allow_privilege_escalation == Some(false),
+        ),
+        ("procMount", proc_mount, false),
+        ("runAsUser", sc.run_as_user.is_some(), false),
+        ("runAsGroup", sc.run_as_group.is_some(), false),
+    ]
+}
+
+fn runtime_default(s: Option<&SeccompView<'_>>) -> bool {
+    s.and_then(|s| s.kind.as_deref()) == Some("RuntimeDefault")
+}

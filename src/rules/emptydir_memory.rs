@@ -1,0 +1,48 @@
+//! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::{Fix, FixKind, PatchOp, Severity};
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-EMPTYDIR-MEMORY",
+        title: "emptyDir with medium Memory is not supported on Windows",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`volumes[].emptyDir.medium: Memory`.",
+        why: "Windows has no built-in RAM disk; the node's default medium is disk and memory as a storage medium is not supported, so the volume cannot be created.",
+        source: "Kubernetes Windows docs, 'API' > V1.Pod: `v1.emptyDir.volumeSource` - the default medium on Windows is disk; memory is not supported as Windows has no built-in RAM disk; 'Storage': memory as the storage medium (seed 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
+        fix: "Remove `medium: Memory` to use node disk. The mutating webhook does this when the policy sets `mutation.emptyDirOffMemory: true`.",
+        example: "volumes:\n- name: cache\n  emptyDir:\n    medium: Memory",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
+        let medium = v.empty_dir.as_ref().and_then(|e| e.medium.as_deref());
+        if medium == Some("Memory") {
+            let path = cx
+                .spec_field(&["volumes"])
+                .index(i)
+                .key("emptyDir")
+                .key("medium");
+            let fix = Fix {
+                kind: FixKind::EmptyDirOffMemory,
+                description: "remove medium: Memory so the emptyDir uses node disk".into(),
+                ops: vec![PatchOp::Remove {
+                    path: path.pointer(),
+                }],
+            };
+            out.report_with_fix(
+                path,
+                "emptyDir medium Memory is not supported on Windows nodes (no RAM disk)",
+                fix,
+            );
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! WIN-HUGEPAGES: huge pages are not supported on Windows.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-HUGEPAGES",
+        title: "huge pages are not supported on Windows",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`hugepages-*` resource requests or limits in any container, and `emptyDir.medium: HugePages*` volumes.",
+        why: "Huge pages are not implemented in the Windows container runtime: using them needs a user privilege that cannot be configured at container level.",
+        source: "Kubernetes Windows docs, 'Limitations': Huge Pages are not currently supported for Windows containers; 'API' > V1.Container: hugepages are not implemented in the Windows container runtime (seeds 001, 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers",
+        fix: "Remove the `hugepages-*` resources and HugePages emptyDir volumes.",
+        example: "resources:\n  limits:\n    hugepages-2Mi: 100Mi",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for c in cx.containers() {
+        let Some(res) = &c.container.resources else {
+            continue;
+        };
+        for (list, map) in [("limits", &res.limits), ("requests", &res.requests)] {
+            for (key, _) in map.iter().flat_map(|m| m.iter()) {
+                if key.starts_with("hugepages-") {
+                    out.report(
+                        cx.container_field(&c, &["resources", list, key]),
+                        format!("{key} is not supported on Windows nodes (no huge pages)"),
+                    );
+                }
+            }
+        }
+    }
+    for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
+        let medium = v.empty_dir.as_ref().and_then(|e| e.medium.as_deref());
+        if medium.is_some_and(|m| m.starts_with("HugePages")) {
+            out.report(
+                cx.spec_field(&["volumes"])
+                    .index(i)
+                    .key("emptyDir")
+                    .key("medium"),
+                "emptyDir on huge pages is not supported on Windows nodes",
+            );
+        }
+    }
+}

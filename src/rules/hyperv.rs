@@ -1,0 +1,44 @@
+//! WIN-HYPERV: the experimental Hyper-V isolation annotation.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+use crate::path::FieldPath;
+
+/// The experimental annotation (Kubernetes 1.10-1.20, dockershim).
+pub const ISOLATION_ANNOTATION: &str = "experimental.windows.kubernetes.io/isolation-type";
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-HYPERV",
+        title: "Hyper-V isolation by annotation allows one container per pod",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`experimental.windows.kubernetes.io/isolation-type: hyperv` on a pod (template) with more than one container.",
+        why: "The experimental Hyper-V isolation (feature gate HyperVContainer) is limited to one container per pod. On clusters that removed the feature (1.21+) the annotation is ignored and the pod silently runs process-isolated, so a multi-container pod never gets the isolation it asks for.",
+        source: "Kubernetes Windows docs, 'Hyper-V isolation': the pod should include the annotation experimental.windows.kubernetes.io/isolation-type=hyperv; in the experimental release, this feature is limited to 1 container per Pod (seeds 000, 001).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#windows-os-version-support",
+        fix: "Run one container per Hyper-V isolated pod, or use a RuntimeClass whose handler runs Hyper-V isolated containers (containerd `runhcs-wcow-hypervisor`).",
+        example: "metadata:\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  containers:\n  - name: iis\n  - name: sidecar",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let value = cx
+        .workload
+        .pod_annotations()
+        .and_then(|a| a.get(ISOLATION_ANNOTATION));
+    let count = cx.spec.containers.as_ref().map_or(0, Vec::len);
+    if value == Some("hyperv") && count > 1 {
+        let path = FieldPath::keys(cx.workload.kind.pod_metadata_path())
+            .key("annotations")
+            .key(ISOLATION_ANNOTATION);
+        out.report(
+            path,
+            format!("Hyper-V isolation by annotation supports one container per pod; this pod has {count}"),
+        );
+    }
+}

@@ -1,0 +1,418 @@
+//! The rule catalogue.
+//!
+//! Rule logic lives in code, one rule per file; which rules run, and how
+//! severely, is data (`policies/`). Every rule documents itself through
+//! [`RuleInfo`]: what it checks, why it breaks on Windows (citing the
+//! Kubernetes Windows documentation), an example, the fix, and the
+//! Kubernetes versions in which it applies. `winadmit explain`, `winadmit
+//! rules` and `docs/rules.md` are rendered from these fields.
+
+use crate::finding::{Finding, Fix, FixKind, PatchOp, Severity};
+use crate::path::FieldPath;
+use crate::targeting::Target;
+use crate::version::KubeVersion;
+use crate::view::{ContainerView, SecurityContextView, SpecView};
+use crate::workload::Workload;
+
+mod affinity_conflict;
+mod allow_privilege_escalation;
+mod apiserver_os_fields;
+mod apparmor;
+mod capabilities;
+mod default_mode;
+mod dns_hostnet;
+mod emptydir_memory;
+mod fs_group;
+mod host_namespaces;
+mod host_network;
+mod hostprocess;
+mod hugepages;
+pub mod hyperv;
+mod linux_windows_options;
+mod mount_propagation;
+mod nfs;
+mod nonroot_admin;
+mod privileged;
+mod proc_mount;
+mod readonly_rootfs;
+mod run_as;
+mod seccomp;
+mod selinux;
+mod subpath;
+mod supplemental_groups;
+mod sysctls;
+mod termination_message;
+mod unpinned_image;
+mod volume_devices;
+mod windows_options_format;
+
+/// Which workloads a rule looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Windows-targeted workloads.
+    Windows,
+    /// Linux-targeted workloads.
+    Linux,
+    /// Every workload (targeting rules themselves).
+    Any,
+}
+
+/// A rule's stable identity and documentation.
+#[derive(Debug)]
+pub struct RuleInfo {
+    /// Stable id, e.g. `WIN-PRIVILEGED`. Never renamed once released.
+    pub id: &'static str,
+    pub title: &'static str,
+    /// Severity in the default rule set.
+    pub severity: Severity,
+    /// Severity under the `containerd` cluster profile, when it relaxes the
+    /// rule (newer containerd-based clusters support some fields the seed
+    /// documentation lists as unsupported).
+    pub containerd: Option<Severity>,
+    pub scope: Scope,
+    /// What the rule checks.
+    pub what: &'static str,
+    /// Why it breaks on Windows.
+    pub why: &'static str,
+    /// Where the Kubernetes Windows documentation says so.
+    pub source: &'static str,
+    pub doc_url: &'static str,
+    /// How to fix it by hand.
+    pub fix: &'static str,
+    /// A minimal manifest excerpt that triggers the rule.
+    pub example: &'static str,
+    /// First Kubernetes version the rule applies to (inclusive).
+    pub since: Option<KubeVersion>,
+    /// First Kubernetes version the rule no longer applies to.
+    pub until: Option<KubeVersion>,
+}
+
+impl RuleInfo {
+    #[must_use]
+    pub fn applies_to(&self, v: KubeVersion) -> bool {
+        self.since.is_none_or(|s| v >= s) && self.until.is_none_or(|u| v < u)
+    }
+}
+
+/// A rule: its documentation and its check.
+pub struct Rule {
+    pub info: RuleInfo,
+    pub check: fn(&Cx<'_, '_, '_>, &mut Sink),
+}
+
+/// Every rule, in evaluation order. The API server mirror runs last so it
+/// can skip fields a more specific rule already reported.
+pub static ALL: &[&Rule] = &[
+    &affinity_conflict::RULE,
+    &unpinned_image::RULE,
+    &linux_windows_options::RULE,
+    &privileged::RULE,
+    &run_as::RUN_AS_USER,
+    &run_as::RUN_AS_GROUP,
+    &host_network::RULE,
+    &host_namespaces::HOST_PID,
+    &host_namespaces::HOST_IPC,
+    &host_namespaces::SHARE_PROCESS_NAMESPACE,
+    &subpath::RULE,
+    &emptydir_memory::RULE,
+    &selinux::RULE,
+    &seccomp::RULE,
+    &apparmor::RULE,
+    &capabilities::RULE,
+    &allow_privilege_escalation::RULE,
+    &proc_mount::RULE,
+    &readonly_rootfs::RULE,
+    &supplemental_groups::RULE,
+    &sysctls::RULE,
+    &fs_group::FS_GROUP,
+    &fs_group::FS_GROUP_CHANGE_POLICY,
+    &volume_devices::RULE,
+    &hugepages::RULE,
+    &mount_propagation::RULE,
+    &dns_hostnet::RULE,
+    &nfs::RULE,
+    &hostprocess::RULE,
+    &windows_options_format::RULE,
+    &nonroot_admin::RULE,
+    &hyperv::RULE,
+    &termination_message::RULE,
+    &default_mode::RULE,
+    &apiserver_os_fields::RULE,
+];
+
+/// Looks a rule up by id.
+#[must_use]
+pub fn find(id: &str) -> Option<&'static Rule> {
+    ALL.iter().copied().find(|r| r.info.id == id)
+}
+
+/// The base URL rules link to.
+pub const WINDOWS_DOCS: &str =
+    "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod";
+
+/// Which container list a container came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerList {
+    Containers,
+    InitContainers,
+    EphemeralContainers,
+}
+
+impl ContainerList {
+    #[must_use]
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Containers => "containers",
+            Self::InitContainers => "initContainers",
+            Self::EphemeralContainers => "ephemeralContainers",
+        }
+    }
+}
+
+/// One container of the pod, with where it lives.
+#[derive(Clone, Copy)]
+pub struct ContainerRef<'v, 'a> {
+    pub list: ContainerList,
+    pub index: usize,
+    pub container: &'v ContainerView<'a>,
+}
+
+impl<'v, 'a> ContainerRef<'v, 'a> {
+    #[must_use]
+    pub fn security_context(&self) -> Option<&'v SecurityContextView<'a>> {
+        self.container.security_context.as_ref()
+    }
+
+    #[must_use]
+    pub fn name(&self) -> &'v str {
+        self.container.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// Is this a HostProcess pod? Computed once per evaluation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostProcess {
+    /// `spec.securityContext.windowsOptions.hostProcess`.
+    pub pod: Option<bool>,
+    /// Some container sets `hostProcess: true` (or inherits it).
+    pub any: bool,
+    /// Every container is HostProcess (explicitly or through the pod).
+    pub all: bool,
+}
+
+/// Everything a rule may read: the workload, its pod spec, how it is
+/// targeted, the Kubernetes version, and helpers to build field paths.
+pub struct Cx<'e, 'v, 'a> {
+    pub workload: &'e Workload<'v, 'a>,
+    pub spec: &'v SpecView<'a>,
+    pub target: &'e Target,
+    pub version: KubeVersion,
+    pub host_process: HostProcess,
+    /// Policy parameters the rules read.
+    pub params: &'e crate::policy::RuleParams,
+}
+
+impl<'v, 'a> Cx<'_, 'v, 'a> {
+    /// Path of a pod-spec field, e.g. `cx.spec_field(&["hostPID"])`.
+    #[must_use]
+    pub fn spec_field(&self, keys: &[&str]) -> FieldPath {
+        let mut p = self.workload.spec_path.clone();
+        for k in keys {
+            p = p.key(k);
+        }
+        p
+    }
+
+    /// Path of a container field, e.g. `securityContext.privileged` of `c`.
+    #[must_use]
+    pub fn container_field(&self, c: &ContainerRef<'_, '_>, keys: &[&str]) -> FieldPath {
+        let mut p = self.workload.spec_path.key(c.list.key()).index(c.index);
+        for k in keys {
+            p = p.key(k);
+        }
+        p
+    }
+
+    /// Every container, init container and ephemeral container.
+    pub fn containers(&self) -> impl Iterator<Item = ContainerRef<'v, 'a>> + use<'v, 'a> {
+        let spec = self.spec;
+        [
+            (
+                ContainerList::InitContainers,
+                spec.init_containers.as_deref(),
+            ),
+            (ContainerList::Containers, spec.containers.as_deref()),
+            (
+                ContainerList::EphemeralContainers,
+                spec.ephemeral_containers.as_deref(),
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(list, cs)| {
+            cs.unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(move |(index, container)| ContainerRef {
+                    list,
+                    index,
+                    container,
+                })
+        })
+    }
+
+    /// The pod-level security context, if any.
+    #[must_use]
+    pub fn pod_security_context(&self) -> Option<&'v crate::view::PodSecurityContextView<'a>> {
+        self.spec.security_context.as_ref()
+    }
+}
+
+/// Where a rule writes its findings. The engine sets the rule and severity;
+/// the rule gives the field, the message and, where safe, the fix.
+pub struct Sink {
+    pub(crate) rule: &'static str,
+    pub(crate) severity: Severity,
+    pub(crate) findings: Vec<Finding>,
+}
+
+impl Sink {
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            rule: "",
+            severity: Severity::Error,
+            findings: Vec::new(),
+        }
+    }
+
+    pub fn report(&mut self, field: FieldPath, message: impl Into<String>) {
+        self.push(field, message.into(), None);
+    }
+
+    /// Reports a finding whose fix removes the offending field: safe only
+    /// for settings that have no effect on Windows.
+    pub fn report_removable(&mut self, field: FieldPath, message: impl Into<String>, fix: &str) {
+        let op = PatchOp::Remove {
+            path: field.pointer(),
+        };
+        let fix = Fix {
+            kind: FixKind::RemoveNoOp,
+            description: fix.to_owned(),
+            ops: vec![op],
+        };
+        self.push(field, message.into(), Some(fix));
+    }
+
+    pub fn report_with_fix(&mut self, field: FieldPath, message: impl Into<String>, fix: Fix) {
+        self.push(field, message.into(), Some(fix));
+    }
+
+    fn push(&mut self, field: FieldPath, message: String, fix: Option<Fix>) {
+        self.findings.push(Finding {
+            rule: self.rule,
+            severity: self.severity,
+            field,
+            message,
+            fix,
+        });
+    }
+
+    /// Was this exact field already reported (by any rule so far)?
+    #[must_use]
+    pub fn has_field(&self, field: &FieldPath) -> bool {
+        self.findings.iter().any(|f| &f.field == field)
+    }
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let mut seen = HashSet::new();
+        for r in ALL {
+            assert!(seen.insert(r.info.id), "duplicate rule id {}", r.info.id);
+            assert!(r.info.id.starts_with("WIN-"), "{}", r.info.id);
+            assert!(
+                r.info
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-'),
+                "{}",
+                r.info.id
+            );
+            for text in [
+                r.info.title,
+                r.info.what,
+                r.info.why,
+                r.info.source,
+                r.info.fix,
+                r.info.example,
+            ] {
+                assert!(
+                    !text.trim().is_empty(),
+                    "{} has an empty doc field",
+                    r.info.id
+                );
+            }
+            assert!(r.info.doc_url.starts_with("https://"), "{}", r.info.id);
+        }
+    }
+}
+
+/// Whether a security-context field is set in a way a rule reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    /// Not set, or set to an accepted value.
+    No,
+    /// Set; removing it would change behaviour somewhere, so no automatic fix.
+    Yes,
+    /// Set to a value that has no effect on Windows: removing it is safe.
+    NoOp,
+}
+
+impl From<bool> for Hit {
+    fn from(hit: bool) -> Self {
+        if hit { Self::Yes } else { Self::No }
+    }
+}
+
+/// Checks one security-context field at pod level and in every container.
+/// `pod` and `container` say whether the field is reported; `message` is the
+/// finding's text and `fix` describes the removal for no-op values.
+pub(crate) fn security_field(
+    cx: &Cx<'_, '_, '_>,
+    out: &mut Sink,
+    key: &str,
+    message: &str,
+    pod: Option<&dyn Fn(&crate::view::PodSecurityContextView<'_>) -> Hit>,
+    container: Option<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+    fix: &str,
+) {
+    let mut emit = |path: FieldPath, hit: Hit| match hit {
+        Hit::No => {}
+        Hit::Yes => out.report(path, message),
+        Hit::NoOp => out.report_removable(path, message, fix),
+    };
+    if let (Some(pod), Some(sc)) = (pod, cx.pod_security_context()) {
+        emit(cx.spec_field(&["securityContext", key]), pod(sc));
+    }
+    if let Some(container) = container {
+        for c in cx.containers() {
+            if let Some(sc) = c.security_context() {
+                emit(
+                    cx.container_field(&c, &["securityContext", key]),
+                    container(sc),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! WIN-NFS: NFS volumes are not supported on Windows.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-NFS",
+        title: "NFS volumes are not supported on Windows",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`volumes[].nfs`.",
+        why: "Windows nodes cannot mount NFS-based storage into containers.",
+        source: "Kubernetes Windows docs, 'Storage': NFS based storage/volume support is not available on Windows nodes (seed 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
+        fix: "Use SMB (csi-driver-smb), Azure Files, or another CSI driver with Windows support.",
+        example: "volumes:\n- name: data\n  nfs:\n    server: nfs.example.com\n    path: /exports",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
+        if v.nfs.is_some() {
+            out.report(
+                cx.spec_field(&["volumes"]).index(i).key("nfs"),
+                "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
+            );
+        }
+    }
+}

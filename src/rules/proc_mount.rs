@@ -1,0 +1,38 @@
+//! WIN-PROCMOUNT: procMount is not supported on Windows.
+
+use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use crate::finding::Severity;
+use crate::view::{PodSecurityContextView, SecurityContextView};
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-PROCMOUNT",
+        title: "procMount is not supported on Windows",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`securityContext.procMount` in any container, other than the API server default `Default`.",
+        why: "Windows has no /proc filesystem.",
+        source: "Kubernetes Windows docs, 'API' > V1.Container: `v1.Container.SecurityContext.procMount` - Windows doesn't have a /proc filesystem (seed 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
+        fix: "Remove `procMount`.",
+        example: "securityContext:\n  procMount: Unmasked",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let message = "procMount is not supported on Windows nodes (no /proc filesystem)";
+    let container = |c: &SecurityContextView<'_>| Hit::from(c.custom_proc_mount().is_some());
+    security_field(
+        cx,
+        out,
+        "procMount",
+        message,
+        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
+        Some(&container),
+        "",
+    );
+}

@@ -1,0 +1,40 @@
+//! WIN-TERMINATION-MESSAGE-PATH: custom terminationMessagePath is not honoured on Windows.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-TERMINATION-MESSAGE-PATH",
+        title: "custom terminationMessagePath is not honoured on Windows",
+        severity: Severity::Warning,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`terminationMessagePath` other than the default `/dev/termination-log`.",
+        why: "Windows cannot map a single file into a container, so the termination message file does not work as on Linux. The API server fills in the default path on every container, so the default is never reported.",
+        source: "Kubernetes Windows docs, 'API' > V1.Container: `V1.Container.terminationMessagePath` - this has some limitations in that Windows doesn't support mapping single files (seed 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers",
+        fix: "Remove `terminationMessagePath`, or set `terminationMessagePolicy: FallbackToLogsOnError` so the message comes from the log.",
+        example: "containers:\n- name: app\n  terminationMessagePath: C:\\logs\\termination.log",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+/// What the API server fills in.
+const DEFAULT_PATH: &str = "/dev/termination-log";
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for c in cx.containers() {
+        let Some(path) = c.container.termination_message_path.as_deref() else {
+            continue;
+        };
+        if path != DEFAULT_PATH {
+            out.report(
+                cx.container_field(&c, &["terminationMessagePath"]),
+                format!("terminationMessagePath {path:?} is ignored on Windows nodes (single-file mapping is not supported)"),
+            );
+        }
+    }
+}

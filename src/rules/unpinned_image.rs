@@ -1,0 +1,64 @@
+//! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::{Fix, FixKind, PatchOp, Severity};
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-UNPINNED-IMAGE",
+        title: "Windows image without Windows node selection",
+        severity: Severity::Warning,
+        containerd: None,
+        scope: Scope::Any,
+        what: "A container whose image matches the policy's Windows image patterns (`mcr.microsoft.com/windows/*`, servercore, nanoserver, ...) in a pod spec that no nodeSelector, `spec.os.name`, affinity or RuntimeClass pins to Windows.",
+        why: "Without a Windows node selector the scheduler may place the pod on a Linux node, where the image cannot run (exec format / no matching manifest errors, ImagePullBackOff).",
+        source: "Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': without nodeSelectors, pods can be scheduled onto any node; Windows containers must target Windows nodes with kubernetes.io/os: windows.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Add `nodeSelector: {kubernetes.io/os: windows}` (the mutating webhook does when the policy sets `mutation.inferFromImages: true`).",
+        example: "spec:\n  containers:\n  - name: iis\n    image: mcr.microsoft.com/windows/servercore/iis",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    if cx.target.is_windows() {
+        return;
+    }
+    let linux = cx.target.is_linux();
+    for c in cx.containers() {
+        let Some(image) = c.container.image.as_deref() else {
+            continue;
+        };
+        if !cx.params.is_windows_image(image) {
+            continue;
+        }
+        let path = cx.container_field(&c, &["image"]);
+        if linux {
+            out.report(
+                path,
+                format!("image {image} is a Windows image but the pod targets Linux nodes"),
+            );
+        } else {
+            let fix = Fix {
+                kind: FixKind::Scheduling,
+                description: "add nodeSelector kubernetes.io/os: windows".into(),
+                ops: vec![node_selector_op(cx)],
+            };
+            out.report_with_fix(
+                path,
+                format!("image {image} is a Windows image but nothing pins the pod to Windows nodes; the scheduler may place it on Linux"),
+                fix,
+            );
+        }
+        return;
+    }
+}
+
+/// The operation that adds `kubernetes.io/os: windows` to the pod spec's
+/// node selector, whether or not the selector exists.
+#[must_use]
+pub fn node_selector_op(cx: &Cx<'_, '_, '_>) -> PatchOp {
+    crate::patch::add_node_selector(&cx.workload.spec_path, cx.spec)
+}

@@ -1,0 +1,301 @@
+//! Does a workload target Windows nodes, and why?
+//!
+//! A pod spec pins itself to an OS through any of: `nodeSelector`
+//! `kubernetes.io/os` (or the legacy `beta.kubernetes.io/os`), `spec.os.name`,
+//! required node affinity whose every term demands `kubernetes.io/os In [os]`,
+//! or a RuntimeClass whose scheduling selects that OS. The reasons are kept,
+//! because users ask "why did you treat this as Windows?".
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::view::{NodeSelectorTermView, SpecView};
+
+pub const OS_LABEL: &str = "kubernetes.io/os";
+pub const BETA_OS_LABEL: &str = "beta.kubernetes.io/os";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Os {
+    Windows,
+    Linux,
+}
+
+impl Os {
+    /// Reads an OS label or `spec.os.name` value. The API server only
+    /// accepts lowercase; selectors are case-sensitive label matches, so a
+    /// `Windows` value matches no node and is treated as no signal.
+    #[must_use]
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "windows" => Some(Self::Windows),
+            "linux" => Some(Self::Linux),
+            _ => None,
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Windows => "windows",
+            Self::Linux => "linux",
+        }
+    }
+}
+
+/// Where an OS signal came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "camelCase")]
+pub enum Signal {
+    /// `nodeSelector` with this key (`kubernetes.io/os` or the beta label).
+    NodeSelector { key: &'static str },
+    /// `spec.os.name`.
+    OsName,
+    /// Required node affinity, every term.
+    NodeAffinity,
+    /// A RuntimeClass whose scheduling pins the OS.
+    RuntimeClass { name: String },
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NodeSelector { key } => write!(f, "nodeSelector {key}"),
+            Self::OsName => f.write_str("spec.os.name"),
+            Self::NodeAffinity => f.write_str("required node affinity on kubernetes.io/os"),
+            Self::RuntimeClass { name } => write!(f, "runtimeClassName {name}"),
+        }
+    }
+}
+
+/// The OS a pod spec pins itself to, with every signal found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Target {
+    pub windows: Vec<Signal>,
+    pub linux: Vec<Signal>,
+}
+
+impl Target {
+    /// Windows-targeted: some signal says Windows. (A contradiction is
+    /// reported by its own rule; the Windows checks still run, because the
+    /// pod may well land on Windows.)
+    #[must_use]
+    pub fn is_windows(&self) -> bool {
+        !self.windows.is_empty()
+    }
+
+    #[must_use]
+    pub fn is_linux(&self) -> bool {
+        !self.linux.is_empty() && self.windows.is_empty()
+    }
+
+    #[must_use]
+    pub fn is_conflicting(&self) -> bool {
+        !self.windows.is_empty() && !self.linux.is_empty()
+    }
+
+    /// A human-readable reason, e.g. `nodeSelector kubernetes.io/os=windows`.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        let signals = if self.windows.is_empty() {
+            &self.linux
+        } else {
+            &self.windows
+        };
+        let os = if self.windows.is_empty() {
+            Os::Linux
+        } else {
+            Os::Windows
+        };
+        if signals.is_empty() {
+            return None;
+        }
+        let list: Vec<String> = signals
+            .iter()
+            .map(|s| format!("{s}={}", os.as_str()))
+            .collect();
+        Some(list.join(", "))
+    }
+}
+
+/// RuntimeClass names known to pin an OS: from the policy's list of Windows
+/// RuntimeClasses, from RuntimeClass objects in the linted input, or from the
+/// server's cache of the cluster's RuntimeClasses.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeClasses {
+    by_name: HashMap<String, Os>,
+}
+
+impl RuntimeClasses {
+    pub fn insert(&mut self, name: impl Into<String>, os: Os) {
+        self.by_name.insert(name.into(), os);
+    }
+
+    #[must_use]
+    pub fn os_of(&self, name: &str) -> Option<Os> {
+        self.by_name.get(name).copied()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Reads a RuntimeClass object (`node.k8s.io`, any version): its name and
+    /// the OS its `scheduling.nodeSelector` pins, if any.
+    #[must_use]
+    pub fn from_object(value: &serde_json::Value) -> Option<(String, Os)> {
+        let api = value.get("apiVersion")?.as_str()?;
+        if value.get("kind")?.as_str()? != "RuntimeClass" || !api.starts_with("node.k8s.io/") {
+            return None;
+        }
+        let name = value.pointer("/metadata/name")?.as_str()?;
+        let selector = value.pointer("/scheduling/nodeSelector")?;
+        let os = [OS_LABEL, BETA_OS_LABEL].iter().find_map(|k| {
+            selector
+                .get(*k)
+                .and_then(|v| v.as_str())
+                .and_then(Os::parse)
+        })?;
+        Some((name.to_owned(), os))
+    }
+}
+
+/// Classifies a pod spec. `runtime_class_os` resolves a RuntimeClass name.
+#[must_use]
+pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<Os>) -> Target {
+    let mut t = Target::default();
+    let mut add = |os: Os, s: Signal| match os {
+        Os::Windows => t.windows.push(s),
+        Os::Linux => t.linux.push(s),
+    };
+    if let Some(sel) = &spec.node_selector {
+        for key in [OS_LABEL, BETA_OS_LABEL] {
+            if let Some(os) = sel.get(key).and_then(Os::parse) {
+                add(os, Signal::NodeSelector { key });
+            }
+        }
+    }
+    if let Some(os) = spec
+        .os
+        .as_ref()
+        .and_then(|o| o.name.as_deref())
+        .and_then(Os::parse)
+    {
+        add(os, Signal::OsName);
+    }
+    if let Some(os) = affinity_os(spec) {
+        add(os, Signal::NodeAffinity);
+    }
+    if let Some(name) = spec.runtime_class_name.as_deref() {
+        if let Some(os) = runtime_class_os(name) {
+            add(
+                os,
+                Signal::RuntimeClass {
+                    name: name.to_owned(),
+                },
+            );
+        }
+    }
+    t
+}
+
+/// The OS that every required node-affinity term demands, if they agree.
+fn affinity_os(spec: &SpecView<'_>) -> Option<Os> {
+    let terms = spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms
+        .as_ref()?;
+    let mut found = None;
+    for term in terms {
+        let os = term_os(term)?;
+        if found.is_some_and(|f| f != os) {
+            return None;
+        }
+        found = Some(os);
+    }
+    found
+}
+
+/// The OS one node-selector term demands: an `In` requirement on the OS
+/// label whose values all name one OS.
+fn term_os(term: &NodeSelectorTermView<'_>) -> Option<Os> {
+    term.match_expressions.as_ref()?.iter().find_map(|req| {
+        let key = req.key.as_deref()?;
+        if (key != OS_LABEL && key != BETA_OS_LABEL) || req.operator.as_deref()? != "In" {
+            return None;
+        }
+        let mut values = req.values.as_ref()?.iter().map(|v| Os::parse(v));
+        let first = values.next()??;
+        values.all(|v| v == Some(first)).then_some(first)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn none(_: &str) -> Option<Os> {
+        None
+    }
+
+    fn spec(json: &str) -> SpecView<'_> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn node_selector_and_os_name() {
+        let s = spec(r#"{"nodeSelector":{"kubernetes.io/os":"windows"},"os":{"name":"windows"}}"#);
+        let t = classify(&s, none);
+        assert!(t.is_windows() && !t.is_conflicting());
+        assert_eq!(t.windows.len(), 2);
+        assert_eq!(
+            t.reason().unwrap(),
+            "nodeSelector kubernetes.io/os=windows, spec.os.name=windows"
+        );
+    }
+
+    #[test]
+    fn affinity_needs_every_term() {
+        let one = r#"{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/os","operator":"In","values":["windows"]}]}]}}}}"#;
+        assert!(classify(&spec(one), none).is_windows());
+        let partial = r#"{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/os","operator":"In","values":["windows"]}]},
+            {"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}}}"#;
+        assert!(!classify(&spec(partial), none).is_windows());
+        let both = r#"{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/os","operator":"In","values":["windows","linux"]}]}]}}}}"#;
+        assert_eq!(classify(&spec(both), none), Target::default());
+    }
+
+    #[test]
+    fn runtime_class_and_conflicts() {
+        let mut rc = RuntimeClasses::default();
+        rc.insert("win-2022", Os::Windows);
+        let s =
+            spec(r#"{"runtimeClassName":"win-2022","nodeSelector":{"kubernetes.io/os":"linux"}}"#);
+        let t = classify(&s, |n| rc.os_of(n));
+        assert!(t.is_windows() && t.is_conflicting() && !t.is_linux());
+        let unknown = spec(r#"{"runtimeClassName":"other"}"#);
+        assert_eq!(classify(&unknown, |n| rc.os_of(n)), Target::default());
+    }
+
+    #[test]
+    fn reads_runtime_class_objects() {
+        let v = serde_json::json!({"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass",
+            "metadata":{"name":"windows-2019"},"handler":"runhcs-wcow-process",
+            "scheduling":{"nodeSelector":{"kubernetes.io/os":"windows"}}});
+        assert_eq!(
+            RuntimeClasses::from_object(&v),
+            Some(("windows-2019".into(), Os::Windows))
+        );
+    }
+}

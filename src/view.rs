@@ -1,0 +1,518 @@
+//! A narrow, borrowed view of the fields the rules read.
+//!
+//! The engine never looks at a Kubernetes object through k8s-openapi types:
+//! those silently drop fields their API version lacks, and a full typed parse
+//! costs several times a narrow one. This view deserializes from JSON bytes
+//! (the webhook) or from a `serde_json::Value` (lint, reports), borrowing
+//! strings where it can. Unknown fields are ignored, so the same view reads
+//! every API version of every workload kind.
+//!
+//! Fields whose mere presence matters (the API server rejects them on
+//! `spec.os.name: windows` pods whatever their value) are `Option<Present>`;
+//! an explicit JSON `null` counts as unset, as it does for the API server.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+
+/// A string field, borrowed from the input where the input allows.
+///
+/// (`Option<Cow<str>>` never borrows under serde's derive, hence this type.)
+/// Non-string scalars are read as their text rather than failing the whole
+/// object: a view is for reading, and validation is the API server's job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+type Str<'a> = Text<'a>;
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Text<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Marks a field that is set (to anything but `null`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Present;
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Present)
+    }
+}
+
+/// A `map[string]string` (labels, annotations, nodeSelector, resource lists),
+/// kept in source order. Scalar values that are not strings (`replicas: 1`
+/// style mistakes, quantities written as numbers) are kept as their text
+/// rather than failing the whole object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StrMap<'a>(pub Vec<(Str<'a>, Str<'a>)>);
+
+impl SecurityContextView<'_> {
+    /// A `procMount` other than the API server's default.
+    #[must_use]
+    pub fn custom_proc_mount(&self) -> Option<&str> {
+        self.proc_mount.as_deref().filter(|p| *p != "Default")
+    }
+}
+
+impl<'a> StrMap<'a> {
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| &**k == key).map(|(_, v)| &**v)
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed("")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for StrMap<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrMap<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(StrMap::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(k) = map.next_key::<Text<'de>>()? {
+                    let v = map.next_value::<Text<'de>>()?;
+                    out.push((k, v));
+                }
+                Ok(StrMap(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The parts of any object winadmit reads: its type, its metadata, and every
+/// place a pod spec can live (`spec`, `spec.template`, `spec.jobTemplate`,
+/// and `template` for PodTemplate). `items` holds the members of a `List`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectView<'a> {
+    #[serde(borrow)]
+    pub api_version: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub metadata: Option<MetaView<'a>>,
+    #[serde(borrow)]
+    pub spec: Option<Box<SpecView<'a>>>,
+    #[serde(borrow)]
+    pub template: Option<Box<TemplateView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MetaView<'a> {
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub generate_name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub namespace: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub labels: Option<StrMap<'a>>,
+    #[serde(borrow)]
+    pub annotations: Option<StrMap<'a>>,
+}
+
+/// A pod template: `metadata` plus a pod `spec`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TemplateView<'a> {
+    #[serde(borrow)]
+    pub metadata: Option<MetaView<'a>>,
+    #[serde(borrow)]
+    pub spec: Option<SpecView<'a>>,
+}
+
+/// `spec.jobTemplate` of a CronJob: `metadata` and a Job spec.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct JobTemplateView<'a> {
+    #[serde(borrow)]
+    pub spec: Option<Box<SpecView<'a>>>,
+}
+
+/// A pod spec, plus the two fields by which workload specs nest a pod
+/// template (`template`, `jobTemplate`). One struct for all three keeps the
+/// parse single-pass whatever the kind; the kind decides which part is read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SpecView<'a> {
+    #[serde(borrow)]
+    pub template: Option<Box<TemplateView<'a>>>,
+    #[serde(borrow)]
+    pub job_template: Option<Box<JobTemplateView<'a>>>,
+
+    #[serde(borrow)]
+    pub node_selector: Option<StrMap<'a>>,
+    #[serde(borrow)]
+    pub os: Option<PodOsView<'a>>,
+    #[serde(borrow)]
+    pub affinity: Option<AffinityView<'a>>,
+    #[serde(borrow)]
+    pub tolerations: Option<Vec<TolerationView<'a>>>,
+    #[serde(borrow)]
+    pub runtime_class_name: Option<Str<'a>>,
+    pub host_network: Option<bool>,
+    #[serde(rename = "hostPID")]
+    pub host_pid: Option<bool>,
+    #[serde(rename = "hostIPC")]
+    pub host_ipc: Option<bool>,
+    pub share_process_namespace: Option<bool>,
+    pub host_users: Option<Present>,
+    #[serde(borrow)]
+    pub dns_policy: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub dns_config: Option<DnsConfigView<'a>>,
+    pub resources: Option<Present>,
+    #[serde(borrow)]
+    pub security_context: Option<PodSecurityContextView<'a>>,
+    #[serde(borrow)]
+    pub containers: Option<Vec<ContainerView<'a>>>,
+    #[serde(borrow)]
+    pub init_containers: Option<Vec<ContainerView<'a>>>,
+    #[serde(borrow)]
+    pub ephemeral_containers: Option<Vec<ContainerView<'a>>>,
+    #[serde(borrow)]
+    pub volumes: Option<Vec<VolumeView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodOsView<'a> {
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AffinityView<'a> {
+    #[serde(borrow)]
+    pub node_affinity: Option<NodeAffinityView<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeAffinityView<'a> {
+    #[serde(borrow)]
+    pub required_during_scheduling_ignored_during_execution: Option<NodeSelectorView<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorView<'a> {
+    #[serde(borrow)]
+    pub node_selector_terms: Option<Vec<NodeSelectorTermView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSelectorTermView<'a> {
+    #[serde(borrow)]
+    pub match_expressions: Option<Vec<RequirementView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RequirementView<'a> {
+    #[serde(borrow)]
+    pub key: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub operator: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub values: Option<Vec<Str<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TolerationView<'a> {
+    #[serde(borrow)]
+    pub key: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub operator: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub value: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub effect: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DnsConfigView<'a> {
+    #[serde(borrow)]
+    pub searches: Option<Vec<Str<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSecurityContextView<'a> {
+    pub run_as_user: Option<Present>,
+    pub run_as_group: Option<Present>,
+    pub run_as_non_root: Option<bool>,
+    pub supplemental_groups: Option<Present>,
+    pub supplemental_groups_policy: Option<Present>,
+    pub sysctls: Option<Present>,
+    pub fs_group: Option<Present>,
+    pub fs_group_change_policy: Option<Present>,
+    #[serde(rename = "seLinuxOptions")]
+    pub se_linux_options: Option<Present>,
+    #[serde(rename = "seLinuxChangePolicy")]
+    pub se_linux_change_policy: Option<Present>,
+    #[serde(borrow)]
+    pub seccomp_profile: Option<SeccompView<'a>>,
+    pub app_armor_profile: Option<Present>,
+    #[serde(borrow)]
+    pub windows_options: Option<WindowsOptionsView<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecurityContextView<'a> {
+    pub privileged: Option<bool>,
+    pub allow_privilege_escalation: Option<bool>,
+    #[serde(borrow)]
+    pub capabilities: Option<CapabilitiesView<'a>>,
+    /// `Default` is what the API server fills in; only other values count.
+    #[serde(borrow)]
+    pub proc_mount: Option<Str<'a>>,
+    pub read_only_root_filesystem: Option<bool>,
+    pub run_as_user: Option<Present>,
+    pub run_as_group: Option<Present>,
+    pub run_as_non_root: Option<bool>,
+    #[serde(rename = "seLinuxOptions")]
+    pub se_linux_options: Option<Present>,
+    #[serde(borrow)]
+    pub seccomp_profile: Option<SeccompView<'a>>,
+    pub app_armor_profile: Option<Present>,
+    #[serde(borrow)]
+    pub windows_options: Option<WindowsOptionsView<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CapabilitiesView<'a> {
+    #[serde(borrow)]
+    pub add: Option<Vec<Str<'a>>>,
+    #[serde(borrow)]
+    pub drop: Option<Vec<Str<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SeccompView<'a> {
+    #[serde(borrow, rename = "type")]
+    pub kind: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WindowsOptionsView<'a> {
+    pub host_process: Option<bool>,
+    #[serde(borrow)]
+    pub run_as_user_name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub gmsa_credential_spec_name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub gmsa_credential_spec: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerView<'a> {
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub image: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub security_context: Option<SecurityContextView<'a>>,
+    #[serde(borrow)]
+    pub volume_mounts: Option<Vec<VolumeMountView<'a>>>,
+    pub volume_devices: Option<Present>,
+    #[serde(borrow)]
+    pub resources: Option<ResourcesView<'a>>,
+    #[serde(borrow)]
+    pub termination_message_path: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeMountView<'a> {
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub mount_path: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub sub_path: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub sub_path_expr: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub mount_propagation: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourcesView<'a> {
+    #[serde(borrow)]
+    pub limits: Option<StrMap<'a>>,
+    #[serde(borrow)]
+    pub requests: Option<StrMap<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeView<'a> {
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub empty_dir: Option<EmptyDirView<'a>>,
+    pub nfs: Option<Present>,
+    #[serde(borrow)]
+    pub host_path: Option<HostPathView<'a>>,
+    pub secret: Option<ModeView>,
+    pub config_map: Option<ModeView>,
+    pub projected: Option<ModeView>,
+    pub downward_api: Option<ModeView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EmptyDirView<'a> {
+    #[serde(borrow)]
+    pub medium: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostPathView<'a> {
+    #[serde(borrow)]
+    pub path: Option<Str<'a>>,
+}
+
+/// Volume sources with file modes (`secret`, `configMap`, `projected`, `downwardAPI`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ModeView {
+    pub default_mode: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn borrows_from_json_and_reads_nested_templates() {
+        let json = br#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},
+            "spec":{"jobTemplate":{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/os":"windows"},
+            "containers":[{"name":"a","securityContext":{"privileged":true,"runAsUser":null}}]}}}}}}"#;
+        let obj: ObjectView<'_> = serde_json::from_slice(json).unwrap();
+        assert!(
+            matches!(obj.kind, Some(Text(Cow::Borrowed("CronJob")))),
+            "strings are borrowed"
+        );
+        let pod = obj
+            .spec
+            .unwrap()
+            .job_template
+            .unwrap()
+            .spec
+            .unwrap()
+            .template
+            .unwrap()
+            .spec
+            .unwrap();
+        assert_eq!(
+            pod.node_selector.unwrap().get("kubernetes.io/os"),
+            Some("windows")
+        );
+        let sc = pod.containers.unwrap().remove(0).security_context.unwrap();
+        assert_eq!(sc.privileged, Some(true));
+        assert_eq!(sc.run_as_user, None, "explicit null means unset");
+    }
+
+    #[test]
+    fn string_maps_keep_non_string_scalars_as_text() {
+        let v = serde_json::json!({"vm": 0, "on": true});
+        let m = StrMap::deserialize(&v).unwrap();
+        assert_eq!(m.get("vm"), Some("0"));
+        assert_eq!(m.get("on"), Some("true"));
+    }
+}
