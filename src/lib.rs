@@ -6,12 +6,18 @@
 //! `admission`, `source`, `output`) decode input, call
 //! [`engine::evaluate`], and encode output.
 
+pub mod cli;
+pub mod commands;
 pub mod engine;
 pub mod finding;
+pub mod fix;
+pub mod lint;
+pub mod output;
 pub mod patch;
 pub mod path;
 pub mod policy;
 pub mod rules;
+pub mod source;
 pub mod targeting;
 pub mod version;
 pub mod view;

@@ -1,0 +1,222 @@
+//! `winadmit lint`: files and directories in, verdicts out, exit code for CI.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
+use crate::cli::{ColorChoice, FailOn, LintArgs, LintFormat};
+use crate::engine::Context;
+use crate::finding::Severity;
+use crate::lint::{collect_runtime_classes, lint_text};
+use crate::output::{InputProblem, LintReport, json, junit, sarif, text};
+use crate::policy::Policy;
+use crate::source;
+use crate::targeting::RuntimeClasses;
+
+/// An input to read: a file, or stdin.
+enum Input {
+    File(PathBuf),
+    Stdin,
+}
+
+impl Input {
+    fn name(&self) -> String {
+        match self {
+            Self::File(p) => p.display().to_string(),
+            Self::Stdin => "<stdin>".into(),
+        }
+    }
+}
+
+/// # Errors
+/// The policy cannot be loaded (exit 2, naming the file and key).
+pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+    let LintArgs {
+        paths,
+        policy,
+        format,
+        fail_on,
+        fix,
+        color,
+    } = args;
+    let pol = Policy::load(&policy.policy)?;
+    let mut report = LintReport::default();
+    let inputs = expand(&paths, &mut report);
+
+    // Stdin can be read once: keep it for both passes.
+    let mut stdin_text: Option<Result<String, InputProblem>> = None;
+    if inputs.iter().any(|i| matches!(i, Input::Stdin)) {
+        stdin_text = Some(read_stdin());
+    }
+    let read = |input: &Input| -> Result<String, InputProblem> {
+        match input {
+            Input::Stdin => stdin_text.clone().expect("stdin was read"),
+            Input::File(p) => read_file(p),
+        }
+    };
+
+    // First pass: RuntimeClasses anywhere in the input pin their pods' OS.
+    let mut runtime_classes = RuntimeClasses::default();
+    for input in &inputs {
+        if let Ok(text) = read(input) {
+            collect_runtime_classes(&text, &mut runtime_classes);
+        }
+    }
+    let cx = Context {
+        version: policy.kubernetes_version,
+        runtime_classes: Some(&runtime_classes),
+    };
+    for input in &inputs {
+        match read(input) {
+            Ok(text) => lint_text(&input.name(), &text, &pol, &cx, &mut report),
+            Err(problem) => {
+                report.summary.files += 1;
+                report.summary.input_errors += 1;
+                report.input_errors.push(problem);
+            }
+        }
+    }
+    if fix {
+        report.summary.fixed =
+            crate::fix::apply_to_files(&inputs_as_paths(&inputs), &pol, &cx, &mut report)?;
+    }
+
+    let use_color = match color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    let rendered = match format {
+        LintFormat::Text => text::render(&report, use_color),
+        LintFormat::Json => json::render(&report)?,
+        LintFormat::Sarif => sarif::render(&report)?,
+        LintFormat::Junit => junit::render(&report),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(rendered.as_bytes())
+        .context("writing the report to stdout")?;
+    out.flush().ok();
+
+    let failing = report.findings.iter().any(|f| match fail_on {
+        FailOn::Error => f.severity == Severity::Error,
+        FailOn::Warning => true,
+    });
+    let code = if !report.input_errors.is_empty() {
+        EXIT_INPUT
+    } else if failing {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn inputs_as_paths(inputs: &[Input]) -> Vec<PathBuf> {
+    inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::File(p) => Some(p.clone()),
+            Input::Stdin => None,
+        })
+        .collect()
+}
+
+/// Expands directories (recursively, `.yaml`/`.yml`/`.json`, symlink loops
+/// reported, not followed forever) into files, in a stable order.
+fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
+    let mut inputs = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            inputs.push(Input::Stdin);
+            continue;
+        }
+        if !path.is_dir() {
+            inputs.push(Input::File(path.clone()));
+            continue;
+        }
+        let walker = walkdir::WalkDir::new(path)
+            .follow_links(true)
+            .sort_by_file_name();
+        for entry in walker {
+            match entry {
+                Ok(e) if e.file_type().is_file() && is_manifest(e.path()) => {
+                    inputs.push(Input::File(e.into_path()));
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    let file = err.path().unwrap_or(path).display().to_string();
+                    let message = if err.loop_ancestor().is_some() {
+                        "symbolic link loop, not followed".to_owned()
+                    } else {
+                        format!("cannot read directory entry: {err}")
+                    };
+                    report.summary.input_errors += 1;
+                    report.input_errors.push(InputProblem {
+                        file,
+                        line: None,
+                        column: None,
+                        message,
+                    });
+                }
+            }
+        }
+    }
+    inputs
+}
+
+fn is_manifest(p: &Path) -> bool {
+    matches!(
+        p.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+fn read_file(path: &Path) -> Result<String, InputProblem> {
+    let problem = |message: String| InputProblem {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| problem(format!("cannot read: {e}")))?;
+    if meta.len() > source::MAX_FILE_BYTES as u64 {
+        return Err(problem(format!(
+            "file is {} MiB, over the {} MiB limit for manifests",
+            meta.len() / (1024 * 1024),
+            source::MAX_FILE_BYTES / (1024 * 1024)
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| problem(format!("cannot read: {e}")))?;
+    decode(path.display().to_string(), &bytes)
+}
+
+fn read_stdin() -> Result<String, InputProblem> {
+    let mut bytes = Vec::new();
+    let limit = source::MAX_FILE_BYTES as u64 + 1;
+    std::io::stdin()
+        .take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| InputProblem {
+            file: "<stdin>".into(),
+            line: None,
+            column: None,
+            message: format!("cannot read: {e}"),
+        })?;
+    decode("<stdin>".into(), &bytes)
+}
+
+fn decode(file: String, bytes: &[u8]) -> Result<String, InputProblem> {
+    source::decode(bytes)
+        .map(str::to_owned)
+        .map_err(|e| InputProblem {
+            file,
+            line: e.line,
+            column: e.column,
+            message: e.message,
+        })
+}

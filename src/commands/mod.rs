@@ -1,0 +1,25 @@
+//! Glue from the command line to the core. No policy logic lives here.
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+
+pub mod explain;
+pub mod lint;
+
+/// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
+pub const EXIT_CLEAN: u8 = 0;
+pub const EXIT_FINDINGS: u8 = 1;
+pub const EXIT_INPUT: u8 = 2;
+
+/// Runs a parsed command line.
+///
+/// # Errors
+/// Usage or start-up problems; `main` prints them and exits 2.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Lint(args) => lint::run(args),
+        Command::Rules(args) => explain::rules(args),
+        Command::Explain(args) => explain::explain(args),
+    }
+}

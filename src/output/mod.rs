@@ -1,0 +1,90 @@
+//! Renderers for lint results: text, JSON, SARIF 2.1.0, JUnit XML.
+//!
+//! The JSON shape is a contract other tools rely on: a top-level object
+//! with `findings` (each with at least `file`, `line`, `column`, `kind`,
+//! `namespace`, `name`, `rule`, `severity`, `field`, `message`) and
+//! `summary` with counts. Fields are only ever added.
+
+use serde::Serialize;
+
+use crate::finding::{PatchOp, Severity};
+
+pub mod json;
+pub mod junit;
+pub mod sarif;
+pub mod text;
+
+/// One finding, located in its source file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LintFinding {
+    pub file: String,
+    pub line: u64,
+    pub column: u64,
+    /// Index of the object in its file (empty documents skipped, List items expanded).
+    pub document: usize,
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub field: String,
+    pub message: String,
+    pub title: &'static str,
+    pub doc_url: &'static str,
+    /// How to fix it.
+    pub fix: &'static str,
+    /// The automatic fix, when one exists: RFC 6902 operations on the object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Vec<PatchOp>>,
+}
+
+/// A file or document that could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputProblem {
+    pub file: String,
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    pub message: String,
+}
+
+/// Counts for the summary line and the JSON `summary`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub files: usize,
+    /// Kubernetes objects read.
+    pub objects: usize,
+    /// Objects of a workload kind.
+    pub workloads: usize,
+    pub windows_workloads: usize,
+    /// Documents that are not Kubernetes objects (no apiVersion/kind).
+    pub skipped: usize,
+    pub errors: usize,
+    pub warnings: usize,
+    pub input_errors: usize,
+    /// Fixes written back with `--fix`.
+    pub fixed: usize,
+}
+
+/// A workload that was checked (for JUnit's passing test cases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub file: String,
+    pub document: usize,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Everything `lint` found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LintReport {
+    pub findings: Vec<LintFinding>,
+    #[serde(skip)]
+    pub checked: Vec<Checked>,
+    pub input_errors: Vec<InputProblem>,
+    pub summary: Summary,
+}

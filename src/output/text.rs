@@ -1,0 +1,70 @@
+//! `--format text`: compiler-style lines, `file:line:col: error[RULE] field: message`.
+
+use std::fmt::Write;
+
+use super::LintReport;
+use crate::finding::Severity;
+
+/// Renders the report; `color` adds ANSI colours (for terminals).
+#[must_use]
+pub fn render(report: &LintReport, color: bool) -> String {
+    let paint = |code: &str, s: &str| {
+        if color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    };
+    let mut out = String::new();
+    for p in &report.input_errors {
+        let at = match (p.line, p.column) {
+            (Some(l), Some(c)) => format!(":{l}:{c}"),
+            (Some(l), None) => format!(":{l}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{}{at}: {}: {}",
+            p.file,
+            paint("1;31", "input error"),
+            p.message
+        );
+    }
+    for f in &report.findings {
+        let label = match f.severity {
+            Severity::Error => paint("1;31", &format!("error[{}]", f.rule)),
+            Severity::Warning => paint("1;33", &format!("warning[{}]", f.rule)),
+        };
+        let _ = writeln!(
+            out,
+            "{}:{}:{}: {label} {}: {}",
+            f.file, f.line, f.column, f.field, f.message
+        );
+        let ns = f
+            .namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  = object: {} {ns}{}", f.kind, f.name);
+        let _ = writeln!(out, "  = fix: {}", f.fix);
+        let _ = writeln!(out, "  = see: {}", f.doc_url);
+    }
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "{} error(s), {} warning(s) in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
+        s.errors,
+        s.warnings,
+        s.objects,
+        s.windows_workloads,
+        s.files,
+        s.skipped,
+        s.input_errors,
+        if s.fixed > 0 {
+            format!("; {} fix(es) written", s.fixed)
+        } else {
+            String::new()
+        }
+    );
+    out
+}
