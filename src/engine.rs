@@ -108,14 +108,14 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         sink.severity = severity;
         let before = sink.findings.len();
         (rule.check)(&rule_cx, &mut sink);
-        if sink.findings.len() > before {
-            if let Some(reason) = skip_reason(workload, info.id) {
-                sink.findings.truncate(before);
-                skipped.push(Skipped {
-                    rule: info.id.to_owned(),
-                    reason: reason.to_owned(),
-                });
-            }
+        if sink.findings.len() > before
+            && let Some(reason) = skip_reason(workload, info.id)
+        {
+            sink.findings.truncate(before);
+            skipped.push(Skipped {
+                rule: info.id.to_owned(),
+                reason: reason.to_owned(),
+            });
         }
     }
     eval.findings = sink.findings;
@@ -142,7 +142,7 @@ fn labels_of(workload: &Workload<'_, '_>) -> BTreeMap<String, String> {
         .labels
         .into_iter()
         .chain(workload.pod_labels())
-        .flat_map(|m| m.iter())
+        .flat_map(super::view::StrMap::iter)
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
 }

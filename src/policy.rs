@@ -183,18 +183,11 @@ impl Default for Mutation {
 /// Parameters rules read.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Default)]
 pub struct RuleParams {
     /// Image name patterns that mark an image as a Windows image
     /// (`*` matches any run of characters).
     pub windows_images: Vec<String>,
-}
-
-impl Default for RuleParams {
-    fn default() -> Self {
-        Self {
-            windows_images: Vec::new(),
-        }
-    }
 }
 
 impl RuleParams {
@@ -358,17 +351,17 @@ impl Policy {
             path: path.to_owned(),
             message,
         };
-        if let Some(v) = &file.api_version {
-            if v != POLICY_API_VERSION {
-                return Err(invalid(format!(
-                    "apiVersion must be {POLICY_API_VERSION}, not {v}"
-                )));
-            }
+        if let Some(v) = &file.api_version
+            && v != POLICY_API_VERSION
+        {
+            return Err(invalid(format!(
+                "apiVersion must be {POLICY_API_VERSION}, not {v}"
+            )));
         }
-        if let Some(k) = &file.kind {
-            if k != "Policy" {
-                return Err(invalid(format!("kind must be Policy, not {k}")));
-            }
+        if let Some(k) = &file.kind
+            && k != "Policy"
+        {
+            return Err(invalid(format!("kind must be Policy, not {k}")));
         }
         if let Some(p) = file.profile {
             self.profile = p;
@@ -423,12 +416,13 @@ impl Policy {
             self.params = p;
         }
         if let Some(m) = file.mutation {
-            if let Some(iso) = &m.isolation {
-                if iso != "process" && iso != "hyperv" {
-                    return Err(invalid(format!(
-                        "mutation.isolation must be process or hyperv, not {iso}"
-                    )));
-                }
+            if let Some(iso) = &m.isolation
+                && iso != "process"
+                && iso != "hyperv"
+            {
+                return Err(invalid(format!(
+                    "mutation.isolation must be process or hyperv, not {iso}"
+                )));
             }
             self.mutation = m;
         }
@@ -468,10 +462,10 @@ impl Policy {
         namespace: Option<&str>,
         labels: impl FnOnce() -> BTreeMap<String, String> + 'l,
     ) -> Option<String> {
-        if let Some(ns) = namespace {
-            if self.exemptions.namespaces.iter().any(|n| n == ns) {
-                return Some(format!("namespace {ns} is exempt by policy"));
-            }
+        if let Some(ns) = namespace
+            && self.exemptions.namespaces.iter().any(|n| n == ns)
+        {
+            return Some(format!("namespace {ns} is exempt by policy"));
         }
         if self.selectors.is_empty() {
             return None;

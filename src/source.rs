@@ -270,7 +270,7 @@ fn quote_state_after(line: &str, mut quote: Option<char>) -> Option<char> {
             (Some('\''), '\'') => quote = None,
             (None, '#') if prev == ' ' || prev == '\t' => break,
             (None, '"' | '\'') if matches!(prev, ' ' | '\t' | ':' | '[' | '{' | ',' | '-') => {
-                quote = Some(c)
+                quote = Some(c);
             }
             _ => {}
         }

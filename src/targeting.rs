@@ -189,15 +189,15 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
     if let Some(os) = affinity_os(spec) {
         add(os, Signal::NodeAffinity);
     }
-    if let Some(name) = spec.runtime_class_name.as_deref() {
-        if let Some(os) = runtime_class_os(name) {
-            add(
-                os,
-                Signal::RuntimeClass {
-                    name: name.to_owned(),
-                },
-            );
-        }
+    if let Some(name) = spec.runtime_class_name.as_deref()
+        && let Some(os) = runtime_class_os(name)
+    {
+        add(
+            os,
+            Signal::RuntimeClass {
+                name: name.to_owned(),
+            },
+        );
     }
     t
 }

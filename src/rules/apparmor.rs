@@ -43,7 +43,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         .workload
         .pod_annotations()
         .into_iter()
-        .flat_map(|a| a.iter())
+        .flat_map(super::super::view::StrMap::iter)
     {
         if key.starts_with(ANNOTATION_PREFIX) {
             let mut path = crate::path::FieldPath::keys(cx.workload.kind.pod_metadata_path());

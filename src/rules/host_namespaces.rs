@@ -64,7 +64,7 @@ pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
             out,
             cx.spec.share_process_namespace,
             "shareProcessNamespace",
-        )
+        );
     },
 };
 

@@ -28,7 +28,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
             continue;
         };
         for (list, map) in [("limits", &res.limits), ("requests", &res.requests)] {
-            for (key, _) in map.iter().flat_map(|m| m.iter()) {
+            for (key, _) in map.iter().flat_map(super::super::view::StrMap::iter) {
                 if key.starts_with("hugepages-") {
                     out.report(
                         cx.container_field(&c, &["resources", list, key]),

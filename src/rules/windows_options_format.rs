@@ -212,10 +212,9 @@ mod tests {
         );
         assert!(user_name_errors(&format!("{}\\u", "d".repeat(300)))[0].contains("under 256"));
         assert!(
-            user_name_errors("-bad-.x\\u")
+            !user_name_errors("-bad-.x\\u")
                 .iter()
-                .any(|e| e.contains("NetBios"))
-                == false,
+                .any(|e| e.contains("NetBios")),
             "NetBIOS allows a leading hyphen"
         );
         assert!(
