@@ -31,12 +31,17 @@ struct Label {
 }
 
 fn labels() -> Vec<Label> {
-    let index = std::fs::read_to_string(corpus_dir().join("INDEX.tsv"))
-        .expect("the corpus index ../shared/corpus/INDEX.tsv (set WINADMIT_CORPUS to its directory)");
+    let index = std::fs::read_to_string(corpus_dir().join("INDEX.tsv")).expect(
+        "the corpus index ../shared/corpus/INDEX.tsv (set WINADMIT_CORPUS to its directory)",
+    );
     let mut rows = index.lines();
     let header: Vec<&str> = rows.next().unwrap().split('\t').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (file, verdict, flagged) = (col("file"), col("expected_verdict"), col("flagged_field_paths"));
+    let (file, verdict, flagged) = (
+        col("file"),
+        col("expected_verdict"),
+        col("flagged_field_paths"),
+    );
     rows.filter(|l| !l.trim().is_empty())
         .map(|line| {
             let cells: Vec<&str> = line.split('\t').collect();
@@ -72,7 +77,10 @@ fn lint_file(name: &str) -> LintReport {
         Ok(text) => {
             let mut rc = RuntimeClasses::default();
             collect_runtime_classes(text, &mut rc);
-            let cx = Context { runtime_classes: Some(&rc), ..Context::default() };
+            let cx = Context {
+                runtime_classes: Some(&rc),
+                ..Context::default()
+            };
             lint_text(name, text, &policy, &cx, &mut report);
         }
         Err(e) => panic!("{name}: {e}"),
@@ -83,13 +91,21 @@ fn lint_file(name: &str) -> LintReport {
 #[test]
 fn every_corpus_file_gets_its_labelled_verdict_and_fields() {
     let labels = labels();
-    assert!(labels.len() >= 90, "expected the full corpus, found {} rows", labels.len());
+    assert!(
+        labels.len() >= 90,
+        "expected the full corpus, found {} rows",
+        labels.len()
+    );
     let mut mismatches = Vec::new();
     for label in &labels {
         let report = lint_file(&label.file);
         let verdict = if !report.input_errors.is_empty() {
             "error"
-        } else if report.findings.iter().any(|f| f.severity == Severity::Error) {
+        } else if report
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Error)
+        {
             "reject"
         } else {
             "pass"
@@ -107,21 +123,34 @@ fn every_corpus_file_gets_its_labelled_verdict_and_fields() {
             ));
         }
     }
-    assert!(mismatches.is_empty(), "{} corpus mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} corpus mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
 }
 
 #[test]
 fn every_finding_has_a_source_position() {
     for label in labels().iter().filter(|l| l.verdict == "reject") {
         for f in lint_file(&label.file).findings {
-            assert!(f.line > 0 && f.column > 0, "{}: {} has no position", label.file, f.field);
+            assert!(
+                f.line > 0 && f.column > 0,
+                "{}: {} has no position",
+                label.file,
+                f.field
+            );
         }
     }
 }
 
 #[test]
 fn the_broken_file_is_reported_with_its_line() {
-    let label = labels().into_iter().find(|l| l.verdict == "error").expect("the corpus has an unparseable file");
+    let label = labels()
+        .into_iter()
+        .find(|l| l.verdict == "error")
+        .expect("the corpus has an unparseable file");
     let report = lint_file(&label.file);
     let problem = &report.input_errors[0];
     assert!(problem.line.is_some(), "{problem:?}");
