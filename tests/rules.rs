@@ -285,9 +285,7 @@ fn table_of_bad_and_good_cases() {
         ),
         (
             "WIN-HOSTPROCESS",
-            windows_pod(&format!(
-                "hostNetwork: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n- name: b\n  image: y"
-            )),
+            windows_pod(&"hostNetwork: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n- name: b\n  image: y".to_string()),
             vec!["spec"],
         ),
         (
@@ -374,9 +372,7 @@ fn table_of_bad_and_good_cases() {
         ("WIN-UNPINNED-IMAGE", windows_pod(C), vec![]),
         (
             "WIN-WINDOWSOPTIONS-LINUX",
-            pod(&format!(
-                "nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser"
-            )),
+            pod(&"nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser".to_string()),
             vec!["spec.containers[0].securityContext.windowsOptions"],
         ),
         (
