@@ -285,7 +285,9 @@ fn table_of_bad_and_good_cases() {
         ),
         (
             "WIN-HOSTPROCESS",
-            windows_pod(&"hostNetwork: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n- name: b\n  image: y".to_string()),
+            windows_pod(
+                "hostNetwork: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n- name: b\n  image: y",
+            ),
             vec!["spec"],
         ),
         (
@@ -372,7 +374,9 @@ fn table_of_bad_and_good_cases() {
         ("WIN-UNPINNED-IMAGE", windows_pod(C), vec![]),
         (
             "WIN-WINDOWSOPTIONS-LINUX",
-            pod(&"nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser".to_string()),
+            pod(
+                "nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
             vec!["spec.containers[0].securityContext.windowsOptions"],
         ),
         (
