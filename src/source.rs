@@ -70,6 +70,11 @@ impl InputError {
                 message = rest.to_owned();
             }
         }
+        if message.contains("budget breached") || message.contains("recursion limit") {
+            message = format!(
+                "exceeds the parser's safety budget (alias expansion, size or nesting depth): {message}"
+            );
+        }
         Self {
             line: loc.map(|l| l.line()),
             column: loc.map(|l| l.column()),
