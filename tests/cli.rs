@@ -255,3 +255,34 @@ fn docs_rules_md_is_generated_from_the_catalogue() {
         "docs/rules.md is stale: run `cargo run -- rules --format markdown > docs/rules.md`"
     );
 }
+
+#[test]
+fn fix_writes_safe_fixes_and_reports_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("web.yaml");
+    std::fs::copy(BAD, &file).unwrap();
+    let out = winadmit(&["lint", "--fix", file.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "privileged: true and subPath cannot be fixed automatically"
+    );
+    let fixed = std::fs::read_to_string(&file).unwrap();
+    assert!(!fixed.contains("capabilities"), "{fixed}");
+    assert!(
+        fixed.contains("# A Windows web app with Linux habits."),
+        "comments survive"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 fix(es) written") && !text.contains("WIN-CAPABILITIES"),
+        "{text}"
+    );
+    let again = winadmit(&["lint", "--fix", file.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        fixed,
+        "a second --fix changes nothing"
+    );
+    assert!(!String::from_utf8_lossy(&again.stdout).contains("fix(es) written"));
+}
