@@ -81,7 +81,12 @@ fn lint_throughput(c: &mut Criterion) {
         b.iter(|| {
             let mut report = LintReport::default();
             lint_text("bench.yaml", black_box(&text), &policy, &cx, &mut report);
-            assert_eq!(report.summary.objects, 10_000);
+            assert_eq!(
+                report.summary.objects,
+                10_000,
+                "{:?}",
+                report.input_errors.first()
+            );
             report.summary.errors
         });
     });

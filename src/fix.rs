@@ -18,10 +18,12 @@ use serde_json::Value;
 use crate::engine::{self, Context};
 use crate::finding::PatchOp;
 use crate::patch::{self, MutationContext};
+use crate::path::escape_pointer;
 use crate::policy::Policy;
-use crate::source::{self, Locator};
+use crate::source;
 use crate::view::ObjectView;
 use crate::workload::{Kind, Workload};
+use crate::yaml::Position;
 
 /// What fixing one file did.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -47,13 +49,12 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
     let Ok(docs) = source::parse(text) else {
         return (None, outcome);
     };
-    let Ok(locator) = source::locator(text) else {
-        return (None, outcome);
-    };
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let newline = if text.contains("\r\n") { "\r\n" } else { "\n" };
-    let mut edits = Vec::new();
-    let mut expected: Vec<(usize, Value)> = Vec::new();
+
+    // The operations each object needs, and the positions they depend on.
+    let mut planned: Vec<Planned> = Vec::new();
+    let mut wants: Vec<(usize, String)> = Vec::new();
     for doc in &docs {
         let api = doc.value["apiVersion"].as_str().unwrap_or_default();
         let kind = doc.value["kind"].as_str().unwrap_or_default();
@@ -76,30 +77,78 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
                 namespace_isolation: None,
             },
         );
-        let mut applied_here = Vec::new();
-        for op in &m.ops {
+        for op in m.ops {
             let pointer = format!("{}{}", doc.pointer, op.path());
-            match edit_for(op, &pointer, doc.yaml_doc, &locator, &lines, newline) {
-                Some(edit) => {
-                    edits.push(edit);
-                    applied_here.push(op.clone());
+            let first_want = wants.len();
+            match &op {
+                PatchOp::Remove { .. } => wants.push((doc.yaml_doc, pointer.clone())),
+                PatchOp::Add { path, .. } => {
+                    // Where the new entry goes: before the parent's first key.
+                    let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+                    if let Some(Value::Object(siblings)) = doc.value.pointer(parent) {
+                        for k in siblings.keys() {
+                            wants.push((
+                                doc.yaml_doc,
+                                format!("{}{parent}/{}", doc.pointer, escape_pointer(k)),
+                            ));
+                        }
+                    }
                 }
-                None => outcome
-                    .skipped
-                    .push(format!("{} {}", workload.name, op.path())),
+                PatchOp::Replace { .. } => {}
             }
+            planned.push(Planned {
+                doc: doc.index,
+                name: workload.name.to_owned(),
+                op,
+                pointer,
+                wants: first_want..wants.len(),
+            });
         }
-        if !applied_here.is_empty() {
-            let mut patched = doc.value.clone();
-            if patch::apply(&mut patched, &applied_here).is_ok() {
-                expected.push((doc.index, patched));
+    }
+    if planned.is_empty() {
+        return (None, outcome);
+    }
+    let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
+    let positions = source::locate_many(text, &refs);
+
+    let mut edits = Vec::new();
+    let mut applied: Vec<(usize, PatchOp)> = Vec::new();
+    for p in planned {
+        let found: Vec<Position> = positions[p.wants.clone()]
+            .iter()
+            .flatten()
+            .filter(|x| x.exact)
+            .copied()
+            .collect();
+        match edit_for(&p.op, &p.pointer, &found, &lines, newline) {
+            Some(edit) => {
+                edits.push(edit);
+                applied.push((p.doc, p.op));
             }
-            outcome.applied += applied_here.len();
+            None => outcome.skipped.push(format!("{} {}", p.name, p.op.path())),
         }
     }
     if edits.is_empty() {
         return (None, outcome);
     }
+    // The patched objects the fixed text must read back as.
+    let mut expected: Vec<(usize, Value)> = Vec::new();
+    for doc in &docs {
+        let ops: Vec<PatchOp> = applied
+            .iter()
+            .filter(|(d, _)| *d == doc.index)
+            .map(|(_, op)| op.clone())
+            .collect();
+        if ops.is_empty() {
+            continue;
+        }
+        let mut patched = doc.value.clone();
+        if patch::apply(&mut patched, &ops).is_ok() {
+            expected.push((doc.index, patched));
+        }
+    }
+    outcome.applied = applied.len();
+
     // Apply bottom-up so earlier line numbers stay valid; overlapping
     // edits (a field inside a removed field) keep the outer one.
     edits.sort_by(|a, b| b.start.cmp(&a.start).then(b.end.cmp(&a.end)));
@@ -133,20 +182,31 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
     (Some(fixed), outcome)
 }
 
-/// The text edit for one operation, if it can be made safely.
+/// One operation to make as a text edit.
+struct Planned {
+    doc: usize,
+    name: String,
+    op: PatchOp,
+    pointer: String,
+    /// Indices into the position lookups this edit needs.
+    wants: std::ops::Range<usize>,
+}
+
+/// The text edit for one operation, if it can be made safely. `found` are
+/// the exact positions looked up for it: the field itself for a removal,
+/// the parent's keys for an addition.
 fn edit_for(
     op: &PatchOp,
     pointer: &str,
-    yaml_doc: usize,
-    locator: &Locator,
+    found: &[Position],
     lines: &[&str],
     nl: &str,
 ) -> Option<Edit> {
     match op {
         PatchOp::Remove { .. } => {
-            let (line, col) = locator.key_position(yaml_doc, pointer)?;
-            let start = usize::try_from(line).ok()? - 1;
-            let indent = usize::try_from(col).ok()? - 1;
+            let at = found.first()?;
+            let start = usize::try_from(at.line).ok()? - 1;
+            let indent = usize::try_from(at.column).ok()? - 1;
             // Block style only: the key starts its line.
             let text = lines.get(start)?;
             if text.len() < indent || !text[..indent].chars().all(|c| c == ' ') {
@@ -157,10 +217,7 @@ fn edit_for(
                 let t = l.trim_end_matches(['\r', '\n']);
                 let trimmed = t.trim_start();
                 let depth = t.len() - trimmed.len();
-                if !trimmed.is_empty() && !trimmed.starts_with('#') && depth <= indent {
-                    break;
-                }
-                if trimmed.starts_with('#') && depth <= indent {
+                if !trimmed.is_empty() && depth <= indent {
                     break;
                 }
                 end += 1;
@@ -172,14 +229,14 @@ fn edit_for(
             })
         }
         PatchOp::Add { value, .. } => {
-            let (parent, key) = pointer.rsplit_once('/')?;
+            let (_, key) = pointer.rsplit_once('/')?;
             if key == "-" {
                 return None;
             }
             let key = key.replace("~1", "/").replace("~0", "~");
-            let (line, col) = locator.first_key_position(yaml_doc, parent)?;
-            let at = usize::try_from(line).ok()? - 1;
-            let indent = usize::try_from(col).ok()? - 1;
+            let first = found.iter().min_by_key(|p| (p.line, p.column))?;
+            let at = usize::try_from(first.line).ok()? - 1;
+            let indent = usize::try_from(first.column).ok()? - 1;
             let text = lines.get(at)?;
             if text.len() < indent || !text[..indent].chars().all(|c| c == ' ') {
                 return None;

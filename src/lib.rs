@@ -22,3 +22,4 @@ pub mod targeting;
 pub mod version;
 pub mod view;
 pub mod workload;
+pub mod yaml;
