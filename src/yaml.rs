@@ -9,7 +9,6 @@
 //! Scalars resolve as Kubernetes' YAML reader (go-yaml v2, YAML 1.1) does:
 //! `yes`/`on` are booleans, `0644` is octal, keys are always strings.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Map, Number, Value};
