@@ -1190,3 +1190,29 @@ fn cel_evaluator_errors_on_absent_fields() {
     let guarded = cel::Program::compile("has(object.spec.nodeSelector)").unwrap();
     assert!(matches!(guarded.execute(&cx), Ok(cel::Value::Bool(false))));
 }
+
+/// No Docker engine runs in CI; check what the Deployment relies on.
+#[test]
+fn dockerfile_fits_the_deployment() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let objects = manifests::build("", &|_| None).unwrap();
+    let pod = &one(&objects, "Deployment")["spec"]["template"]["spec"];
+    let uid = pod["securityContext"]["runAsUser"].as_i64().unwrap();
+    let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
+    assert!(
+        last_stage.contains(&format!("\nUSER {uid}:{uid}")),
+        "the runtime stage runs as {uid}, like the Deployment"
+    );
+    assert!(last_stage.contains("ENTRYPOINT [\"/usr/local/bin/winadmit\"]"));
+    assert!(last_stage.contains("EXPOSE 8443"));
+    assert!(dockerfile.contains("cargo build --release --locked --bin winadmit"));
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
+    for line in [
+        "target/",
+        "manifests/overlays/self-signed/certs/",
+        "**/*.key",
+    ] {
+        assert!(ignore.lines().any(|l| l == line), ".dockerignore: {line}");
+    }
+}
