@@ -59,9 +59,12 @@ pub fn lint_text(
         }
     };
     let mut locator = None;
+    let first = report.findings.len();
     for doc in &docs {
         lint_document(file, text, doc, policy, cx, report, &mut locator);
     }
+    // Compiler order: by position within the file.
+    report.findings[first..].sort_by_key(|f| (f.line, f.column));
 }
 
 fn lint_document(

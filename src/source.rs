@@ -70,6 +70,11 @@ impl InputError {
                 message = rest.to_owned();
             }
         }
+        if message.contains("budget breached") || message.contains("recursion limit") {
+            message = format!(
+                "exceeds the parser's safety budget (alias expansion, size or nesting depth): {message}"
+            );
+        }
         Self {
             line: loc.map(|l| l.line()),
             column: loc.map(|l| l.column()),
@@ -315,6 +320,53 @@ impl Locator {
             }
         }
         at
+    }
+}
+
+impl Locator {
+    /// The node a JSON Pointer names, exactly (no ancestor fallback).
+    fn node(&self, yaml_doc: usize, pointer: &str) -> Option<&Spanned<Node>> {
+        let mut node = self.docs.get(yaml_doc)?;
+        for token in pointer.split('/').skip(1) {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            node = match &node.value {
+                Node::Map(entries) => entries
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k.value == token)
+                    .map(|(_, v)| v)?,
+                Node::Seq(items) => items.get(token.parse::<usize>().ok()?)?,
+                Node::Scalar => return None,
+            };
+        }
+        Some(node)
+    }
+
+    /// Position of the key of the map entry a pointer names, if it exists.
+    #[must_use]
+    pub fn key_position(&self, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
+        let (parent, last) = pointer.rsplit_once('/')?;
+        let last = last.replace("~1", "/").replace("~0", "~");
+        match &self.node(yaml_doc, parent)?.value {
+            Node::Map(entries) => entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k.value == last)
+                .and_then(|(k, _)| position_of(&k.referenced)),
+            _ => None,
+        }
+    }
+
+    /// Position of the first key of the mapping a pointer names, if it is a
+    /// non-empty mapping.
+    #[must_use]
+    pub fn first_key_position(&self, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
+        match &self.node(yaml_doc, pointer)?.value {
+            Node::Map(entries) => entries
+                .first()
+                .and_then(|(k, _)| position_of(&k.referenced)),
+            _ => None,
+        }
     }
 }
 

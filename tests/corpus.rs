@@ -17,10 +17,15 @@ use winadmit::policy::Policy;
 use winadmit::targeting::RuntimeClasses;
 
 fn corpus_dir() -> PathBuf {
-    std::env::var_os("WINADMIT_CORPUS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
-        PathBuf::from,
-    )
+    if let Some(dir) = std::env::var_os("WINADMIT_CORPUS") {
+        return PathBuf::from(dir);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    if beside.is_dir() {
+        beside
+    } else {
+        PathBuf::from("/work/shared/corpus")
+    }
 }
 
 struct Label {
