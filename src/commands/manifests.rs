@@ -2,7 +2,6 @@
 //! kustomize, with the namespace, image and caBundle filled in.
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -49,9 +48,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         other => other.into(),
     })?;
 
-    // The self-signed overlay takes its caBundle from --certs already.
-    let ca_path: Option<PathBuf> = ca_bundle;
-    let ca_pem = ca_path
+    let ca_pem = ca_bundle
         .as_ref()
         .map(|p| std::fs::read(p).with_context(|| format!("reading --ca-bundle {}", p.display())))
         .transpose()?;
