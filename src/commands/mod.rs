@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod certs;
 pub mod explain;
 pub mod lint;
+pub mod manifests;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
 pub const EXIT_CLEAN: u8 = 0;
@@ -21,5 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lint(args) => lint::run(args),
         Command::Rules(args) => explain::rules(args),
         Command::Explain(args) => explain::explain(args),
+        Command::Certs(args) => certs::run(args),
+        Command::Manifests(args) => manifests::run(args),
     }
 }
