@@ -81,6 +81,17 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         return eval;
     }
 
+    let class_name = spec.runtime_class_name.as_deref();
+    let runtime_class = class_name.and_then(|name| {
+        cx.runtime_classes
+            .and_then(|rc| rc.get(name))
+            .or_else(|| policy.runtime_classes.get(name))
+    });
+    let hyperv = class_name.is_some_and(|name| {
+        policy
+            .params
+            .is_hyperv_runtime(name, runtime_class.and_then(|c| c.handler.as_deref()))
+    });
     let rule_cx = Cx {
         workload,
         spec,
@@ -88,6 +99,8 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         version: cx.version,
         host_process: host_process(spec),
         params: &policy.params,
+        runtime_class,
+        hyperv,
     };
     let mut sink = Sink::new();
     let mut skipped = Vec::new();

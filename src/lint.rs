@@ -31,15 +31,16 @@ pub struct ObjectVerdict {
 }
 
 /// Collects the RuntimeClasses in a text (for Windows targeting by
-/// `runtimeClassName` within the same input).
+/// `runtimeClassName` within the same input, and their handlers for
+/// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
     if !text.contains("RuntimeClass") {
         return;
     }
     if let Ok(docs) = source::parse(text) {
         for d in docs {
-            if let Some((name, os)) = RuntimeClasses::from_object(&d.value) {
-                into.insert(name, os);
+            if let Some((name, info)) = RuntimeClasses::info_from_object(&d.value) {
+                into.insert_info(name, info);
             }
         }
     }

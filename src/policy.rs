@@ -163,6 +163,17 @@ pub struct Mutation {
     pub isolation_namespace_label: Option<String>,
     /// Tolerations to add to Windows pods (e.g. for an `os=windows:NoSchedule` taint).
     pub tolerations: Vec<serde_json::Value>,
+    /// Add `node.kubernetes.io/windows-build` to the node selector of
+    /// process-isolated Windows pods whose images all need one known build.
+    #[serde(default)]
+    pub inject_windows_build: bool,
+    /// Add the toleration for `params.windowsTaint` (when set) to Windows pods.
+    #[serde(default = "yes")]
+    pub tolerate_windows_taint: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Mutation {
@@ -176,18 +187,120 @@ impl Default for Mutation {
             isolation: None,
             isolation_namespace_label: None,
             tolerations: Vec::new(),
+            inject_windows_build: false,
+            tolerate_windows_taint: true,
         }
     }
 }
 
 /// Parameters rules read.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RuleParams {
     /// Image name patterns that mark an image as a Windows image
     /// (`*` matches any run of characters).
     pub windows_images: Vec<String>,
+    /// Repositories (after `docker.io/` and `library/` are stripped; `*`
+    /// wildcards) whose images only run on Linux. Only images known to have
+    /// no Windows variant belong here: multi-OS images (pause, agnhost, CSI
+    /// sidecars) must not.
+    pub linux_images: Vec<String>,
+    /// Tag words (split at `-` and `_`) that mark a Linux image whatever its
+    /// repository: `alpine`, `bookworm`, `ubuntu`, ...
+    pub linux_tag_words: Vec<String>,
+    /// The taint the cluster puts on Windows nodes, if any.
+    pub windows_taint: Option<Taint>,
+    /// RuntimeClass handlers that run Hyper-V isolated containers.
+    pub hyperv_runtime_handlers: Vec<String>,
+    /// RuntimeClass names known to use a Hyper-V handler (for the webhook,
+    /// which may not see the RuntimeClass objects).
+    pub hyperv_runtime_classes: Vec<String>,
+    /// hostPath prefixes that only exist on Linux hosts (`/proc`, `/sys`, ...).
+    pub linux_host_paths: Vec<String>,
+}
+
+/// A node taint: `{key, value, effect}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+impl Taint {
+    /// The toleration that tolerates exactly this taint.
+    #[must_use]
+    pub fn toleration(&self) -> serde_json::Value {
+        let mut t = serde_json::json!({"key": self.key, "effect": self.effect});
+        match &self.value {
+            Some(v) => {
+                t["operator"] = "Equal".into();
+                t["value"] = v.clone().into();
+            }
+            None => t["operator"] = "Exists".into(),
+        }
+        t
+    }
+}
+
+/// `params` as written in one policy file: each key replaces the value
+/// layered so far, keys left out keep it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ParamsFile {
+    windows_images: Option<Vec<String>>,
+    linux_images: Option<Vec<String>>,
+    linux_tag_words: Option<Vec<String>>,
+    /// `null` clears a taint set by an earlier layer.
+    #[serde(default, deserialize_with = "explicit_null")]
+    windows_taint: Option<Option<Taint>>,
+    hyperv_runtime_handlers: Option<Vec<String>>,
+    hyperv_runtime_classes: Option<Vec<String>>,
+    linux_host_paths: Option<Vec<String>>,
+}
+
+/// Tells a key written as `null` (`Some(None)`) from a key left out (`None`).
+fn explicit_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<Taint>>, D::Error> {
+    Option::<Taint>::deserialize(d).map(Some)
+}
+
+impl ParamsFile {
+    fn apply(self, to: &mut RuleParams) {
+        let Self {
+            windows_images,
+            linux_images,
+            linux_tag_words,
+            windows_taint,
+            hyperv_runtime_handlers,
+            hyperv_runtime_classes,
+            linux_host_paths,
+        } = self;
+        let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
+        if let Some(v) = windows_images {
+            to.windows_images = v;
+        }
+        if let Some(v) = linux_images {
+            to.linux_images = lower(v);
+        }
+        if let Some(v) = linux_tag_words {
+            to.linux_tag_words = lower(v);
+        }
+        if let Some(v) = windows_taint {
+            to.windows_taint = v;
+        }
+        if let Some(v) = hyperv_runtime_handlers {
+            to.hyperv_runtime_handlers = v;
+        }
+        if let Some(v) = hyperv_runtime_classes {
+            to.hyperv_runtime_classes = v;
+        }
+        if let Some(v) = linux_host_paths {
+            to.linux_host_paths = v;
+        }
+    }
 }
 
 impl RuleParams {
@@ -197,10 +310,47 @@ impl RuleParams {
         let image = image.to_ascii_lowercase();
         self.windows_images.iter().any(|p| glob_match(p, &image))
     }
+
+    /// Is this image known to run only on Linux? Conservative: a Windows
+    /// image by the patterns, or one whose tag names a Windows base
+    /// (`nanoserver`, `windowsservercore`, `windows`, `ltsc2022`, ...), is
+    /// never Linux.
+    #[must_use]
+    pub fn is_linux_image(&self, image: &str) -> bool {
+        if self.is_windows_image(image) || crate::windows_builds::image_build(image).is_some() {
+            return false;
+        }
+        let lower = image.to_ascii_lowercase();
+        let (repository, tag) = crate::windows_builds::split_image(&lower);
+        let words: Vec<&str> = tag
+            .map(|t| t.split(['-', '_']).collect())
+            .unwrap_or_default();
+        let windows_word = |w: &&str| {
+            w.contains("windows")
+                || w.contains("nanoserver")
+                || w.contains("servercore")
+                || *w == "win"
+        };
+        if words.iter().any(windows_word) {
+            return false;
+        }
+        self.linux_images.iter().any(|p| glob_match(p, repository))
+            || words
+                .iter()
+                .any(|w| self.linux_tag_words.iter().any(|l| l == w))
+    }
+
+    /// Is this RuntimeClass (by name, or by its handler when known) a
+    /// Hyper-V isolated one?
+    #[must_use]
+    pub fn is_hyperv_runtime(&self, class: &str, handler: Option<&str>) -> bool {
+        self.hyperv_runtime_classes.iter().any(|c| c == class)
+            || handler.is_some_and(|h| self.hyperv_runtime_handlers.iter().any(|x| x == h))
+    }
 }
 
 /// Matches `*` wildcards (any run of characters, including `/`).
-fn glob_match(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or_default();
     let Some(mut rest) = text.strip_prefix(first) else {
@@ -232,7 +382,7 @@ struct PolicyFile {
     windows_runtime_classes: Option<Vec<String>>,
     rules: Option<BTreeMap<String, RuleSetting>>,
     exemptions: Option<Exemptions>,
-    params: Option<RuleParams>,
+    params: Option<ParamsFile>,
     mutation: Option<Mutation>,
 }
 
@@ -413,7 +563,7 @@ impl Policy {
             self.exemptions = ex;
         }
         if let Some(p) = file.params {
-            self.params = p;
+            p.apply(&mut self.params);
         }
         if let Some(m) = file.mutation {
             if let Some(iso) = &m.isolation
@@ -542,11 +692,77 @@ mod tests {
     fn embedded_default_loads_and_enables_every_rule() {
         let p = Policy::default_policy();
         for (i, r) in rules::ALL.iter().enumerate() {
-            assert!(
-                p.level(i).is_some(),
-                "{} is off in the default policy",
-                r.info.id
+            let advice = rules::OFF_BY_DEFAULT.contains(&r.info.id);
+            assert_eq!(
+                p.level(i).is_none(),
+                advice,
+                "{} is {} in the default policy",
+                r.info.id,
+                if advice { "on" } else { "off" }
             );
+        }
+    }
+
+    #[test]
+    fn params_layer_key_by_key() {
+        let p = Policy::from_yaml(
+            "p",
+            "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n",
+        )
+        .unwrap();
+        let taint = p.params.windows_taint.clone().unwrap();
+        assert_eq!(
+            taint.toleration(),
+            serde_json::json!({"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"})
+        );
+        // Keys left out keep the default's values.
+        assert!(
+            p.params
+                .is_windows_image("mcr.microsoft.com/windows/servercore:ltsc2022")
+        );
+        assert!(p.params.is_linux_image("nginx:1.27"));
+        let cleared = Policy::load(&[]).unwrap();
+        assert!(cleared.params.windows_taint.is_none());
+        let e = Policy::from_yaml("p", "params:\n  windowsTaint: {key: os}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("effect"), "{e}");
+        let e = Policy::from_yaml("p", "params:\n  linuxImagez: []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("linuxImagez"), "{e}");
+    }
+
+    #[test]
+    fn linux_images_are_recognised_conservatively() {
+        let p = Policy::default_policy().params;
+        for image in [
+            "nginx",
+            "nginx:1.27",
+            "docker.io/library/nginx:1.27@sha256:ab",
+            "busybox:1.36",
+            "envoyproxy/envoy:v1.30.1",
+            "istio/proxyv2:1.22.0",
+            "fluent/fluent-bit:3.0",
+            "redis:7",
+            "python:3.12-alpine",
+            "mcr.microsoft.com/powershell:lts-debian-12",
+            "mcr.microsoft.com/mssql/server:2017-latest-ubuntu",
+        ] {
+            assert!(p.is_linux_image(image), "{image}");
+        }
+        for image in [
+            "registry.k8s.io/pause:3.9",
+            "registry.k8s.io/e2e-test-images/agnhost:2.45",
+            "registry.k8s.io/e2e-test-images/busybox:1.29-2",
+            "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.10.0",
+            "redis:3.0-nanoserver",
+            "fluent/fluent-bit:3.0-windows-2022",
+            "python:3.12",
+            "mcr.microsoft.com/windows/servercore:ltsc2022",
+            "example.com/nginx:1.27",
+        ] {
+            assert!(!p.is_linux_image(image), "{image}");
         }
     }
 
@@ -608,6 +824,7 @@ mod tests {
     fn windows_image_globs() {
         let p = RuleParams {
             windows_images: vec!["mcr.microsoft.com/windows/*".into(), "*nanoserver*".into()],
+            ..RuleParams::default()
         };
         assert!(p.is_windows_image("mcr.microsoft.com/windows/servercore:ltsc2022"));
         assert!(p.is_windows_image("example.com/base/NanoServer:1809"));

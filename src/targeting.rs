@@ -120,22 +120,51 @@ impl Target {
     }
 }
 
-/// RuntimeClass names known to pin an OS: from the policy's list of Windows
-/// RuntimeClasses, from RuntimeClass objects in the linted input, or from the
-/// server's cache of the cluster's RuntimeClasses.
+/// What winadmit knows about one RuntimeClass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeClassInfo {
+    /// The OS its `scheduling.nodeSelector` pins, if any.
+    pub os: Option<Os>,
+    /// Its `handler` (e.g. `runhcs-wcow-hypervisor` for Hyper-V isolation).
+    pub handler: Option<String>,
+    /// Its `scheduling.nodeSelector` value of `node.kubernetes.io/windows-build`.
+    pub windows_build: Option<String>,
+}
+
+/// RuntimeClass names known to pin an OS (and their handlers): from the
+/// policy's list of Windows RuntimeClasses, from RuntimeClass objects in the
+/// linted input, or from the server's cache of the cluster's RuntimeClasses.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeClasses {
-    by_name: HashMap<String, Os>,
+    by_name: HashMap<String, RuntimeClassInfo>,
 }
 
 impl RuntimeClasses {
+    /// Records that a class pins `os`, keeping what else is known of it.
     pub fn insert(&mut self, name: impl Into<String>, os: Os) {
-        self.by_name.insert(name.into(), os);
+        self.by_name.entry(name.into()).or_default().os = Some(os);
+    }
+
+    /// Records everything known of a class (replacing what was known).
+    pub fn insert_info(&mut self, name: impl Into<String>, info: RuntimeClassInfo) {
+        self.by_name.insert(name.into(), info);
     }
 
     #[must_use]
     pub fn os_of(&self, name: &str) -> Option<Os> {
-        self.by_name.get(name).copied()
+        self.by_name.get(name).and_then(|i| i.os)
+    }
+
+    /// Everything known of a class.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&RuntimeClassInfo> {
+        self.by_name.get(name)
+    }
+
+    /// The handler of a class, when known.
+    #[must_use]
+    pub fn handler_of(&self, name: &str) -> Option<&str> {
+        self.by_name.get(name).and_then(|i| i.handler.as_deref())
     }
 
     #[must_use]
@@ -147,19 +176,41 @@ impl RuntimeClasses {
     /// the OS its `scheduling.nodeSelector` pins, if any.
     #[must_use]
     pub fn from_object(value: &serde_json::Value) -> Option<(String, Os)> {
+        let (name, info) = Self::info_from_object(value)?;
+        Some((name, info.os?))
+    }
+
+    /// Reads a RuntimeClass object (`node.k8s.io`, any version): its name,
+    /// handler, and what its `scheduling.nodeSelector` pins.
+    #[must_use]
+    pub fn info_from_object(value: &serde_json::Value) -> Option<(String, RuntimeClassInfo)> {
         let api = value.get("apiVersion")?.as_str()?;
         if value.get("kind")?.as_str()? != "RuntimeClass" || !api.starts_with("node.k8s.io/") {
             return None;
         }
         let name = value.pointer("/metadata/name")?.as_str()?;
-        let selector = value.pointer("/scheduling/nodeSelector")?;
-        let os = [OS_LABEL, BETA_OS_LABEL].iter().find_map(|k| {
-            selector
-                .get(*k)
-                .and_then(|v| v.as_str())
-                .and_then(Os::parse)
-        })?;
-        Some((name.to_owned(), os))
+        // node.k8s.io/v1alpha1 nests the handler under `spec`.
+        let handler = value
+            .get("handler")
+            .or_else(|| value.pointer("/spec/runtimeHandler"))
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
+        let selector = value
+            .pointer("/scheduling/nodeSelector")
+            .or_else(|| value.pointer("/spec/scheduling/nodeSelector"));
+        let label = |k: &str| selector.and_then(|s| s.get(k)).and_then(|v| v.as_str());
+        let os = [OS_LABEL, BETA_OS_LABEL]
+            .iter()
+            .find_map(|k| label(k).and_then(Os::parse));
+        let windows_build = label(crate::windows_builds::WINDOWS_BUILD_LABEL).map(str::to_owned);
+        Some((
+            name.to_owned(),
+            RuntimeClassInfo {
+                os,
+                handler,
+                windows_build,
+            },
+        ))
     }
 }
 
@@ -297,5 +348,21 @@ mod tests {
             RuntimeClasses::from_object(&v),
             Some(("windows-2019".into(), Os::Windows))
         );
+        let hyperv = serde_json::json!({"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass",
+            "metadata":{"name":"hyperv"},"handler":"runhcs-wcow-hypervisor",
+            "scheduling":{"nodeSelector":{"kubernetes.io/os":"windows","node.kubernetes.io/windows-build":"10.0.20348"}}});
+        let (name, info) = RuntimeClasses::info_from_object(&hyperv).unwrap();
+        assert_eq!(name, "hyperv");
+        assert_eq!(info.handler.as_deref(), Some("runhcs-wcow-hypervisor"));
+        assert_eq!(info.windows_build.as_deref(), Some("10.0.20348"));
+        // A class with a handler but no OS selector is remembered too.
+        let bare = serde_json::json!({"apiVersion":"node.k8s.io/v1","kind":"RuntimeClass",
+            "metadata":{"name":"hv"},"handler":"runhcs-wcow-hypervisor"});
+        assert_eq!(RuntimeClasses::from_object(&bare), None);
+        let mut rc = RuntimeClasses::default();
+        let (name, info) = RuntimeClasses::info_from_object(&bare).unwrap();
+        rc.insert_info(name, info);
+        assert_eq!(rc.handler_of("hv"), Some("runhcs-wcow-hypervisor"));
+        assert_eq!(rc.os_of("hv"), None);
     }
 }

@@ -21,14 +21,19 @@ mod apparmor;
 mod capabilities;
 mod default_mode;
 mod dns_hostnet;
+mod dns_searches;
 mod emptydir_memory;
 mod fs_group;
 mod host_namespaces;
 mod host_network;
+mod host_path_os;
 mod hostprocess;
 mod hugepages;
 pub mod hyperv;
+mod hyperv_annotation;
 mod linux_windows_options;
+mod memory_limits;
+mod mixed_os;
 mod mount_propagation;
 mod nfs;
 mod nonroot_admin;
@@ -37,14 +42,18 @@ mod proc_mount;
 mod readonly_rootfs;
 mod run_as;
 mod seccomp;
+mod secret_volume;
 mod selinux;
+mod service_affinity;
 mod subpath;
 mod supplemental_groups;
 mod sysctls;
 mod termination_message;
 mod unpinned_image;
 mod volume_devices;
+pub mod windows_build;
 mod windows_options_format;
+pub mod windows_taint;
 
 /// Which workloads a rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +146,24 @@ pub static ALL: &[&Rule] = &[
     &hyperv::RULE,
     &termination_message::RULE,
     &default_mode::RULE,
+    &mixed_os::RULE,
+    &windows_build::MIXED,
+    &windows_build::NODE_MISMATCH,
+    &hyperv_annotation::RULE,
+    &windows_taint::MISSING,
+    &windows_taint::LINUX_TOLERATES,
+    &memory_limits::RULE,
+    &host_path_os::LINUX_PATH,
+    &host_path_os::WINDOWS_PATH,
+    &secret_volume::RULE,
+    &dns_searches::RULE,
+    &service_affinity::RULE,
     &apiserver_os_fields::RULE,
 ];
+
+/// Advice rules that `policies/default.yaml` turns off (enable them in a
+/// policy file); every other rule is on in the default policy.
+pub const OFF_BY_DEFAULT: &[&str] = &["WIN-SECRET-VOLUME"];
 
 /// Looks a rule up by id.
 #[must_use]
@@ -210,6 +235,13 @@ pub struct Cx<'e, 'v, 'a> {
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e crate::policy::RuleParams,
+    /// What is known of the pod's RuntimeClass (from the input, the cluster
+    /// or the policy), if it names one.
+    pub runtime_class: Option<&'e crate::targeting::RuntimeClassInfo>,
+    /// The pod runs Hyper-V isolated: its RuntimeClass is one the policy
+    /// names in `hypervRuntimeClasses`, or its handler is in
+    /// `hypervRuntimeHandlers`. Its Windows build need not match the node's.
+    pub hyperv: bool,
 }
 
 impl<'v, 'a> Cx<'_, 'v, 'a> {

@@ -1,0 +1,43 @@
+//! WIN-DNS-SEARCHES: Windows pods use one DNS search suffix.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-DNS-SEARCHES",
+        title: "Windows pods use only one DNS search suffix",
+        severity: Severity::Warning,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "`dnsConfig.searches` with more than one suffix on a Windows pod.",
+        why: "Windows resolves with a single DNS suffix, the one of the pod's namespace, and treats any name containing a dot as fully qualified (no partial-name resolution). Extra search suffixes are ignored, so short names that resolve on Linux fail on Windows.",
+        source: "Kubernetes Windows docs, 'DNS' (seed 004): on Windows there is only one DNS suffix, the one associated with the pod's namespace; Windows treats all names with a '.' as FQDNs and skips PQDN resolution.",
+        doc_url: "https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#dns-windows",
+        fix: "Keep one search suffix and use fully qualified names (`svc.other-ns.svc.cluster.local`) for everything else.",
+        example: "dnsConfig:\n  searches:\n  - ns1.svc.cluster.local\n  - my.dns.search.suffix",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let Some(searches) = cx
+        .spec
+        .dns_config
+        .as_ref()
+        .and_then(|d| d.searches.as_ref())
+    else {
+        return;
+    };
+    if searches.len() > 1 {
+        out.report(
+            cx.spec_field(&["dnsConfig", "searches"]),
+            format!(
+                "{} DNS search suffixes; Windows uses only one (the pod namespace's) and ignores the rest: use fully qualified names",
+                searches.len()
+            ),
+        );
+    }
+}

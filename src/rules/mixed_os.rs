@@ -1,0 +1,49 @@
+//! WIN-MIXED-OS: Windows and Linux containers in one pod.
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-MIXED-OS",
+        title: "Windows and Linux containers cannot share a pod",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Any,
+        what: "A pod with a Windows image (`params.windowsImages`, or a tag naming a Windows build) and an image known to run only on Linux (`params.linuxImages`: nginx, busybox, alpine, ubuntu, debian, redis, postgres, envoyproxy/envoy, istio/proxyv2, ...; or a Linux distribution word in the tag such as `alpine`, `bookworm`, `ubuntu`). Multi-OS images (registry.k8s.io/pause, agnhost, CSI sidecars) are never counted as Linux.",
+        why: "All containers of a pod run on one node, under one OS. A pod mixing Windows and Linux images cannot start anywhere: on a Windows node the Linux image has no matching platform, and the reverse.",
+        source: "Kubernetes Windows docs, 'Compute': you cannot deploy Windows and Linux containers in the same Pod; all containers of a Pod are scheduled onto a single node, where each node represents a specific platform and architecture (seeds 001, 004).",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#windows-nodes-in-kubernetes",
+        fix: "Split the pod: one Windows pod, one Linux pod, talking over a Service. Use the Windows build of a sidecar where one exists; if an image is wrongly taken for Linux-only, override `params.linuxImages` in the policy.",
+        example: "nodeSelector:\n  kubernetes.io/os: windows\ncontainers:\n- name: web\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n- name: proxy\n  image: envoyproxy/envoy:v1.30.1",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let is_windows = |image: &str| {
+        cx.params.is_windows_image(image) || crate::windows_builds::image_build(image).is_some()
+    };
+    let Some(windows) = cx
+        .containers()
+        .filter_map(|c| c.container.image.as_deref())
+        .find(|i| is_windows(i))
+    else {
+        return;
+    };
+    for c in cx.containers() {
+        let Some(image) = c.container.image.as_deref() else {
+            continue;
+        };
+        if cx.params.is_linux_image(image) {
+            out.report(
+                cx.container_field(&c, &["image"]),
+                format!(
+                    "image {image} runs only on Linux but {windows} in the same pod is a Windows image; a pod runs on one node, under one OS"
+                ),
+            );
+        }
+    }
+}

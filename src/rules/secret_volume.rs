@@ -1,0 +1,38 @@
+//! WIN-SECRET-VOLUME: Secret volumes are written to the node's disk in
+//! clear text on Windows. Off in the default policy (advice).
+
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+
+pub static RULE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-SECRET-VOLUME",
+        title: "Secret volumes are stored on the Windows node's disk in clear text",
+        severity: Severity::Warning,
+        containerd: None,
+        scope: Scope::Windows,
+        what: "A `secret` volume in a Windows pod. Advice, not a defect: the rule is `off` in the default policy; turn it on (`rules: {WIN-SECRET-VOLUME: warning}`) to list where secrets reach Windows node disks.",
+        why: "On Linux, Secret volumes live in tmpfs (memory). Windows has no tmpfs: the kubelet writes Secret volumes to the node's volume in clear text, where they persist on disk and are readable by anyone with administrator access to the node or its disk.",
+        source: "Kubernetes Windows docs, 'Security' (seeds 001, 004): Secrets are written in clear text on the node's volume (as compared to tmpfs/in-memory on Linux); customers should restrict access with file ACLs and use volume-level encryption (BitLocker).",
+        doc_url: "https://kubernetes.io/docs/concepts/security/windows-security/#protection-for-secrets",
+        fix: "Mitigate on the node: restrict the kubelet directory with file ACLs (only SYSTEM and Administrators), encrypt node disks with BitLocker, and limit who can log on to Windows nodes. Consider reading secrets at run time from a vault (Azure Key Vault / Secrets Store CSI driver) instead of volumes; environment variables avoid the disk copy but are visible to the container's processes.",
+        example: "volumes:\n- name: tls\n  secret:\n    secretName: web-tls",
+        since: None,
+        until: None,
+    },
+    check,
+};
+
+fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
+        if v.secret.is_some() {
+            let name = v.name.as_deref().unwrap_or_default();
+            out.report(
+                cx.spec_field(&["volumes"]).index(i).key("secret"),
+                format!(
+                    "secret volume {name} is written to the Windows node's disk in clear text (no tmpfs on Windows); protect node disks with ACLs and BitLocker"
+                ),
+            );
+        }
+    }
+}

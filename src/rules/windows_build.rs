@@ -1,0 +1,130 @@
+//! WIN-BUILD-MIXED and WIN-BUILD-NODE-MISMATCH: Windows images must match
+//! the node's Windows build under process isolation.
+
+use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
+use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
+
+pub static MIXED: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-BUILD-MIXED",
+        title: "Images in one pod need different Windows builds",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Any,
+        what: "Containers of one pod whose images need different Windows builds, read from their tags with the table in `policies/windows-builds.yaml` (`ltsc2019`/`1809` = 10.0.17763, `ltsc2022` = 10.0.20348, `ltsc2025` = 10.0.26100, `10.0.17763.5830`, `4.8-windowsservercore-ltsc2022`, `nanoserver-1809`, ...). HostProcess pods are exempt: HostProcess containers run on the host and need no matching build.",
+        why: "With process isolation, the default on Windows nodes, a container shares the node's kernel, so its base image's Windows build must equal the node's. Images of two builds cannot both match one node: one container never starts. Under Hyper-V isolation the containers of a pod share one utility VM, which boots one build, so the images must still agree with each other.",
+        source: "Kubernetes Windows docs, 'Windows OS version compatibility': the host OS version must match the container base image OS version (seed 004 'Operating system restrictions'; seed 000 'Image Version Matching': otherwise the container will not be able to start). Microsoft, 'Windows container version compatibility'.",
+        doc_url: "https://learn.microsoft.com/virtualization/windowscontainers/deploy-containers/version-compatibility",
+        fix: "Rebuild or retag the images on one Windows base (e.g. all `ltsc2022`), then pin the pod with `nodeSelector: {node.kubernetes.io/windows-build: '10.0.20348'}`.",
+        example: "containers:\n- name: app\n  image: mcr.microsoft.com/dotnet/framework/aspnet:4.8-windowsservercore-ltsc2022\n- name: logger\n  image: mcr.microsoft.com/windows/nanoserver:1809",
+        since: None,
+        until: None,
+    },
+    check: check_mixed,
+};
+
+pub static NODE_MISMATCH: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-BUILD-NODE-MISMATCH",
+        title: "Image Windows build contradicts the pod's windows-build node selector",
+        severity: Severity::Error,
+        containerd: None,
+        scope: Scope::Any,
+        what: "A container image whose Windows build (from its tag) differs from the build the pod selects with `nodeSelector: {node.kubernetes.io/windows-build: ...}` or through its RuntimeClass's `scheduling.nodeSelector`. Skipped for HostProcess pods and for pods whose RuntimeClass is a Hyper-V one (`params.hypervRuntimeClasses` / `params.hypervRuntimeHandlers`): Hyper-V isolation runs older builds on newer hosts.",
+        why: "The pod can only be scheduled onto nodes of the selected build, where a process-isolated container of another build fails to start (`The container operating system does not match the host operating system`).",
+        source: "Kubernetes Windows docs, 'Windows OS version compatibility' and 'Ensuring OS-specific workloads land on the appropriate container host' (the node.kubernetes.io/windows-build label); seed 004 'Operating system restrictions': the host OS version must match the container base image OS version.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Use images built for the selected Windows build, or select the build the images need; to run an older build on a newer host, use a Hyper-V RuntimeClass (handler `runhcs-wcow-hypervisor`).",
+        example: "nodeSelector:\n  kubernetes.io/os: windows\n  node.kubernetes.io/windows-build: '10.0.17763'\ncontainers:\n- name: iis\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+        since: None,
+        until: None,
+    },
+    check: check_node,
+};
+
+/// Each container with an image whose build is known, with that build.
+pub fn image_builds<'v, 'a>(
+    cx: &Cx<'_, 'v, 'a>,
+) -> impl Iterator<Item = (ContainerRef<'v, 'a>, &'v str, Build)> + use<'v, 'a> {
+    cx.containers().filter_map(|c| {
+        let image: &'v str = c.container.image.as_deref()?;
+        windows_builds::image_build(image).map(|b| (c, image, b))
+    })
+}
+
+/// `10.0.17763 (ltsc2019)`, or the bare build.
+pub fn describe(b: Build) -> String {
+    match windows_builds::release_name(b) {
+        Some(name) => format!("{b} ({name})"),
+        None => b.to_string(),
+    }
+}
+
+fn check_mixed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    if cx.host_process.all {
+        return;
+    }
+    let mut first: Option<(String, Build)> = None;
+    for (c, image, build) in image_builds(cx) {
+        match &first {
+            None => first = Some((image.to_owned(), build)),
+            Some((first_image, first_build)) if *first_build != build => {
+                out.report(
+                    cx.container_field(&c, &["image"]),
+                    format!(
+                        "image {image} needs Windows build {} but {first_image} in the same pod needs {}; one of them cannot match the node",
+                        describe(build),
+                        describe(*first_build)
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// The build the pod selects, and where: its nodeSelector, else its RuntimeClass.
+pub fn selected_build<'e>(cx: &Cx<'e, '_, '_>) -> Option<(&'e str, &'static str)> {
+    if let Some(v) = cx
+        .spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(WINDOWS_BUILD_LABEL))
+    {
+        return Some((v, "nodeSelector"));
+    }
+    cx.runtime_class
+        .and_then(|rc| rc.windows_build.as_deref())
+        .map(|v| (v, "RuntimeClass"))
+}
+
+fn check_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    if cx.host_process.all || cx.hyperv {
+        return;
+    }
+    let Some((selected, source)) = selected_build(cx) else {
+        return;
+    };
+    let Ok(node) = selected.parse::<Build>() else {
+        return;
+    };
+    for (c, image, build) in image_builds(cx) {
+        if build != node {
+            let via = match source {
+                "RuntimeClass" => format!(
+                    "RuntimeClass {} selects",
+                    cx.spec.runtime_class_name.as_deref().unwrap_or_default()
+                ),
+                _ => "the pod selects".to_owned(),
+            };
+            out.report(
+                cx.container_field(&c, &["image"]),
+                format!(
+                    "image {image} needs Windows build {} but {via} nodes with {WINDOWS_BUILD_LABEL}={selected}; a process-isolated container of another build does not start",
+                    describe(build)
+                ),
+            );
+        }
+    }
+}
