@@ -9,6 +9,7 @@ use crate::engine::{self, Context, Evaluation};
 use crate::output::{Checked, InputProblem, LintFinding, LintReport};
 use crate::policy::Policy;
 use crate::rules;
+use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::view::ObjectView;
@@ -21,6 +22,8 @@ use crate::workload::{Kind, Workload};
 struct Wants {
     problems: Vec<(usize, String)>,
     findings: Vec<(usize, String)>,
+    /// [`services::REPORTED_POINTERS`] of each Service recorded, in order.
+    services: Vec<(usize, String)>,
 }
 
 /// One workload's verdict, with what identifies it.
@@ -46,13 +49,113 @@ pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
     }
 }
 
+/// Checks that need more than one object: Services against the Windows
+/// workloads they select ([`services`]).
+///
+/// Design: a Service and its Deployment often live in different files, so
+/// the `lint` command keeps one `CrossObject` for its whole input. While
+/// files are linted it records the pod labels of Windows workloads and the
+/// Services that carry a reportable field, with that field's source
+/// position (looked up while the file's text is at hand, in the same pass
+/// as the workload findings); [`CrossObject::finish`] then checks the
+/// Services once everything is read. [`lint_text`] uses a fresh one per
+/// call, so on its own it checks Services against the same text.
+#[derive(Debug, Default)]
+pub struct CrossObject {
+    windows: WindowsPods,
+    services: Vec<PendingService>,
+}
+
+#[derive(Debug)]
+struct PendingService {
+    file: String,
+    document: usize,
+    value: serde_json::Value,
+    /// Source positions of [`services::REPORTED_POINTERS`], in order.
+    positions: Vec<Option<(u64, u64)>>,
+}
+
+impl CrossObject {
+    /// Checks the Services seen against the Windows workloads seen and adds
+    /// the findings to `report`, each after the findings of its own file
+    /// that come before it.
+    pub fn finish(self, policy: &Policy, cx: &Context<'_>, report: &mut LintReport) {
+        for s in self.services {
+            for f in services::check_service(policy, cx.version, &s.value, &self.windows) {
+                let pointer = f.field.pointer();
+                let at = services::REPORTED_POINTERS
+                    .iter()
+                    .position(|p| *p == pointer)
+                    .and_then(|i| s.positions.get(i).copied().flatten())
+                    .unwrap_or((0, 0));
+                let info = &rules::find(f.rule)
+                    .expect("findings name catalogued rules")
+                    .info;
+                match f.severity {
+                    crate::finding::Severity::Error => report.summary.errors += 1,
+                    crate::finding::Severity::Warning => report.summary.warnings += 1,
+                }
+                let meta = |k: &str| {
+                    s.value
+                        .pointer(&format!("/metadata/{k}"))
+                        .and_then(serde_json::Value::as_str)
+                };
+                let finding = LintFinding {
+                    file: s.file.clone(),
+                    line: at.0,
+                    column: at.1,
+                    document: s.document,
+                    api_version: "v1".into(),
+                    kind: "Service".into(),
+                    namespace: meta("namespace").map(str::to_owned),
+                    name: meta("name").unwrap_or_default().to_owned(),
+                    rule: f.rule,
+                    severity: f.severity,
+                    field: f.field.to_string(),
+                    message: f.message,
+                    title: info.title,
+                    doc_url: info.doc_url,
+                    fix: info.fix,
+                    patch: None,
+                };
+                // Keep each file's findings together and in source order.
+                let same_file = |x: &LintFinding| x.file == finding.file;
+                let index = report
+                    .findings
+                    .iter()
+                    .position(|x| same_file(x) && (x.line, x.column) > at)
+                    .or_else(|| report.findings.iter().rposition(same_file).map(|i| i + 1))
+                    .unwrap_or(report.findings.len());
+                report.findings.insert(index, finding);
+            }
+        }
+    }
+}
+
 /// Lints one file's text and appends to `report`. `file` is the name shown.
+/// Services are checked against the Windows workloads of this text only;
+/// to check across files use [`lint_text_with`] and [`CrossObject::finish`].
 pub fn lint_text(
     file: &str,
     text: &str,
     policy: &Policy,
     cx: &Context<'_>,
     report: &mut LintReport,
+) {
+    let mut cross = CrossObject::default();
+    lint_text_with(file, text, policy, cx, report, &mut cross);
+    cross.finish(policy, cx, report);
+}
+
+/// Lints one file's text, recording in `cross` what the cross-object checks
+/// need; call [`CrossObject::finish`] once every file is linted.
+pub fn lint_text_with(
+    file: &str,
+    text: &str,
+    policy: &Policy,
+    cx: &Context<'_>,
+    report: &mut LintReport,
+    cross: &mut CrossObject,
 ) {
     report.summary.files += 1;
     let first_problem = report.input_errors.len();
@@ -70,17 +173,19 @@ pub fn lint_text(
         }
     };
     let first = report.findings.len();
+    let first_service = cross.services.len();
     let mut wants = Wants::default();
     for doc in &docs {
-        lint_document(file, doc, policy, cx, report, &mut wants);
+        lint_document(file, doc, policy, cx, report, &mut wants, cross);
     }
     // One more pass over the file finds every position at once, only for
     // files with something to report.
-    if !wants.problems.is_empty() || !wants.findings.is_empty() {
+    if !wants.problems.is_empty() || !wants.findings.is_empty() || !wants.services.is_empty() {
         let refs: Vec<(usize, &str)> = wants
             .problems
             .iter()
             .chain(&wants.findings)
+            .chain(&wants.services)
             .map(|(d, p)| (*d, p.as_str()))
             .collect();
         let mut at = source::locate_many(text, &refs).into_iter();
@@ -96,6 +201,12 @@ pub fn lint_text(
                 f.column = at.column;
             }
         }
+        for s in &mut cross.services[first_service..] {
+            s.positions = (&mut at)
+                .take(services::REPORTED_POINTERS.len())
+                .map(|p| p.map(|p| (p.line, p.column)))
+                .collect();
+        }
     }
     // Compiler order: by position within the file.
     report.findings[first..].sort_by_key(|f| (f.line, f.column));
@@ -110,6 +221,7 @@ fn lint_document(
     cx: &Context<'_>,
     report: &mut LintReport,
     wants: &mut Wants,
+    cross: &mut CrossObject,
 ) {
     let has_type = doc
         .value
@@ -124,6 +236,26 @@ fn lint_document(
         return;
     }
     report.summary.objects += 1;
+    if services::is_service(&doc.value) {
+        // Only Services with a field that may be reported are kept.
+        if services::REPORTED_POINTERS
+            .iter()
+            .any(|p| doc.value.pointer(p).is_some())
+        {
+            for p in services::REPORTED_POINTERS {
+                wants
+                    .services
+                    .push((doc.yaml_doc, format!("{}{p}", doc.pointer)));
+            }
+            cross.services.push(PendingService {
+                file: file.to_owned(),
+                document: doc.index,
+                value: doc.value.clone(),
+                positions: Vec::new(),
+            });
+        }
+        return;
+    }
     let api_version = doc.value["apiVersion"].as_str().unwrap_or_default();
     let kind = doc.value["kind"].as_str().unwrap_or_default();
     if Kind::from_type(api_version, kind).is_none() {
@@ -150,6 +282,11 @@ fn lint_document(
     let eval = engine::evaluate(policy, &workload, cx);
     if eval.target.is_windows() {
         report.summary.windows_workloads += 1;
+        cross.windows.add(
+            workload.namespace,
+            workload.pod_labels().into_iter().flat_map(|l| l.iter()),
+            format!("{}/{}", workload.kind.as_str(), workload.name),
+        );
     }
     report.checked.push(Checked {
         file: file.to_owned(),

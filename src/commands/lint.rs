@@ -10,7 +10,7 @@ use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
 use crate::cli::{ColorChoice, FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
-use crate::lint::{collect_runtime_classes, lint_text};
+use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
 use crate::output::{InputProblem, LintReport, json, junit, sarif, text};
 use crate::policy::Policy;
 use crate::source;
@@ -77,9 +77,12 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             eprintln!("winadmit: not fixed automatically: {s}");
         }
     }
+    // Services are checked against the Windows workloads of the whole
+    // input, once every file is read.
+    let mut cross = CrossObject::default();
     for input in &inputs {
         match read(input) {
-            Ok(text) => lint_text(&input.name(), &text, &pol, &cx, &mut report),
+            Ok(text) => lint_text_with(&input.name(), &text, &pol, &cx, &mut report, &mut cross),
             Err(problem) => {
                 report.summary.files += 1;
                 report.summary.input_errors += 1;
@@ -87,6 +90,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    cross.finish(&pol, &cx, &mut report);
 
     let use_color = match color {
         ColorChoice::Always => true,

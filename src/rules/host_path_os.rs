@@ -11,7 +11,7 @@ pub static LINUX_PATH: Rule = Rule {
         severity: Severity::Warning,
         containerd: None,
         scope: Scope::Windows,
-        what: "A `hostPath` volume of a Windows pod whose path is, or lies under, a location that only exists on Linux hosts (`params.linuxHostPaths`: /proc, /sys, /dev, /run, /var/run, /lib/modules, /var/lib/docker, /etc/ssl, ...). Paths like `/var/lib/kubelet` or `/etc/cni` are not reported: Windows resolves them on the system drive (C:\\var\\lib\\kubelet), where Windows node components do keep those directories.",
+        what: "A `hostPath` volume of a Windows pod whose path is, or lies under, a location that only exists on Linux hosts (`params.linuxHostPaths`: /proc, /sys, /dev, /lib/modules, /var/lib/docker, /etc/ssl, Linux runtime sockets under /run and /var/run, ...). Paths like `/var/lib/kubelet` or `/etc/cni` are not reported: Windows resolves them on the system drive (C:\\var\\lib\\kubelet), where Windows node components do keep those directories.",
         why: "A Windows node resolves `/proc` as `C:\\proc`: no kernel interface lives there. With `type: Directory` the pod fails to start; without a type the kubelet creates an empty directory and the container reads nothing. The manifest was almost certainly written for Linux.",
         source: "Kubernetes Windows docs, 'Storage': Windows hostPath volumes map host directories and named pipes (\\\\.\\pipe\\...) into containers; Linux kernel interfaces (/proc, /sys, /dev) and Linux runtime sockets do not exist on Windows nodes (seed 004 'Compute': mounting named pipes from the host).",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
