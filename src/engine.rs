@@ -50,6 +50,10 @@ pub struct Evaluation {
     pub exempt: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// The pod runs Hyper-V isolated (by its RuntimeClass), so its images
+    /// need not match the node's Windows build. For the mutation step.
+    #[serde(skip)]
+    pub hyperv: bool,
 }
 
 impl Evaluation {
@@ -133,6 +137,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
     }
     eval.findings = sink.findings;
     eval.skipped = skipped;
+    eval.hyperv = hyperv;
     eval
 }
 

@@ -109,7 +109,20 @@ pub fn mutation(
             "winadmit set spec.os.name=windows",
         );
     }
-    add_tolerations(&mut m, workload, spec, &settings.tolerations);
+    let mut tolerations = settings.tolerations.clone();
+    if settings.tolerate_windows_taint
+        && let Some(taint) = &policy.params.windows_taint
+        && !spec.tolerations.iter().flatten().any(|t| {
+            crate::rules::windows_taint::tolerates(t, taint)
+                != crate::rules::windows_taint::Tolerates::No
+        })
+    {
+        tolerations.push(taint.toleration());
+    }
+    add_tolerations(&mut m, workload, spec, &tolerations);
+    if settings.inject_windows_build && !eval.hyperv {
+        add_windows_build(&mut m, workload, spec);
+    }
     let isolation = cx.namespace_isolation.or(settings.isolation.as_deref());
     if let Some(isolation) = isolation.filter(|i| matches!(*i, "process" | "hyperv")) {
         add_isolation(&mut m, workload, isolation);
@@ -133,6 +146,55 @@ pub fn mutation(
         }
     }
     m
+}
+
+/// Adds `node.kubernetes.io/windows-build` when every image whose build is
+/// known needs the same one, the pod does not select a build yet, and it is
+/// not a HostProcess pod (HostProcess containers need no matching build).
+fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecView<'_>) {
+    use crate::windows_builds::{WINDOWS_BUILD_LABEL, image_build};
+    if spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(WINDOWS_BUILD_LABEL))
+        .is_some()
+        || crate::engine::host_process(spec).all
+    {
+        return;
+    }
+    let mut builds = [
+        &spec.init_containers,
+        &spec.containers,
+        &spec.ephemeral_containers,
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .filter_map(|c| c.image.as_deref().and_then(image_build));
+    let Some(build) = builds.next() else { return };
+    if builds.any(|b| b != build) {
+        return;
+    }
+    let selector = workload.spec_path.key("nodeSelector");
+    let selector_pointer = selector.pointer();
+    let created = m.ops.iter().any(|o| o.path() == selector_pointer);
+    let op = if spec.node_selector.is_some() || created {
+        PatchOp::Add {
+            path: selector.map_key(WINDOWS_BUILD_LABEL).pointer(),
+            value: json!(build.to_string()),
+        }
+    } else {
+        PatchOp::Add {
+            path: selector_pointer,
+            value: json!({ WINDOWS_BUILD_LABEL: build.to_string() }),
+        }
+    };
+    m.push(
+        op,
+        format!(
+            "winadmit added nodeSelector {WINDOWS_BUILD_LABEL}={build} (the images' Windows build)"
+        ),
+    );
 }
 
 fn add_tolerations(

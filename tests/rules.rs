@@ -400,6 +400,128 @@ fn table_of_bad_and_good_cases() {
             windows_pod(&sc("privileged: false")),
             vec![],
         ),
+        (
+            "WIN-MIXED-OS",
+            windows_pod(&format!("{C}\n- name: proxy\n  image: envoyproxy/envoy:v1.30.1")),
+            vec!["spec.containers[1].image"],
+        ),
+        (
+            "WIN-MIXED-OS",
+            pod("containers:\n- name: web\n  image: mcr.microsoft.com/dotnet/framework/aspnet:4.8-windowsservercore-ltsc2022\n- name: cache\n  image: redis:7.2-alpine"),
+            vec!["spec.containers[1].image"],
+        ),
+        (
+            // pause, agnhost and the Windows builds of official images are multi-OS.
+            "WIN-MIXED-OS",
+            windows_pod(&format!(
+                "{C}\n- name: pause\n  image: registry.k8s.io/pause:3.9\n- name: agnhost\n  image: registry.k8s.io/e2e-test-images/agnhost:2.45\n- name: cache\n  image: redis:3.0-nanoserver"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-BUILD-MIXED",
+            windows_pod(&format!(
+                "{C}\n- name: log\n  image: mcr.microsoft.com/windows/nanoserver:1809"
+            )),
+            vec!["spec.containers[1].image"],
+        ),
+        (
+            "WIN-BUILD-MIXED",
+            windows_pod(&format!(
+                "{C}\n- name: web\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n- name: tools\n  image: mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022\n- name: base\n  image: mcr.microsoft.com/windows/servercore:10.0.20348.2527\n- name: any\n  image: mcr.microsoft.com/windows/servercore"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-BUILD-NODE-MISMATCH",
+            windows_pod(&format!(
+                "  node.kubernetes.io/windows-build: '10.0.17763'\n{C}"
+            )),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-BUILD-NODE-MISMATCH",
+            windows_pod(&format!(
+                "  node.kubernetes.io/windows-build: '10.0.20348'\n{C}"
+            )),
+            vec![],
+        ),
+        (
+            // A RuntimeClass not known to be Hyper-V does not relax the match
+            // (see hyperv_runtime_class_relaxes_the_node_build below).
+            "WIN-BUILD-NODE-MISMATCH",
+            windows_pod(&format!(
+                "  node.kubernetes.io/windows-build: '10.0.26100'\nruntimeClassName: runhcs-wcow-hypervisor-test\n{C}"
+            )),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-HYPERV-ANNOTATION",
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: a\n    image: mcr.microsoft.com/windows/servercore:ltsc2019\n".to_owned(),
+            vec!["metadata.annotations[experimental.windows.kubernetes.io/isolation-type]"],
+        ),
+        ("WIN-HYPERV-ANNOTATION", windows_pod(C), vec![]),
+        (
+            "WIN-MEMORY-LIMITS",
+            windows_pod(&format!(
+                "{C}\n  resources:\n    requests:\n      memory: 256Mi\n    limits:\n      memory: 1Gi\n- name: b\n  image: mcr.microsoft.com/windows/servercore:ltsc2022"
+            )),
+            vec![
+                "spec.containers[0].resources.requests[memory]",
+                "spec.containers[1].resources",
+            ],
+        ),
+        (
+            "WIN-MEMORY-LIMITS",
+            windows_pod(&format!(
+                "{C}\n  resources:\n    requests:\n      memory: 1024Mi\n    limits:\n      memory: 1Gi\n- name: b\n  image: mcr.microsoft.com/windows/servercore:ltsc2022\n  resources:\n    limits:\n      memory: 512Mi"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-HOSTPATH-LINUX-PATH",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: proc\n  hostPath:\n    path: /proc\n- name: sock\n  hostPath:\n    path: /var/run/docker.sock"
+            )),
+            vec![
+                "spec.volumes[0].hostPath.path",
+                "spec.volumes[1].hostPath.path",
+            ],
+        ),
+        (
+            "WIN-HOSTPATH-LINUX-PATH",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: kubelet\n  hostPath:\n    path: /var/lib/kubelet\n- name: pipe\n  hostPath:\n    path: \\\\.\\pipe\\containerd-containerd\n- name: logs\n  hostPath:\n    path: C:\\var\\log"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-HOSTPATH-WINDOWS-PATH",
+            pod("nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: busybox:1.36\nvolumes:\n- name: pipe\n  hostPath:\n    path: \\\\.\\pipe\\docker_engine\n- name: c\n  hostPath:\n    path: C:/k"),
+            vec![
+                "spec.volumes[0].hostPath.path",
+                "spec.volumes[1].hostPath.path",
+            ],
+        ),
+        (
+            "WIN-HOSTPATH-WINDOWS-PATH",
+            pod("nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: busybox:1.36\nvolumes:\n- name: logs\n  hostPath:\n    path: /var/log"),
+            vec![],
+        ),
+        (
+            "WIN-DNS-SEARCHES",
+            windows_pod(&format!(
+                "dnsConfig:\n  searches:\n  - ns1.svc.cluster.local\n  - corp.example.com\n{C}"
+            )),
+            vec!["spec.dnsConfig.searches"],
+        ),
+        (
+            "WIN-DNS-SEARCHES",
+            windows_pod(&format!(
+                "dnsConfig:\n  searches:\n  - ns1.svc.cluster.local\n{C}"
+            )),
+            vec![],
+        ),
     ];
     let mut failures = Vec::new();
     for (rule, yaml, want) in &cases {
@@ -478,8 +600,13 @@ fn containerd_profile_relaxes_subpath_to_a_warning() {
         &Workload::from_view(&view).unwrap(),
         &Context::default(),
     );
-    assert_eq!(eval.findings.len(), 1);
-    assert_eq!(eval.findings[0].severity, Severity::Warning);
+    let subpath: Vec<_> = eval
+        .findings
+        .iter()
+        .filter(|f| f.rule == "WIN-SUBPATH")
+        .collect();
+    assert_eq!(subpath.len(), 1);
+    assert_eq!(subpath[0].severity, Severity::Warning);
 }
 
 #[test]
@@ -564,4 +691,176 @@ fn every_workload_kind_reports_from_its_own_root() {
         flagged(&cron, "WIN-HOSTPID"),
         ["spec.jobTemplate.spec.template.spec.hostPID"]
     );
+}
+
+/// A policy with the Windows taint declared.
+fn tainted() -> Policy {
+    Policy::from_yaml(
+        "taint.yaml",
+        "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n",
+    )
+    .unwrap()
+}
+
+#[test]
+fn windows_taint_needs_a_toleration_on_windows_pods() {
+    let p = tainted();
+    let at = |yaml: &str| flagged_with(&p, KubeVersion::LATEST, yaml, "WIN-TAINT-TOLERATION");
+    assert_eq!(at(&windows_pod(C)), ["spec.tolerations"]);
+    let tolerates = |t: &str| windows_pod(&format!("tolerations:\n{t}\n{C}"));
+    assert!(
+        at(&tolerates(
+            "- key: os\n  operator: Equal\n  value: windows\n  effect: NoSchedule"
+        ))
+        .is_empty()
+    );
+    assert!(at(&tolerates("- key: os\n  operator: Exists")).is_empty());
+    assert!(at(&tolerates("- operator: Exists")).is_empty());
+    assert_eq!(
+        at(&tolerates(
+            "- key: os\n  operator: Equal\n  value: linux\n  effect: NoSchedule"
+        )),
+        ["spec.tolerations"]
+    );
+    // No taint in the policy: silent.
+    assert!(flagged(&windows_pod(C), "WIN-TAINT-TOLERATION").is_empty());
+}
+
+#[test]
+fn non_windows_workloads_tolerating_the_windows_taint() {
+    let p = tainted();
+    let at =
+        |yaml: &str| flagged_with(&p, KubeVersion::LATEST, yaml, "WIN-LINUX-TOLERATES-WINDOWS");
+    let nginx = "containers:\n- name: web\n  image: nginx:1.27";
+    let by_key =
+        "tolerations:\n- key: os\n  operator: Equal\n  value: windows\n  effect: NoSchedule";
+    let wildcard = "tolerations:\n- operator: Exists";
+    let linux = "nodeSelector:\n  kubernetes.io/os: linux";
+    assert_eq!(
+        at(&pod(&format!("{by_key}\n{nginx}"))),
+        ["spec.tolerations[0]"]
+    );
+    assert_eq!(
+        at(&pod(&format!("{linux}\n{by_key}\n{nginx}"))),
+        ["spec.tolerations[0]"]
+    );
+    assert_eq!(
+        at(&pod(&format!("{wildcard}\n{nginx}"))),
+        ["spec.tolerations[0]"]
+    );
+    // A Linux-pinned DaemonSet that tolerates everything cannot land on Windows.
+    assert!(at(&pod(&format!("{linux}\n{wildcard}\n{nginx}"))).is_empty());
+    assert!(at(&windows_pod(&format!("{by_key}\n{C}"))).is_empty());
+    assert!(
+        flagged(
+            &pod(&format!("{by_key}\n{nginx}")),
+            "WIN-LINUX-TOLERATES-WINDOWS"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn secret_volumes_are_advice_off_by_default() {
+    let yaml = windows_pod(&format!(
+        "{C}\nvolumes:\n- name: tls\n  secret:\n    secretName: web-tls\n- name: cfg\n  configMap:\n    name: cfg"
+    ));
+    assert!(flagged(&yaml, "WIN-SECRET-VOLUME").is_empty());
+    let on = Policy::from_yaml("on.yaml", "rules:\n  WIN-SECRET-VOLUME: warning\n").unwrap();
+    assert_eq!(
+        flagged_with(&on, KubeVersion::LATEST, &yaml, "WIN-SECRET-VOLUME"),
+        ["spec.volumes[0].secret"]
+    );
+}
+
+#[test]
+fn hyperv_annotation_warning_is_version_aware() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: a\n    image: mcr.microsoft.com/windows/servercore:ltsc2019\n";
+    let at = |minor| {
+        flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, minor),
+            yaml,
+            "WIN-HYPERV-ANNOTATION",
+        )
+    };
+    assert!(at(20).is_empty(), "the feature gate still existed in 1.20");
+    assert_eq!(at(21).len(), 1);
+}
+
+/// Lints a multi-document text with its own RuntimeClasses, like `lint`.
+fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
+    let mut rc = winadmit::targeting::RuntimeClasses::default();
+    winadmit::lint::collect_runtime_classes(yaml, &mut rc);
+    let cx = Context {
+        version: KubeVersion::LATEST,
+        runtime_classes: Some(&rc),
+    };
+    let mut report = winadmit::output::LintReport::default();
+    winadmit::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);
+    report
+        .findings
+        .into_iter()
+        .map(|f| (f.rule.to_owned(), f.field, f.severity))
+        .collect()
+}
+
+#[test]
+fn hyperv_runtime_class_relaxes_the_node_build() {
+    let hv_pod = windows_pod(&format!(
+        "  node.kubernetes.io/windows-build: '10.0.26100'\nruntimeClassName: hyperv-2019\n{C}"
+    ));
+    let rule = "WIN-BUILD-NODE-MISMATCH";
+    // The RuntimeClass object in the input names a Hyper-V handler.
+    let class = "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: hyperv-2019\nhandler: runhcs-wcow-hypervisor\n---\n";
+    let found = lint_rules(&Policy::default_policy(), &format!("{class}{hv_pod}"));
+    assert!(!found.iter().any(|(r, ..)| r == rule), "{found:?}");
+    // Without it, the mismatch is an error...
+    let found = lint_rules(&Policy::default_policy(), &hv_pod);
+    assert!(
+        found
+            .iter()
+            .any(|(r, _, s)| r == rule && *s == Severity::Error),
+        "{found:?}"
+    );
+    // ...unless the policy names the class as Hyper-V.
+    let p = Policy::from_yaml("p", "params:\n  hypervRuntimeClasses: [hyperv-2019]\n").unwrap();
+    assert!(flagged_with(&p, KubeVersion::LATEST, &hv_pod, rule).is_empty());
+    // A process-isolated RuntimeClass that selects a build is checked like a nodeSelector.
+    let process = "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: win-2019\nhandler: runhcs-wcow-process\nscheduling:\n  nodeSelector:\n    kubernetes.io/os: windows\n    node.kubernetes.io/windows-build: '10.0.17763'\n---\n";
+    let uses = pod(&format!("runtimeClassName: win-2019\n{C}"));
+    let found = lint_rules(&Policy::default_policy(), &format!("{process}{uses}"));
+    assert!(
+        found
+            .iter()
+            .any(|(r, f, _)| r == rule && f == "spec.containers[0].image"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn services_selecting_windows_workloads_in_the_same_input() {
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  selector:\n    matchLabels: {app: iis}\n  template:\n    metadata:\n      labels: {app: iis}\n    spec:\n      nodeSelector:\n        kubernetes.io/os: windows\n      containers:\n      - name: iis\n        image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n        resources:\n          limits: {memory: 1Gi}\n";
+    let service = |selector: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: iis\nspec:\n  selector: {{app: {selector}}}\n  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: 600\n"
+        )
+    };
+    let found = lint_rules(
+        &Policy::default_policy(),
+        &format!("{deployment}{}", service("iis")),
+    );
+    assert_eq!(
+        found,
+        [(
+            "WIN-SERVICE-AFFINITY-TIMEOUT".to_owned(),
+            "spec.sessionAffinityConfig.clientIP.timeoutSeconds".to_owned(),
+            Severity::Warning
+        )]
+    );
+    let found = lint_rules(
+        &Policy::default_policy(),
+        &format!("{deployment}{}", service("other")),
+    );
+    assert!(found.is_empty(), "{found:?}");
 }
