@@ -1,0 +1,133 @@
+//! Mutation from Windows knowledge: the `node.kubernetes.io/windows-build`
+//! selector (policy opt-in) and the toleration for the policy's Windows taint.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use winadmit::engine::{Context, evaluate};
+use winadmit::patch::{self, MutationContext};
+use winadmit::policy::Policy;
+use winadmit::view::ObjectView;
+use winadmit::workload::Workload;
+
+/// The patched object, after the mutation a policy asks for.
+fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
+    let view = ObjectView::deserialize(doc).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let eval = evaluate(policy, &workload, &Context::default());
+    let m = patch::mutation(
+        policy,
+        &workload,
+        &eval,
+        MutationContext {
+            create: true,
+            namespace_isolation: None,
+        },
+    );
+    let mut out = doc.clone();
+    patch::apply(&mut out, &m.ops).unwrap();
+    // Reinvocation is a no-op.
+    let view2 = ObjectView::deserialize(&out).unwrap();
+    let w2 = Workload::from_view(&view2).unwrap();
+    let e2 = evaluate(policy, &w2, &Context::default());
+    let again = patch::mutation(policy, &w2, &e2, MutationContext::default());
+    assert!(
+        again.is_empty(),
+        "second pass patched again: {:?}",
+        again.ops
+    );
+    (out, m.explanations)
+}
+
+fn pod(spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+}
+
+fn iis() -> Value {
+    json!([{"name": "iis", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"},
+           {"name": "tools", "image": "mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022"}])
+}
+
+#[test]
+fn windows_build_selector_is_opt_in() {
+    let doc = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": iis()}));
+    let (out, _) = mutated(&Policy::default_policy(), &doc);
+    assert_eq!(out, doc, "off by default");
+
+    let on = Policy::from_yaml(
+        "p",
+        "mutation:\n  injectNodeSelector: true\n  setOsName: false\n  removeNoOpFields: true\n  emptyDirOffMemory: false\n  inferFromImages: false\n  isolation: null\n  isolationNamespaceLabel: null\n  tolerations: []\n  injectWindowsBuild: true\n",
+    )
+    .unwrap();
+    let (out, why) = mutated(&on, &doc);
+    assert_eq!(
+        out["spec"]["nodeSelector"],
+        json!({"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"})
+    );
+    assert!(why.iter().any(|w| w.contains("10.0.20348")), "{why:?}");
+
+    // No node selector at all: both labels arrive together.
+    let bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"os": {"name": "windows"}, "containers": iis()}});
+    let (out, _) = mutated(&on, &bare);
+    assert_eq!(
+        out["spec"]["nodeSelector"],
+        json!({"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"})
+    );
+
+    // Images of two builds, an existing build selector, a Hyper-V RuntimeClass:
+    // nothing to add.
+    let mixed = pod(
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [
+        {"name": "a", "image": "mcr.microsoft.com/windows/servercore:ltsc2022"},
+        {"name": "b", "image": "mcr.microsoft.com/windows/nanoserver:1809"}]}),
+    );
+    assert_eq!(mutated(&on, &mixed).0, mixed);
+    let chosen = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows",
+        "node.kubernetes.io/windows-build": "10.0.20348"}, "containers": iis()}));
+    assert_eq!(mutated(&on, &chosen).0, chosen);
+    let hv = Policy::from_yaml(
+        "hv",
+        "params:\n  hypervRuntimeClasses: [hyperv]\nmutation:\n  injectNodeSelector: true\n  setOsName: false\n  removeNoOpFields: true\n  emptyDirOffMemory: false\n  inferFromImages: false\n  isolation: null\n  isolationNamespaceLabel: null\n  tolerations: []\n  injectWindowsBuild: true\n",
+    )
+    .unwrap();
+    let hyperv = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+        "runtimeClassName": "hyperv", "containers": iis()}));
+    assert_eq!(mutated(&hv, &hyperv).0, hyperv);
+}
+
+#[test]
+fn windows_taint_toleration_is_added_once() {
+    let p = Policy::from_yaml(
+        "p",
+        "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n",
+    )
+    .unwrap();
+    let want =
+        json!({"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"});
+    let doc = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": iis()}));
+    let (out, _) = mutated(&p, &doc);
+    assert_eq!(out["spec"]["tolerations"], json!([want]));
+
+    let other = json!({"key": "gpu", "operator": "Exists"});
+    let with = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+        "tolerations": [other], "containers": iis()}));
+    let (out, _) = mutated(&p, &with);
+    assert_eq!(out["spec"]["tolerations"], json!([other, want]));
+
+    // Already tolerated (by key, or by a wildcard): nothing added.
+    let tolerated = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+        "tolerations": [{"key": "os", "operator": "Exists"}], "containers": iis()}));
+    assert_eq!(mutated(&p, &tolerated).0, tolerated);
+
+    // Linux pods are never patched.
+    let linux = pod(json!({"containers": [{"name": "web", "image": "nginx:1.27"}]}));
+    assert_eq!(mutated(&p, &linux).0, linux);
+
+    // The policy can keep the rule but not the mutation.
+    let no = Policy::from_yaml(
+        "p",
+        "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\nmutation:\n  injectNodeSelector: true\n  setOsName: false\n  removeNoOpFields: true\n  emptyDirOffMemory: false\n  inferFromImages: false\n  isolation: null\n  isolationNamespaceLabel: null\n  tolerations: []\n  tolerateWindowsTaint: false\n",
+    )
+    .unwrap();
+    assert!(mutated(&no, &doc).0["spec"].get("tolerations").is_none());
+}
