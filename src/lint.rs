@@ -284,7 +284,10 @@ fn lint_document(
         report.summary.windows_workloads += 1;
         cross.windows.add(
             workload.namespace,
-            workload.pod_labels().into_iter().flat_map(|l| l.iter()),
+            workload
+                .pod_labels()
+                .into_iter()
+                .flat_map(crate::view::StrMap::iter),
             format!("{}/{}", workload.kind.as_str(), workload.name),
         );
     }
