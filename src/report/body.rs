@@ -54,7 +54,9 @@ impl MediaType {
             .to_ascii_lowercase();
         match essence.as_str() {
             "application/json" => Ok(Self::Json),
-            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => Ok(Self::Yaml),
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+                Ok(Self::Yaml)
+            }
             e if e.starts_with("application/") && e.ends_with("+json") => Ok(Self::Json),
             _ => Err(ReportError::UnsupportedMediaType(content_type.to_owned())),
         }
@@ -88,18 +90,19 @@ pub fn report_body(
     let mut objects = Vec::new();
     match media {
         MediaType::Json => {
-            let value: Value = serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
-                .map_err(|e| {
-                    // Re-run through the streaming reader for its error shape.
-                    match stream::for_each_object_in(body, &mut |_| Ok(())) {
-                        Err(err) => ReportError::Json(err),
-                        Ok(_) => ReportError::Json(StreamError::Json {
-                            line: e.line(),
-                            column: e.column(),
-                            message: e.to_string(),
-                        }),
-                    }
-                })?;
+            let value: Value =
+                serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
+                    .map_err(|e| {
+                        // Re-run through the streaming reader for its error shape.
+                        match stream::for_each_object_in(body, &mut |_| Ok(())) {
+                            Err(err) => ReportError::Json(err),
+                            Ok(_) => ReportError::Json(StreamError::Json {
+                                line: e.line(),
+                                column: e.column(),
+                                message: e.to_string(),
+                            }),
+                        }
+                    })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
                 let object = admission_object(policy, &mut builder, value)?;
                 if let Some(object) = object {
@@ -139,7 +142,12 @@ pub fn report_body(
     })
 }
 
-fn add(builder: &mut ReportBuilder<'_>, value: &Value, document: usize, out: &mut Vec<ObjectReport>) {
+fn add(
+    builder: &mut ReportBuilder<'_>,
+    value: &Value,
+    document: usize,
+    out: &mut Vec<ObjectReport>,
+) {
     let origin = Origin {
         file: "<request>",
         document,
@@ -161,13 +169,14 @@ fn admission_object(
     use kube::core::DynamicObject;
     use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
 
-    let typed: AdmissionReview<DynamicObject> =
-        serde_json::from_value(review.clone()).map_err(|e| ReportError::AdmissionReview(e.to_string()))?;
-    let req: AdmissionRequest<DynamicObject> = typed
-        .try_into()
-        .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
-            ReportError::AdmissionReview(e.to_string())
-        })?;
+    let typed: AdmissionReview<DynamicObject> = serde_json::from_value(review.clone())
+        .map_err(|e| ReportError::AdmissionReview(e.to_string()))?;
+    let req: AdmissionRequest<DynamicObject> =
+        typed
+            .try_into()
+            .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
+                ReportError::AdmissionReview(e.to_string())
+            })?;
     let Value::Object(mut review) = review else {
         unreachable!("an AdmissionReview decoded from it")
     };
@@ -224,7 +233,9 @@ pub fn feed_yaml(
             locator
                 .get_or_init(|| source::locator(text).ok())
                 .as_ref()
-                .and_then(|l: &source::Locator| l.locate(doc.yaml_doc, &format!("{}{pointer}", doc.pointer)))
+                .and_then(|l: &source::Locator| {
+                    l.locate(doc.yaml_doc, &format!("{}{pointer}", doc.pointer))
+                })
         };
         let origin = Origin {
             file,
@@ -240,7 +251,12 @@ pub fn feed_yaml(
 
 /// A problem with a whole input (file or stream), for the report's `inputErrors`.
 #[must_use]
-pub fn input_problem(file: &str, line: Option<u64>, column: Option<u64>, message: String) -> InputProblem {
+pub fn input_problem(
+    file: &str,
+    line: Option<u64>,
+    column: Option<u64>,
+    message: String,
+) -> InputProblem {
     InputProblem {
         file: file.to_owned(),
         line,

@@ -15,8 +15,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::body::{ReportError, report_body};
 use super::ReportOptions;
+use super::body::{ReportError, report_body};
 use crate::engine::Context;
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
@@ -79,7 +79,12 @@ pub async fn report_handler<S: ReportState>(
         None => None,
         Some(m) => match m.parse::<Mode>() {
             Ok(m) => Some(m),
-            Err(e) => return error(StatusCode::BAD_REQUEST, &format!("query parameter mode: {e}")),
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("query parameter mode: {e}"),
+                );
+            }
         },
     };
     let content_type = headers
@@ -111,7 +116,10 @@ pub async fn report_handler<S: ReportState>(
             };
             error(status, &e.to_string())
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("report failed: {e}")),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("report failed: {e}"),
+        ),
     }
 }
 

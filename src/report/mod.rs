@@ -83,7 +83,11 @@ impl Verdict {
 /// The object gets the strongest of its findings' verdicts; an exempt
 /// object is allowed.
 #[must_use]
-pub fn admission_verdict(policy: &Policy, eval: &Evaluation, namespace_mode: Option<Mode>) -> Verdict {
+pub fn admission_verdict(
+    policy: &Policy,
+    eval: &Evaluation,
+    namespace_mode: Option<Mode>,
+) -> Verdict {
     if eval.exempt.is_some() {
         return Verdict::Allow;
     }
@@ -330,7 +334,11 @@ impl<'p> ReportBuilder<'p> {
     }
 
     /// Learns a namespace's labels: its mode label and isolation label.
-    pub fn namespace_labels<'l>(&mut self, namespace: &str, labels: impl Iterator<Item = (&'l str, &'l str)>) {
+    pub fn namespace_labels<'l>(
+        &mut self,
+        namespace: &str,
+        labels: impl Iterator<Item = (&'l str, &'l str)>,
+    ) {
         for (k, v) in labels {
             if k == self.policy.namespace_mode_label
                 && let Ok(mode) = v.parse::<Mode>()
@@ -360,8 +368,14 @@ impl<'p> ReportBuilder<'p> {
     /// Adds one object. Namespaces and RuntimeClasses in the input are
     /// remembered for the objects after them.
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
-        let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(_) = Kind::from_type(api_version, kind) else {
             self.learn(value, api_version, kind);
             self.summary.other_objects += 1;
@@ -400,7 +414,11 @@ impl<'p> ReportBuilder<'p> {
         let (report, signature) = self.evaluate(value, &workload, origin);
         let self_key = owner_capable(workload.kind)
             .then(|| object_key(workload.namespace, workload.kind.as_str(), workload.name));
-        let owner = self.options.fold.then(|| controller_of(value, workload.kind)).flatten();
+        let owner = self
+            .options
+            .fold
+            .then(|| controller_of(value, workload.kind))
+            .flatten();
         match owner {
             Some((owner_kind, owner_name)) => {
                 let owner_key = object_key(workload.namespace, &owner_kind, &owner_name);
@@ -427,7 +445,13 @@ impl<'p> ReportBuilder<'p> {
     }
 
     /// Registers an object as a possible owner and either folds or reports it.
-    fn settle(&mut self, report: ObjectReport, signature: u64, self_key: Option<String>, fold: bool) -> Added {
+    fn settle(
+        &mut self,
+        report: ObjectReport,
+        signature: u64,
+        self_key: Option<String>,
+        fold: bool,
+    ) -> Added {
         if let Some(key) = self_key {
             self.owners.insert(key, OwnerEntry { signature });
         }
@@ -452,7 +476,9 @@ impl<'p> ReportBuilder<'p> {
                 match self.owners.get(&p.owner_key) {
                     Some(entry) => {
                         let same = entry.signature == p.signature;
-                        if let Added::Report(r) = self.settle(p.report, p.signature, p.self_key, same) {
+                        if let Added::Report(r) =
+                            self.settle(p.report, p.signature, p.self_key, same)
+                        {
                             out.push(*r);
                         }
                     }
@@ -471,7 +497,11 @@ impl<'p> ReportBuilder<'p> {
         let mut summary = self.summary;
         summary.namespaces = self.namespaces.into_values().collect();
         let mut rules: Vec<RuleSummary> = self.rules.into_values().collect();
-        rules.sort_by(|a, b| b.findings.cmp(&a.findings).then_with(|| a.rule.cmp(&b.rule)));
+        rules.sort_by(|a, b| {
+            b.findings
+                .cmp(&a.findings)
+                .then_with(|| a.rule.cmp(&b.rule))
+        });
         summary.rules = rules;
         Finished {
             objects: out,
@@ -483,8 +513,14 @@ impl<'p> ReportBuilder<'p> {
     /// Learns from a Namespace (its mode and isolation labels) or a
     /// RuntimeClass (the OS it pins) in the input.
     pub fn learn_from(&mut self, value: &Value) {
-        let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         self.learn(value, api_version, kind);
     }
 
@@ -505,7 +541,12 @@ impl<'p> ReportBuilder<'p> {
         }
     }
 
-    fn evaluate(&self, value: &Value, workload: &Workload<'_, '_>, origin: &Origin<'_>) -> (ObjectReport, u64) {
+    fn evaluate(
+        &self,
+        value: &Value,
+        workload: &Workload<'_, '_>,
+        origin: &Origin<'_>,
+    ) -> (ObjectReport, u64) {
         let cx = Context {
             version: self.version,
             runtime_classes: Some(&self.runtime_classes),
@@ -516,10 +557,11 @@ impl<'p> ReportBuilder<'p> {
             eval.findings.clear();
             eval.skipped.clear();
         }
-        let ns_mode = self
-            .options
-            .mode
-            .or_else(|| workload.namespace.and_then(|ns| self.namespace_modes.get(ns).copied()));
+        let ns_mode = self.options.mode.or_else(|| {
+            workload
+                .namespace
+                .and_then(|ns| self.namespace_modes.get(ns).copied())
+        });
         let verdict = admission_verdict(self.policy, &eval, ns_mode);
         let mcx = MutationContext {
             create: self.create,
@@ -542,7 +584,9 @@ impl<'p> ReportBuilder<'p> {
             .findings
             .iter()
             .map(|f| {
-                let info = &rules::find(f.rule).expect("findings name catalogued rules").info;
+                let info = &rules::find(f.rule)
+                    .expect("findings name catalogued rules")
+                    .info;
                 let (line, column) = origin
                     .locate
                     .and_then(|l| l(&f.field.pointer()))

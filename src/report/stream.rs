@@ -51,7 +51,10 @@ pub struct ListInfo {
 ///
 /// # Errors
 /// The input is not JSON, or `on_object` stopped.
-pub fn for_each_object<R: BufRead>(mut reader: R, on_object: &mut OnObject<'_>) -> Result<ListInfo, StreamError> {
+pub fn for_each_object<R: BufRead>(
+    mut reader: R,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
     let mut info = ListInfo::default();
     let mut stop = None;
     loop {
@@ -93,7 +96,10 @@ pub fn for_each_object<R: BufRead>(mut reader: R, on_object: &mut OnObject<'_>) 
 ///
 /// # Errors
 /// As [`for_each_object`].
-pub fn for_each_object_in(bytes: &[u8], on_object: &mut OnObject<'_>) -> Result<ListInfo, StreamError> {
+pub fn for_each_object_in(
+    bytes: &[u8],
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     for_each_object(bytes, on_object)
 }
@@ -322,10 +328,12 @@ mod tests {
         assert_eq!(v[0]["kind"], "Pod");
         assert_eq!(v[0]["apiVersion"], "v1");
         assert_eq!(info.continue_token.as_deref(), Some("abc"));
-        let (v, _) = collect(r#" {"kind":"Pod"} [{"kind":"A"},{"kind":"B"}] {"kind":"List","items":[]} "#);
+        let (v, _) =
+            collect(r#" {"kind":"Pod"} [{"kind":"A"},{"kind":"B"}] {"kind":"List","items":[]} "#);
         assert_eq!(v.len(), 3);
         // kubectl writes `kind: List` after `items`; items carry their own kind.
-        let (v, _) = collect(r#"{"apiVersion":"v1","items":[{"kind":"Pod"}],"kind":"List","metadata":{}}"#);
+        let (v, _) =
+            collect(r#"{"apiVersion":"v1","items":[{"kind":"Pod"}],"kind":"List","metadata":{}}"#);
         assert_eq!(v.len(), 1);
     }
 
@@ -342,7 +350,10 @@ mod tests {
 
     #[test]
     fn the_callback_can_stop() {
-        let err = for_each_object_in(br#"{"items":[{},{}]}"#, &mut |_| Err(StopError("full".into()))).unwrap_err();
+        let err = for_each_object_in(br#"{"items":[{},{}]}"#, &mut |_| {
+            Err(StopError("full".into()))
+        })
+        .unwrap_err();
         assert_eq!(err.to_string(), "full");
     }
 }

@@ -57,8 +57,11 @@ impl<W: Write> HtmlSink<W> {
     /// Writing fails.
     pub fn new(mut out: W, title: &str) -> io::Result<Self> {
         let title = escape_html(title);
-        write!(out, "{HEAD}", )?;
-        write!(out, "<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{title}</h1>\n")?;
+        write!(out, "{HEAD}",)?;
+        write!(
+            out,
+            "<title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+        )?;
         out.write_all(BODY.as_bytes())?;
         out.write_all(b"<script type=\"application/json\" id=\"winadmit-findings\">[")?;
         Ok(Self { out, first: true })
@@ -229,13 +232,23 @@ impl<W: Write> ReportSink for HtmlSink<W> {
         Ok(())
     }
 
-    fn finish(mut self: Box<Self>, summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()> {
-        self.out.write_all(b"]</script>\n<script type=\"application/json\" id=\"winadmit-summary\">")?;
+    fn finish(
+        mut self: Box<Self>,
+        summary: &Summary,
+        input_errors: &[InputProblem],
+    ) -> io::Result<()> {
+        self.out
+            .write_all(b"]</script>\n<script type=\"application/json\" id=\"winadmit-summary\">")?;
         self.out
             .write_all(script_json(summary).map_err(io::Error::other)?.as_bytes())?;
-        self.out.write_all(b"</script>\n<script type=\"application/json\" id=\"winadmit-input-errors\">")?;
-        self.out
-            .write_all(script_json(input_errors).map_err(io::Error::other)?.as_bytes())?;
+        self.out.write_all(
+            b"</script>\n<script type=\"application/json\" id=\"winadmit-input-errors\">",
+        )?;
+        self.out.write_all(
+            script_json(input_errors)
+                .map_err(io::Error::other)?
+                .as_bytes(),
+        )?;
         self.out.write_all(b"</script>\n<script>")?;
         self.out.write_all(SCRIPT.as_bytes())?;
         self.out.write_all(b"</script>\n</body>\n</html>\n")?;
@@ -249,9 +262,14 @@ mod tests {
 
     #[test]
     fn escapes_for_html_and_script() {
-        assert_eq!(escape_html("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            escape_html("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
         let s = script_json(&["</script><b>&\u{2028}"]).unwrap();
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&') && !s.contains('\u{2028}'));
+        assert!(
+            !s.contains('<') && !s.contains('>') && !s.contains('&') && !s.contains('\u{2028}')
+        );
         let back: Vec<String> = serde_json::from_str(&s).unwrap();
         assert_eq!(back[0], "</script><b>&\u{2028}");
     }

@@ -29,12 +29,17 @@ impl<W: Write> JsonSink<W> {
 
 impl<W: Write> ReportSink for JsonSink<W> {
     fn object(&mut self, report: &ObjectReport) -> io::Result<()> {
-        self.out.write_all(if self.first { b"\n" } else { b",\n" })?;
+        self.out
+            .write_all(if self.first { b"\n" } else { b",\n" })?;
         self.first = false;
         serde_json::to_writer(&mut self.out, report).map_err(io::Error::other)
     }
 
-    fn finish(mut self: Box<Self>, summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()> {
+    fn finish(
+        mut self: Box<Self>,
+        summary: &Summary,
+        input_errors: &[InputProblem],
+    ) -> io::Result<()> {
         self.out.write_all(b"\n],\"inputErrors\":")?;
         serde_json::to_writer(&mut self.out, input_errors).map_err(io::Error::other)?;
         self.out.write_all(b",\n\"summary\":")?;

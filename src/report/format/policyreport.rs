@@ -140,7 +140,12 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
     };
     let mut out = Vec::new();
     if let Some(reason) = &r.exempt {
-        out.push(base("exemption", Outcome::Skip, None, format!("exempt: {reason}")));
+        out.push(base(
+            "exemption",
+            Outcome::Skip,
+            None,
+            format!("exempt: {reason}"),
+        ));
         return out;
     }
     for f in &r.findings {
@@ -148,14 +153,24 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
             Severity::Error => (Outcome::Fail, ResultSeverity::High),
             Severity::Warning => (Outcome::Warn, ResultSeverity::Medium),
         };
-        let mut res = base(f.rule, result, Some(severity), format!("{}: {}", f.field, f.message));
+        let mut res = base(
+            f.rule,
+            result,
+            Some(severity),
+            format!("{}: {}", f.field, f.message),
+        );
         res.properties.insert("field".into(), f.field.clone());
         res.properties.insert("title".into(), f.title.into());
         res.properties.insert("docUrl".into(), f.doc_url.into());
         out.push(res);
     }
     for s in &r.skipped {
-        out.push(base(&s.rule, Outcome::Skip, None, format!("skipped by annotation: {}", s.reason)));
+        out.push(base(
+            &s.rule,
+            Outcome::Skip,
+            None,
+            format!("skipped by annotation: {}", s.reason),
+        ));
     }
     if r.findings.is_empty() {
         out.push(base(
@@ -277,7 +292,11 @@ impl<W: Write> ReportSink for PolicyReportSink<W> {
         Ok(())
     }
 
-    fn finish(mut self: Box<Self>, _summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()> {
+    fn finish(
+        mut self: Box<Self>,
+        _summary: &Summary,
+        input_errors: &[InputProblem],
+    ) -> io::Result<()> {
         let mut keys: Vec<Option<String>> = self
             .by_namespace
             .iter()
@@ -289,7 +308,12 @@ impl<W: Write> ReportSink for PolicyReportSink<W> {
             self.flush_namespace(&k)?;
         }
         for p in input_errors {
-            writeln!(self.out, "# input error: {}: {}", p.file, p.message.replace('\n', " "))?;
+            writeln!(
+                self.out,
+                "# input error: {}: {}",
+                p.file,
+                p.message.replace('\n', " ")
+            )?;
         }
         self.out.flush()
     }

@@ -48,7 +48,10 @@ pub fn object_text(r: &ObjectReport) -> String {
     };
     let _ = writeln!(s, "{verdict} {}  [{target}]", r.display_name());
     if let Some(owner) = &r.owner {
-        let _ = writeln!(s, "      owned by {owner}, reported apart: its findings differ from the owner's");
+        let _ = writeln!(
+            s,
+            "      owned by {owner}, reported apart: its findings differ from the owner's"
+        );
     }
     if let Some(reason) = &r.exempt {
         let _ = writeln!(s, "      exempt: {reason}");
@@ -66,7 +69,11 @@ pub fn object_text(r: &ObjectReport) -> String {
         } else {
             String::new()
         };
-        let _ = writeln!(s, "      {level}[{}] {}: {}{at}", f.rule, f.field, f.message);
+        let _ = writeln!(
+            s,
+            "      {level}[{}] {}: {}{at}",
+            f.rule, f.field, f.message
+        );
     }
     for (op, why) in r.patch.iter().zip(&r.patch_reasons) {
         let name = match op {
@@ -129,7 +136,11 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
                 writeln!(out, "  {}{at}: {}", p.file, p.message)?;
             }
             if summary.input_errors > input_errors.len() {
-                writeln!(out, "  ... and {} more", summary.input_errors - input_errors.len())?;
+                writeln!(
+                    out,
+                    "  ... and {} more",
+                    summary.input_errors - input_errors.len()
+                )?;
             }
         }
         out.flush()
