@@ -131,7 +131,12 @@ pub enum ModeChoice {
 pub struct ReportArgs {
     /// Read objects from files instead of a cluster (`-` reads stdin):
     /// manifests, or `kubectl get pods,deploy,... -A -o json|yaml` output (repeatable).
-    #[arg(long = "from-file", value_name = "FILE|-", env = "WINADMIT_FROM_FILE", value_delimiter = ',')]
+    #[arg(
+        long = "from-file",
+        value_name = "FILE|-",
+        env = "WINADMIT_FROM_FILE",
+        value_delimiter = ','
+    )]
     pub from_file: Vec<PathBuf>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config).
     #[arg(long, value_name = "FILE", env = "WINADMIT_KUBECONFIG")]
@@ -140,7 +145,13 @@ pub struct ReportArgs {
     #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
     pub context: Option<String>,
     /// Only this namespace (repeatable; default: all namespaces).
-    #[arg(long = "namespace", short = 'n', value_name = "NS", env = "WINADMIT_NAMESPACE", value_delimiter = ',')]
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        value_name = "NS",
+        env = "WINADMIT_NAMESPACE",
+        value_delimiter = ','
+    )]
     pub namespaces: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,

@@ -99,7 +99,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         quiet,
     } = args;
     if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
-        anyhow::bail!("--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other");
+        anyhow::bail!(
+            "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
+        );
     }
     let pol = Policy::load(&policy.policy)?;
     let options = ReportOptions {
@@ -120,7 +122,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
     // Live mode checks access before any output is written.
     let live = if from_file.is_empty() {
-        Some(live::Live::connect(kubeconfig.as_deref(), context.as_deref(), &namespaces, page_size, &progress)?)
+        Some(live::Live::connect(
+            kubeconfig.as_deref(),
+            context.as_deref(),
+            &namespaces,
+            page_size,
+            &progress,
+        )?)
     } else {
         None
     };
@@ -128,7 +136,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let out: Box<dyn Write> = match &output {
         Some(path) => Box::new(BufWriter::with_capacity(
             256 * 1024,
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
         )),
         None => Box::new(BufWriter::with_capacity(256 * 1024, std::io::stdout())),
     };
@@ -151,7 +160,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Some(live) => live.run(&mut driver)?,
         None => file::run(&from_file, &mut driver),
     }
-    let Driver { builder, mut sink, .. } = driver;
+    let Driver {
+        builder, mut sink, ..
+    } = driver;
     let finished = builder.finish();
     for r in &finished.objects {
         sink.object(r).context("cannot write the report")?;
@@ -180,7 +191,13 @@ fn title(files: &[PathBuf], live: Option<&live::Live>) -> String {
         None => {
             let names: Vec<String> = files
                 .iter()
-                .map(|f| if f.as_os_str() == "-" { "<stdin>".into() } else { f.display().to_string() })
+                .map(|f| {
+                    if f.as_os_str() == "-" {
+                        "<stdin>".into()
+                    } else {
+                        f.display().to_string()
+                    }
+                })
                 .collect();
             format!("winadmit dry-run report: {}", names.join(", "))
         }

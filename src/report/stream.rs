@@ -52,8 +52,32 @@ pub struct ListInfo {
 /// # Errors
 /// The input is not JSON, or `on_object` stopped.
 pub fn for_each_object<R: BufRead>(
+    reader: R,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    read_values(reader, on_object, false)
+}
+
+/// Kinds whose objects say something about the others: a Namespace's mode
+/// and isolation labels, a RuntimeClass's OS.
+pub const CONTEXT_KINDS: [&str; 2] = ["Namespace", "RuntimeClass"];
+
+/// A quick first pass: hands over only the Namespaces and RuntimeClasses,
+/// skipping the bodies of all other list items without building them.
+///
+/// # Errors
+/// As [`for_each_object`].
+pub fn for_each_context_object<R: BufRead>(
+    reader: R,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    read_values(reader, on_object, true)
+}
+
+fn read_values<R: BufRead>(
     mut reader: R,
     on_object: &mut OnObject<'_>,
+    probe: bool,
 ) -> Result<ListInfo, StreamError> {
     let mut info = ListInfo::default();
     let mut stop = None;
@@ -81,6 +105,7 @@ pub fn for_each_object<R: BufRead>(
             on_object,
             stop: &mut stop,
             info: &mut info,
+            probe,
         };
         if let Err(e) = seed.deserialize(&mut de) {
             return Err(match stop.take() {
@@ -171,6 +196,7 @@ struct TopSeed<'a, 'f> {
     on_object: &'a mut OnObject<'f>,
     stop: &'a mut Option<StopError>,
     info: &'a mut ListInfo,
+    probe: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
@@ -197,6 +223,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
                 on_object: &mut *self.on_object,
                 stop: &mut *self.stop,
                 info: &mut *self.info,
+                probe: self.probe,
             })?
             .is_some()
         {}
@@ -218,6 +245,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
                     stop: &mut *self.stop,
                     info: &mut *self.info,
                     item_type,
+                    probe: self.probe,
                 })?;
             } else {
                 let v: Value = map.next_value()?;
@@ -234,6 +262,9 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
             return Ok(());
         }
         self.info.objects += 1;
+        if self.probe && !fields.get("kind").and_then(Value::as_str).is_some_and(|k| CONTEXT_KINDS.contains(&k)) {
+            return Ok(());
+        }
         if let Err(e) = (self.on_object)(Value::Object(fields)) {
             *self.stop = Some(e);
             return Err(de::Error::custom("stopped"));
@@ -247,6 +278,7 @@ struct ItemsSeed<'a, 'f> {
     stop: &'a mut Option<StopError>,
     info: &'a mut ListInfo,
     item_type: Option<(String, String)>,
+    probe: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ItemsSeed<'_, '_> {
@@ -268,7 +300,22 @@ impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(item) = seq.next_element::<Value>()? {
+        loop {
+            let item = if self.probe {
+                match seq.next_element::<Probe>()? {
+                    None => break,
+                    Some(Probe(None)) => {
+                        self.info.objects += 1;
+                        continue;
+                    }
+                    Some(Probe(Some(v))) => v,
+                }
+            } else {
+                match seq.next_element::<Value>()? {
+                    None => break,
+                    Some(v) => v,
+                }
+            };
             self.info.objects += 1;
             if let Err(e) = (self.on_object)(typed(item, self.item_type.as_ref())) {
                 *self.stop = Some(e);
@@ -276,6 +323,60 @@ impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A list item read for the first pass: kept (as a value) only when it is
+/// of a [`CONTEXT_KINDS`] kind; other fields are skipped unbuilt.
+struct Probe(Option<Value>);
+
+impl<'de> de::Deserialize<'de> for Probe {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Probe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probe, A::Error> {
+                let mut fields = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if matches!(key.as_str(), "kind" | "apiVersion" | "metadata" | "scheduling") {
+                        fields.insert(key, map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                let keep = fields
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| CONTEXT_KINDS.contains(&k));
+                Ok(Probe(keep.then_some(Value::Object(fields))))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Probe, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Probe(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -346,6 +447,25 @@ mod tests {
         assert_eq!(line, 2);
         let err = for_each_object_in(b"{\"a\":1} x", &mut |_| Ok(())).unwrap_err();
         assert!(matches!(err, StreamError::Json { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_first_pass_keeps_only_namespaces_and_runtime_classes() {
+        let input = r#"{"apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","spec":{"x":[1,2]}},
+            {"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","labels":{"l":"v"}},"status":{}},
+            {"kind":"RuntimeClass","apiVersion":"node.k8s.io/v1","metadata":{"name":"w"},"handler":"h","scheduling":{"nodeSelector":{}}}],
+            "kind":"List"} {"kind":"Namespace","metadata":{"name":"b"}}"#;
+        let mut out = Vec::new();
+        let info = for_each_context_object(input.as_bytes(), &mut |v| {
+            out.push(v);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0]["metadata"]["labels"]["l"], "v");
+        assert!(out[0].get("status").is_none());
+        assert!(out[1].get("scheduling").is_some());
+        assert_eq!(info.objects, 4);
     }
 
     #[test]

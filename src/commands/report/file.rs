@@ -26,29 +26,60 @@ pub(super) fn run(files: &[PathBuf], driver: &mut Driver<'_>) {
             match std::fs::File::open(path) {
                 Ok(f) => Box::new(f),
                 Err(e) => {
-                    driver
-                        .builder
-                        .input_problem(input_problem(&name, None, None, format!("cannot read: {e}")));
+                    driver.builder.input_problem(input_problem(
+                        &name,
+                        None,
+                        None,
+                        format!("cannot read: {e}"),
+                    ));
                     continue;
                 }
             }
         };
-        read_one(&name, reader, driver);
+        let reopen = (path.as_os_str() != "-").then_some(path.as_path());
+        read_one(&name, reader, reopen, driver);
     }
 }
 
-fn read_one(name: &str, reader: Box<dyn Read>, driver: &mut Driver<'_>) {
+/// Namespaces (mode labels) and RuntimeClasses (OS) apply to every object
+/// in a file, wherever they are in it: a quick first pass over a JSON file
+/// reads only them. (Stdin cannot be read twice: there they apply to the
+/// objects after them; put `ns,runtimeclass` first in `kubectl get`.)
+fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let reader = BufReader::with_capacity(READ_BUFFER, file);
+    // Errors show up again, with their position, in the main pass.
+    let _ = stream::for_each_context_object(reader, &mut |v| {
+        driver.builder.learn_from(&v);
+        Ok(())
+    });
+}
+
+fn read_one(
+    name: &str,
+    reader: Box<dyn Read>,
+    reopen: Option<&std::path::Path>,
+    driver: &mut Driver<'_>,
+) {
     let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
     let is_json = match reader.fill_buf() {
         Ok(head) => stream::looks_like_json(head),
         Err(e) => {
-            driver
-                .builder
-                .input_problem(input_problem(name, None, None, format!("cannot read: {e}")));
+            driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            ));
             return;
         }
     };
     if is_json {
+        if let Some(path) = reopen {
+            first_pass(path, driver);
+        }
         let mut document = 0;
         let result = stream::for_each_object(reader, &mut |value| {
             let origin = Origin {
@@ -61,17 +92,26 @@ fn read_one(name: &str, reader: Box<dyn Read>, driver: &mut Driver<'_>) {
         });
         match result {
             Ok(_) => {}
-            Err(StreamError::Json { line, column, message }) => driver.builder.input_problem(input_problem(
+            Err(StreamError::Json {
+                line,
+                column,
+                message,
+            }) => driver.builder.input_problem(input_problem(
                 name,
                 Some(line as u64),
                 Some(column as u64),
                 format!("invalid JSON: {message}"),
             )),
-            Err(StreamError::Io(e)) => driver
-                .builder
-                .input_problem(input_problem(name, None, None, format!("cannot read: {e}"))),
+            Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            )),
             Err(StreamError::Stopped(StopError(message))) => {
-                driver.builder.input_problem(input_problem(name, None, None, message));
+                driver
+                    .builder
+                    .input_problem(input_problem(name, None, None, message));
             }
         }
         return;
@@ -79,16 +119,21 @@ fn read_one(name: &str, reader: Box<dyn Read>, driver: &mut Driver<'_>) {
     let bytes = match stream::read_limited(reader, source::MAX_FILE_BYTES) {
         Ok(b) => b,
         Err(e) => {
-            driver
-                .builder
-                .input_problem(input_problem(name, None, None, format!("cannot read: {e}")));
+            driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            ));
             return;
         }
     };
     let text = match source::decode(&bytes) {
         Ok(t) => t,
         Err(e) => {
-            driver.builder.input_problem(input_problem(name, e.line, e.column, e.message));
+            driver
+                .builder
+                .input_problem(input_problem(name, e.line, e.column, e.message));
             return;
         }
     };

@@ -31,19 +31,58 @@ pub(super) struct Resource {
 /// Deployment before ReplicaSet, every controller before Pod), so owned
 /// objects fold as they stream by.
 pub(super) const WORKLOADS: [Resource; 8] = [
-    Resource { base: "/apis/batch/v1", plural: "cronjobs", display: "cronjobs.batch" },
-    Resource { base: "/apis/apps/v1", plural: "deployments", display: "deployments.apps" },
-    Resource { base: "/apis/batch/v1", plural: "jobs", display: "jobs.batch" },
-    Resource { base: "/apis/apps/v1", plural: "replicasets", display: "replicasets.apps" },
-    Resource { base: "/apis/apps/v1", plural: "statefulsets", display: "statefulsets.apps" },
-    Resource { base: "/apis/apps/v1", plural: "daemonsets", display: "daemonsets.apps" },
-    Resource { base: "/api/v1", plural: "replicationcontrollers", display: "replicationcontrollers" },
-    Resource { base: "/api/v1", plural: "pods", display: "pods" },
+    Resource {
+        base: "/apis/batch/v1",
+        plural: "cronjobs",
+        display: "cronjobs.batch",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "deployments",
+        display: "deployments.apps",
+    },
+    Resource {
+        base: "/apis/batch/v1",
+        plural: "jobs",
+        display: "jobs.batch",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "replicasets",
+        display: "replicasets.apps",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "statefulsets",
+        display: "statefulsets.apps",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "daemonsets",
+        display: "daemonsets.apps",
+    },
+    Resource {
+        base: "/api/v1",
+        plural: "replicationcontrollers",
+        display: "replicationcontrollers",
+    },
+    Resource {
+        base: "/api/v1",
+        plural: "pods",
+        display: "pods",
+    },
 ];
 
-const NAMESPACES: Resource = Resource { base: "/api/v1", plural: "namespaces", display: "namespaces" };
-const RUNTIME_CLASSES: Resource =
-    Resource { base: "/apis/node.k8s.io/v1", plural: "runtimeclasses", display: "runtimeclasses.node.k8s.io" };
+const NAMESPACES: Resource = Resource {
+    base: "/api/v1",
+    plural: "namespaces",
+    display: "namespaces",
+};
+const RUNTIME_CLASSES: Resource = Resource {
+    base: "/apis/node.k8s.io/v1",
+    plural: "runtimeclasses",
+    display: "runtimeclasses.node.k8s.io",
+};
 
 /// A connected cluster, access checked.
 pub(super) struct Live {
@@ -169,10 +208,12 @@ impl Live {
         for r in [NAMESPACES, RUNTIME_CLASSES] {
             let mut token: Option<String> = None;
             loop {
-                let text = match self
-                    .runtime
-                    .block_on(self.page(r, None, self.page_size, token.as_deref()))
-                {
+                let text = match self.runtime.block_on(self.page(
+                    r,
+                    None,
+                    self.page_size,
+                    token.as_deref(),
+                )) {
                     Ok(t) => t,
                     Err(e) => {
                         driver.progress.note(&format!(
@@ -213,7 +254,9 @@ impl Live {
         if let Some(t) = token {
             lp = lp.continue_token(t);
         }
-        let req = Request::new(path).list(&lp).map_err(kube::Error::BuildRequest)?;
+        let req = Request::new(path)
+            .list(&lp)
+            .map_err(kube::Error::BuildRequest)?;
         self.client.request_text(req).await
     }
 
