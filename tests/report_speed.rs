@@ -45,8 +45,13 @@ fn hundred_thousand_objects_under_ten_seconds() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let rss = stderr
             .lines()
-            .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes): "))
-            .map_or("n/a".to_owned(), |k| format!("{} MiB", k.trim().parse::<u64>().unwrap_or(0) / 1024));
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("Maximum resident set size (kbytes): ")
+            })
+            .map_or("n/a".to_owned(), |k| {
+                format!("{} MiB", k.trim().parse::<u64>().unwrap_or(0) / 1024)
+            });
         let out_size = std::fs::metadata(&out_file).map(|m| m.len()).unwrap_or(0);
         eprintln!(
             "format {format}: {secs:.2} s, max RSS {rss}, output {:.1} MiB, exit {:?}",

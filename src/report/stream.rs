@@ -129,6 +129,22 @@ pub fn for_each_object_in(
     for_each_object(bytes, on_object)
 }
 
+/// Reads a list API response whose items are of a known type (`v1`,
+/// `Pod`): items without `kind` get it whatever the order of the list's
+/// own fields.
+///
+/// # Errors
+/// As [`for_each_object`].
+pub fn for_each_item_of_type(
+    bytes: &[u8],
+    api_version: &str,
+    kind: &str,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    let item_type = (api_version.to_owned(), kind.to_owned());
+    for_each_object_in(bytes, &mut |v| on_object(typed(v, Some(&item_type))))
+}
+
 /// Hands over the objects of an already-parsed value, with the same rules
 /// as the streaming reader.
 ///
@@ -262,7 +278,12 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
             return Ok(());
         }
         self.info.objects += 1;
-        if self.probe && !fields.get("kind").and_then(Value::as_str).is_some_and(|k| CONTEXT_KINDS.contains(&k)) {
+        if self.probe
+            && !fields
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| CONTEXT_KINDS.contains(&k))
+        {
             return Ok(());
         }
         if let Err(e) = (self.on_object)(Value::Object(fields)) {
@@ -341,7 +362,10 @@ impl<'de> de::Deserialize<'de> for Probe {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probe, A::Error> {
                 let mut fields = Map::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    if matches!(key.as_str(), "kind" | "apiVersion" | "metadata" | "scheduling") {
+                    if matches!(
+                        key.as_str(),
+                        "kind" | "apiVersion" | "metadata" | "scheduling"
+                    ) {
                         fields.insert(key, map.next_value::<Value>()?);
                     } else {
                         map.next_value::<de::IgnoredAny>()?;

@@ -1,6 +1,8 @@
 //! Shared by the report tests: a generator of cluster-like object lists.
 #![allow(dead_code)]
 
+pub mod fake_api;
+
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
@@ -29,7 +31,8 @@ fn app(ns: &str, i: usize, pods: usize, out: &mut Vec<Value>) {
     if windows {
         spec["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
         if i % 10 == 0 {
-            spec["containers"][0]["securityContext"] = json!({"privileged": true, "runAsUser": 1000});
+            spec["containers"][0]["securityContext"] =
+                json!({"privileged": true, "runAsUser": 1000});
         }
         if i % 15 == 0 {
             spec["containers"][0]["volumeMounts"][0]["subPath"] = json!("app.json");
@@ -49,10 +52,12 @@ fn app(ns: &str, i: usize, pods: usize, out: &mut Vec<Value>) {
         }
         m
     };
-    out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(&name, None),
+    out.push(
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(&name, None),
         "spec": {"replicas": pods, "selector": {"matchLabels": labels}, "template": template,
                  "strategy": {"type": "RollingUpdate"}},
-        "status": {"replicas": pods, "readyReplicas": pods}}));
+        "status": {"replicas": pods, "readyReplicas": pods}}),
+    );
     let rs = format!("{name}-5d8f7c9b4");
     out.push(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": meta(&rs, Some(("Deployment", &name))),
         "spec": {"replicas": pods, "selector": {"matchLabels": labels}, "template": template},
@@ -73,7 +78,8 @@ fn app(ns: &str, i: usize, pods: usize, out: &mut Vec<Value>) {
 /// deploy,rs,pods -A -o json` writes them. Returns a description.
 pub fn write_cluster_list(path: &Path, n: usize) -> String {
     let mut w = BufWriter::new(std::fs::File::create(path).unwrap());
-    w.write_all(b"{\n    \"apiVersion\": \"v1\",\n    \"items\": [\n").unwrap();
+    w.write_all(b"{\n    \"apiVersion\": \"v1\",\n    \"items\": [\n")
+        .unwrap();
     let mut written = 0;
     let mut i = 0;
     let mut first = true;

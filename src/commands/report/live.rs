@@ -25,6 +25,8 @@ pub(super) struct Resource {
     pub plural: &'static str,
     /// `pods`, `deployments.apps`: how `kubectl auth can-i` names it.
     pub display: &'static str,
+    pub api_version: &'static str,
+    pub kind: &'static str,
 }
 
 /// Workload kinds, owners before what they own (CronJob before Job,
@@ -35,41 +37,57 @@ pub(super) const WORKLOADS: [Resource; 8] = [
         base: "/apis/batch/v1",
         plural: "cronjobs",
         display: "cronjobs.batch",
+        api_version: "batch/v1",
+        kind: "CronJob",
     },
     Resource {
         base: "/apis/apps/v1",
         plural: "deployments",
         display: "deployments.apps",
+        api_version: "apps/v1",
+        kind: "Deployment",
     },
     Resource {
         base: "/apis/batch/v1",
         plural: "jobs",
         display: "jobs.batch",
+        api_version: "batch/v1",
+        kind: "Job",
     },
     Resource {
         base: "/apis/apps/v1",
         plural: "replicasets",
         display: "replicasets.apps",
+        api_version: "apps/v1",
+        kind: "ReplicaSet",
     },
     Resource {
         base: "/apis/apps/v1",
         plural: "statefulsets",
         display: "statefulsets.apps",
+        api_version: "apps/v1",
+        kind: "StatefulSet",
     },
     Resource {
         base: "/apis/apps/v1",
         plural: "daemonsets",
         display: "daemonsets.apps",
+        api_version: "apps/v1",
+        kind: "DaemonSet",
     },
     Resource {
         base: "/api/v1",
         plural: "replicationcontrollers",
         display: "replicationcontrollers",
+        api_version: "v1",
+        kind: "ReplicationController",
     },
     Resource {
         base: "/api/v1",
         plural: "pods",
         display: "pods",
+        api_version: "v1",
+        kind: "Pod",
     },
 ];
 
@@ -77,11 +95,15 @@ const NAMESPACES: Resource = Resource {
     base: "/api/v1",
     plural: "namespaces",
     display: "namespaces",
+    api_version: "v1",
+    kind: "Namespace",
 };
 const RUNTIME_CLASSES: Resource = Resource {
     base: "/apis/node.k8s.io/v1",
     plural: "runtimeclasses",
     display: "runtimeclasses.node.k8s.io",
+    api_version: "node.k8s.io/v1",
+    kind: "RuntimeClass",
 };
 
 /// A connected cluster, access checked.
@@ -114,8 +136,11 @@ impl Live {
             .context("cannot start the async runtime")?;
         let config = runtime.block_on(load_config(kubeconfig, context))?;
         let server = config.cluster_url.to_string();
+        // The client spawns its buffer task on the current runtime.
+        let guard = runtime.enter();
         let client = Client::try_from(config)
             .with_context(|| format!("cannot create a Kubernetes client for {server}"))?;
+        drop(guard);
         let live = Self {
             runtime,
             client,
@@ -162,7 +187,7 @@ impl Live {
                         .block_on(self.page(r, ns.as_deref(), self.page_size, token.as_deref()))
                         .map_err(|e| self.describe(e, r, ns.as_deref()))?;
                     pages += 1;
-                    let info = stream::for_each_object_in(text.as_bytes(), &mut |value| {
+                    let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
                         let origin = Origin {
                             file: "<cluster>",
                             document,
@@ -231,7 +256,12 @@ impl Live {
                     }
                     Ok(())
                 };
-                match stream::for_each_object_in(text.as_bytes(), &mut learn) {
+                match stream::for_each_item_of_type(
+                    text.as_bytes(),
+                    r.api_version,
+                    r.kind,
+                    &mut learn,
+                ) {
                     Ok(info) if info.continue_token.is_some() => token = info.continue_token,
                     _ => break,
                 }
