@@ -109,14 +109,23 @@ pub fn report_body(
                     add(&mut builder, &object, 0, &mut objects);
                 }
             } else {
-                let mut n = 0;
+                let mut all = Vec::new();
                 let result = stream::for_each_object_of(value, &mut |v| {
-                    add(&mut builder, &v, n, &mut objects);
-                    n += 1;
+                    all.push(v);
                     Ok::<(), StopError>(())
                 });
                 // The callback never stops.
                 debug_assert!(result.is_ok());
+                // Namespaces and RuntimeClasses anywhere in the body apply to all of it.
+                for v in &all {
+                    let kind = v.get("kind").and_then(Value::as_str);
+                    if kind.is_some_and(|k| stream::CONTEXT_KINDS.contains(&k)) {
+                        builder.learn_from(v);
+                    }
+                }
+                for (n, v) in all.iter().enumerate() {
+                    add(&mut builder, v, n, &mut objects);
+                }
             }
         }
         MediaType::Yaml => {

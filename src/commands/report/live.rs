@@ -326,7 +326,7 @@ impl Live {
                 }
             }
             other => {
-                let chain = anyhow::Error::from(other);
+                let chain = error_chain(&other);
                 anyhow!(
                     "cannot reach the Kubernetes API server at {} to list {what} in {scope}: {chain:#}; check the kubeconfig's server address and that the cluster is up",
                     self.server
@@ -334,6 +334,29 @@ impl Live {
             }
         }
     }
+}
+
+/// An error and its causes, without the repeats that layered clients add
+/// (`client error (Connect): client error (Connect): ...`).
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    // Keep the most specific messages: drop a part that merely contains the next one.
+    let mut out: Vec<&str> = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        if parts.get(i + 1).is_some_and(|n| p.contains(n.as_str())) {
+            continue;
+        }
+        out.push(p);
+    }
+    out.join(": ")
 }
 
 fn scope(namespace: Option<&str>) -> String {
