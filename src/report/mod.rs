@@ -103,6 +103,9 @@ pub fn admission_verdict(
     verdict
 }
 
+/// Line and column of a JSON Pointer into an object, when known.
+pub type Locate<'a> = dyn Fn(&str) -> Option<(u64, u64)> + 'a;
+
 /// Where an object came from, for the `file`/`line`/`column`/`document`
 /// fields of its findings.
 pub struct Origin<'a> {
@@ -112,7 +115,7 @@ pub struct Origin<'a> {
     pub document: usize,
     /// Line and column of a JSON Pointer into the object, when the input
     /// has positions (YAML and small files); `None` gives 0:0.
-    pub locate: Option<&'a dyn Fn(&str) -> Option<(u64, u64)>>,
+    pub locate: Option<&'a Locate<'a>>,
 }
 
 /// One workload's dry-run result: the `objects[]` entries of `/report` and

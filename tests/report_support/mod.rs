@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 /// One generated "application": a Deployment, its ReplicaSet and pods, in
 /// namespace `ns`; every fifth app targets Windows and some carry problems.
 fn app(ns: &str, i: usize, pods: usize, out: &mut Vec<Value>) {
-    let windows = i % 5 == 0;
+    let windows = i.is_multiple_of(5);
     let name = format!("app-{i}");
     let mut spec = json!({
         "containers": [{
@@ -30,11 +30,11 @@ fn app(ns: &str, i: usize, pods: usize, out: &mut Vec<Value>) {
     });
     if windows {
         spec["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
-        if i % 10 == 0 {
+        if i.is_multiple_of(10) {
             spec["containers"][0]["securityContext"] =
                 json!({"privileged": true, "runAsUser": 1000});
         }
-        if i % 15 == 0 {
+        if i.is_multiple_of(15) {
             spec["containers"][0]["volumeMounts"][0]["subPath"] = json!("app.json");
         }
     }
