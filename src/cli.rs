@@ -26,6 +26,10 @@ pub enum Command {
     Rules(RulesArgs),
     /// Print one rule's documentation.
     Explain(ExplainArgs),
+    /// Generate a CA and a serving certificate for the webhook Service.
+    Certs(CertsArgs),
+    /// Print the install manifests as YAML (no kustomize needed).
+    Manifests(ManifestsArgs),
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     Report(ReportArgs),
@@ -106,6 +110,75 @@ pub struct RulesArgs {
 pub struct ExplainArgs {
     /// Rule id, e.g. WIN-SUBPATH.
     pub rule: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook's Service.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "winadmit",
+        env = "WINADMIT_SERVICE"
+    )]
+    pub service: String,
+    /// Namespace of the webhook's Service.
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "winadmit",
+        env = "WINADMIT_NAMESPACE"
+    )]
+    pub namespace: String,
+    /// Directory for ca.crt, tls.crt and tls.key (created if missing).
+    #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_OUT")]
+    pub out: PathBuf,
+    /// Validity of the certificates, in days.
+    #[arg(
+        long,
+        value_name = "DAYS",
+        default_value_t = 365,
+        env = "WINADMIT_CERTS_DAYS"
+    )]
+    pub days: u32,
+    /// Replace existing files in DIR.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Which install `winadmit manifests` renders: the directory of the same
+/// name under `manifests/overlays/` (or `manifests/` for `base`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Overlay {
+    /// Everything but the TLS Secret and the caBundle (`manifests/`).
+    Base,
+    /// TLS from cert-manager.
+    CertManager,
+    /// TLS from `winadmit certs` (needs --certs).
+    SelfSigned,
+    /// cert-manager TLS, policy mode audit, failurePolicy Ignore.
+    Audit,
+    /// cert-manager TLS without matchConditions (Kubernetes < 1.28).
+    NoMatchConditions,
+}
+
+#[derive(Debug, Args)]
+pub struct ManifestsArgs {
+    /// The install to render.
+    #[arg(long, value_enum, default_value_t = Overlay::Base, env = "WINADMIT_OVERLAY")]
+    pub overlay: Overlay,
+    /// PEM CA certificate(s) for the webhooks' caBundle (e.g. ca.crt from `winadmit certs`).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Output directory of `winadmit certs`, for the self-signed overlay's Secret.
+    #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_DIR")]
+    pub certs: Option<PathBuf>,
+    /// Install into this namespace instead of `winadmit`.
+    #[arg(long, value_name = "NS", env = "WINADMIT_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Server image, e.g. registry.example.com/winadmit:0.1.0.
+    #[arg(long, value_name = "IMG", env = "WINADMIT_IMAGE")]
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -6,12 +6,14 @@
 //! `admission`, `source`, `output`) decode input, call
 //! [`engine::evaluate`], and encode output.
 
+pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod finding;
 pub mod fix;
 pub mod lint;
+pub mod manifests;
 pub mod output;
 pub mod patch;
 pub mod path;
@@ -23,3 +25,4 @@ pub mod targeting;
 pub mod version;
 pub mod view;
 pub mod workload;
+pub mod yaml;

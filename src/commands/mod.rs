@@ -4,8 +4,10 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod certs;
 pub mod explain;
 pub mod lint;
+pub mod manifests;
 pub mod report;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
@@ -22,6 +24,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lint(args) => lint::run(args),
         Command::Rules(args) => explain::rules(args),
         Command::Explain(args) => explain::explain(args),
+        Command::Certs(args) => certs::run(args),
+        Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
     }
 }

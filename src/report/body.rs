@@ -160,7 +160,6 @@ fn add(
     let origin = Origin {
         file: "<request>",
         document,
-        locate: None,
     };
     if let Added::Report(r) = builder.add(value, &origin) {
         out.push(*r);
@@ -236,24 +235,41 @@ pub fn feed_yaml(
             builder.learn_from(&d.value);
         }
     }
-    let locator = std::cell::OnceCell::new();
+    let mut reports: Vec<(usize, String, ObjectReport)> = Vec::new();
     for doc in &docs {
-        let locate = |pointer: &str| {
-            locator
-                .get_or_init(|| source::locator(text).ok())
-                .as_ref()
-                .and_then(|l: &source::Locator| {
-                    l.locate(doc.yaml_doc, &format!("{}{pointer}", doc.pointer))
-                })
-        };
         let origin = Origin {
             file,
             document: doc.index,
-            locate: Some(&locate),
         };
         if let Added::Report(r) = builder.add(&doc.value, &origin) {
-            on_report(*r).map_err(YamlError::Stopped)?;
+            reports.push((doc.yaml_doc, doc.pointer.clone(), *r));
         }
+    }
+    // One more pass over the text finds every finding's position at once,
+    // as `lint` does, and findings are put in file order, as `lint` does.
+    let wants: Vec<(usize, String)> = reports
+        .iter()
+        .flat_map(|(yaml_doc, pointer, r)| {
+            r.pointers
+                .iter()
+                .map(move |p| (*yaml_doc, format!("{pointer}{p}")))
+        })
+        .collect();
+    if !wants.is_empty() {
+        let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
+        let mut at = source::locate_many(text, &refs).into_iter();
+        for (_, _, r) in &mut reports {
+            for f in &mut r.findings {
+                if let Some(p) = at.next().flatten() {
+                    f.line = p.line;
+                    f.column = p.column;
+                }
+            }
+            r.findings.sort_by_key(|f| (f.line, f.column));
+        }
+    }
+    for (_, _, r) in reports {
+        on_report(r).map_err(YamlError::Stopped)?;
     }
     Ok(docs.len())
 }

@@ -103,9 +103,6 @@ pub fn admission_verdict(
     verdict
 }
 
-/// Line and column of a JSON Pointer into an object, when known.
-pub type Locate<'a> = dyn Fn(&str) -> Option<(u64, u64)> + 'a;
-
 /// Where an object came from, for the `file`/`line`/`column`/`document`
 /// fields of its findings.
 pub struct Origin<'a> {
@@ -113,9 +110,6 @@ pub struct Origin<'a> {
     pub file: &'a str,
     /// Index of the object in its input.
     pub document: usize,
-    /// Line and column of a JSON Pointer into the object, when the input
-    /// has positions (YAML and small files); `None` gives 0:0.
-    pub locate: Option<&'a Locate<'a>>,
 }
 
 /// One workload's dry-run result: the `objects[]` entries of `/report` and
@@ -156,6 +150,9 @@ pub struct ObjectReport {
     /// caller asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patched_object: Option<Value>,
+    /// JSON Pointer of each finding's field (for locating it in a file).
+    #[serde(skip)]
+    pub pointers: Vec<String>,
 }
 
 impl ObjectReport {
@@ -393,14 +390,10 @@ impl<'p> ReportBuilder<'p> {
         let view = match ObjectView::deserialize(value) {
             Ok(v) => v,
             Err(e) => {
-                let (line, column) = origin
-                    .locate
-                    .and_then(|l| l(""))
-                    .map_or((None, None), |(l, c)| (Some(l), Some(c)));
                 self.input_problem(InputProblem {
                     file: origin.file.to_owned(),
-                    line,
-                    column,
+                    line: None,
+                    column: None,
                     message: format!(
                         "document {}: not a valid Kubernetes object: {e}",
                         origin.document
@@ -590,14 +583,10 @@ impl<'p> ReportBuilder<'p> {
                 let info = &rules::find(f.rule)
                     .expect("findings name catalogued rules")
                     .info;
-                let (line, column) = origin
-                    .locate
-                    .and_then(|l| l(&f.field.pointer()))
-                    .unwrap_or((0, 0));
                 LintFinding {
                     file: origin.file.to_owned(),
-                    line,
-                    column,
+                    line: 0,
+                    column: 0,
                     document: origin.document,
                     api_version: workload.api_version.to_owned(),
                     kind: workload.kind.as_str().to_owned(),
@@ -630,6 +619,7 @@ impl<'p> ReportBuilder<'p> {
             patch: mutation.ops,
             patch_reasons: mutation.explanations,
             patched_object,
+            pointers: eval.findings.iter().map(|f| f.field.pointer()).collect(),
         };
         (report, signature)
     }

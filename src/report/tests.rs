@@ -23,7 +23,6 @@ fn run(policy: &Policy, options: ReportOptions, objects: &[Value]) -> (Vec<Objec
         let origin = Origin {
             file: "t",
             document: i,
-            locate: None,
         };
         if let Added::Report(r) = b.add(o, &origin) {
             out.push(*r);

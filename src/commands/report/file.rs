@@ -85,7 +85,6 @@ fn read_one(
             let origin = Origin {
                 file: name,
                 document,
-                locate: None,
             };
             document += 1;
             driver.add(&value, &origin)

@@ -191,8 +191,7 @@ impl Live {
                         let origin = Origin {
                             file: "<cluster>",
                             document,
-                            locate: None,
-                        };
+                                    };
                         document += 1;
                         driver.add(&value, &origin)
                     })
