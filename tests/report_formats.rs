@@ -243,6 +243,10 @@ fn dump_dom(browser: &str, page: &Path, profile: &Path) -> String {
 #[test]
 fn html_report_renders_its_chart_and_table_in_chromium() {
     let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_CHROMIUM").is_none(),
+            "chromium is required (WINADMIT_REQUIRE_CHROMIUM is set) but was not found"
+        );
         eprintln!(
             "SKIPPED: no chromium on PATH (install the Debian package `chromium` to run this test)"
         );
