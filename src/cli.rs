@@ -30,6 +30,9 @@ pub enum Command {
     Certs(CertsArgs),
     /// Print the install manifests as YAML (no kustomize needed).
     Manifests(ManifestsArgs),
+    /// Dry run: what admission would deny, warn about or change, for a live
+    /// cluster or for files (`kubectl get -o json|yaml` output).
+    Report(ReportArgs),
 }
 
 /// Options shared by every command that evaluates workloads.
@@ -176,4 +179,76 @@ pub struct ManifestsArgs {
     /// Server image, e.g. registry.example.com/winadmit:0.1.0.
     #[arg(long, value_name = "IMG", env = "WINADMIT_IMAGE")]
     pub image: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Per-namespace summary, top rules, then each object.
+    Text,
+    /// The `POST /report` shape.
+    Json,
+    /// wgpolicyk8s.io/v1alpha2 PolicyReports (multi-document YAML for kubectl apply).
+    Policyreport,
+    /// One self-contained HTML page with charts and a findings table.
+    Html,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeChoice {
+    Enforce,
+    Warn,
+    Audit,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Read objects from files instead of a cluster (`-` reads stdin):
+    /// manifests, or `kubectl get pods,deploy,... -A -o json|yaml` output (repeatable).
+    #[arg(
+        long = "from-file",
+        value_name = "FILE|-",
+        env = "WINADMIT_FROM_FILE",
+        value_delimiter = ','
+    )]
+    pub from_file: Vec<PathBuf>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
+    pub context: Option<String>,
+    /// Only this namespace (repeatable; default: all namespaces).
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        value_name = "NS",
+        env = "WINADMIT_NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
+    pub format: ReportFormat,
+    /// Write the report to this file instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE", env = "WINADMIT_REPORT_OUTPUT")]
+    pub output: Option<PathBuf>,
+    /// Exit 1 on findings of this severity or worse.
+    #[arg(long, value_enum, default_value_t = FailOn::Error, env = "WINADMIT_FAIL_ON")]
+    pub fail_on: FailOn,
+    /// Preview this admission mode for every object (default: the policy's
+    /// mode, or each namespace's mode label).
+    #[arg(long, value_enum, env = "WINADMIT_MODE")]
+    pub mode: Option<ModeChoice>,
+    /// Objects per list call against the cluster.
+    #[arg(long, value_name = "N", default_value_t = 500, env = "WINADMIT_PAGE_SIZE", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+    /// Report every owned Pod, ReplicaSet and Job on its own instead of
+    /// folding it into its controller.
+    #[arg(long, env = "WINADMIT_NO_FOLD")]
+    pub no_fold: bool,
+    /// No progress messages on stderr.
+    #[arg(long, short = 'q', env = "WINADMIT_QUIET")]
+    pub quiet: bool,
 }

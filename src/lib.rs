@@ -18,6 +18,7 @@ pub mod output;
 pub mod patch;
 pub mod path;
 pub mod policy;
+pub mod report;
 pub mod rules;
 pub mod services;
 pub mod source;

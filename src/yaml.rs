@@ -10,6 +10,7 @@
 //! `yes`/`on` are booleans, `0644` is octal, keys are always strings.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span, Tag};
@@ -365,23 +366,28 @@ pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<Position>>
     let mut best: Vec<usize> = vec![0; wants.len()];
     enum F {
         Seq { next: usize, len: usize },
-        Map { key: Option<String>, len: usize },
+        Map { expecting_key: bool, len: usize },
     }
     let mut doc = 0usize;
     let mut pointer = String::new();
     let mut stack: Vec<F> = Vec::new();
+    // Wants by document, so each node is compared only with its own
+    // document's wants (a big file with many findings stays linear).
+    let mut by_doc: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, (d, _)) in wants.iter().enumerate() {
+        by_doc.entry(*d).or_default().push(i);
+    }
     let mut note = |doc: usize, pointer: &str, span: &Span, found: &mut Vec<Option<Position>>| {
-        for (i, (d, want)) in wants.iter().enumerate() {
-            if *d != doc {
-                continue;
-            }
-            let hit = *want == pointer
+        let Some(mine) = by_doc.get(&doc) else { return };
+        for &i in mine {
+            let want = wants[i].1;
+            let hit = want == pointer
                 || (want.starts_with(pointer) && want.as_bytes().get(pointer.len()) == Some(&b'/'));
             if hit && (found[i].is_none() || pointer.len() >= best[i]) {
                 found[i] = Some(Position {
                     line: span.start.line() as u64,
                     column: span.start.col() as u64 + 1,
-                    exact: *want == pointer,
+                    exact: want == pointer,
                 });
                 best[i] = pointer.len();
             }
@@ -389,6 +395,13 @@ pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<Position>>
     };
     for item in Parser::new_from_str(text) {
         let Ok((event, span)) = item else { break };
+        if !by_doc.contains_key(&doc) {
+            // Nothing wanted in this document: skip to its end.
+            if matches!(event, Event::DocumentEnd) {
+                doc += 1;
+            }
+            continue;
+        }
         // A node in value position: compute its pointer from its parent.
         let is_node = matches!(
             event,
@@ -400,30 +413,44 @@ pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<Position>>
         if is_node {
             match stack.last_mut() {
                 Some(F::Map {
-                    key: key @ None,
+                    expecting_key: expecting @ true,
                     len,
                 }) => {
                     // A key: its position is the entry's.
+                    *expecting = false;
+                    pointer.truncate(*len);
+                    pointer.push('/');
                     if let Event::Scalar(k, ..) = &event {
-                        pointer.truncate(*len);
-                        pointer.push('/');
-                        pointer.push_str(&crate::path::escape_pointer(k));
+                        if k.contains(['~', '/']) {
+                            pointer.push_str(&crate::path::escape_pointer(k));
+                        } else {
+                            pointer.push_str(k);
+                        }
                         note(doc, &pointer, &span, &mut found);
-                        *key = Some(k.to_string());
-                    } else {
-                        *key = Some(String::new());
+                    }
+                    // A complex key's contents are not addressable, but its
+                    // frame must be tracked so its end event balances.
+                    match event {
+                        Event::SequenceStart(..) => stack.push(F::Seq {
+                            next: 0,
+                            len: pointer.len(),
+                        }),
+                        Event::MappingStart(..) => stack.push(F::Map {
+                            expecting_key: true,
+                            len: pointer.len(),
+                        }),
+                        _ => {}
                     }
                     continue;
                 }
-                Some(F::Map { key, len }) => {
-                    // The value of the current key: pointer already set.
-                    let _ = key.take();
-                    let _ = len;
+                Some(F::Map { expecting_key, .. }) => {
+                    // The value of the current key: the pointer is already set.
+                    *expecting_key = true;
                 }
                 Some(F::Seq { next, len }) => {
                     pointer.truncate(*len);
                     pointer.push('/');
-                    pointer.push_str(&next.to_string());
+                    let _ = write!(pointer, "{next}");
                     *next += 1;
                     note(doc, &pointer, &span, &mut found);
                 }
@@ -439,7 +466,7 @@ pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<Position>>
                 len: pointer.len(),
             }),
             Event::MappingStart(..) => stack.push(F::Map {
-                key: None,
+                expecting_key: true,
                 len: pointer.len(),
             }),
             Event::SequenceEnd | Event::MappingEnd => {

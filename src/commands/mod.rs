@@ -8,6 +8,7 @@ pub mod certs;
 pub mod explain;
 pub mod lint;
 pub mod manifests;
+pub mod report;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
 pub const EXIT_CLEAN: u8 = 0;
@@ -25,5 +26,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(args) => explain::explain(args),
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
