@@ -120,13 +120,14 @@ fn lists_every_workload_kind_page_by_page_and_folds_owned_pods() {
     let names = essentials(&report);
     let expected = [
         // The namespace's mode label (`winadmit.io/mode: warn`) turns the deny into a warn.
-        "Deployment web/iis warn WIN-PRIVILEGED@spec.template.spec.containers[0].securityContext.privileged",
+        // (WIN-MEMORY-LIMITS: Windows containers should set memory limits equal to requests.)
+        "Deployment web/iis warn WIN-PRIVILEGED@spec.template.spec.containers[0].securityContext.privileged,WIN-MEMORY-LIMITS@spec.template.spec.containers[0].resources.requests[memory]",
         // `kubectl debug` added a privileged ephemeral container: reported apart from its ReplicaSet.
-        "Pod web/iis-7b9f6c5d8-tz7m2 warn WIN-PRIVILEGED@spec.containers[0].securityContext.privileged,WIN-PRIVILEGED@spec.ephemeralContainers[0].securityContext.privileged,WIN-RUNASUSER@spec.ephemeralContainers[0].securityContext.runAsUser",
+        "Pod web/iis-7b9f6c5d8-tz7m2 warn WIN-PRIVILEGED@spec.containers[0].securityContext.privileged,WIN-PRIVILEGED@spec.ephemeralContainers[0].securityContext.privileged,WIN-RUNASUSER@spec.ephemeralContainers[0].securityContext.runAsUser,WIN-MEMORY-LIMITS@spec.containers[0].resources.requests[memory]",
         // Windows by its RuntimeClass (listed from node.k8s.io).
-        "CronJob batch/nightly deny WIN-SUBPATH@spec.jobTemplate.spec.template.spec.containers[0].volumeMounts[0].subPath",
-        "Pod ops/win-probe deny WIN-HOSTNETWORK@spec.hostNetwork",
-        "DaemonSet kube-system/kube-proxy-windows allow ",
+        "CronJob batch/nightly deny WIN-SUBPATH@spec.jobTemplate.spec.template.spec.containers[0].volumeMounts[0].subPath,WIN-MEMORY-LIMITS@spec.jobTemplate.spec.template.spec.containers[0].resources",
+        "Pod ops/win-probe deny WIN-HOSTNETWORK@spec.hostNetwork,WIN-MEMORY-LIMITS@spec.containers[0].resources",
+        "DaemonSet kube-system/kube-proxy-windows warn WIN-MEMORY-LIMITS@spec.template.spec.containers[0].resources",
         "Deployment shop/shop-frontend allow ",
     ];
     let expected: BTreeSet<String> = expected.iter().map(|s| (*s).to_owned()).collect();

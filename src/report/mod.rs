@@ -532,8 +532,9 @@ impl<'p> ReportBuilder<'p> {
                     .collect();
                 self.namespace_labels(name, labels.into_iter());
             }
-        } else if let Some((name, os)) = RuntimeClasses::from_object(value) {
-            self.runtime_classes.insert(name, os);
+        } else if let Some((name, info)) = RuntimeClasses::info_from_object(value) {
+            // The handler too: Hyper-V RuntimeClasses relax the build rules.
+            self.runtime_classes.insert_info(name, info);
         }
     }
 
