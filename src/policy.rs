@@ -307,7 +307,7 @@ impl RuleParams {
     /// Is this image a Windows image by the policy's patterns?
     #[must_use]
     pub fn is_windows_image(&self, image: &str) -> bool {
-        let image = image.to_ascii_lowercase();
+        let image = lowercase(image);
         self.windows_images.iter().any(|p| glob_match(p, &image))
     }
 
@@ -320,24 +320,20 @@ impl RuleParams {
         if self.is_windows_image(image) || crate::windows_builds::image_build(image).is_some() {
             return false;
         }
-        let lower = image.to_ascii_lowercase();
+        let lower = lowercase(image);
         let (repository, tag) = crate::windows_builds::split_image(&lower);
-        let words: Vec<&str> = tag
-            .map(|t| t.split(['-', '_']).collect())
-            .unwrap_or_default();
-        let windows_word = |w: &&str| {
+        let words = || tag.into_iter().flat_map(|t| t.split(['-', '_']));
+        let windows_word = |w: &str| {
             w.contains("windows")
                 || w.contains("nanoserver")
                 || w.contains("servercore")
-                || *w == "win"
+                || w == "win"
         };
-        if words.iter().any(windows_word) {
+        if words().any(windows_word) {
             return false;
         }
         self.linux_images.iter().any(|p| glob_match(p, repository))
-            || words
-                .iter()
-                .any(|w| self.linux_tag_words.iter().any(|l| l == w))
+            || words().any(|w| self.linux_tag_words.iter().any(|l| l == w))
     }
 
     /// Is this RuntimeClass (by name, or by its handler when known) a
@@ -346,6 +342,16 @@ impl RuleParams {
     pub fn is_hyperv_runtime(&self, class: &str, handler: Option<&str>) -> bool {
         self.hyperv_runtime_classes.iter().any(|c| c == class)
             || handler.is_some_and(|h| self.hyperv_runtime_handlers.iter().any(|x| x == h))
+    }
+}
+
+/// Image names are lowercase by the registry grammar: allocate only for the
+/// odd one that is not (this runs for every container of every pod).
+fn lowercase(image: &str) -> std::borrow::Cow<'_, str> {
+    if image.bytes().any(|b| b.is_ascii_uppercase()) {
+        image.to_ascii_lowercase().into()
+    } else {
+        image.into()
     }
 }
 

@@ -155,35 +155,41 @@ impl BuildTable {
     fn by_name(&self, word: &str) -> Option<Build> {
         self.releases
             .iter()
-            .find(|r| r.names.iter().any(|n| n == word))
+            .find(|r| r.names.iter().any(|n| n.eq_ignore_ascii_case(word)))
             .map(|r| r.build)
     }
 
     /// The build an image needs, or `None` when its name and tag do not say.
+    /// Allocation-free unless the tag has a plain-number release name or a
+    /// `10.x` version (then the repository is matched, lowercased).
     #[must_use]
     pub fn image_build(&self, image: &str) -> Option<Build> {
         let (repository, tag) = split_image(image);
-        let tag = tag?.to_ascii_lowercase();
-        let repository = repository.to_ascii_lowercase();
-        let known = self
-            .repositories
-            .iter()
-            .any(|p| crate::policy::glob_match(p, &repository));
+        let tag = tag?;
+        let mut known: Option<bool> = None;
+        let mut is_known = || {
+            *known.get_or_insert_with(|| {
+                let repository = repository.to_ascii_lowercase();
+                self.repositories
+                    .iter()
+                    .any(|p| crate::policy::glob_match(p, &repository))
+            })
+        };
         let mut after_marker = false;
         for word in tag.split(['-', '_']) {
-            let trusted = known || after_marker;
+            let numeric = word.bytes().all(|c| c.is_ascii_digit());
             if let Some(b) = self.by_name(word)
-                && (trusted || !word.bytes().all(|c| c.is_ascii_digit()))
+                && (!numeric || after_marker || is_known())
             {
                 return Some(b);
             }
-            if trusted
-                && word.starts_with("10.")
+            if word.starts_with("10.")
                 && let Ok(b) = word.parse::<Build>()
+                && (after_marker || is_known())
             {
                 return Some(b);
             }
-            after_marker = self.markers.iter().any(|m| m == word);
+            after_marker = self.markers.iter().any(|m| m.eq_ignore_ascii_case(word));
         }
         None
     }
