@@ -6,6 +6,7 @@
 //! `admission`, `source`, `output`) decode input, call
 //! [`engine::evaluate`], and encode output.
 
+pub mod admission;
 pub mod cli;
 pub mod commands;
 pub mod engine;
@@ -17,6 +18,7 @@ pub mod patch;
 pub mod path;
 pub mod policy;
 pub mod rules;
+pub mod server;
 pub mod source;
 pub mod targeting;
 pub mod version;

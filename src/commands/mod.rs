@@ -6,6 +6,7 @@ use crate::cli::{Cli, Command};
 
 pub mod explain;
 pub mod lint;
+pub mod serve;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
 pub const EXIT_CLEAN: u8 = 0;
@@ -21,5 +22,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lint(args) => lint::run(args),
         Command::Rules(args) => explain::rules(args),
         Command::Explain(args) => explain::explain(args),
+        Command::Serve(args) => serve::run(*args),
     }
 }
