@@ -15,10 +15,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
+use base64::Engine as _;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::engine::{self, Context, Evaluation};
@@ -94,7 +95,12 @@ pub enum ReviewError {
     /// The body is not JSON, or not shaped like an AdmissionReview.
     #[error("request body is not a valid AdmissionReview: {0}")]
     Malformed(String),
-    /// `apiVersion` is missing or not one this server answers.
+    /// `apiVersion` is missing.
+    #[error(
+        "AdmissionReview has no apiVersion: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+    )]
+    MissingVersion,
+    /// `apiVersion` is not one this server answers.
     #[error(
         "unsupported AdmissionReview apiVersion {0:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
     )]
@@ -261,6 +267,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
     let api_version = match api_version {
         V1 => V1,
         V1BETA1 => V1BETA1,
+        "" => return Err(ReviewError::MissingVersion),
         other => return Err(ReviewError::UnsupportedVersion(other.to_owned())),
     };
     if let Some(kind) = envelope
@@ -293,9 +300,49 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
         patch_ops: 0,
     };
     let response = respond(adm, endpoint, &req, &types, &mut summary);
+    Ok(Outcome {
+        body: encode(response),
+        summary,
+    })
+}
+
+/// Serializes the answer. `AdmissionResponse.patch` is a `Vec<u8>`, which
+/// serde writes as an array of numbers; the API server also reads that,
+/// but the Kubernetes wire format for `[]byte` is a base64 string, about a
+/// quarter of the size, so the patch is written as one.
+fn encode(mut response: AdmissionResponse) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct ResponseOut<'r> {
+        #[serde(flatten)]
+        response: &'r AdmissionResponse,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+    }
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct ReviewOut<'r> {
+        api_version: &'r str,
+        kind: &'r str,
+        response: ResponseOut<'r>,
+    }
+    let patch = response
+        .patch
+        .take()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
     let review: AdmissionReview<DynamicObject> = response.into_review();
-    let body = serde_json::to_vec(&review).map_err(|e| ReviewError::Malformed(e.to_string()))?;
-    Ok(Outcome { body, summary })
+    let out = ReviewOut {
+        api_version: &review.types.api_version,
+        kind: &review.types.kind,
+        response: ResponseOut {
+            response: review
+                .response
+                .as_ref()
+                .expect("into_review sets the response"),
+            patch,
+        },
+    };
+    // Plain structs of strings, bools and maps: serialization cannot fail.
+    serde_json::to_vec(&out).expect("an AdmissionReview serializes")
 }
 
 /// An allowed response to `uid`, in the request's API version.
