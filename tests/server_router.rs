@@ -433,7 +433,8 @@ async fn exemptions_by_user_group_namespace_and_annotation() {
 
 #[tokio::test]
 async fn bad_requests_get_clear_4xx() {
-    let cases: Vec<(&str, Option<&str>, Vec<u8>, StatusCode, &str)> = vec![
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, StatusCode, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         ("POST", Some("application/json"), b"{not json".to_vec(), StatusCode::BAD_REQUEST, "not a valid AdmissionReview"),
         ("POST", Some("text/plain"), fixture("pod-windows-create.json"), StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
         ("POST", None, fixture("pod-windows-create.json"), StatusCode::UNSUPPORTED_MEDIA_TYPE, "application/json"),
