@@ -45,16 +45,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     // Fail fast: policy and TLS material are checked before binding.
     let pol = Policy::load(&policy.policy).context("cannot start: fix the policy (--policy)")?;
+    let mut ca_hint = None;
     let (resolver, watched) = if self_signed {
         let dir = self_signed_dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
         let generated = tls::self_signed(&dir, &provider)?;
-        let ca = generated.ca_path.display();
-        eprintln!(
-            "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
-             winadmit: its CA is written to {ca}\n\
-             winadmit: try: curl --cacert {ca} https://localhost:{}/healthz",
-            listen.port()
-        );
+        ca_hint = Some(generated.ca_path);
         (Arc::new(CertResolver::new(generated.key)), None)
     } else {
         let files = CertFiles {
@@ -98,6 +93,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {listen} (--listen)"))?;
         let addr = tcp.local_addr().context("reading the bound address")?;
+        if let Some(ca) = &ca_hint {
+            let ca = ca.display();
+            eprintln!(
+                "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
+                 winadmit: its CA is written to {ca}\n\
+                 winadmit: try: curl --cacert {ca} https://localhost:{}/healthz",
+                addr.port()
+            );
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         if let Some(metrics_addr) = metrics_listen {
             let m = tokio::net::TcpListener::bind(metrics_addr)
