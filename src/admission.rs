@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::engine::{self, Context, Evaluation};
-use crate::finding::{Finding, Severity};
-use crate::patch::{self, MutationContext};
+use crate::finding::{Finding, PatchOp, Severity};
+use crate::patch::{self, Mutation, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::rules;
 use crate::version::KubeVersion;
@@ -501,19 +501,15 @@ fn respond(
                 create: operation == "CREATE",
                 namespace_isolation: isolation.as_deref(),
             };
+            // A pod's spec is immutable but for ephemeral containers.
+            let pod_update = kind == Kind::Pod && update;
+            let keep = |op: &PatchOp| {
+                !pod_update || (ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
+            };
             let mut m = patch::mutation(policy, &workload, &eval, mcx);
-            if kind == Kind::Pod && update {
-                // A pod's spec is immutable but for ephemeral containers.
-                let prefix = "/spec/ephemeralContainers/";
-                let keep: Vec<bool> = m
-                    .ops
-                    .iter()
-                    .map(|o| ephemeral && o.path().starts_with(prefix))
-                    .collect();
-                let mut k = keep.iter();
-                m.ops.retain(|_| *k.next().unwrap_or(&false));
-                let mut k = keep.iter();
-                m.explanations.retain(|_| *k.next().unwrap_or(&false));
+            retain(&mut m, keep);
+            if !m.is_empty() {
+                m = settle(adm, &cx, mcx, object, request_ns, m, keep);
             }
             if m.is_empty() {
                 summary.verdict = Verdict::Allowed;
@@ -533,6 +529,68 @@ fn respond(
             r
         }
     }
+}
+
+/// Keeps the operations (and their explanations) that `keep` accepts.
+fn retain(m: &mut Mutation, keep: impl Fn(&PatchOp) -> bool) {
+    let kept: Vec<bool> = m.ops.iter().map(&keep).collect();
+    let mut k = kept.iter();
+    m.ops.retain(|_| *k.next().unwrap_or(&false));
+    let mut k = kept.iter();
+    m.explanations.retain(|_| *k.next().unwrap_or(&false));
+}
+
+/// Rounds of re-evaluation before giving up on a fixpoint.
+const SETTLE_ROUNDS: usize = 4;
+
+/// One fix can make another necessary: setting `spec.os.name: windows`
+/// makes the API server reject Linux-only fields it ignored before. Applies
+/// the patch to a copy of the request's object, evaluates the result with
+/// the same engine and policy, and appends what the next round would patch,
+/// until nothing new appears; so one answer is reinvocation-safe. Only
+/// requests that get a patch pay for this. Operations that fail to apply
+/// (a bug) are dropped rather than sent to the API server.
+fn settle(
+    adm: &Admission,
+    cx: &Context<'_>,
+    mcx: MutationContext<'_>,
+    object: &RawValue,
+    request_ns: &str,
+    mut m: Mutation,
+    keep: impl Fn(&PatchOp) -> bool + Copy,
+) -> Mutation {
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(object.get()) else {
+        return m;
+    };
+    let mut applied = 0;
+    for _ in 0..SETTLE_ROUNDS {
+        if let Err(e) = patch::apply(&mut doc, &m.ops[applied..]) {
+            tracing::error!(error = %e, "a generated patch does not apply; dropping it");
+            m.ops.truncate(applied);
+            m.explanations.truncate(applied);
+            return m;
+        }
+        applied = m.ops.len();
+        let text = doc.to_string();
+        let Ok(view) = serde_json::from_str::<ObjectView<'_>>(&text) else {
+            return m;
+        };
+        let Some(mut w) = Workload::from_view(&view) else {
+            return m;
+        };
+        if w.namespace.is_none() && !request_ns.is_empty() {
+            w.namespace = Some(request_ns);
+        }
+        let eval = engine::evaluate(&adm.policy, &w, cx);
+        let mut next = patch::mutation(&adm.policy, &w, &eval, mcx);
+        retain(&mut next, keep);
+        if next.is_empty() {
+            return m;
+        }
+        m.ops.extend(next.ops);
+        m.explanations.extend(next.explanations);
+    }
+    m
 }
 
 /// The (rule, field) pairs the old object of an UPDATE already had.
