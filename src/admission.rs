@@ -508,7 +508,8 @@ fn respond(
             };
             let mut m = patch::mutation(policy, &workload, &eval, mcx);
             retain(&mut m, keep);
-            if !m.is_empty() {
+            let spec = workload.spec_path.pointer();
+            if m.ops.iter().any(|op| changes_targeting(op, &spec)) {
                 m = settle(adm, &cx, mcx, object, request_ns, m, keep);
             }
             if m.is_empty() {
@@ -540,6 +541,16 @@ fn retain(m: &mut Mutation, keep: impl Fn(&PatchOp) -> bool) {
     m.explanations.retain(|_| *k.next().unwrap_or(&false));
 }
 
+/// Does this operation change how the pod is targeted (`spec.os`,
+/// `nodeSelector`)? Only then can the next evaluation find new fixes:
+/// removals only remove findings, and tolerations or annotations carry no
+/// fixes.
+fn changes_targeting(op: &PatchOp, spec_pointer: &str) -> bool {
+    op.path().strip_prefix(spec_pointer).is_some_and(|rest| {
+        rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
+    })
+}
+
 /// Rounds of re-evaluation before giving up on a fixpoint.
 const SETTLE_ROUNDS: usize = 4;
 
@@ -548,7 +559,7 @@ const SETTLE_ROUNDS: usize = 4;
 /// the patch to a copy of the request's object, evaluates the result with
 /// the same engine and policy, and appends what the next round would patch,
 /// until nothing new appears; so one answer is reinvocation-safe. Only
-/// requests that get a patch pay for this. Operations that fail to apply
+/// patches that change targeting pay for this. Operations that fail to apply
 /// (a bug) are dropped rather than sent to the API server.
 fn settle(
     adm: &Admission,
@@ -571,8 +582,7 @@ fn settle(
             return m;
         }
         applied = m.ops.len();
-        let text = doc.to_string();
-        let Ok(view) = serde_json::from_str::<ObjectView<'_>>(&text) else {
+        let Ok(view) = ObjectView::deserialize(&doc) else {
             return m;
         };
         let Some(mut w) = Workload::from_view(&view) else {
