@@ -63,6 +63,18 @@ struct Request<'a> {
 }
 
 #[derive(Deserialize)]
+struct OnePass<'a> {
+    #[serde(borrow)]
+    request: OnePassRequest<'a>,
+}
+
+#[derive(Deserialize)]
+struct OnePassRequest<'a> {
+    #[serde(borrow)]
+    object: ObjectView<'a>,
+}
+
+#[derive(Deserialize)]
 struct TypedEnvelope {
     request: TypedRequest,
 }
@@ -82,6 +94,12 @@ fn decoding(c: &mut Criterion) {
                 let e: Envelope<'_> = serde_json::from_slice(black_box(&body)).unwrap();
                 let v: ObjectView<'_> = serde_json::from_str(e.request.object.get()).unwrap();
                 black_box(v.spec.is_some())
+            });
+        });
+        g.bench_function(format!("one-pass-envelope-with-ObjectView/{name}"), |b| {
+            b.iter(|| {
+                let e: OnePass<'_> = serde_json::from_slice(black_box(&body)).unwrap();
+                black_box(e.request.object.spec.is_some())
             });
         });
         g.bench_function(format!("kube-AdmissionReview<DynamicObject>/{name}"), |b| {
