@@ -69,7 +69,7 @@ run() {
   local port=$WIN_PORT ca=$OUT/winadmit-ca/ca.pem
   if [[ $server == noop ]]; then port=$NOOP_PORT ca=$OUT/noop-ca/ca.pem; fi
   echo "== $name on $server" >&2
-  "${client_cpu[@]}" oha --no-tui --output-format json -m POST -T application/json -D "$FIX/$body" \
+  "${client_cpu[@]}" oha --no-tui --output-format json -w -m POST -T application/json -D "$FIX/$body" \
     --cacert "$ca" "$@" "https://localhost:$port$path" >"$OUT/$name.$server.json"
 }
 

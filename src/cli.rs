@@ -30,6 +30,13 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Run the HTTPS validating and mutating admission webhook.
     Serve(Box<ServeArgs>),
+    /// Generate a CA and a serving certificate for the webhook Service.
+    Certs(CertsArgs),
+    /// Print the install manifests as YAML (no kustomize needed).
+    Manifests(ManifestsArgs),
+    /// Dry run: what admission would deny, warn about or change, for a live
+    /// cluster or for files (`kubectl get -o json|yaml` output).
+    Report(ReportArgs),
 }
 
 /// Options shared by every command that evaluates workloads.
@@ -107,6 +114,147 @@ pub struct RulesArgs {
 pub struct ExplainArgs {
     /// Rule id, e.g. WIN-SUBPATH.
     pub rule: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook's Service.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "winadmit",
+        env = "WINADMIT_SERVICE"
+    )]
+    pub service: String,
+    /// Namespace of the webhook's Service.
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value = "winadmit",
+        env = "WINADMIT_NAMESPACE"
+    )]
+    pub namespace: String,
+    /// Directory for ca.crt, tls.crt and tls.key (created if missing).
+    #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_OUT")]
+    pub out: PathBuf,
+    /// Validity of the certificates, in days.
+    #[arg(
+        long,
+        value_name = "DAYS",
+        default_value_t = 365,
+        env = "WINADMIT_CERTS_DAYS"
+    )]
+    pub days: u32,
+    /// Replace existing files in DIR.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Which install `winadmit manifests` renders: the directory of the same
+/// name under `manifests/overlays/` (or `manifests/` for `base`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Overlay {
+    /// Everything but the TLS Secret and the caBundle (`manifests/`).
+    Base,
+    /// TLS from cert-manager.
+    CertManager,
+    /// TLS from `winadmit certs` (needs --certs).
+    SelfSigned,
+    /// cert-manager TLS, policy mode audit, failurePolicy Ignore.
+    Audit,
+    /// cert-manager TLS without matchConditions (Kubernetes < 1.28).
+    NoMatchConditions,
+}
+
+#[derive(Debug, Args)]
+pub struct ManifestsArgs {
+    /// The install to render.
+    #[arg(long, value_enum, default_value_t = Overlay::Base, env = "WINADMIT_OVERLAY")]
+    pub overlay: Overlay,
+    /// PEM CA certificate(s) for the webhooks' caBundle (e.g. ca.crt from `winadmit certs`).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Output directory of `winadmit certs`, for the self-signed overlay's Secret.
+    #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_DIR")]
+    pub certs: Option<PathBuf>,
+    /// Install into this namespace instead of `winadmit`.
+    #[arg(long, value_name = "NS", env = "WINADMIT_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Server image, e.g. registry.example.com/winadmit:0.1.0.
+    #[arg(long, value_name = "IMG", env = "WINADMIT_IMAGE")]
+    pub image: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Per-namespace summary, top rules, then each object.
+    Text,
+    /// The `POST /report` shape.
+    Json,
+    /// wgpolicyk8s.io/v1alpha2 PolicyReports (multi-document YAML for kubectl apply).
+    Policyreport,
+    /// One self-contained HTML page with charts and a findings table.
+    Html,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeChoice {
+    Enforce,
+    Warn,
+    Audit,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Read objects from files instead of a cluster (`-` reads stdin):
+    /// manifests, or `kubectl get pods,deploy,... -A -o json|yaml` output (repeatable).
+    #[arg(
+        long = "from-file",
+        value_name = "FILE|-",
+        env = "WINADMIT_FROM_FILE",
+        value_delimiter = ','
+    )]
+    pub from_file: Vec<PathBuf>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
+    pub context: Option<String>,
+    /// Only this namespace (repeatable; default: all namespaces).
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        value_name = "NS",
+        env = "WINADMIT_NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub namespaces: Vec<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
+    pub format: ReportFormat,
+    /// Write the report to this file instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE", env = "WINADMIT_REPORT_OUTPUT")]
+    pub output: Option<PathBuf>,
+    /// Exit 1 on findings of this severity or worse.
+    #[arg(long, value_enum, default_value_t = FailOn::Error, env = "WINADMIT_FAIL_ON")]
+    pub fail_on: FailOn,
+    /// Preview this admission mode for every object (default: the policy's
+    /// mode, or each namespace's mode label).
+    #[arg(long, value_enum, env = "WINADMIT_MODE")]
+    pub mode: Option<ModeChoice>,
+    /// Objects per list call against the cluster.
+    #[arg(long, value_name = "N", default_value_t = 500, env = "WINADMIT_PAGE_SIZE", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub page_size: u32,
+    /// Report every owned Pod, ReplicaSet and Job on its own instead of
+    /// folding it into its controller.
+    #[arg(long, env = "WINADMIT_NO_FOLD")]
+    pub no_fold: bool,
+    /// No progress messages on stderr.
+    #[arg(long, short = 'q', env = "WINADMIT_QUIET")]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -7,16 +7,19 @@
 //! [`engine::evaluate`], and encode output.
 
 pub mod admission;
+pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod engine;
 pub mod finding;
 pub mod fix;
 pub mod lint;
+pub mod manifests;
 pub mod output;
 pub mod patch;
 pub mod path;
 pub mod policy;
+pub mod report;
 pub mod rules;
 pub mod server;
 pub mod source;
@@ -24,3 +27,4 @@ pub mod targeting;
 pub mod version;
 pub mod view;
 pub mod workload;
+pub mod yaml;

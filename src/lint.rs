@@ -14,6 +14,15 @@ use crate::targeting::RuntimeClasses;
 use crate::view::ObjectView;
 use crate::workload::{Kind, Workload};
 
+/// Source positions to look up once a file's documents are evaluated:
+/// (YAML document, JSON Pointer), in the order the problems and findings
+/// were added to the report.
+#[derive(Default)]
+struct Wants {
+    problems: Vec<(usize, String)>,
+    findings: Vec<(usize, String)>,
+}
+
 /// One workload's verdict, with what identifies it.
 #[derive(Debug)]
 pub struct ObjectVerdict {
@@ -45,6 +54,7 @@ pub fn lint_text(
     report: &mut LintReport,
 ) {
     report.summary.files += 1;
+    let first_problem = report.input_errors.len();
     let docs = match source::parse(text) {
         Ok(d) => d,
         Err(e) => {
@@ -58,20 +68,47 @@ pub fn lint_text(
             return;
         }
     };
-    let mut locator = None;
+    let first = report.findings.len();
+    let mut wants = Wants::default();
     for doc in &docs {
-        lint_document(file, text, doc, policy, cx, report, &mut locator);
+        lint_document(file, doc, policy, cx, report, &mut wants);
     }
+    // One more pass over the file finds every position at once, only for
+    // files with something to report.
+    if !wants.problems.is_empty() || !wants.findings.is_empty() {
+        let refs: Vec<(usize, &str)> = wants
+            .problems
+            .iter()
+            .chain(&wants.findings)
+            .map(|(d, p)| (*d, p.as_str()))
+            .collect();
+        let mut at = source::locate_many(text, &refs).into_iter();
+        for p in &mut report.input_errors[first_problem..] {
+            if let Some(at) = at.next().flatten() {
+                p.line = Some(at.line);
+                p.column = Some(at.column);
+            }
+        }
+        for f in &mut report.findings[first..] {
+            if let Some(at) = at.next().flatten() {
+                f.line = at.line;
+                f.column = at.column;
+            }
+        }
+    }
+    // Compiler order: by position within the file.
+    report.findings[first..].sort_by_key(|f| (f.line, f.column));
 }
 
+/// Evaluates one document; positions are filled in later from `wants`
+/// (document, pointer), in the order problems and then findings were added.
 fn lint_document(
     file: &str,
-    text: &str,
     doc: &Document,
     policy: &Policy,
     cx: &Context<'_>,
     report: &mut LintReport,
-    locator: &mut Option<Option<source::Locator>>,
+    wants: &mut Wants,
 ) {
     let has_type = doc
         .value
@@ -95,11 +132,11 @@ fn lint_document(
         Ok(v) => v,
         Err(e) => {
             report.summary.input_errors += 1;
-            let (line, column) = position(text, doc, "", locator);
+            wants.problems.push((doc.yaml_doc, doc.pointer.clone()));
             report.input_errors.push(InputProblem {
                 file: file.to_owned(),
-                line,
-                column,
+                line: None,
+                column: None,
                 message: format!("document {}: not a valid Kubernetes object: {e}", doc.index),
             });
             return;
@@ -121,8 +158,10 @@ fn lint_document(
         name: workload.name.to_owned(),
     });
     for f in eval.findings {
-        let pointer = format!("{}{}", doc.pointer, f.field.pointer());
-        let (line, column) = position(text, doc, &pointer, locator);
+        wants.findings.push((
+            doc.yaml_doc,
+            format!("{}{}", doc.pointer, f.field.pointer()),
+        ));
         let info = &rules::find(f.rule)
             .expect("findings name catalogued rules")
             .info;
@@ -132,8 +171,8 @@ fn lint_document(
         }
         report.findings.push(LintFinding {
             file: file.to_owned(),
-            line: line.unwrap_or(0),
-            column: column.unwrap_or(0),
+            line: 0,
+            column: 0,
             document: doc.index,
             api_version: workload.api_version.to_owned(),
             kind: workload.kind.as_str().to_owned(),
@@ -148,19 +187,5 @@ fn lint_document(
             fix: info.fix,
             patch: f.fix.map(|fix| fix.ops),
         });
-    }
-}
-
-/// Position of a pointer, parsing the file for positions at most once.
-fn position(
-    text: &str,
-    doc: &Document,
-    pointer: &str,
-    locator: &mut Option<Option<source::Locator>>,
-) -> (Option<u64>, Option<u64>) {
-    let loc = locator.get_or_insert_with(|| source::locator(text).ok());
-    match loc.as_ref().and_then(|l| l.locate(doc.yaml_doc, pointer)) {
-        Some((l, c)) => (Some(l), Some(c)),
-        None => (None, None),
     }
 }

@@ -54,7 +54,7 @@ impl Mutation {
 pub fn add_node_selector(spec_path: &FieldPath, spec: &SpecView<'_>) -> PatchOp {
     if spec.node_selector.is_some() {
         PatchOp::Add {
-            path: spec_path.key("nodeSelector").key(OS_LABEL).pointer(),
+            path: spec_path.key("nodeSelector").map_key(OS_LABEL).pointer(),
             value: json!(Os::Windows.as_str()),
         }
     } else {

@@ -10,7 +10,11 @@ use std::fmt;
 /// One step from a parent node to a child.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Segment {
+    /// A struct field: `.name`.
     Key(Box<str>),
+    /// A map entry (labels, annotations, nodeSelector, resource lists):
+    /// `[key]`, as the API server writes map keys.
+    MapKey(Box<str>),
     Index(usize),
 }
 
@@ -34,6 +38,14 @@ impl FieldPath {
     pub fn key(&self, key: &str) -> Self {
         let mut next = self.clone();
         next.0.push(Segment::Key(key.into()));
+        next
+    }
+
+    /// A map entry, rendered `[key]`.
+    #[must_use]
+    pub fn map_key(&self, key: &str) -> Self {
+        let mut next = self.clone();
+        next.0.push(Segment::MapKey(key.into()));
         next
     }
 
@@ -69,7 +81,7 @@ impl FieldPath {
         for seg in &self.0 {
             out.push('/');
             match seg {
-                Segment::Key(k) => out.push_str(&escape_pointer(k)),
+                Segment::Key(k) | Segment::MapKey(k) => out.push_str(&escape_pointer(k)),
                 Segment::Index(i) => out.push_str(&i.to_string()),
             }
         }
@@ -91,6 +103,7 @@ impl fmt::Display for FieldPath {
         for (i, seg) in self.0.iter().enumerate() {
             match seg {
                 Segment::Index(n) => write!(f, "[{n}]")?,
+                Segment::MapKey(k) => write!(f, "[{k}]")?,
                 Segment::Key(k) if k.contains(['.', '/']) => write!(f, "[{k}]")?,
                 Segment::Key(k) if i == 0 => f.write_str(k)?,
                 Segment::Key(k) => write!(f, ".{k}")?,
@@ -125,9 +138,11 @@ mod tests {
 
     #[test]
     fn escapes_map_keys() {
-        let p = FieldPath::keys(&["spec", "nodeSelector", "kubernetes.io/os"]);
+        let p = FieldPath::keys(&["spec", "nodeSelector"]).map_key("kubernetes.io/os");
         assert_eq!(p.to_string(), "spec.nodeSelector[kubernetes.io/os]");
         assert_eq!(p.pointer(), "/spec/nodeSelector/kubernetes.io~1os");
         assert_eq!(escape_pointer("a~b/c"), "a~0b~1c");
+        let limits = FieldPath::keys(&["resources", "limits"]).map_key("hugepages-2Mi");
+        assert_eq!(limits.to_string(), "resources.limits[hugepages-2Mi]");
     }
 }

@@ -10,12 +10,7 @@
 
 use std::fmt;
 
-use serde::Deserialize;
-use serde::de::{self, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
-use serde_saphyr::{DuplicateKeyPolicy, Options, Spanned};
-
-use crate::view::Text;
+use serde_json::Value;
 
 /// Largest file `lint` reads, so one huge file cannot exhaust memory.
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
@@ -48,34 +43,6 @@ impl InputError {
             message: message.into(),
         }
     }
-
-    fn from_yaml(err: &serde_saphyr::Error) -> Self {
-        let loc = err.location().filter(|l| l.line() > 0);
-        let mut message = err.without_snippet().to_string();
-        // The crate prefixes "error: line L column C: "; keep only the cause.
-        if let Some(rest) = message.strip_prefix("error: ") {
-            message = rest.to_owned();
-        }
-        if let Some(l) = loc {
-            let prefix = format!("line {} column {}: ", l.line(), l.column());
-            if let Some(rest) = message.strip_prefix(&prefix) {
-                message = rest.to_owned();
-            }
-        }
-        let mut message = message.lines().next().unwrap_or_default().trim().to_owned();
-        // Some causes repeat the position at the end.
-        if let Some(l) = loc {
-            let suffix = format!(" at line {}, column {}", l.line(), l.column());
-            if let Some(rest) = message.strip_suffix(&suffix) {
-                message = rest.to_owned();
-            }
-        }
-        Self {
-            line: loc.map(|l| l.line()),
-            column: loc.map(|l| l.column()),
-            message,
-        }
-    }
 }
 
 /// One Kubernetes object read from a file.
@@ -90,20 +57,6 @@ pub struct Document {
     /// a `List` member, empty otherwise).
     pub pointer: String,
     pub value: Value,
-}
-
-fn yaml_options() -> Options {
-    let mut o = Options::default();
-    // kubectl's YAML reader keeps the last of duplicate keys.
-    o.duplicate_keys = DuplicateKeyPolicy::LastWins;
-    // kubectl reads `defaultMode: 0644` as octal (YAML 1.1).
-    o.legacy_octal_numbers = true;
-    o.with_snippet = false;
-    #[allow(clippy::field_reassign_with_default)]
-    if let Some(b) = o.budget.as_mut() {
-        b.max_depth = MAX_DEPTH;
-    }
-    o
 }
 
 /// Checks that a file is text we can parse: size, encoding, no NULs.
@@ -147,9 +100,21 @@ fn memchr_nul(bytes: &[u8]) -> Option<usize> {
 /// # Errors
 /// The text is not valid YAML (or JSON), or exceeds a parser budget.
 pub fn parse(text: &str) -> Result<Vec<Document>, InputError> {
-    let docs: Vec<Json> = parse_multiple(text)?;
+    let limits = crate::yaml::Limits::for_len(text.len());
+    let docs = match crate::yaml::load(text, limits) {
+        Ok(docs) => docs,
+        // The parser rejects tabs at the start of continuation lines inside
+        // quoted multi-line scalars, which YAML allows (and real manifests
+        // with embedded scripts contain). On that error only, parse again
+        // with those tabs turned into spaces: columns stay the same, and the
+        // only values that change are script bodies no rule reads.
+        Err(e) if e.message.contains("tab") && text.contains("\n\t") => {
+            crate::yaml::load(&retab(text), limits).map_err(|_| from_yaml_error(e))?
+        }
+        Err(e) => return Err(from_yaml_error(e)),
+    };
     let mut out = Vec::with_capacity(docs.len());
-    for (yaml_doc, Json(value)) in docs.into_iter().enumerate() {
+    for (yaml_doc, value) in docs.into_iter().enumerate() {
         if value.is_null() {
             continue;
         }
@@ -181,54 +146,42 @@ pub fn parse(text: &str) -> Result<Vec<Document>, InputError> {
     Ok(out)
 }
 
+fn from_yaml_error(e: crate::yaml::YamlError) -> InputError {
+    let mut message = e.message;
+    let suffix = format!(" at line {}, column {}", e.line, e.column);
+    if let Some(rest) = message.strip_suffix(&suffix) {
+        message = rest.to_owned();
+    }
+    InputError {
+        line: Some(e.line),
+        column: Some(e.column),
+        message,
+    }
+}
+
+/// Line and column (1-based) of many fields at once, in one pass: see
+/// [`crate::yaml::locate_many`].
+#[must_use]
+pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<crate::yaml::Position>> {
+    crate::yaml::locate_many(text, wants)
+}
+
+/// Line and column (1-based) of the field a JSON Pointer names inside YAML
+/// document `yaml_doc`: the key's position for a map entry, the item's for
+/// a sequence entry, the deepest existing ancestor's for a missing field.
+#[must_use]
+pub fn locate(text: &str, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
+    locate_many(text, &[(yaml_doc, pointer)])
+        .remove(0)
+        .map(|p| (p.line, p.column))
+}
+
 /// `kind: List` (or `*List`, as `kubectl get -o yaml` writes) with `items`.
 fn is_list(v: &Value) -> bool {
     v.get("kind")
         .and_then(Value::as_str)
         .is_some_and(|k| k == "List" || k.ends_with("List"))
         && v.get("items").is_some_and(Value::is_array)
-}
-
-/// Line and column (1-based) of the field a JSON Pointer names inside YAML
-/// document `yaml_doc` of `text`: the key's position for a map entry, the
-/// item's for a sequence entry. When the field does not exist (a finding
-/// about a missing field), the deepest existing ancestor is returned.
-#[must_use]
-pub fn locate(text: &str, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
-    locator(text).ok()?.locate(yaml_doc, pointer)
-}
-
-/// A file parsed once for positions, for many lookups.
-pub struct Locator {
-    docs: Vec<Spanned<Node>>,
-}
-
-/// Parses `text` for position lookups.
-///
-/// # Errors
-/// The text does not parse (it parsed before, so this is unexpected).
-pub fn locator(text: &str) -> Result<Locator, InputError> {
-    Ok(Locator {
-        docs: parse_multiple(text)?,
-    })
-}
-
-/// Parses every document of a text as `T`.
-///
-/// The YAML parser rejects tabs at the start of continuation lines inside
-/// quoted multi-line scalars, which YAML allows (and which real manifests
-/// with embedded scripts contain). On that error only, the text is parsed
-/// again with leading tabs turned into spaces: columns stay the same, and
-/// the only values that can change are script bodies no rule reads.
-fn parse_multiple<T: for<'de> Deserialize<'de>>(text: &str) -> Result<Vec<T>, InputError> {
-    match serde_saphyr::from_multiple_with_options(text, yaml_options()) {
-        Ok(docs) => Ok(docs),
-        Err(e) if e.to_string().contains("tab") && text.contains("\n\t") => {
-            serde_saphyr::from_multiple_with_options(&retab(text), yaml_options())
-                .map_err(|_| InputError::from_yaml(&e))
-        }
-        Err(e) => Err(InputError::from_yaml(&e)),
-    }
 }
 
 /// Replaces tabs with spaces in the leading whitespace of lines that
@@ -277,208 +230,6 @@ fn quote_state_after(line: &str, mut quote: Option<char>) -> Option<char> {
         prev = c;
     }
     quote
-}
-
-impl Locator {
-    #[must_use]
-    pub fn locate(&self, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
-        let mut node = self.docs.get(yaml_doc)?;
-        let mut at = position(node);
-        if pointer.is_empty() {
-            return at;
-        }
-        for token in pointer.split('/').skip(1) {
-            let token = token.replace("~1", "/").replace("~0", "~");
-            let next = match &node.value {
-                Node::Map(entries) => {
-                    entries
-                        .iter()
-                        .rev()
-                        .find(|(k, _)| k.value == token)
-                        .map(|(k, v)| {
-                            at = position_of(&k.referenced);
-                            v
-                        })
-                }
-                Node::Seq(items) => token
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| items.get(i))
-                    .inspect(|v| {
-                        at = position(v);
-                    }),
-                Node::Scalar => None,
-            };
-            match next {
-                Some(n) => node = n,
-                None => return at,
-            }
-        }
-        at
-    }
-}
-
-fn position(n: &Spanned<Node>) -> Option<(u64, u64)> {
-    position_of(&n.referenced)
-}
-
-fn position_of(l: &serde_saphyr::Location) -> Option<(u64, u64)> {
-    (l.line() > 0).then(|| (l.line(), l.column()))
-}
-
-/// A YAML node with positions, for lookups only.
-enum Node {
-    Scalar,
-    Seq(Vec<Spanned<Node>>),
-    Map(Vec<(Spanned<String>, Spanned<Node>)>),
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Node;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any YAML node")
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_i128<E>(self, _: i128) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_u128<E>(self, _: u128) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_bytes<E>(self, _: &[u8]) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Scalar)
-            }
-            fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
-                Node::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<Spanned<Node>>()? {
-                    items.push(item);
-                }
-                Ok(Node::Seq(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(k) = map.next_key::<Spanned<KeyText>>()? {
-                    let v = map.next_value::<Spanned<Node>>()?;
-                    entries.push((
-                        Spanned {
-                            value: k.value.0,
-                            referenced: k.referenced,
-                            defined: k.defined,
-                        },
-                        v,
-                    ));
-                }
-                Ok(Node::Map(entries))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A map key of any scalar type, as text.
-struct KeyText(String);
-
-impl<'de> Deserialize<'de> for KeyText {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Text::deserialize(d).map(|t| KeyText(t.0.into_owned()))
-    }
-}
-
-/// A document as a JSON value, with non-string map keys (`9000: svc:80` in
-/// an ingress-nginx ConfigMap) kept as their text, as Kubernetes' YAML
-/// reader does.
-struct Json(Value);
-
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Json;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any YAML value")
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
-                Ok(Json(Value::Bool(v)))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
-                Ok(Json(v.into()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
-                Ok(Json(v.into()))
-            }
-            fn visit_i128<E>(self, v: i128) -> Result<Json, E> {
-                Ok(Json(Value::String(v.to_string())))
-            }
-            fn visit_u128<E>(self, v: u128) -> Result<Json, E> {
-                Ok(Json(Value::String(v.to_string())))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Json, E> {
-                Ok(Json(
-                    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
-                ))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
-                Ok(Json(Value::String(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Json, E> {
-                Ok(Json(Value::String(v)))
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Json, E> {
-                Ok(Json(Value::String(String::from_utf8_lossy(v).into_owned())))
-            }
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json(Value::Null))
-            }
-            fn visit_none<E>(self) -> Result<Json, E> {
-                Ok(Json(Value::Null))
-            }
-            fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Json, D::Error> {
-                Json::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-                while let Some(Json(item)) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(Json(Value::Array(items)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut out = Map::new();
-                while let Some(KeyText(k)) = map.next_key()? {
-                    let Json(v) = map.next_value()?;
-                    out.insert(k, v);
-                }
-                Ok(Json(Value::Object(out)))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,14 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         version: policy.kubernetes_version,
         runtime_classes: Some(&runtime_classes),
     };
+    // Fix first, so the report shows what is left.
+    if fix {
+        let (applied, skipped) = crate::fix::apply_to_files(&inputs_as_paths(&inputs), &pol, &cx)?;
+        report.summary.fixed = applied;
+        for s in skipped {
+            eprintln!("winadmit: not fixed automatically: {s}");
+        }
+    }
     for input in &inputs {
         match read(input) {
             Ok(text) => lint_text(&input.name(), &text, &pol, &cx, &mut report),
@@ -78,10 +86,6 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
                 report.input_errors.push(problem);
             }
         }
-    }
-    if fix {
-        report.summary.fixed =
-            crate::fix::apply_to_files(&inputs_as_paths(&inputs), &pol, &cx, &mut report)?;
     }
 
     let use_color = match color {

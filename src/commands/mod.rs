@@ -4,8 +4,11 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod certs;
 pub mod explain;
 pub mod lint;
+pub mod manifests;
+pub mod report;
 pub mod serve;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
@@ -23,5 +26,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rules(args) => explain::rules(args),
         Command::Explain(args) => explain::explain(args),
         Command::Serve(args) => serve::run(*args),
+        Command::Certs(args) => certs::run(args),
+        Command::Manifests(args) => manifests::run(args),
+        Command::Report(args) => report::run(args),
     }
 }

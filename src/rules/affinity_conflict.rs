@@ -43,7 +43,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 /// Where a signal is written in the manifest.
 pub(crate) fn signal_path(cx: &Cx<'_, '_, '_>, signal: &Signal) -> FieldPath {
     match signal {
-        Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector", key]),
+        Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector"]).map_key(key),
         Signal::OsName => cx.spec_field(&["os", "name"]),
         Signal::NodeAffinity => cx.spec_field(&[
             "affinity",

@@ -47,7 +47,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     {
         if key.starts_with(ANNOTATION_PREFIX) {
             let mut path = crate::path::FieldPath::keys(cx.workload.kind.pod_metadata_path());
-            path = path.key("annotations").key(key);
+            path = path.key("annotations").map_key(key);
             out.report(
                 path,
                 "AppArmor annotations have no effect on Windows nodes (no AppArmor)",

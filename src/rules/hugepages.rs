@@ -31,7 +31,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
             for (key, _) in map.iter().flat_map(super::super::view::StrMap::iter) {
                 if key.starts_with("hugepages-") {
                     out.report(
-                        cx.container_field(&c, &["resources", list, key]),
+                        cx.container_field(&c, &["resources", list]).map_key(key),
                         format!("{key} is not supported on Windows nodes (no huge pages)"),
                     );
                 }

@@ -35,7 +35,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if value == Some("hyperv") && count > 1 {
         let path = FieldPath::keys(cx.workload.kind.pod_metadata_path())
             .key("annotations")
-            .key(ISOLATION_ANNOTATION);
+            .map_key(ISOLATION_ANNOTATION);
         out.report(
             path,
             format!("Hyper-V isolation by annotation supports one container per pod; this pod has {count}"),

@@ -397,21 +397,21 @@ pub(crate) fn security_field(
     container: Option<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
     fix: &str,
 ) {
-    let mut emit = |path: FieldPath, hit: Hit| match hit {
+    // Paths are built only for hits: this runs for every container and rule.
+    let mut emit = |hit: Hit, path: &dyn Fn() -> FieldPath| match hit {
         Hit::No => {}
-        Hit::Yes => out.report(path, message),
-        Hit::NoOp => out.report_removable(path, message, fix),
+        Hit::Yes => out.report(path(), message),
+        Hit::NoOp => out.report_removable(path(), message, fix),
     };
     if let (Some(pod), Some(sc)) = (pod, cx.pod_security_context()) {
-        emit(cx.spec_field(&["securityContext", key]), pod(sc));
+        emit(pod(sc), &|| cx.spec_field(&["securityContext", key]));
     }
     if let Some(container) = container {
         for c in cx.containers() {
             if let Some(sc) = c.security_context() {
-                emit(
-                    cx.container_field(&c, &["securityContext", key]),
-                    container(sc),
-                );
+                emit(container(sc), &|| {
+                    cx.container_field(&c, &["securityContext", key])
+                });
             }
         }
     }

@@ -37,7 +37,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     {
         check_options(
             w,
-            &cx.spec_field(&["securityContext", "windowsOptions"]),
+            &|| cx.spec_field(&["securityContext", "windowsOptions"]),
             out,
         );
     }
@@ -48,35 +48,36 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         {
             check_options(
                 w,
-                &cx.container_field(&c, &["securityContext", "windowsOptions"]),
+                &|| cx.container_field(&c, &["securityContext", "windowsOptions"]),
                 out,
             );
         }
     }
 }
 
-fn check_options(w: &WindowsOptionsView<'_>, base: &FieldPath, out: &mut Sink) {
+/// Checks one `windowsOptions`; `base` builds its path, only when reporting.
+fn check_options(w: &WindowsOptionsView<'_>, base: &dyn Fn() -> FieldPath, out: &mut Sink) {
     if let Some(name) = w.gmsa_credential_spec_name.as_deref() {
         for message in subdomain_errors(name) {
-            out.report(base.key("gmsaCredentialSpecName"), message);
+            out.report(base().key("gmsaCredentialSpecName"), message);
         }
     }
     if let Some(spec) = w.gmsa_credential_spec.as_deref() {
         if spec.is_empty() {
             out.report(
-                base.key("gmsaCredentialSpec"),
+                base().key("gmsaCredentialSpec"),
                 "gmsaCredentialSpec cannot be an empty string",
             );
         } else if spec.len() > MAX_CRED_SPEC {
             out.report(
-                base.key("gmsaCredentialSpec"),
+                base().key("gmsaCredentialSpec"),
                 "gmsaCredentialSpec size must be under 64 KiB",
             );
         }
     }
     if let Some(user) = w.run_as_user_name.as_deref() {
         for message in user_name_errors(user) {
-            out.report(base.key("runAsUserName"), message);
+            out.report(base().key("runAsUserName"), message);
         }
     }
 }

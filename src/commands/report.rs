@@ -1,0 +1,205 @@
+//! `winadmit report`: a dry run over a live cluster or files. Glue only:
+//! read objects, hand them to [`crate::report::ReportBuilder`] (the same
+//! engine and policy as `lint` and the webhook), write the chosen format.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
+use crate::cli::{FailOn, ModeChoice, ReportArgs, ReportFormat};
+use crate::engine::Context;
+use crate::policy::{Mode, Policy};
+use crate::report::format::html::HtmlSink;
+use crate::report::format::json::JsonSink;
+use crate::report::format::policyreport::PolicyReportSink;
+use crate::report::format::text::TextSink;
+use crate::report::format::{ReportSink, wants_patched_objects};
+use crate::report::stream::StopError;
+use crate::report::{Added, Origin, ReportBuilder, ReportOptions};
+
+mod file;
+mod live;
+
+/// Objects flow from a reader through the builder into the sink.
+pub(crate) struct Driver<'p> {
+    pub builder: ReportBuilder<'p>,
+    pub sink: Box<dyn ReportSink>,
+    pub progress: Progress,
+}
+
+impl Driver<'_> {
+    /// One object from any input.
+    pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Result<(), StopError> {
+        self.progress.tick();
+        if let Added::Report(r) = self.builder.add(value, origin) {
+            self.sink
+                .object(&r)
+                .map_err(|e| StopError(format!("cannot write the report: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// Progress messages on stderr.
+pub(crate) struct Progress {
+    pub quiet: bool,
+    pub seen: usize,
+    every: usize,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn new(quiet: bool) -> Self {
+        Self {
+            quiet,
+            seen: 0,
+            every: 25_000,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn tick(&mut self) {
+        self.seen += 1;
+        if !self.quiet && self.seen.is_multiple_of(self.every) {
+            eprintln!(
+                "winadmit: {} objects read ({:.1}s)",
+                self.seen,
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    pub fn note(&self, message: &str) {
+        if !self.quiet {
+            eprintln!("winadmit: {message}");
+        }
+    }
+}
+
+/// # Errors
+/// Usage and input problems, an unreachable cluster or a refused list
+/// call (exit 2).
+pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let ReportArgs {
+        from_file,
+        kubeconfig,
+        context,
+        namespaces,
+        policy,
+        format,
+        output,
+        fail_on,
+        mode,
+        page_size,
+        no_fold,
+        quiet,
+    } = args;
+    if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
+        anyhow::bail!(
+            "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
+        );
+    }
+    let pol = Policy::load(&policy.policy)?;
+    let options = ReportOptions {
+        mode: mode.map(|m| match m {
+            ModeChoice::Enforce => Mode::Enforce,
+            ModeChoice::Warn => Mode::Warn,
+            ModeChoice::Audit => Mode::Audit,
+        }),
+        patched_objects: wants_patched_objects(format),
+        fold: !no_fold,
+        namespaces: namespaces.clone(),
+    };
+    let cx = Context {
+        version: policy.kubernetes_version,
+        runtime_classes: None,
+    };
+    let progress = Progress::new(quiet);
+
+    // Live mode checks access before any output is written.
+    let live = if from_file.is_empty() {
+        Some(live::Live::connect(
+            kubeconfig.as_deref(),
+            context.as_deref(),
+            &namespaces,
+            page_size,
+            &progress,
+        )?)
+    } else {
+        None
+    };
+
+    let out: Box<dyn Write> = match &output {
+        Some(path) => Box::new(BufWriter::with_capacity(
+            256 * 1024,
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => Box::new(BufWriter::with_capacity(256 * 1024, std::io::stdout())),
+    };
+    let title = title(&from_file, live.as_ref());
+    let sink: Box<dyn ReportSink> = match format {
+        ReportFormat::Json => Box::new(JsonSink::new(out)?),
+        ReportFormat::Text => Box::new(TextSink::new(
+            out,
+            tempfile::tempfile().context("cannot create a scratch file for the text report")?,
+        )),
+        ReportFormat::Policyreport => Box::new(PolicyReportSink::new(out)),
+        ReportFormat::Html => Box::new(HtmlSink::new(out, &title)?),
+    };
+    let mut driver = Driver {
+        builder: ReportBuilder::new(&pol, &cx, options),
+        sink,
+        progress,
+    };
+    match live {
+        Some(live) => live.run(&mut driver)?,
+        None => file::run(&from_file, &mut driver),
+    }
+    let Driver {
+        builder, mut sink, ..
+    } = driver;
+    let finished = builder.finish();
+    for r in &finished.objects {
+        sink.object(r).context("cannot write the report")?;
+    }
+    let summary = finished.summary;
+    sink.finish(&summary, &finished.input_errors)
+        .context("cannot write the report")?;
+
+    let failing = match fail_on {
+        FailOn::Error => summary.errors > 0,
+        FailOn::Warning => summary.errors + summary.warnings > 0,
+    };
+    let code = if summary.input_errors > 0 {
+        EXIT_INPUT
+    } else if failing {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    };
+    Ok(ExitCode::from(code))
+}
+
+fn title(files: &[PathBuf], live: Option<&live::Live>) -> String {
+    match live {
+        Some(l) => format!("winadmit dry-run report: cluster {}", l.server()),
+        None => {
+            let names: Vec<String> = files
+                .iter()
+                .map(|f| {
+                    if f.as_os_str() == "-" {
+                        "<stdin>".into()
+                    } else {
+                        f.display().to_string()
+                    }
+                })
+                .collect();
+            format!("winadmit dry-run report: {}", names.join(", "))
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! `report --from-file`: JSON is streamed item by item (so a `kubectl get
+//! -A -o json` List of any size is read in bounded memory); YAML is parsed
+//! whole, with line and column for findings, up to the manifest size limit.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use super::Driver;
+use crate::report::Origin;
+use crate::report::body::{YamlError, feed_yaml, input_problem};
+use crate::report::stream::{self, StopError, StreamError};
+use crate::source;
+
+const READ_BUFFER: usize = 256 * 1024;
+
+pub(super) fn run(files: &[PathBuf], driver: &mut Driver<'_>) {
+    for path in files {
+        let name = if path.as_os_str() == "-" {
+            "<stdin>".to_owned()
+        } else {
+            path.display().to_string()
+        };
+        let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdin().lock())
+        } else {
+            match std::fs::File::open(path) {
+                Ok(f) => Box::new(f),
+                Err(e) => {
+                    driver.builder.input_problem(input_problem(
+                        &name,
+                        None,
+                        None,
+                        format!("cannot read: {e}"),
+                    ));
+                    continue;
+                }
+            }
+        };
+        let reopen = (path.as_os_str() != "-").then_some(path.as_path());
+        read_one(&name, reader, reopen, driver);
+    }
+}
+
+/// Namespaces (mode labels) and RuntimeClasses (OS) apply to every object
+/// in a file, wherever they are in it: a quick first pass over a JSON file
+/// reads only them. (Stdin cannot be read twice: there they apply to the
+/// objects after them; put `ns,runtimeclass` first in `kubectl get`.)
+fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let reader = BufReader::with_capacity(READ_BUFFER, file);
+    // Errors show up again, with their position, in the main pass.
+    let _ = stream::for_each_context_object(reader, &mut |v| {
+        driver.builder.learn_from(&v);
+        Ok(())
+    });
+}
+
+fn read_one(
+    name: &str,
+    reader: Box<dyn Read>,
+    reopen: Option<&std::path::Path>,
+    driver: &mut Driver<'_>,
+) {
+    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
+    let is_json = match reader.fill_buf() {
+        Ok(head) => stream::looks_like_json(head),
+        Err(e) => {
+            driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            ));
+            return;
+        }
+    };
+    if is_json {
+        if let Some(path) = reopen {
+            first_pass(path, driver);
+        }
+        let mut document = 0;
+        let result = stream::for_each_object(reader, &mut |value| {
+            let origin = Origin {
+                file: name,
+                document,
+            };
+            document += 1;
+            driver.add(&value, &origin)
+        });
+        match result {
+            Ok(_) => {}
+            Err(StreamError::Json {
+                line,
+                column,
+                message,
+            }) => driver.builder.input_problem(input_problem(
+                name,
+                Some(line as u64),
+                Some(column as u64),
+                format!("invalid JSON: {message}"),
+            )),
+            Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            )),
+            Err(StreamError::Stopped(StopError(message))) => {
+                driver
+                    .builder
+                    .input_problem(input_problem(name, None, None, message));
+            }
+        }
+        return;
+    }
+    let bytes = match stream::read_limited(reader, source::MAX_FILE_BYTES) {
+        Ok(b) => b,
+        Err(e) => {
+            driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            ));
+            return;
+        }
+    };
+    let text = match source::decode(&bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            driver
+                .builder
+                .input_problem(input_problem(name, e.line, e.column, e.message));
+            return;
+        }
+    };
+    let Driver {
+        builder,
+        sink,
+        progress,
+    } = driver;
+    let result = feed_yaml(builder, name, text, &mut |r| {
+        progress.tick();
+        sink.object(&r)
+            .map_err(|e| StopError(format!("cannot write the report: {e}")))
+    });
+    match result {
+        Ok(_) => {}
+        Err(YamlError::Parse(e)) => builder.input_problem(input_problem(
+            name,
+            e.line,
+            e.column,
+            format!("invalid YAML: {}", e.message),
+        )),
+        Err(YamlError::Stopped(StopError(message))) => {
+            builder.input_problem(input_problem(name, None, None, message));
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! `report` against a live cluster: paginated list calls through kube-rs,
+//! owners before the objects they own, each page parsed as raw JSON (no
+//! typed structs, so no field is dropped) and handed to the builder item by
+//! item. Memory is bounded by the page size (`--page-size`, default 500).
+
+use std::path::Path;
+
+use anyhow::{Context as _, anyhow};
+use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::Request;
+use kube::{Client, Config};
+use serde_json::Value;
+
+use super::{Driver, Progress};
+use crate::report::Origin;
+use crate::report::stream::{self, StopError, StreamError};
+use crate::targeting::RuntimeClasses;
+
+/// A listable resource.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Resource {
+    /// `/api/v1` or `/apis/<group>/<version>`.
+    pub base: &'static str,
+    pub plural: &'static str,
+    /// `pods`, `deployments.apps`: how `kubectl auth can-i` names it.
+    pub display: &'static str,
+    pub api_version: &'static str,
+    pub kind: &'static str,
+}
+
+/// Workload kinds, owners before what they own (CronJob before Job,
+/// Deployment before ReplicaSet, every controller before Pod), so owned
+/// objects fold as they stream by.
+pub(super) const WORKLOADS: [Resource; 8] = [
+    Resource {
+        base: "/apis/batch/v1",
+        plural: "cronjobs",
+        display: "cronjobs.batch",
+        api_version: "batch/v1",
+        kind: "CronJob",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "deployments",
+        display: "deployments.apps",
+        api_version: "apps/v1",
+        kind: "Deployment",
+    },
+    Resource {
+        base: "/apis/batch/v1",
+        plural: "jobs",
+        display: "jobs.batch",
+        api_version: "batch/v1",
+        kind: "Job",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "replicasets",
+        display: "replicasets.apps",
+        api_version: "apps/v1",
+        kind: "ReplicaSet",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "statefulsets",
+        display: "statefulsets.apps",
+        api_version: "apps/v1",
+        kind: "StatefulSet",
+    },
+    Resource {
+        base: "/apis/apps/v1",
+        plural: "daemonsets",
+        display: "daemonsets.apps",
+        api_version: "apps/v1",
+        kind: "DaemonSet",
+    },
+    Resource {
+        base: "/api/v1",
+        plural: "replicationcontrollers",
+        display: "replicationcontrollers",
+        api_version: "v1",
+        kind: "ReplicationController",
+    },
+    Resource {
+        base: "/api/v1",
+        plural: "pods",
+        display: "pods",
+        api_version: "v1",
+        kind: "Pod",
+    },
+];
+
+const NAMESPACES: Resource = Resource {
+    base: "/api/v1",
+    plural: "namespaces",
+    display: "namespaces",
+    api_version: "v1",
+    kind: "Namespace",
+};
+const RUNTIME_CLASSES: Resource = Resource {
+    base: "/apis/node.k8s.io/v1",
+    plural: "runtimeclasses",
+    display: "runtimeclasses.node.k8s.io",
+    api_version: "node.k8s.io/v1",
+    kind: "RuntimeClass",
+};
+
+/// A connected cluster, access checked.
+pub(super) struct Live {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    server: String,
+    /// `None`: all namespaces.
+    namespaces: Vec<Option<String>>,
+    page_size: u32,
+}
+
+impl Live {
+    /// Loads the kubeconfig (or in-cluster config), and checks with one
+    /// small list call per resource that the cluster answers and allows
+    /// listing, so a refusal is reported before any output is written.
+    pub fn connect(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+        namespaces: &[String],
+        page_size: u32,
+        progress: &Progress,
+    ) -> anyhow::Result<Self> {
+        // kube's rustls needs a process-wide provider; another door may have
+        // installed one already, which is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        let config = runtime.block_on(load_config(kubeconfig, context))?;
+        let server = config.cluster_url.to_string();
+        // The client spawns its buffer task on the current runtime.
+        let guard = runtime.enter();
+        let client = Client::try_from(config)
+            .with_context(|| format!("cannot create a Kubernetes client for {server}"))?;
+        drop(guard);
+        let live = Self {
+            runtime,
+            client,
+            server,
+            namespaces: if namespaces.is_empty() {
+                vec![None]
+            } else {
+                namespaces.iter().cloned().map(Some).collect()
+            },
+            page_size,
+        };
+        for ns in &live.namespaces {
+            for r in WORKLOADS {
+                live.runtime
+                    .block_on(live.page(r, ns.as_deref(), 1, None))
+                    .map_err(|e| live.describe(e, r, ns.as_deref()))?;
+            }
+        }
+        progress.note(&format!(
+            "connected to {}; listing {} in {}",
+            live.server,
+            WORKLOADS.map(|r| r.plural).join(", "),
+            scope_list(&live.namespaces)
+        ));
+        Ok(live)
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Lists everything into the driver.
+    pub fn run(self, driver: &mut Driver<'_>) -> anyhow::Result<()> {
+        self.learn_cluster(driver);
+        let mut document = 0usize;
+        for ns in &self.namespaces {
+            for r in WORKLOADS {
+                let mut token: Option<String> = None;
+                let mut pages = 0usize;
+                let mut items = 0usize;
+                loop {
+                    let text = self
+                        .runtime
+                        .block_on(self.page(r, ns.as_deref(), self.page_size, token.as_deref()))
+                        .map_err(|e| self.describe(e, r, ns.as_deref()))?;
+                    pages += 1;
+                    let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
+                        let origin = Origin {
+                            file: "<cluster>",
+                            document,
+                                    };
+                        document += 1;
+                        driver.add(&value, &origin)
+                    })
+                    .map_err(|e| match e {
+                        StreamError::Stopped(StopError(m)) => anyhow!(m),
+                        other => anyhow!(
+                            "the API server at {} answered the list of {} with something that is not a list: {other}",
+                            self.server,
+                            r.display
+                        ),
+                    })?;
+                    items += info.objects;
+                    if pages.is_multiple_of(20) {
+                        driver.progress.note(&format!(
+                            "{}: {items} listed so far ({pages} pages)",
+                            r.display
+                        ));
+                    }
+                    match info.continue_token {
+                        Some(t) => token = Some(t),
+                        None => break,
+                    }
+                }
+                driver.progress.note(&format!(
+                    "{} in {}: {items} listed in {pages} page(s)",
+                    r.display,
+                    scope(ns.as_deref())
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Namespace labels (mode, isolation) and RuntimeClasses, when the
+    /// identity may list them; the report is still right without them,
+    /// only less precise, so a refusal is a note, not an error.
+    fn learn_cluster(&self, driver: &mut Driver<'_>) {
+        for r in [NAMESPACES, RUNTIME_CLASSES] {
+            let mut token: Option<String> = None;
+            loop {
+                let text = match self.runtime.block_on(self.page(
+                    r,
+                    None,
+                    self.page_size,
+                    token.as_deref(),
+                )) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        driver.progress.note(&format!(
+                            "note: {} (the report goes on without them)",
+                            self.describe(e, r, None)
+                        ));
+                        break;
+                    }
+                };
+                let mut learn = |v: Value| {
+                    if r.plural == "namespaces" {
+                        driver.builder.learn_from(&v);
+                    } else if let Some((name, os)) = RuntimeClasses::from_object(&v) {
+                        driver.builder.runtime_class(name, os);
+                    }
+                    Ok(())
+                };
+                match stream::for_each_item_of_type(
+                    text.as_bytes(),
+                    r.api_version,
+                    r.kind,
+                    &mut learn,
+                ) {
+                    Ok(info) if info.continue_token.is_some() => token = info.continue_token,
+                    _ => break,
+                }
+            }
+        }
+    }
+
+    async fn page(
+        &self,
+        r: Resource,
+        namespace: Option<&str>,
+        limit: u32,
+        token: Option<&str>,
+    ) -> Result<String, kube::Error> {
+        let path = match namespace {
+            Some(ns) => format!("{}/namespaces/{ns}/{}", r.base, r.plural),
+            None => format!("{}/{}", r.base, r.plural),
+        };
+        let mut lp = ListParams::default().limit(limit);
+        if let Some(t) = token {
+            lp = lp.continue_token(t);
+        }
+        let req = Request::new(path)
+            .list(&lp)
+            .map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(req).await
+    }
+
+    /// A list call failed: say which verb on which resource, and what to do.
+    fn describe(&self, err: kube::Error, r: Resource, namespace: Option<&str>) -> anyhow::Error {
+        let scope = scope(namespace);
+        let what = r.display;
+        match err {
+            kube::Error::Api(status) => {
+                let detail = if status.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (API server: {})", status.message)
+                };
+                match status.code {
+                    403 => anyhow!(
+                        "forbidden: cannot list {what} in {scope}{detail}; grant `list` on {what} to the kubeconfig's user, or narrow the report with --namespace"
+                    ),
+                    401 => anyhow!(
+                        "unauthorized: the API server at {} rejected the credentials when asked to list {what} in {scope}{detail}; check the kubeconfig's user (an expired token?) or pick another --context",
+                        self.server
+                    ),
+                    404 => anyhow!(
+                        "not found: the API server at {} does not serve {what} ({}/{}){detail}; is the cluster older than the Kubernetes versions winadmit supports?",
+                        self.server,
+                        r.base,
+                        r.plural
+                    ),
+                    410 => anyhow!(
+                        "expired: the list of {what} in {scope} changed too much while it was being paged (continue token expired){detail}; run the report again"
+                    ),
+                    code => anyhow!(
+                        "the API server at {} refused to list {what} in {scope}: HTTP {code} {}{detail}",
+                        self.server,
+                        status.reason
+                    ),
+                }
+            }
+            other => {
+                let chain = error_chain(&other);
+                anyhow!(
+                    "cannot reach the Kubernetes API server at {} to list {what} in {scope}: {chain:#}; check the kubeconfig's server address and that the cluster is up",
+                    self.server
+                )
+            }
+        }
+    }
+}
+
+/// An error and its causes, without the repeats that layered clients add
+/// (`client error (Connect): client error (Connect): ...`).
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    // Keep the most specific messages: drop a part that merely contains the next one.
+    let mut out: Vec<&str> = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        if parts.get(i + 1).is_some_and(|n| p.contains(n.as_str())) {
+            continue;
+        }
+        out.push(p);
+    }
+    out.join(": ")
+}
+
+fn scope(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("namespace {ns}"),
+        None => "all namespaces".to_owned(),
+    }
+}
+
+fn scope_list(namespaces: &[Option<String>]) -> String {
+    let names: Vec<String> = namespaces.iter().map(|n| scope(n.as_deref())).collect();
+    names.join(", ")
+}
+
+async fn load_config(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow::Result<Config> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("cannot use kubeconfig {}", path.display()))
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("cannot load the kubeconfig ($KUBECONFIG or ~/.kube/config) for --context"),
+        None => Config::infer().await.context(
+            "no cluster configuration found: pass --kubeconfig, set $KUBECONFIG, run in a pod, or report from files with --from-file",
+        ),
+    }
+}

@@ -1,0 +1,291 @@
+//! Decoding report input: a `POST /report` body (AdmissionReview, JSON
+//! objects, or YAML) and YAML text. Pure: bytes in, objects to the builder.
+
+use serde_json::Value;
+
+use super::stream::{self, StopError, StreamError};
+use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
+use crate::engine::Context;
+use crate::output::InputProblem;
+use crate::policy::Policy;
+use crate::source;
+
+/// A `/report` body that cannot be read. Maps to HTTP 400 (415 for the
+/// media type); the message says what to send instead.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The Content-Type is neither JSON nor YAML.
+    #[error(
+        "unsupported Content-Type {0:?}: send application/json (an AdmissionReview, an object, a List or an array) or application/yaml (one or more documents)"
+    )]
+    UnsupportedMediaType(String),
+    /// Nothing to read.
+    #[error("the body is empty: send an AdmissionReview or Kubernetes objects")]
+    Empty,
+    /// Not valid JSON.
+    #[error("invalid JSON body: {0}")]
+    Json(#[source] StreamError),
+    /// Not valid YAML (or not UTF-8, or too deep).
+    #[error("invalid YAML body: {0}")]
+    Yaml(source::InputError),
+    /// An AdmissionReview that does not decode (as `/validate` would refuse it).
+    #[error("invalid AdmissionReview: {0}")]
+    AdmissionReview(String),
+}
+
+/// The media types `/report` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaType {
+    Json,
+    Yaml,
+}
+
+impl MediaType {
+    /// Reads a Content-Type header value (parameters such as `charset` ignored).
+    ///
+    /// # Errors
+    /// Neither JSON nor YAML.
+    pub fn from_content_type(content_type: &str) -> Result<Self, ReportError> {
+        let essence = content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "application/json" => Ok(Self::Json),
+            "application/yaml" | "application/x-yaml" | "text/yaml" | "text/x-yaml" => {
+                Ok(Self::Yaml)
+            }
+            e if e.starts_with("application/") && e.ends_with("+json") => Ok(Self::Json),
+            _ => Err(ReportError::UnsupportedMediaType(content_type.to_owned())),
+        }
+    }
+}
+
+/// The `/report` answer for a request body: one entry per workload in it,
+/// and a summary. Same engine, same policy, same verdicts as `/validate`
+/// and `/mutate`; no side effects.
+///
+/// JSON bodies may be an AdmissionReview (its `request.object`; the
+/// request's namespace, operation and user are taken into account as
+/// `/validate` would), a single object, a `List`, or an array of objects.
+/// YAML bodies may hold many documents and `List`s; findings then carry
+/// line and column.
+///
+/// # Errors
+/// The body cannot be read; see [`ReportError`].
+pub fn report_body(
+    policy: &Policy,
+    cx: &Context<'_>,
+    options: &ReportOptions,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Report, ReportError> {
+    let media = MediaType::from_content_type(content_type)?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ReportError::Empty);
+    }
+    let mut builder = ReportBuilder::new(policy, cx, options.clone());
+    let mut objects = Vec::new();
+    match media {
+        MediaType::Json => {
+            let value: Value =
+                serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
+                    .map_err(|e| {
+                        // Re-run through the streaming reader for its error shape.
+                        match stream::for_each_object_in(body, &mut |_| Ok(())) {
+                            Err(err) => ReportError::Json(err),
+                            Ok(_) => ReportError::Json(StreamError::Json {
+                                line: e.line(),
+                                column: e.column(),
+                                message: e.to_string(),
+                            }),
+                        }
+                    })?;
+            if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
+                let object = admission_object(policy, &mut builder, value)?;
+                if let Some(object) = object {
+                    add(&mut builder, &object, 0, &mut objects);
+                }
+            } else {
+                let mut all = Vec::new();
+                let result = stream::for_each_object_of(value, &mut |v| {
+                    all.push(v);
+                    Ok::<(), StopError>(())
+                });
+                // The callback never stops.
+                debug_assert!(result.is_ok());
+                // Namespaces and RuntimeClasses anywhere in the body apply to all of it.
+                for v in &all {
+                    let kind = v.get("kind").and_then(Value::as_str);
+                    if kind.is_some_and(|k| stream::CONTEXT_KINDS.contains(&k)) {
+                        builder.learn_from(v);
+                    }
+                }
+                for (n, v) in all.iter().enumerate() {
+                    add(&mut builder, v, n, &mut objects);
+                }
+            }
+        }
+        MediaType::Yaml => {
+            let text = source::decode(body).map_err(ReportError::Yaml)?;
+            feed_yaml(&mut builder, "<request>", text, &mut |r| {
+                objects.push(r);
+                Ok(())
+            })
+            .map_err(|e| match e {
+                YamlError::Parse(e) => ReportError::Yaml(e),
+                YamlError::Stopped(_) => unreachable!("the callback never stops"),
+            })?;
+        }
+    }
+    let finished = builder.finish();
+    objects.extend(finished.objects);
+    Ok(Report {
+        api_version: super::REPORT_API_VERSION,
+        kind: super::REPORT_KIND,
+        objects,
+        input_errors: finished.input_errors,
+        summary: finished.summary,
+    })
+}
+
+fn add(
+    builder: &mut ReportBuilder<'_>,
+    value: &Value,
+    document: usize,
+    out: &mut Vec<ObjectReport>,
+) {
+    let origin = Origin {
+        file: "<request>",
+        document,
+    };
+    if let Added::Report(r) = builder.add(value, &origin) {
+        out.push(*r);
+    }
+}
+
+/// The object of an AdmissionReview, with the request's namespace filled in
+/// (pods created with `generateName` often carry none), and the builder
+/// told about the operation and an exempt user.
+fn admission_object(
+    policy: &Policy,
+    builder: &mut ReportBuilder<'_>,
+    review: Value,
+) -> Result<Option<Value>, ReportError> {
+    use kube::core::DynamicObject;
+    use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+
+    let typed: AdmissionReview<DynamicObject> = serde_json::from_value(review.clone())
+        .map_err(|e| ReportError::AdmissionReview(e.to_string()))?;
+    let req: AdmissionRequest<DynamicObject> =
+        typed
+            .try_into()
+            .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
+                ReportError::AdmissionReview(e.to_string())
+            })?;
+    let Value::Object(mut review) = review else {
+        unreachable!("an AdmissionReview decoded from it")
+    };
+    let mut object = review
+        .get_mut("request")
+        .and_then(|r| r.as_object_mut())
+        .and_then(|r| r.remove("object"))
+        .filter(|o| !o.is_null());
+    if let (Some(ns), Some(Value::Object(obj))) = (req.namespace.as_deref(), object.as_mut())
+        && let Some(Value::Object(meta)) = obj.get_mut("metadata")
+        && !meta.contains_key("namespace")
+    {
+        meta.insert("namespace".into(), Value::String(ns.to_owned()));
+    }
+    builder.create = req.operation == Operation::Create;
+    let user = req.user_info.username.as_deref().unwrap_or_default();
+    let groups = req.user_info.groups.clone().unwrap_or_default();
+    builder.user_exemption = policy.exempt_user(user, &groups);
+    if req.operation == Operation::Delete {
+        return Ok(None);
+    }
+    Ok(object)
+}
+
+/// Reading YAML failed, or the callback stopped.
+#[derive(Debug)]
+pub enum YamlError {
+    Parse(source::InputError),
+    Stopped(StopError),
+}
+
+/// Feeds every object of a YAML (or small JSON) text to the builder, with
+/// line and column for findings. Returns the number of objects read.
+///
+/// # Errors
+/// The text is not valid YAML, or `on_report` stopped.
+pub fn feed_yaml(
+    builder: &mut ReportBuilder<'_>,
+    file: &str,
+    text: &str,
+    on_report: &mut dyn FnMut(ObjectReport) -> Result<(), StopError>,
+) -> Result<usize, YamlError> {
+    let docs = source::parse(text).map_err(YamlError::Parse)?;
+    // RuntimeClasses and Namespaces anywhere in the text apply to all of it.
+    for d in &docs {
+        let kind = d.value.get("kind").and_then(Value::as_str);
+        if matches!(kind, Some("RuntimeClass" | "Namespace")) {
+            builder.learn_from(&d.value);
+        }
+    }
+    let mut reports: Vec<(usize, String, ObjectReport)> = Vec::new();
+    for doc in &docs {
+        let origin = Origin {
+            file,
+            document: doc.index,
+        };
+        if let Added::Report(r) = builder.add(&doc.value, &origin) {
+            reports.push((doc.yaml_doc, doc.pointer.clone(), *r));
+        }
+    }
+    // One more pass over the text finds every finding's position at once,
+    // as `lint` does, and findings are put in file order, as `lint` does.
+    let wants: Vec<(usize, String)> = reports
+        .iter()
+        .flat_map(|(yaml_doc, pointer, r)| {
+            r.pointers
+                .iter()
+                .map(move |p| (*yaml_doc, format!("{pointer}{p}")))
+        })
+        .collect();
+    if !wants.is_empty() {
+        let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
+        let mut at = source::locate_many(text, &refs).into_iter();
+        for (_, _, r) in &mut reports {
+            for f in &mut r.findings {
+                if let Some(p) = at.next().flatten() {
+                    f.line = p.line;
+                    f.column = p.column;
+                }
+            }
+            r.findings.sort_by_key(|f| (f.line, f.column));
+        }
+    }
+    for (_, _, r) in reports {
+        on_report(r).map_err(YamlError::Stopped)?;
+    }
+    Ok(docs.len())
+}
+
+/// A problem with a whole input (file or stream), for the report's `inputErrors`.
+#[must_use]
+pub fn input_problem(
+    file: &str,
+    line: Option<u64>,
+    column: Option<u64>,
+    message: String,
+) -> InputProblem {
+    InputProblem {
+        file: file.to_owned(),
+        line,
+        column,
+        message,
+    }
+}

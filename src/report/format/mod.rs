@@ -1,0 +1,35 @@
+//! Report renderers. Each takes objects one at a time ([`ReportSink::object`])
+//! and the summary at the end, writing as it goes where the format allows:
+//! JSON and HTML stream; PolicyReports are flushed per namespace in chunks;
+//! text spills objects to a scratch file so the summary can come first.
+
+use std::io;
+
+use super::{ObjectReport, Summary};
+use crate::output::InputProblem;
+
+pub mod html;
+pub mod json;
+pub mod policyreport;
+pub mod text;
+
+/// A report being written.
+pub trait ReportSink {
+    /// One reported object.
+    ///
+    /// # Errors
+    /// Writing fails.
+    fn object(&mut self, report: &ObjectReport) -> io::Result<()>;
+
+    /// The end: summary and input problems.
+    ///
+    /// # Errors
+    /// Writing fails.
+    fn finish(self: Box<Self>, summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()>;
+}
+
+/// Does a report need `patchedObject`s? Only JSON shows them.
+#[must_use]
+pub fn wants_patched_objects(format: crate::cli::ReportFormat) -> bool {
+    format == crate::cli::ReportFormat::Json
+}

@@ -1,0 +1,781 @@
+//! Dry-run reports: what the webhook would deny, warn about or change, for
+//! every workload in a cluster, a file, or a `POST /report` body.
+//!
+//! This module is the pure part (no I/O, no clock, no client): objects in,
+//! [`ObjectReport`]s and a [`Summary`] out. It calls the same
+//! [`engine::evaluate`] and [`patch::mutation`] as `lint` and the webhook,
+//! and decides the verdict with [`admission_verdict`], so a report says
+//! exactly what admission would do.
+//!
+//! The [`ReportBuilder`] takes objects one at a time and hands back the
+//! per-object results for the caller to write out at once, so memory is
+//! bounded by what the output format must keep, not by the input size.
+//!
+//! # Folding owned objects
+//!
+//! A Pod owned (controller `ownerReference`) by a ReplicaSet, Job, DaemonSet,
+//! StatefulSet or ReplicationController, a ReplicaSet owned by a Deployment
+//! and a Job owned by a CronJob are *folded* into their owner: not reported
+//! on their own, only counted in `summary.folded`. They are reported anyway
+//! when they *differ* from the owner, meaning the report would say something
+//! different about them: a different set of findings (rule, severity and
+//! field relative to the pod spec), a different Windows targeting, a
+//! different exemption or different skipped rules. Objects whose owner does
+//! not appear in the input are reported with `owner` set. An owned object
+//! that arrives before its owner is held until the end of the input (the
+//! live mode lists owners first, so this only happens with files that list
+//! Pods first).
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::engine::{self, Context, Evaluation, Skipped};
+use crate::finding::{PatchOp, Severity};
+use crate::output::{InputProblem, LintFinding};
+use crate::patch::{self, MutationContext};
+use crate::policy::{Mode, Policy};
+use crate::rules;
+use crate::targeting::RuntimeClasses;
+use crate::version::KubeVersion;
+use crate::view::ObjectView;
+use crate::workload::{Kind, Workload};
+
+pub mod body;
+pub mod format;
+pub mod http;
+pub mod stream;
+
+/// What admission would do with an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Admitted without a word.
+    Allow,
+    /// Admitted, with warnings returned to the client.
+    Warn,
+    /// Rejected.
+    Deny,
+}
+
+impl Verdict {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Warn => "warn",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// The verdict `/validate` gives an evaluated object, in the mode the
+/// namespace asks for (`None`: the policy's mode). Each finding is judged in
+/// its rule's mode ([`Policy::mode_for`]):
+///
+/// | finding  | enforce | warn | audit |
+/// |----------|---------|------|-------|
+/// | error    | deny    | warn | allow |
+/// | warning  | warn    | warn | allow |
+///
+/// The object gets the strongest of its findings' verdicts; an exempt
+/// object is allowed.
+#[must_use]
+pub fn admission_verdict(
+    policy: &Policy,
+    eval: &Evaluation,
+    namespace_mode: Option<Mode>,
+) -> Verdict {
+    if eval.exempt.is_some() {
+        return Verdict::Allow;
+    }
+    let mut verdict = Verdict::Allow;
+    for f in &eval.findings {
+        let v = match (f.severity, policy.mode_for(f.rule, namespace_mode)) {
+            (_, Mode::Audit) => Verdict::Allow,
+            (Severity::Error, Mode::Enforce) => Verdict::Deny,
+            _ => Verdict::Warn,
+        };
+        verdict = verdict.max(v);
+    }
+    verdict
+}
+
+/// Where an object came from, for the `file`/`line`/`column`/`document`
+/// fields of its findings.
+pub struct Origin<'a> {
+    /// A file name, `<stdin>`, `<cluster>` or `<request>`.
+    pub file: &'a str,
+    /// Index of the object in its input.
+    pub document: usize,
+}
+
+/// One workload's dry-run result: the `objects[]` entries of `/report` and
+/// `report --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The controller that owns this object (`ReplicaSet/web-7d4f`), when
+    /// it was not folded into it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub targets_windows: bool,
+    /// Why the object is (or is not) taken for a Windows workload, e.g.
+    /// `nodeSelector kubernetes.io/os=windows`; `null` when nothing pins an OS.
+    pub target_reason: Option<String>,
+    pub verdict: Verdict,
+    /// The mode the verdict was decided in (before per-rule modes).
+    pub mode: Mode,
+    /// Why policy exempts the whole object, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exempt: Option<String>,
+    /// Rules the object opted out of by annotation, with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+    /// Same fields as `lint --format json` findings; `line`/`column` are 0
+    /// when the object did not come from a file with positions.
+    pub findings: Vec<LintFinding>,
+    /// The JSON Patch (RFC 6902) `/mutate` would return; empty when none.
+    pub patch: Vec<PatchOp>,
+    /// One line per patch operation saying what it does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub patch_reasons: Vec<String>,
+    /// The object with the patch applied, when there is a patch and the
+    /// caller asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patched_object: Option<Value>,
+    /// JSON Pointer of each finding's field (for locating it in a file).
+    #[serde(skip)]
+    pub pointers: Vec<String>,
+}
+
+impl ObjectReport {
+    /// `Kind namespace/name`.
+    #[must_use]
+    pub fn display_name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    #[must_use]
+    pub fn errors(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+}
+
+/// Options that change what a report says.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Preview every object in this mode (`--mode`); per-rule modes from the
+    /// policy still apply. `None`: the policy's mode, or the namespace's
+    /// mode label when the namespace is known.
+    pub mode: Option<Mode>,
+    /// Include `patchedObject` (costs a copy of each patched object).
+    pub patched_objects: bool,
+    /// Fold owned objects into their owners (see the module docs).
+    pub fold: bool,
+    /// Only report objects in these namespaces (empty: all).
+    pub namespaces: Vec<String>,
+}
+
+/// Counts for one namespace (`namespace: null` for objects without one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSummary {
+    pub namespace: Option<String>,
+    pub objects: usize,
+    pub windows_workloads: usize,
+    pub folded: usize,
+    pub deny: usize,
+    pub warn: usize,
+    pub allow: usize,
+    pub errors: usize,
+    pub warnings: usize,
+}
+
+/// Counts for one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleSummary {
+    pub rule: String,
+    pub title: String,
+    pub severity: Severity,
+    /// Findings of this rule in reported objects.
+    pub findings: usize,
+    /// Reported objects with at least one finding of this rule.
+    pub objects: usize,
+}
+
+/// Verdict counts over reported objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictCounts {
+    pub deny: usize,
+    pub warn: usize,
+    pub allow: usize,
+}
+
+/// The `summary` of a report. Counts of findings and verdicts are over
+/// reported objects (folded objects are counted in `folded` only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// `--mode`, when the report previews one.
+    pub mode: Option<Mode>,
+    /// Workloads evaluated (reported + folded).
+    pub objects: usize,
+    /// Workloads reported in `objects`.
+    pub reported: usize,
+    /// Owned workloads folded into their owner.
+    pub folded: usize,
+    pub windows_workloads: usize,
+    /// Objects read that are not workloads (ConfigMaps, Namespaces, ...).
+    pub other_objects: usize,
+    pub verdicts: VerdictCounts,
+    pub errors: usize,
+    pub warnings: usize,
+    pub input_errors: usize,
+    /// Per namespace, in name order (objects without a namespace first).
+    pub namespaces: Vec<NamespaceSummary>,
+    /// Per rule with findings, most findings first.
+    pub rules: Vec<RuleSummary>,
+}
+
+/// Where an object in the owner registry ended up.
+#[derive(Debug, Clone)]
+struct OwnerEntry {
+    signature: u64,
+}
+
+/// An owned object whose owner has not been seen yet.
+struct Pending {
+    owner_key: String,
+    signature: u64,
+    self_key: Option<String>,
+    report: ObjectReport,
+}
+
+/// At most this many input problems are kept with their messages (all are counted).
+pub const MAX_INPUT_PROBLEMS: usize = 1000;
+
+/// Builds a report one object at a time. See the module docs.
+pub struct ReportBuilder<'p> {
+    policy: &'p Policy,
+    version: KubeVersion,
+    runtime_classes: RuntimeClasses,
+    options: ReportOptions,
+    /// Namespace name -> its labels that matter (mode, isolation).
+    namespace_modes: HashMap<String, Mode>,
+    namespace_isolation: HashMap<String, String>,
+    owners: HashMap<String, OwnerEntry>,
+    pending: Vec<Pending>,
+    namespaces: BTreeMap<Option<String>, NamespaceSummary>,
+    rules: HashMap<&'static str, RuleSummary>,
+    summary: Summary,
+    input_problems: Vec<InputProblem>,
+    /// The operation is a CREATE (fields immutable on pods may be set by
+    /// the patch). Reports of existing objects preview a fresh apply: `true`.
+    pub create: bool,
+    /// Set when the requesting user is exempt by policy (an AdmissionReview
+    /// body): every object is then allowed untouched, as `/validate` would.
+    pub user_exemption: Option<String>,
+}
+
+/// What happened to one object given to [`ReportBuilder::add`].
+#[derive(Debug)]
+pub enum Added {
+    /// Report this now (already counted in the summary).
+    Report(Box<ObjectReport>),
+    /// Folded into its owner, or held until its owner shows up.
+    Held,
+    /// Not a workload (counted in `otherObjects`), or not a valid object
+    /// (counted in `inputErrors`).
+    Other,
+}
+
+impl<'p> ReportBuilder<'p> {
+    #[must_use]
+    pub fn new(policy: &'p Policy, cx: &Context<'_>, options: ReportOptions) -> Self {
+        let summary = Summary {
+            mode: options.mode,
+            ..Summary::default()
+        };
+        Self {
+            policy,
+            version: cx.version,
+            runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
+            options,
+            namespace_modes: HashMap::new(),
+            namespace_isolation: HashMap::new(),
+            owners: HashMap::new(),
+            pending: Vec::new(),
+            namespaces: BTreeMap::new(),
+            rules: HashMap::new(),
+            summary,
+            input_problems: Vec::new(),
+            create: true,
+            user_exemption: None,
+        }
+    }
+
+    #[must_use]
+    pub fn options(&self) -> &ReportOptions {
+        &self.options
+    }
+
+    /// Learns a namespace's labels: its mode label and isolation label.
+    pub fn namespace_labels<'l>(
+        &mut self,
+        namespace: &str,
+        labels: impl Iterator<Item = (&'l str, &'l str)>,
+    ) {
+        for (k, v) in labels {
+            if k == self.policy.namespace_mode_label
+                && let Ok(mode) = v.parse::<Mode>()
+            {
+                self.namespace_modes.insert(namespace.to_owned(), mode);
+            }
+            if self.policy.mutation.isolation_namespace_label.as_deref() == Some(k) {
+                self.namespace_isolation
+                    .insert(namespace.to_owned(), v.to_owned());
+            }
+        }
+    }
+
+    /// Learns a RuntimeClass (for targeting by `runtimeClassName`).
+    pub fn runtime_class(&mut self, name: impl Into<String>, os: crate::targeting::Os) {
+        self.runtime_classes.insert(name, os);
+    }
+
+    /// Records an input problem (a document that could not be read).
+    pub fn input_problem(&mut self, problem: InputProblem) {
+        self.summary.input_errors += 1;
+        if self.input_problems.len() < MAX_INPUT_PROBLEMS {
+            self.input_problems.push(problem);
+        }
+    }
+
+    /// Adds one object. Namespaces and RuntimeClasses in the input are
+    /// remembered for the objects after them.
+    pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(_) = Kind::from_type(api_version, kind) else {
+            self.learn(value, api_version, kind);
+            self.summary.other_objects += 1;
+            return Added::Other;
+        };
+        if !self.options.namespaces.is_empty() {
+            let ns = value.pointer("/metadata/namespace").and_then(Value::as_str);
+            if !ns.is_some_and(|ns| self.options.namespaces.iter().any(|n| n == ns)) {
+                return Added::Other;
+            }
+        }
+        let view = match ObjectView::deserialize(value) {
+            Ok(v) => v,
+            Err(e) => {
+                self.input_problem(InputProblem {
+                    file: origin.file.to_owned(),
+                    line: None,
+                    column: None,
+                    message: format!(
+                        "document {}: not a valid Kubernetes object: {e}",
+                        origin.document
+                    ),
+                });
+                return Added::Other;
+            }
+        };
+        let Some(workload) = Workload::from_view(&view) else {
+            self.summary.other_objects += 1;
+            return Added::Other;
+        };
+        self.summary.objects += 1;
+        let (report, signature) = self.evaluate(value, &workload, origin);
+        let self_key = owner_capable(workload.kind)
+            .then(|| object_key(workload.namespace, workload.kind.as_str(), workload.name));
+        let owner = self
+            .options
+            .fold
+            .then(|| controller_of(value, workload.kind))
+            .flatten();
+        match owner {
+            Some((owner_kind, owner_name)) => {
+                let owner_key = object_key(workload.namespace, &owner_kind, &owner_name);
+                let mut report = report;
+                report.owner = Some(format!("{owner_kind}/{owner_name}"));
+                match self.owners.get(&owner_key) {
+                    Some(entry) => {
+                        let same = entry.signature == signature;
+                        self.settle(report, signature, self_key, same)
+                    }
+                    None => {
+                        self.pending.push(Pending {
+                            owner_key,
+                            signature,
+                            self_key,
+                            report,
+                        });
+                        Added::Held
+                    }
+                }
+            }
+            None => self.settle(report, signature, self_key, false),
+        }
+    }
+
+    /// Registers an object as a possible owner and either folds or reports it.
+    fn settle(
+        &mut self,
+        report: ObjectReport,
+        signature: u64,
+        self_key: Option<String>,
+        fold: bool,
+    ) -> Added {
+        if let Some(key) = self_key {
+            self.owners.insert(key, OwnerEntry { signature });
+        }
+        if fold {
+            self.summary.folded += 1;
+            self.namespace_entry(report.namespace.as_deref()).folded += 1;
+            return Added::Held;
+        }
+        self.count(&report);
+        Added::Report(Box::new(report))
+    }
+
+    /// Ends the input: owned objects whose owner came after them are folded
+    /// or reported now. Returns those to report, and the summary.
+    pub fn finish(mut self) -> Finished {
+        let mut out = Vec::new();
+        // Owners may themselves have been pending (Pod -> ReplicaSet -> Deployment).
+        loop {
+            let before = self.pending.len();
+            let pending = std::mem::take(&mut self.pending);
+            for p in pending {
+                match self.owners.get(&p.owner_key) {
+                    Some(entry) => {
+                        let same = entry.signature == p.signature;
+                        if let Added::Report(r) =
+                            self.settle(p.report, p.signature, p.self_key, same)
+                        {
+                            out.push(*r);
+                        }
+                    }
+                    None => self.pending.push(p),
+                }
+            }
+            if self.pending.len() == before || self.pending.is_empty() {
+                break;
+            }
+        }
+        for p in std::mem::take(&mut self.pending) {
+            if let Added::Report(r) = self.settle(p.report, p.signature, p.self_key, false) {
+                out.push(*r);
+            }
+        }
+        let mut summary = self.summary;
+        summary.namespaces = self.namespaces.into_values().collect();
+        let mut rules: Vec<RuleSummary> = self.rules.into_values().collect();
+        rules.sort_by(|a, b| {
+            b.findings
+                .cmp(&a.findings)
+                .then_with(|| a.rule.cmp(&b.rule))
+        });
+        summary.rules = rules;
+        Finished {
+            objects: out,
+            summary,
+            input_errors: self.input_problems,
+        }
+    }
+
+    /// Learns from a Namespace (its mode and isolation labels) or a
+    /// RuntimeClass (the OS it pins) in the input.
+    pub fn learn_from(&mut self, value: &Value) {
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        self.learn(value, api_version, kind);
+    }
+
+    fn learn(&mut self, value: &Value, api_version: &str, kind: &str) {
+        if kind == "Namespace" && api_version == "v1" {
+            if let (Some(name), Some(labels)) = (
+                value.pointer("/metadata/name").and_then(Value::as_str),
+                value.pointer("/metadata/labels").and_then(Value::as_object),
+            ) {
+                let labels: Vec<(&str, &str)> = labels
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+                    .collect();
+                self.namespace_labels(name, labels.into_iter());
+            }
+        } else if let Some((name, os)) = RuntimeClasses::from_object(value) {
+            self.runtime_classes.insert(name, os);
+        }
+    }
+
+    fn evaluate(
+        &self,
+        value: &Value,
+        workload: &Workload<'_, '_>,
+        origin: &Origin<'_>,
+    ) -> (ObjectReport, u64) {
+        let cx = Context {
+            version: self.version,
+            runtime_classes: Some(&self.runtime_classes),
+        };
+        let mut eval = engine::evaluate(self.policy, workload, &cx);
+        if let Some(reason) = &self.user_exemption {
+            eval.exempt = Some(reason.clone());
+            eval.findings.clear();
+            eval.skipped.clear();
+        }
+        let ns_mode = self.options.mode.or_else(|| {
+            workload
+                .namespace
+                .and_then(|ns| self.namespace_modes.get(ns).copied())
+        });
+        let verdict = admission_verdict(self.policy, &eval, ns_mode);
+        let mcx = MutationContext {
+            create: self.create,
+            namespace_isolation: workload
+                .namespace
+                .and_then(|ns| self.namespace_isolation.get(ns))
+                .map(String::as_str),
+        };
+        let mutation = patch::mutation(self.policy, workload, &eval, mcx);
+        let signature = signature(workload, &eval);
+        let patched_object = if self.options.patched_objects && !mutation.is_empty() {
+            let mut v = value.clone();
+            // The patch is generated against this very document; a failure
+            // would be a bug in patch generation, shown as no patched object.
+            patch::apply(&mut v, &mutation.ops).ok().map(|()| v)
+        } else {
+            None
+        };
+        let findings = eval
+            .findings
+            .iter()
+            .map(|f| {
+                let info = &rules::find(f.rule)
+                    .expect("findings name catalogued rules")
+                    .info;
+                LintFinding {
+                    file: origin.file.to_owned(),
+                    line: 0,
+                    column: 0,
+                    document: origin.document,
+                    api_version: workload.api_version.to_owned(),
+                    kind: workload.kind.as_str().to_owned(),
+                    namespace: workload.namespace.map(str::to_owned),
+                    name: workload.name.to_owned(),
+                    rule: f.rule,
+                    severity: f.severity,
+                    field: f.field.to_string(),
+                    message: f.message.clone(),
+                    title: info.title,
+                    doc_url: info.doc_url,
+                    fix: info.fix,
+                    patch: f.fix.as_ref().map(|fix| fix.ops.clone()),
+                }
+            })
+            .collect();
+        let report = ObjectReport {
+            api_version: workload.api_version.to_owned(),
+            kind: workload.kind.as_str().to_owned(),
+            namespace: workload.namespace.map(str::to_owned),
+            name: workload.name.to_owned(),
+            owner: None,
+            targets_windows: eval.target.is_windows(),
+            target_reason: eval.target.reason(),
+            verdict,
+            mode: ns_mode.unwrap_or(self.policy.mode),
+            exempt: eval.exempt,
+            skipped: eval.skipped,
+            findings,
+            patch: mutation.ops,
+            patch_reasons: mutation.explanations,
+            patched_object,
+            pointers: eval.findings.iter().map(|f| f.field.pointer()).collect(),
+        };
+        (report, signature)
+    }
+
+    fn namespace_entry(&mut self, namespace: Option<&str>) -> &mut NamespaceSummary {
+        let key = namespace.map(str::to_owned);
+        self.namespaces
+            .entry(key.clone())
+            .or_insert_with(|| NamespaceSummary {
+                namespace: key,
+                ..NamespaceSummary::default()
+            })
+    }
+
+    fn count(&mut self, r: &ObjectReport) {
+        let s = &mut self.summary;
+        s.reported += 1;
+        let errors = r.errors();
+        let warnings = r.findings.len() - errors;
+        s.errors += errors;
+        s.warnings += warnings;
+        if r.targets_windows {
+            s.windows_workloads += 1;
+        }
+        match r.verdict {
+            Verdict::Deny => s.verdicts.deny += 1,
+            Verdict::Warn => s.verdicts.warn += 1,
+            Verdict::Allow => s.verdicts.allow += 1,
+        }
+        let ns = self.namespace_entry(r.namespace.as_deref());
+        ns.objects += 1;
+        ns.errors += errors;
+        ns.warnings += warnings;
+        if r.targets_windows {
+            ns.windows_workloads += 1;
+        }
+        match r.verdict {
+            Verdict::Deny => ns.deny += 1,
+            Verdict::Warn => ns.warn += 1,
+            Verdict::Allow => ns.allow += 1,
+        }
+        let mut seen: Vec<&'static str> = Vec::new();
+        for f in &r.findings {
+            let entry = self.rules.entry(f.rule).or_insert_with(|| RuleSummary {
+                rule: f.rule.to_owned(),
+                title: f.title.to_owned(),
+                severity: f.severity,
+                findings: 0,
+                objects: 0,
+            });
+            entry.findings += 1;
+            // A rule's severity is one per policy; keep the strongest seen.
+            entry.severity = entry.severity.max(f.severity);
+            if !seen.contains(&f.rule) {
+                seen.push(f.rule);
+                entry.objects += 1;
+            }
+        }
+    }
+}
+
+/// The end of a report: objects still to write, the summary, and the input
+/// problems.
+#[derive(Debug)]
+pub struct Finished {
+    pub objects: Vec<ObjectReport>,
+    pub summary: Summary,
+    pub input_errors: Vec<InputProblem>,
+}
+
+/// A whole report in memory: the `/report` answer, and the shape of
+/// `report --format json` (which streams the same fields).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub objects: Vec<ObjectReport>,
+    pub input_errors: Vec<InputProblem>,
+    pub summary: Summary,
+}
+
+/// `apiVersion` of the JSON report.
+pub const REPORT_API_VERSION: &str = "winadmit.io/v1alpha1";
+/// `kind` of the JSON report.
+pub const REPORT_KIND: &str = "Report";
+
+/// Kinds that own other workloads, and so are remembered for folding.
+fn owner_capable(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Deployment
+            | Kind::ReplicaSet
+            | Kind::StatefulSet
+            | Kind::DaemonSet
+            | Kind::Job
+            | Kind::CronJob
+            | Kind::ReplicationController
+    )
+}
+
+fn object_key(namespace: Option<&str>, kind: &str, name: &str) -> String {
+    format!("{}/{kind}/{name}", namespace.unwrap_or_default())
+}
+
+/// The controller owner of an object, when it is a workload kind that
+/// creates objects of this kind.
+fn controller_of(value: &Value, kind: Kind) -> Option<(String, String)> {
+    let refs = value.pointer("/metadata/ownerReferences")?.as_array()?;
+    let r = refs
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
+    let owner_kind = r.get("kind")?.as_str()?;
+    let owner_name = r.get("name")?.as_str()?;
+    let owns = match kind {
+        Kind::Pod => matches!(
+            owner_kind,
+            "ReplicaSet" | "Job" | "DaemonSet" | "StatefulSet" | "ReplicationController"
+        ),
+        Kind::ReplicaSet => owner_kind == "Deployment",
+        Kind::Job => owner_kind == "CronJob",
+        _ => false,
+    };
+    owns.then(|| (owner_kind.to_owned(), owner_name.to_owned()))
+}
+
+/// What the report says about a workload, independent of where its pod spec
+/// sits: findings with fields relative to the pod spec (or pod metadata),
+/// targeting, exemption and skipped rules.
+fn signature(workload: &Workload<'_, '_>, eval: &Evaluation) -> u64 {
+    let spec = workload.spec_path.to_string();
+    let meta = crate::path::FieldPath::keys(workload.kind.pod_metadata_path()).to_string();
+    let mut items: Vec<(&str, Severity, String)> = eval
+        .findings
+        .iter()
+        .map(|f| {
+            let field = f.field.to_string();
+            let rel = field
+                .strip_prefix(&spec)
+                .map(|r| format!("spec{r}"))
+                .or_else(|| field.strip_prefix(&meta).map(|r| format!("metadata{r}")))
+                .unwrap_or(field);
+            (f.rule, f.severity, rel)
+        })
+        .collect();
+    items.sort();
+    let mut h = DefaultHasher::new();
+    items.hash(&mut h);
+    eval.target.is_windows().hash(&mut h);
+    eval.exempt.hash(&mut h);
+    for s in &eval.skipped {
+        s.rule.hash(&mut h);
+        s.reason.hash(&mut h);
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests;

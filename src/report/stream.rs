@@ -1,0 +1,503 @@
+//! Objects out of JSON, one at a time: a single object, a `List` (`kubectl
+//! get -o json`, or a list API response), an array of objects, or several
+//! such values one after another (`jq` output). The `items` of a list are
+//! handed over one by one as they are parsed, so a list of 100,000 objects
+//! never sits in memory whole.
+//!
+//! Items of a typed list response (`PodList`) carry no `kind`/`apiVersion`;
+//! they get the list's (`PodList` -> `Pod`), as kubectl does.
+
+use std::fmt;
+use std::io::{BufRead, Read};
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// A callback that receives each object; its error stops the parse.
+pub type OnObject<'f> = dyn FnMut(Value) -> Result<(), StopError> + 'f;
+
+/// Why the callback stopped the parse (an output write failed, ...).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StopError(pub String);
+
+/// The input is not JSON we can read, or the callback stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// Not valid JSON; line and column of the problem.
+    #[error("invalid JSON at line {line} column {column}: {message}")]
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The callback asked to stop.
+    #[error(transparent)]
+    Stopped(StopError),
+    /// Reading failed.
+    #[error("cannot read: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+/// What a list said about itself: its `metadata.continue` token, for paging.
+#[derive(Debug, Clone, Default)]
+pub struct ListInfo {
+    pub continue_token: Option<String>,
+    /// Objects seen (list items, or single objects).
+    pub objects: usize,
+}
+
+/// Reads every object from a reader (see the module docs).
+///
+/// # Errors
+/// The input is not JSON, or `on_object` stopped.
+pub fn for_each_object<R: BufRead>(
+    reader: R,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    read_values(reader, on_object, false)
+}
+
+/// Kinds whose objects say something about the others: a Namespace's mode
+/// and isolation labels, a RuntimeClass's OS.
+pub const CONTEXT_KINDS: [&str; 2] = ["Namespace", "RuntimeClass"];
+
+/// A quick first pass: hands over only the Namespaces and RuntimeClasses,
+/// skipping the bodies of all other list items without building them.
+///
+/// # Errors
+/// As [`for_each_object`].
+pub fn for_each_context_object<R: BufRead>(
+    reader: R,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    read_values(reader, on_object, true)
+}
+
+fn read_values<R: BufRead>(
+    mut reader: R,
+    on_object: &mut OnObject<'_>,
+    probe: bool,
+) -> Result<ListInfo, StreamError> {
+    let mut info = ListInfo::default();
+    let mut stop = None;
+    loop {
+        // Skip whitespace between top-level values; stop at the end.
+        let more = loop {
+            let buf = reader.fill_buf().map_err(StreamError::Io)?;
+            if buf.is_empty() {
+                break false;
+            }
+            let ws = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            if ws == buf.len() {
+                let n = buf.len();
+                reader.consume(n);
+                continue;
+            }
+            reader.consume(ws);
+            break true;
+        };
+        if !more {
+            break;
+        }
+        let mut de = serde_json::Deserializer::from_reader(&mut reader);
+        let seed = TopSeed {
+            on_object,
+            stop: &mut stop,
+            info: &mut info,
+            probe,
+        };
+        if let Err(e) = seed.deserialize(&mut de) {
+            return Err(match stop.take() {
+                Some(s) => StreamError::Stopped(s),
+                None => json_error(&e),
+            });
+        }
+    }
+    Ok(info)
+}
+
+/// Reads every object from a byte slice (a list page, a request body).
+///
+/// # Errors
+/// As [`for_each_object`].
+pub fn for_each_object_in(
+    bytes: &[u8],
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    for_each_object(bytes, on_object)
+}
+
+/// Reads a list API response whose items are of a known type (`v1`,
+/// `Pod`): items without `kind` get it whatever the order of the list's
+/// own fields.
+///
+/// # Errors
+/// As [`for_each_object`].
+pub fn for_each_item_of_type(
+    bytes: &[u8],
+    api_version: &str,
+    kind: &str,
+    on_object: &mut OnObject<'_>,
+) -> Result<ListInfo, StreamError> {
+    let item_type = (api_version.to_owned(), kind.to_owned());
+    for_each_object_in(bytes, &mut |v| on_object(typed(v, Some(&item_type))))
+}
+
+/// Hands over the objects of an already-parsed value, with the same rules
+/// as the streaming reader.
+///
+/// # Errors
+/// `on_object` stopped.
+pub fn for_each_object_of(value: Value, on_object: &mut OnObject<'_>) -> Result<usize, StopError> {
+    let mut n = 0;
+    match value {
+        Value::Array(items) => {
+            for item in items {
+                n += for_each_object_of(item, on_object)?;
+            }
+        }
+        Value::Object(mut map) if map.get("items").is_some_and(Value::is_array) => {
+            let item_type = item_type(
+                map.get("apiVersion").and_then(Value::as_str),
+                map.get("kind").and_then(Value::as_str),
+            );
+            if let Some(Value::Array(items)) = map.remove("items") {
+                for item in items {
+                    n += 1;
+                    on_object(typed(item, item_type.as_ref()))?;
+                }
+            }
+        }
+        Value::Null => {}
+        other => {
+            n += 1;
+            on_object(other)?;
+        }
+    }
+    Ok(n)
+}
+
+fn json_error(e: &serde_json::Error) -> StreamError {
+    let message = e.to_string();
+    // serde_json appends " at line L column C"; keep the cause only.
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message.clone(), |(m, _)| m.to_owned());
+    StreamError::Json {
+        line: e.line(),
+        column: e.column(),
+        message,
+    }
+}
+
+/// `PodList` in `v1` -> (`v1`, `Pod`).
+fn item_type(api_version: Option<&str>, kind: Option<&str>) -> Option<(String, String)> {
+    let kind = kind?.strip_suffix("List").filter(|k| !k.is_empty())?;
+    Some((api_version?.to_owned(), kind.to_owned()))
+}
+
+fn typed(mut item: Value, item_type: Option<&(String, String)>) -> Value {
+    if let (Some((api, kind)), Value::Object(map)) = (item_type, &mut item)
+        && !map.contains_key("kind")
+    {
+        map.insert("apiVersion".into(), Value::String(api.clone()));
+        map.insert("kind".into(), Value::String(kind.clone()));
+    }
+    item
+}
+
+struct TopSeed<'a, 'f> {
+    on_object: &'a mut OnObject<'f>,
+    stop: &'a mut Option<StopError>,
+    info: &'a mut ListInfo,
+    probe: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object, a List, or an array of objects")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(TopSeed {
+                on_object: &mut *self.on_object,
+                stop: &mut *self.stop,
+                info: &mut *self.info,
+                probe: self.probe,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut fields = Map::new();
+        let mut was_list = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" && !was_list {
+                was_list = true;
+                let item_type = item_type(
+                    fields.get("apiVersion").and_then(Value::as_str),
+                    fields.get("kind").and_then(Value::as_str),
+                );
+                map.next_value_seed(ItemsSeed {
+                    on_object: &mut *self.on_object,
+                    stop: &mut *self.stop,
+                    info: &mut *self.info,
+                    item_type,
+                    probe: self.probe,
+                })?;
+            } else {
+                let v: Value = map.next_value()?;
+                fields.insert(key, v);
+            }
+        }
+        if was_list {
+            self.info.continue_token = fields
+                .get("metadata")
+                .and_then(|m| m.get("continue"))
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            return Ok(());
+        }
+        self.info.objects += 1;
+        if self.probe
+            && !fields
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| CONTEXT_KINDS.contains(&k))
+        {
+            return Ok(());
+        }
+        if let Err(e) = (self.on_object)(Value::Object(fields)) {
+            *self.stop = Some(e);
+            return Err(de::Error::custom("stopped"));
+        }
+        Ok(())
+    }
+}
+
+struct ItemsSeed<'a, 'f> {
+    on_object: &'a mut OnObject<'f>,
+    stop: &'a mut Option<StopError>,
+    info: &'a mut ListInfo,
+    item_type: Option<(String, String)>,
+    probe: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`items`: an array of objects")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        loop {
+            let item = if self.probe {
+                match seq.next_element::<Probe>()? {
+                    None => break,
+                    Some(Probe(None)) => {
+                        self.info.objects += 1;
+                        continue;
+                    }
+                    Some(Probe(Some(v))) => v,
+                }
+            } else {
+                match seq.next_element::<Value>()? {
+                    None => break,
+                    Some(v) => v,
+                }
+            };
+            self.info.objects += 1;
+            if let Err(e) = (self.on_object)(typed(item, self.item_type.as_ref())) {
+                *self.stop = Some(e);
+                return Err(de::Error::custom("stopped"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A list item read for the first pass: kept (as a value) only when it is
+/// of a [`CONTEXT_KINDS`] kind; other fields are skipped unbuilt.
+struct Probe(Option<Value>);
+
+impl<'de> de::Deserialize<'de> for Probe {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Probe;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probe, A::Error> {
+                let mut fields = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if matches!(
+                        key.as_str(),
+                        "kind" | "apiVersion" | "metadata" | "scheduling"
+                    ) {
+                        fields.insert(key, map.next_value::<Value>()?);
+                    } else {
+                        map.next_value::<de::IgnoredAny>()?;
+                    }
+                }
+                let keep = fields
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| CONTEXT_KINDS.contains(&k));
+                Ok(Probe(keep.then_some(Value::Object(fields))))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Probe, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Probe(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Probe, E> {
+                Ok(Probe(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Is this input JSON (rather than YAML)? Looks at the first non-blank byte.
+#[must_use]
+pub fn looks_like_json(bytes: &[u8]) -> bool {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    matches!(
+        bytes.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    )
+}
+
+/// Reads everything (for inputs that must be parsed whole, like YAML).
+///
+/// # Errors
+/// Reading fails, or the input is over `limit` bytes.
+pub fn read_limited<R: Read>(reader: R, limit: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(std::io::Error::other(format!(
+            "over the {} MiB limit for YAML input (use JSON, e.g. `kubectl get -o json`, which is read as a stream without a limit)",
+            limit / (1024 * 1024)
+        )));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &str) -> (Vec<Value>, ListInfo) {
+        let mut out = Vec::new();
+        let info = for_each_object_in(input.as_bytes(), &mut |v| {
+            out.push(v);
+            Ok(())
+        })
+        .unwrap();
+        (out, info)
+    }
+
+    #[test]
+    fn lists_objects_arrays_and_concatenations() {
+        let (v, info) = collect(
+            r#"{"kind":"PodList","apiVersion":"v1","metadata":{"continue":"abc"},"items":[{"metadata":{"name":"a"}},{"kind":"Pod","apiVersion":"v1","metadata":{"name":"b"}}]}"#,
+        );
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0]["kind"], "Pod");
+        assert_eq!(v[0]["apiVersion"], "v1");
+        assert_eq!(info.continue_token.as_deref(), Some("abc"));
+        let (v, _) =
+            collect(r#" {"kind":"Pod"} [{"kind":"A"},{"kind":"B"}] {"kind":"List","items":[]} "#);
+        assert_eq!(v.len(), 3);
+        // kubectl writes `kind: List` after `items`; items carry their own kind.
+        let (v, _) =
+            collect(r#"{"apiVersion":"v1","items":[{"kind":"Pod"}],"kind":"List","metadata":{}}"#);
+        assert_eq!(v.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_position() {
+        let err = for_each_object_in(b"{\"items\": [1,\n }", &mut |_| Ok(())).unwrap_err();
+        let StreamError::Json { line, .. } = err else {
+            panic!("{err}")
+        };
+        assert_eq!(line, 2);
+        let err = for_each_object_in(b"{\"a\":1} x", &mut |_| Ok(())).unwrap_err();
+        assert!(matches!(err, StreamError::Json { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_first_pass_keeps_only_namespaces_and_runtime_classes() {
+        let input = r#"{"apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","spec":{"x":[1,2]}},
+            {"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","labels":{"l":"v"}},"status":{}},
+            {"kind":"RuntimeClass","apiVersion":"node.k8s.io/v1","metadata":{"name":"w"},"handler":"h","scheduling":{"nodeSelector":{}}}],
+            "kind":"List"} {"kind":"Namespace","metadata":{"name":"b"}}"#;
+        let mut out = Vec::new();
+        let info = for_each_context_object(input.as_bytes(), &mut |v| {
+            out.push(v);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0]["metadata"]["labels"]["l"], "v");
+        assert!(out[0].get("status").is_none());
+        assert!(out[1].get("scheduling").is_some());
+        assert_eq!(info.objects, 4);
+    }
+
+    #[test]
+    fn the_callback_can_stop() {
+        let err = for_each_object_in(br#"{"items":[{},{}]}"#, &mut |_| {
+            Err(StopError("full".into()))
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "full");
+    }
+}

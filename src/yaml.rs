@@ -1,0 +1,559 @@
+//! YAML documents to JSON values, straight from the parser's event stream.
+//!
+//! serde-saphyr's serde layer costs about three times its parser (measured:
+//! 465 ms vs 159 ms for 10,000 Deployments, docs/BENCHMARKS.md), so lint
+//! builds `serde_json::Value`s from the events of the same parser
+//! (`granit-parser`, re-exported by serde-saphyr) and enforces its own
+//! budgets: node count (which bounds alias expansion), nesting depth.
+//!
+//! Scalars resolve as Kubernetes' YAML reader (go-yaml v2, YAML 1.1) does:
+//! `yes`/`on` are booleans, `0644` is octal, keys are always strings.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde_json::{Map, Number, Value};
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span, Tag};
+
+/// A YAML text could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlError {
+    pub line: u64,
+    pub column: u64,
+    pub message: String,
+}
+
+/// Limits that keep hostile input bounded in time and memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Nodes created, alias copies included.
+    pub max_nodes: usize,
+    pub max_depth: usize,
+}
+
+impl Limits {
+    /// Limits scaled to the input: a real 30 MB bundle has millions of
+    /// nodes; an alias bomb is a few hundred bytes that expand to billions.
+    #[must_use]
+    pub fn for_len(len: usize) -> Self {
+        Self {
+            max_nodes: (len / 4).clamp(250_000, 4_000_000),
+            max_depth: 128,
+        }
+    }
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Map {
+        map: Map<String, Value>,
+        key: Option<String>,
+        anchor: usize,
+    },
+}
+
+struct Builder {
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Value>,
+    root: Option<Value>,
+    nodes: usize,
+    limits: Limits,
+}
+
+fn error_at(span: &Span, message: impl Into<String>) -> YamlError {
+    YamlError {
+        line: span.start.line() as u64,
+        column: span.start.col() as u64 + 1,
+        message: message.into(),
+    }
+}
+
+/// Parses every document; an empty document is `Value::Null`.
+///
+/// # Errors
+/// Invalid YAML, or a limit exceeded.
+pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
+    let mut docs = Vec::new();
+    let mut b = Builder {
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        nodes: 0,
+        limits,
+    };
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.map_err(|e| YamlError {
+            line: e.marker().line() as u64,
+            column: e.marker().col() as u64 + 1,
+            message: e.info(),
+        })?;
+        match event {
+            Event::DocumentStart(..) => {
+                b.root = None;
+                b.anchors.clear();
+            }
+            Event::DocumentEnd => docs.push(b.root.take().unwrap_or(Value::Null)),
+            Event::Scalar(text, style, anchor, tag) => {
+                b.count(1, &span)?;
+                if let Some(Frame::Map {
+                    key: key @ None, ..
+                }) = b.stack.last_mut()
+                {
+                    // Keys are strings whatever they look like (`9000:`, `true:`).
+                    *key = Some(text.into_owned());
+                    if anchor != 0 {
+                        b.anchors
+                            .insert(anchor, Value::String(key.clone().unwrap_or_default()));
+                    }
+                    continue;
+                }
+                let value = resolve(&text, style, tag.as_deref());
+                b.insert(value, anchor, &span)?;
+            }
+            Event::SequenceStart(_, anchor, _) => {
+                b.open(&span)?;
+                b.stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    anchor,
+                });
+            }
+            Event::MappingStart(_, anchor, _) => {
+                b.open(&span)?;
+                b.stack.push(Frame::Map {
+                    map: Map::new(),
+                    key: None,
+                    anchor,
+                });
+            }
+            Event::SequenceEnd => match b.stack.pop() {
+                Some(Frame::Seq { items, anchor }) => {
+                    b.insert(Value::Array(items), anchor, &span)?;
+                }
+                _ => return Err(error_at(&span, "unbalanced sequence end")),
+            },
+            Event::MappingEnd => match b.stack.pop() {
+                Some(Frame::Map { map, anchor, .. }) => {
+                    b.insert(Value::Object(map), anchor, &span)?;
+                }
+                _ => return Err(error_at(&span, "unbalanced mapping end")),
+            },
+            Event::Alias(id) => {
+                let Some(value) = b.anchors.get(&id).cloned() else {
+                    return Err(error_at(&span, "alias to an unknown anchor"));
+                };
+                b.count(size_of(&value), &span)?;
+                b.insert(value, 0, &span)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(docs)
+}
+
+impl Builder {
+    fn count(&mut self, n: usize, span: &Span) -> Result<(), YamlError> {
+        self.nodes += n;
+        if self.nodes > self.limits.max_nodes {
+            return Err(error_at(
+                span,
+                format!(
+                    "exceeds the parser's safety budget of {} nodes (alias expansion or size)",
+                    self.limits.max_nodes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, span: &Span) -> Result<(), YamlError> {
+        self.count(1, span)?;
+        if self.stack.len() >= self.limits.max_depth {
+            return Err(error_at(
+                span,
+                format!(
+                    "exceeds the parser's safety budget: nesting deeper than {}",
+                    self.limits.max_depth
+                ),
+            ));
+        }
+        if let Some(Frame::Map { key: None, .. }) = self.stack.last() {
+            return Err(error_at(span, "complex mapping keys are not supported"));
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, value: Value, anchor: usize, span: &Span) -> Result<(), YamlError> {
+        if anchor != 0 {
+            self.anchors.insert(anchor, value.clone());
+        }
+        match self.stack.last_mut() {
+            None => self.root = Some(value),
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            Some(Frame::Map {
+                key: key @ None, ..
+            }) => {
+                // An alias or collection used as a key.
+                match value {
+                    Value::String(s) => *key = Some(s),
+                    Value::Object(_) | Value::Array(_) => {
+                        return Err(error_at(span, "complex mapping keys are not supported"));
+                    }
+                    other => *key = Some(other.to_string()),
+                }
+            }
+            Some(Frame::Map { map, key, .. }) => {
+                let k = key.take().unwrap_or_default();
+                if k == "<<" {
+                    merge(map, value);
+                } else {
+                    // Duplicate keys: the last wins, as in kubectl.
+                    map.insert(k, value);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `<<: *base` (or a list of them): entries not already present are added.
+fn merge(map: &mut Map<String, Value>, value: Value) {
+    match value {
+        Value::Object(from) => {
+            for (k, v) in from {
+                map.entry(k).or_insert(v);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                merge(map, item);
+            }
+        }
+        other => {
+            map.insert("<<".into(), other);
+        }
+    }
+}
+
+fn size_of(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(size_of).sum::<usize>(),
+        Value::Object(m) => 1 + m.values().map(|v| 1 + size_of(v)).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+const CORE: &str = "tag:yaml.org,2002:";
+
+/// A scalar's value: quoted and block scalars are strings; plain scalars
+/// resolve to null, booleans and numbers as YAML 1.1 readers do.
+fn resolve(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Value {
+    if let Some(tag) = tag {
+        if tag.handle() == CORE {
+            match tag.suffix() {
+                "str" | "binary" | "timestamp" => return Value::String(text.to_owned()),
+                "null" => return Value::Null,
+                _ => {}
+            }
+        } else {
+            return Value::String(text.to_owned());
+        }
+    }
+    if style != ScalarStyle::Plain {
+        return Value::String(text.to_owned());
+    }
+    resolve_plain(text).unwrap_or_else(|| Value::String(text.to_owned()))
+}
+
+fn resolve_plain(s: &str) -> Option<Value> {
+    let first = s.chars().next()?;
+    if !(first.is_ascii_digit()
+        || matches!(
+            first,
+            '-' | '+' | '.' | '~' | 'n' | 'N' | 't' | 'T' | 'f' | 'F' | 'y' | 'Y' | 'o' | 'O'
+        ))
+    {
+        return None;
+    }
+    match s {
+        "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
+        "true" | "True" | "TRUE" | "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => {
+            return Some(Value::Bool(true));
+        }
+        "false" | "False" | "FALSE" | "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => {
+            return Some(Value::Bool(false));
+        }
+        _ => {}
+    }
+    if !(first.is_ascii_digit() || matches!(first, '-' | '+' | '.')) {
+        return None;
+    }
+    int(s).map(Value::Number).or_else(|| float(s))
+}
+
+fn int(s: &str) -> Option<Number> {
+    let (negative, body) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits = body.replace('_', "");
+    if digits.is_empty() {
+        return None;
+    }
+    let (radix, digits) = if let Some(h) = digits.strip_prefix("0x") {
+        (16, h.to_owned())
+    } else if let Some(o) = digits.strip_prefix("0o") {
+        (8, o.to_owned())
+    } else if let Some(b) = digits.strip_prefix("0b") {
+        (2, b.to_owned())
+    } else if digits.len() > 1
+        && digits.starts_with('0')
+        && digits.bytes().all(|c| (b'0'..=b'7').contains(&c))
+    {
+        (8, digits[1..].to_owned())
+    } else {
+        (10, digits)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u64::from_str_radix(&digits, radix).ok()?;
+    if negative {
+        let v = i64::try_from(magnitude).ok()?;
+        Some(Number::from(-v))
+    } else {
+        Some(Number::from(magnitude))
+    }
+}
+
+fn float(s: &str) -> Option<Value> {
+    let body = s.trim_start_matches(['-', '+']);
+    if matches!(body, ".inf" | ".Inf" | ".INF" | ".nan" | ".NaN" | ".NAN") {
+        // JSON has no infinities; keep the text.
+        return None;
+    }
+    let ok = body
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'-' | b'+' | b'_'))
+        && body.bytes().any(|c| c.is_ascii_digit());
+    if !ok {
+        return None;
+    }
+    let v: f64 = s.replace('_', "").parse().ok()?;
+    Number::from_f64(v).map(Value::Number)
+}
+
+/// Where a JSON Pointer was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: u64,
+    pub column: u64,
+    /// False when the field does not exist and this is its deepest
+    /// existing ancestor.
+    pub exact: bool,
+}
+
+/// Positions (1-based line, column) of JSON Pointers in one pass over the
+/// events. `wants` are (document index, pointer); for a pointer that does
+/// not exist, the deepest existing ancestor's position is returned. A map
+/// entry's position is its key's.
+#[must_use]
+pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<Position>> {
+    let mut found: Vec<Option<Position>> = vec![None; wants.len()];
+    let mut best: Vec<usize> = vec![0; wants.len()];
+    enum F {
+        Seq { next: usize, len: usize },
+        Map { expecting_key: bool, len: usize },
+    }
+    let mut doc = 0usize;
+    let mut pointer = String::new();
+    let mut stack: Vec<F> = Vec::new();
+    // Wants by document, so each node is compared only with its own
+    // document's wants (a big file with many findings stays linear).
+    let mut by_doc: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, (d, _)) in wants.iter().enumerate() {
+        by_doc.entry(*d).or_default().push(i);
+    }
+    let mut note = |doc: usize, pointer: &str, span: &Span, found: &mut Vec<Option<Position>>| {
+        let Some(mine) = by_doc.get(&doc) else { return };
+        for &i in mine {
+            let want = wants[i].1;
+            let hit = want == pointer
+                || (want.starts_with(pointer) && want.as_bytes().get(pointer.len()) == Some(&b'/'));
+            if hit && (found[i].is_none() || pointer.len() >= best[i]) {
+                found[i] = Some(Position {
+                    line: span.start.line() as u64,
+                    column: span.start.col() as u64 + 1,
+                    exact: want == pointer,
+                });
+                best[i] = pointer.len();
+            }
+        }
+    };
+    for item in Parser::new_from_str(text) {
+        let Ok((event, span)) = item else { break };
+        if !by_doc.contains_key(&doc) {
+            // Nothing wanted in this document: skip to its end.
+            if matches!(event, Event::DocumentEnd) {
+                doc += 1;
+            }
+            continue;
+        }
+        // A node in value position: compute its pointer from its parent.
+        let is_node = matches!(
+            event,
+            Event::Scalar(..)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+                | Event::Alias(..)
+        );
+        if is_node {
+            match stack.last_mut() {
+                Some(F::Map {
+                    expecting_key: expecting @ true,
+                    len,
+                }) => {
+                    // A key: its position is the entry's.
+                    *expecting = false;
+                    pointer.truncate(*len);
+                    pointer.push('/');
+                    if let Event::Scalar(k, ..) = &event {
+                        if k.contains(['~', '/']) {
+                            pointer.push_str(&crate::path::escape_pointer(k));
+                        } else {
+                            pointer.push_str(k);
+                        }
+                        note(doc, &pointer, &span, &mut found);
+                    }
+                    // A complex key's contents are not addressable, but its
+                    // frame must be tracked so its end event balances.
+                    match event {
+                        Event::SequenceStart(..) => stack.push(F::Seq {
+                            next: 0,
+                            len: pointer.len(),
+                        }),
+                        Event::MappingStart(..) => stack.push(F::Map {
+                            expecting_key: true,
+                            len: pointer.len(),
+                        }),
+                        _ => {}
+                    }
+                    continue;
+                }
+                Some(F::Map { expecting_key, .. }) => {
+                    // The value of the current key: the pointer is already set.
+                    *expecting_key = true;
+                }
+                Some(F::Seq { next, len }) => {
+                    pointer.truncate(*len);
+                    pointer.push('/');
+                    let _ = write!(pointer, "{next}");
+                    *next += 1;
+                    note(doc, &pointer, &span, &mut found);
+                }
+                None => {
+                    pointer.clear();
+                    note(doc, "", &span, &mut found);
+                }
+            }
+        }
+        match event {
+            Event::SequenceStart(..) => stack.push(F::Seq {
+                next: 0,
+                len: pointer.len(),
+            }),
+            Event::MappingStart(..) => stack.push(F::Map {
+                expecting_key: true,
+                len: pointer.len(),
+            }),
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some(F::Seq { len, .. } | F::Map { len, .. }) = stack.pop() {
+                    pointer.truncate(len);
+                }
+            }
+            Event::DocumentEnd => {
+                doc += 1;
+                stack.clear();
+                pointer.clear();
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn one(text: &str) -> Value {
+        load(text, Limits::for_len(text.len())).unwrap().remove(0)
+    }
+
+    #[test]
+    fn resolves_scalars_like_kubectl() {
+        let v = one(
+            "a: 0644\nb: 10\nc: -3\nd: 1.5\ne: yes\nf: \"yes\"\ng: ~\nh: 0x1F\ni: 1_000\nj: 08\nk: .inf\nl: on\nm: 12:30\nn: 1e3\n9000: svc\n",
+        );
+        assert_eq!(
+            v,
+            json!({"a": 420, "b": 10, "c": -3, "d": 1.5, "e": true, "f": "yes", "g": null, "h": 31,
+                   "i": 1000, "j": 8, "k": ".inf", "l": true, "m": "12:30", "n": 1000.0, "9000": "svc"})
+        );
+    }
+
+    #[test]
+    fn anchors_merges_and_duplicates() {
+        let v = one("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\nlist: [*b]\ndup: 1\ndup: 2\n");
+        assert_eq!(v["use"], json!({"x": 1, "y": 3}));
+        assert_eq!(v["list"][0]["x"], 1);
+        assert_eq!(v["dup"], 2);
+    }
+
+    #[test]
+    fn documents_and_limits() {
+        let docs = load("a: 1\n---\n---\nb: 2\n", Limits::for_len(0)).unwrap();
+        assert_eq!(docs, vec![json!({"a": 1}), Value::Null, json!({"b": 2})]);
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert!(
+            load(&deep, Limits::for_len(deep.len()))
+                .unwrap_err()
+                .message
+                .contains("nesting")
+        );
+        let e = load("a: [1, 2\n", Limits::for_len(9)).unwrap_err();
+        assert!(e.line >= 1 && !e.message.is_empty(), "{e:?}");
+    }
+
+    #[test]
+    fn locates_keys_items_and_missing_fields() {
+        let text = "a: 1\nb:\n  c:\n  - x\n  - y: 2\n---\nz: 1\n";
+        let got: Vec<_> = locate_many(
+            text,
+            &[
+                (0, "/b/c/1/y"),
+                (0, "/b/missing"),
+                (0, "/b/c/0"),
+                (1, "/z"),
+                (1, ""),
+            ],
+        )
+        .into_iter()
+        .map(|p| p.map(|p| (p.line, p.column, p.exact)))
+        .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some((5, 5, true)),
+                Some((2, 1, false)),
+                Some((4, 5, true)),
+                Some((7, 1, true)),
+                Some((7, 1, true))
+            ]
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! `winadmit lint`, `rules` and `explain` as a user runs them: the real
+//! binary, real files, exit code + stdout + stderr snapshotted together.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn winadmit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("WINADMIT_POLICY")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs winadmit")
+}
+
+fn with_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Exit code, stdout and stderr in one snapshot.
+fn transcript(out: &Output) -> String {
+    format!(
+        "exit: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+const BAD: &str = "tests/fixtures/lint/windows-bad.yaml";
+const CLEAN: &str = "tests/fixtures/lint/clean.yaml";
+
+#[test]
+fn text_output_for_a_bad_manifest() {
+    insta::assert_snapshot!(transcript(&winadmit(&["lint", BAD])));
+}
+
+#[test]
+fn json_output_is_the_contract() {
+    let out = winadmit(&["lint", "--format", "json", BAD, "tests/fixtures/lint/dir"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in v["findings"].as_array().unwrap() {
+        for key in [
+            "file",
+            "line",
+            "column",
+            "kind",
+            "namespace",
+            "name",
+            "rule",
+            "severity",
+            "field",
+            "message",
+        ] {
+            assert!(f.get(key).is_some(), "finding lacks {key}: {f}");
+        }
+        assert!(matches!(f["severity"].as_str(), Some("error" | "warning")));
+    }
+    assert!(v["summary"]["errors"].as_u64().unwrap() > 0);
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn sarif_output() {
+    let out = winadmit(&["lint", "--format", "sarif", BAD]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let rules = v["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), winadmit::rules::ALL.len());
+    for r in v["runs"][0]["results"].as_array().unwrap() {
+        let i = r["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[i]["id"], r["ruleId"]);
+    }
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn junit_output() {
+    insta::assert_snapshot!(transcript(&winadmit(&[
+        "lint", "--format", "junit", BAD, CLEAN
+    ])));
+}
+
+#[test]
+fn exit_codes() {
+    assert_eq!(winadmit(&["lint", CLEAN]).status.code(), Some(0));
+    assert_eq!(winadmit(&["lint", BAD]).status.code(), Some(1));
+    let warn = "tests/fixtures/lint/warnings-only.yaml";
+    assert_eq!(winadmit(&["lint", warn]).status.code(), Some(0));
+    assert_eq!(
+        winadmit(&["lint", "--fail-on", "warning", warn])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn bad_input_is_exit_2_and_the_rest_is_still_linted() {
+    let out = winadmit(&[
+        "lint",
+        "tests/fixtures/lint/broken.yaml",
+        BAD,
+        "tests/fixtures/lint/missing.yaml",
+    ]);
+    insta::assert_snapshot!(transcript(&out));
+}
+
+#[test]
+fn directories_are_walked_for_manifests_only() {
+    let out = winadmit(&["lint", "tests/fixtures/lint/dir"]);
+    insta::assert_snapshot!(transcript(&out));
+}
+
+#[test]
+fn stdin_helm_style_input() {
+    let helm = "---\n# Source: chart/templates/pod.yaml\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  hostIPC: true\n  containers:\n  - name: c\n    image: x\n";
+    let out = with_stdin(&["lint", "-"], helm);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("<stdin>:10:3: error[WIN-HOSTIPC] spec.hostIPC:"),
+        "{text}"
+    );
+}
+
+#[test]
+fn broken_policy_is_exit_2_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "rules:\n  WIN-SUBPATH: warning\nexemptionz: {}\n").unwrap();
+    let out = winadmit(&["lint", "--policy", policy.to_str().unwrap(), CLEAN]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("policy.yaml") && err.contains("exemptionz"),
+        "{err}"
+    );
+    std::fs::write(&policy, "rules:\n  WIN-SUBPAHT: warning\n").unwrap();
+    let err = String::from_utf8_lossy(
+        &winadmit(&["lint", "--policy", policy.to_str().unwrap(), CLEAN]).stderr,
+    )
+    .into_owned();
+    assert!(err.contains("WIN-SUBPAHT"), "{err}");
+}
+
+#[test]
+fn policy_relaxes_and_versions_select() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "rules:\n  WIN-SUBPATH: warning\n  WIN-PRIVILEGED: off\n  WIN-CAPABILITIES: off\n",
+    )
+    .unwrap();
+    let out = winadmit(&["lint", "--policy", policy.to_str().unwrap(), BAD]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        winadmit(&["lint", "--kubernetes-version", "1.x", BAD])
+            .status
+            .code()
+            == Some(2)
+    );
+}
+
+#[test]
+fn symlink_loops_and_binary_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(dir.path(), dir.path().join("loop")).unwrap();
+    std::fs::write(dir.path().join("bin.yaml"), b"\x00\x01\x02").unwrap();
+    std::fs::write(dir.path().join("bad-utf8.yaml"), b"a: \xff\n").unwrap();
+    let out = winadmit(&["lint", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("symbolic link loop"), "{text}");
+    assert!(text.contains("binary file"), "{text}");
+    assert!(text.contains("invalid UTF-8"), "{text}");
+}
+
+#[test]
+fn hostile_yaml_terminates_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        bomb.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    let file = dir.path().join("bomb.yaml");
+    std::fs::write(&file, bomb).unwrap();
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!("a: {}1{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    )
+    .unwrap();
+    let huge = dir.path().join("huge.yaml");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(40 * 1024 * 1024).unwrap();
+    let out = winadmit(&[
+        "lint",
+        file.to_str().unwrap(),
+        deep.to_str().unwrap(),
+        huge.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(": input error: ").count(), 3, "{text}");
+    assert!(text.contains("safety budget"), "{text}");
+    assert!(text.contains("limit for manifests"), "{text}");
+}
+
+#[test]
+fn rules_and_explain() {
+    let out = winadmit(&["rules"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), winadmit::rules::ALL.len());
+    let json: serde_json::Value =
+        serde_json::from_slice(&winadmit(&["rules", "--format", "json"]).stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), winadmit::rules::ALL.len());
+    insta::assert_snapshot!(transcript(&winadmit(&["explain", "win-subpath"])));
+    let unknown = winadmit(&["explain", "WIN-NOPE"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("winadmit rules"));
+}
+
+#[test]
+fn docs_rules_md_is_generated_from_the_catalogue() {
+    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/rules.md"))
+        .unwrap_or_default();
+    let generated = String::from_utf8(winadmit(&["rules", "--format", "markdown"]).stdout).unwrap();
+    assert!(
+        committed == generated,
+        "docs/rules.md is stale: run `cargo run -- rules --format markdown > docs/rules.md`"
+    );
+}
+
+#[test]
+fn fix_writes_safe_fixes_and_reports_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("web.yaml");
+    std::fs::copy(BAD, &file).unwrap();
+    let out = winadmit(&["lint", "--fix", file.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "privileged: true and subPath cannot be fixed automatically"
+    );
+    let fixed = std::fs::read_to_string(&file).unwrap();
+    assert!(!fixed.contains("capabilities"), "{fixed}");
+    assert!(
+        fixed.contains("# A Windows web app with Linux habits."),
+        "comments survive"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 fix(es) written") && !text.contains("WIN-CAPABILITIES"),
+        "{text}"
+    );
+    let again = winadmit(&["lint", "--fix", file.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        fixed,
+        "a second --fix changes nothing"
+    );
+    assert!(!String::from_utf8_lossy(&again.stdout).contains("fix(es) written"));
+}

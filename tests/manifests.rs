@@ -1,0 +1,1240 @@
+//! The install in `manifests/`: every overlay renders with `kubectl
+//! kustomize`, every object is a valid Kubernetes object, the webhooks call
+//! the server's routes, `winadmit lint` passes on the install, `winadmit
+//! manifests` renders the same objects as kustomize, and the webhooks'
+//! matchConditions never skip an object winadmit would act on.
+//!
+//! Needs `kubectl` (client only, no cluster) on PATH for the kustomize tests.
+//! Without it they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
+//! set (CI sets it), in which case they fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+use serde_json::Value;
+use winadmit::manifests;
+use winadmit::policy::{Mode, Policy};
+
+const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
+
+/// (name for `winadmit manifests --overlay`, directory under `manifests/`).
+const OVERLAYS: &[(&str, &str)] = &[
+    ("base", ""),
+    ("cert-manager", "overlays/cert-manager"),
+    ("self-signed", "overlays/self-signed"),
+    ("audit", "overlays/audit"),
+    ("no-match-conditions", "overlays/no-match-conditions"),
+];
+
+fn manifests_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("manifests")
+}
+
+/// A copy of `manifests/` with `winadmit certs` output where the
+/// self-signed overlay reads it.
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&manifests_dir(), &dir.path().join("manifests"));
+        let certs = dir.path().join("manifests/overlays/self-signed/certs");
+        let out = Command::new(BIN)
+            .args(["certs", "--force", "--out"])
+            .arg(&certs)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { dir }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("manifests")
+    }
+
+    fn certs(&self) -> PathBuf {
+        self.root().join("overlays/self-signed/certs")
+    }
+
+    fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.certs().join("ca.crt")).unwrap()
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(from).unwrap();
+        // Never copy a developer's real keys into the test tree.
+        if rel.starts_with("overlays/self-signed/certs") {
+            continue;
+        }
+        let dest = to.join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Whether kubectl runs here; if not, explains and (unless required) skips.
+fn have_kubectl() -> bool {
+    let ok = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_KUBECTL").is_none(),
+            "kubectl is required (WINADMIT_REQUIRE_KUBECTL is set) but does not run; install kubernetes-client"
+        );
+        eprintln!(
+            "SKIPPED: kubectl not found on PATH; install it (Debian: apt-get install -y kubernetes-client) to run the kustomize tests"
+        );
+    }
+    ok
+}
+
+fn parse_yaml(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(tree.root().join(dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize manifests/{dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_yaml(&String::from_utf8(out.stdout).unwrap())
+}
+
+fn winadmit(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn render(tree: &Tree, overlay: &str, extra: &[&str]) -> Vec<Value> {
+    let certs = tree.certs();
+    let mut args = vec!["manifests", "--overlay", overlay];
+    if overlay == "self-signed" {
+        args.extend(["--certs", certs.to_str().unwrap()]);
+    }
+    args.extend(extra);
+    let out = winadmit(&args);
+    assert!(
+        out.status.success(),
+        "winadmit {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_yaml(&String::from_utf8(out.stdout).unwrap())
+}
+
+fn kind(obj: &Value) -> &str {
+    obj["kind"].as_str().unwrap_or_default()
+}
+
+fn one<'a>(objects: &'a [Value], k: &str) -> &'a Value {
+    let found: Vec<&Value> = objects.iter().filter(|o| kind(o) == k).collect();
+    assert_eq!(found.len(), 1, "expected one {k}");
+    found[0]
+}
+
+fn webhook(objects: &[Value], k: &str) -> Value {
+    let webhooks = one(objects, k)["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), 1, "{k} has one webhook");
+    webhooks[0].clone()
+}
+
+/// The API server decodes base64 ignoring line breaks, and kustomize wraps
+/// long values; compare and type-check the unwrapped form.
+fn unwrap_base64(objects: &mut [Value]) {
+    let strip = |v: &mut Value| {
+        if let Some(s) = v.as_str() {
+            *v = s.replace(['\n', '\r'], "").into();
+        }
+    };
+    for obj in objects {
+        if kind(obj) == "Secret"
+            && let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut)
+        {
+            data.values_mut().for_each(strip);
+        }
+        if let Some(hooks) = obj.get_mut("webhooks").and_then(Value::as_array_mut) {
+            for h in hooks {
+                if let Some(ca) = h.pointer_mut("/clientConfig/caBundle") {
+                    strip(ca);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_manifest_file_is_embedded() {
+    let root = manifests_dir();
+    let on_disk: BTreeSet<String> = walkdir::WalkDir::new(&root)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            e.path()
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|p| !p.starts_with("overlays/self-signed/certs/") && !p.ends_with(".gitignore"))
+        .collect();
+    let embedded: BTreeSet<String> = manifests::FILES
+        .iter()
+        .map(|(p, _)| (*p).to_owned())
+        .collect();
+    assert_eq!(
+        on_disk, embedded,
+        "manifests/ and manifests::FILES must list the same files"
+    );
+}
+
+#[test]
+fn kustomize_renders_every_overlay() {
+    if !have_kubectl() {
+        return;
+    }
+    let tree = Tree::new();
+    for (name, dir) in OVERLAYS {
+        let objects = kustomize(&tree, dir);
+        let kinds: BTreeSet<&str> = objects.iter().map(kind).collect();
+        for k in [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+            "NetworkPolicy",
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ] {
+            assert!(kinds.contains(k), "{name}: no {k}");
+        }
+        let vwh = webhook(&objects, "ValidatingWebhookConfiguration");
+        let ca_bundle = vwh.pointer("/clientConfig/caBundle");
+        let injected = one(&objects, "ValidatingWebhookConfiguration")
+            .pointer("/metadata/annotations/cert-manager.io~1inject-ca-from")
+            .and_then(Value::as_str);
+        let secret = objects.iter().find(|o| kind(o) == "Secret");
+        match *name {
+            "base" => {
+                assert!(ca_bundle.is_none() && injected.is_none() && secret.is_none());
+            }
+            "self-signed" => {
+                assert!(injected.is_none());
+                let want = base64::engine::general_purpose::STANDARD.encode(tree.ca_pem());
+                let mut objects = objects.clone();
+                unwrap_base64(&mut objects);
+                for k in [
+                    "ValidatingWebhookConfiguration",
+                    "MutatingWebhookConfiguration",
+                ] {
+                    assert_eq!(
+                        webhook(&objects, k)["clientConfig"]["caBundle"],
+                        want.as_str()
+                    );
+                }
+                let secret = one(&objects, "Secret");
+                assert_eq!(secret["type"], "kubernetes.io/tls");
+                let keys: BTreeSet<&str> = secret["data"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                assert_eq!(keys, BTreeSet::from(["ca.crt", "tls.crt", "tls.key"]));
+            }
+            _ => {
+                // cert-manager and the overlays built on it.
+                assert_eq!(injected, Some("winadmit/winadmit-serving"), "{name}");
+                assert_eq!(
+                    one(&objects, "MutatingWebhookConfiguration")
+                        .pointer("/metadata/annotations/cert-manager.io~1inject-ca-from")
+                        .and_then(Value::as_str),
+                    injected
+                );
+                let serving = objects
+                    .iter()
+                    .find(|o| {
+                        kind(o) == "Certificate" && o["metadata"]["name"] == "winadmit-serving"
+                    })
+                    .expect("the serving Certificate");
+                assert_eq!(serving["metadata"]["namespace"], "winadmit");
+                assert!(ca_bundle.is_none() && secret.is_none());
+            }
+        }
+        let has_conditions = vwh.get("matchConditions").is_some();
+        assert_eq!(has_conditions, *name != "no-match-conditions", "{name}");
+        let expected_failure = if *name == "audit" { "Ignore" } else { "Fail" };
+        for k in [
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        ] {
+            assert_eq!(
+                webhook(&objects, k)["failurePolicy"],
+                expected_failure,
+                "{name} {k}"
+            );
+        }
+        let policy = load_policy(&objects);
+        let expected_mode = if *name == "audit" {
+            Mode::Audit
+        } else {
+            Mode::Enforce
+        };
+        assert_eq!(policy.mode, expected_mode, "{name}");
+    }
+}
+
+/// The ConfigMap's policy passes the server's strict loader.
+fn load_policy(objects: &[Value]) -> Policy {
+    let cm = objects
+        .iter()
+        .find(|o| kind(o) == "ConfigMap" && o["metadata"]["name"] == "winadmit-policy")
+        .expect("the policy ConfigMap");
+    let text = cm["data"]["policy.yaml"]
+        .as_str()
+        .expect("data.policy.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(&path, text).unwrap();
+    Policy::load(&[path]).unwrap_or_else(|e| panic!("the ConfigMap's policy does not load: {e}"))
+}
+
+/// Deserializes into the k8s-openapi type and back; a field the type does
+/// not know (a typo, a wrong level) is dropped on the way and fails the
+/// comparison.
+fn roundtrip<T>(obj: &Value) -> Result<(), String>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+{
+    let typed: T = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+    let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    if &back == obj {
+        Ok(())
+    } else {
+        Err(format!(
+            "fields lost or changed in a round trip:\n  rendered: {obj}\n  typed:    {back}"
+        ))
+    }
+}
+
+fn check_type(obj: &Value) -> Result<(), String> {
+    use k8s_openapi::api::{admissionregistration, apps, core, networking, policy, rbac};
+    match kind(obj) {
+        "Namespace" => roundtrip::<core::v1::Namespace>(obj),
+        "ServiceAccount" => roundtrip::<core::v1::ServiceAccount>(obj),
+        "ConfigMap" => roundtrip::<core::v1::ConfigMap>(obj),
+        "Secret" => roundtrip::<core::v1::Secret>(obj),
+        "Service" => roundtrip::<core::v1::Service>(obj),
+        "ClusterRole" => roundtrip::<rbac::v1::ClusterRole>(obj),
+        "ClusterRoleBinding" => roundtrip::<rbac::v1::ClusterRoleBinding>(obj),
+        "Deployment" => roundtrip::<apps::v1::Deployment>(obj),
+        "PodDisruptionBudget" => roundtrip::<policy::v1::PodDisruptionBudget>(obj),
+        "NetworkPolicy" => roundtrip::<networking::v1::NetworkPolicy>(obj),
+        "ValidatingWebhookConfiguration" => {
+            roundtrip::<admissionregistration::v1::ValidatingWebhookConfiguration>(obj)
+        }
+        "MutatingWebhookConfiguration" => {
+            roundtrip::<admissionregistration::v1::MutatingWebhookConfiguration>(obj)
+        }
+        // cert-manager's CRDs are not in k8s-openapi: check the fields used
+        // against cert-manager.io/v1.
+        "Issuer" | "Certificate" => check_cert_manager(obj),
+        other => Err(format!("unexpected kind {other}")),
+    }
+}
+
+fn check_cert_manager(obj: &Value) -> Result<(), String> {
+    if obj["apiVersion"] != "cert-manager.io/v1" {
+        return Err("cert-manager objects are cert-manager.io/v1".into());
+    }
+    let allowed: &[&str] = if kind(obj) == "Issuer" {
+        &["selfSigned", "ca"]
+    } else {
+        &[
+            "isCA",
+            "commonName",
+            "secretName",
+            "duration",
+            "renewBefore",
+            "dnsNames",
+            "privateKey",
+            "usages",
+            "issuerRef",
+        ]
+    };
+    let spec = obj["spec"].as_object().ok_or("no spec")?;
+    if let Some(unknown) = spec.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!("unknown spec field {unknown}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn rendered_objects_deserialize_into_their_types() {
+    if !have_kubectl() {
+        return;
+    }
+    let tree = Tree::new();
+    for (name, dir) in OVERLAYS {
+        let mut objects = kustomize(&tree, dir);
+        unwrap_base64(&mut objects);
+        for obj in &objects {
+            if let Err(e) = check_type(obj) {
+                panic!(
+                    "{name}: {} {}: {e}",
+                    kind(obj),
+                    obj["metadata"]["name"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn webhooks_call_the_servers_routes() {
+    if !have_kubectl() {
+        return;
+    }
+    let tree = Tree::new();
+    for (name, dir) in OVERLAYS {
+        let objects = kustomize(&tree, dir);
+        check_wiring(name, &objects);
+    }
+}
+
+fn arg_value<'a>(args: &'a [Value], flag: &str) -> &'a str {
+    let prefix = format!("{flag}=");
+    args.iter()
+        .filter_map(Value::as_str)
+        .find_map(|a| a.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {flag}= in the container args"))
+}
+
+#[allow(clippy::too_many_lines)] // one walk through the wiring, in order
+fn check_wiring(name: &str, objects: &[Value]) {
+    let ns = one(objects, "Namespace")["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    let service = one(objects, "Service");
+    let deployment = one(objects, "Deployment");
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["name"], manifests::CONTAINER);
+
+    // The Service selects the pods and maps 443 to the container's https port, 8443.
+    let labels = pod["metadata"]["labels"].as_object().unwrap();
+    for (k, v) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(labels.get(k), Some(v), "{name}: Service selector {k}");
+    }
+    let https = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == 443)
+        .expect("Service port 443");
+    let port_named = |port_name: &Value| -> i64 {
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| &p["name"] == port_name)
+            .and_then(|p| p["containerPort"].as_i64())
+            .unwrap_or_else(|| panic!("{name}: no container port named {port_name}"))
+    };
+    assert_eq!(port_named(&https["targetPort"]), 8443, "{name}");
+
+    // The server is started as the contract says.
+    let args = container["args"].as_array().unwrap();
+    assert_eq!(args[0], "serve");
+    assert_eq!(arg_value(args, "--listen"), "0.0.0.0:8443");
+    for (probe, path) in [("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{name} {probe}");
+        assert_eq!(get["scheme"], "HTTPS", "{name} {probe}");
+        assert_eq!(port_named(&get["port"]), 8443, "{name} {probe}");
+    }
+
+    // Certificate and policy files come from the mounted Secret and ConfigMap.
+    let mount_of = |volume: &str| -> String {
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume)
+            .and_then(|m| m["mountPath"].as_str())
+            .unwrap_or_else(|| panic!("{name}: no mount for volume {volume}"))
+            .to_owned()
+    };
+    let volume = |volume: &str| -> &Value {
+        pod["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == volume)
+            .unwrap_or_else(|| panic!("{name}: no volume {volume}"))
+    };
+    let tls_dir = mount_of("tls");
+    assert_eq!(arg_value(args, "--tls-cert"), format!("{tls_dir}/tls.crt"));
+    assert_eq!(arg_value(args, "--tls-key"), format!("{tls_dir}/tls.key"));
+    let secret_name = volume("tls")["secret"]["secretName"].as_str().unwrap();
+    if let Some(secret) = objects.iter().find(|o| kind(o) == "Secret") {
+        assert_eq!(secret["metadata"]["name"], secret_name, "{name}");
+        assert_eq!(secret["metadata"]["namespace"], ns, "{name}");
+    }
+    if let Some(cert) = objects
+        .iter()
+        .find(|o| kind(o) == "Certificate" && o["metadata"]["name"] == "winadmit-serving")
+    {
+        assert_eq!(cert["spec"]["secretName"], secret_name, "{name}");
+    }
+    let policy_dir = mount_of("policy");
+    let cm_name = volume("policy")["configMap"]["name"].as_str().unwrap();
+    let key = arg_value(args, "--policy")
+        .strip_prefix(&format!("{policy_dir}/"))
+        .expect("--policy points into the policy mount");
+    let cm = objects
+        .iter()
+        .find(|o| kind(o) == "ConfigMap" && o["metadata"]["name"] == cm_name)
+        .expect("the mounted ConfigMap");
+    assert!(
+        cm["data"].get(key).is_some(),
+        "{name}: ConfigMap has no key {key}"
+    );
+
+    // Hardening the issue asks for.
+    let spec = &pod["spec"];
+    assert!(deployment["spec"]["replicas"].as_i64().unwrap() >= 2);
+    assert_eq!(spec["nodeSelector"]["kubernetes.io/os"], "linux");
+    assert!(
+        !spec["topologySpreadConstraints"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let sc = &container["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    for r in ["requests", "limits"] {
+        assert!(
+            container["resources"][r]["memory"].is_string(),
+            "{name}: {r}"
+        );
+    }
+    let pdb = one(objects, "PodDisruptionBudget");
+    assert_eq!(
+        pdb["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+
+    // Both webhooks: the right path on the Service, shared scope.
+    let vwh = webhook(objects, "ValidatingWebhookConfiguration");
+    let mwh = webhook(objects, "MutatingWebhookConfiguration");
+    for (hook, path) in [(&vwh, "/validate"), (&mwh, "/mutate")] {
+        let svc = &hook["clientConfig"]["service"];
+        assert_eq!(svc["name"], service["metadata"]["name"], "{name} {path}");
+        assert_eq!(svc["namespace"], ns, "{name} {path}");
+        assert_eq!(svc["path"], path, "{name}");
+        assert_eq!(svc["port"], 443, "{name} {path}");
+        assert_eq!(hook["sideEffects"], "None");
+        assert_eq!(hook["matchPolicy"], "Equivalent");
+        assert_eq!(
+            hook["admissionReviewVersions"],
+            serde_json::json!(["v1", "v1beta1"])
+        );
+        assert!(hook["timeoutSeconds"].as_i64().unwrap() <= 5);
+        let covered: BTreeSet<String> =
+            hook["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|r| {
+                    let group = r["apiGroups"][0].as_str().unwrap().to_owned();
+                    let ops: Vec<String> = r["operations"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|o| o.as_str().unwrap().to_owned())
+                        .collect();
+                    r["resources"].as_array().unwrap().iter().map(move |res| {
+                        format!("{group}/{} {}", res.as_str().unwrap(), ops.join(","))
+                    })
+                })
+                .collect();
+        let both = "CREATE,UPDATE";
+        let wanted: BTreeSet<String> = if path == "/validate" {
+            [
+                "/pods",
+                "/pods/ephemeralcontainers",
+                "/replicationcontrollers",
+                "apps/deployments",
+                "apps/replicasets",
+                "apps/statefulsets",
+                "apps/daemonsets",
+                "batch/jobs",
+                "batch/cronjobs",
+            ]
+            .iter()
+            .map(|r| format!("{r} {both}"))
+            .collect()
+        } else {
+            // No ReplicaSets (their pods are mutated; see webhooks.yaml) and
+            // Jobs only on CREATE (immutable template).
+            [
+                "/pods",
+                "/pods/ephemeralcontainers",
+                "/replicationcontrollers",
+                "apps/deployments",
+                "apps/statefulsets",
+                "apps/daemonsets",
+                "batch/cronjobs",
+            ]
+            .iter()
+            .map(|r| format!("{r} {both}"))
+            .chain(["batch/jobs CREATE".to_owned()])
+            .collect()
+        };
+        assert_eq!(covered, wanted, "{name} {path}");
+        let excluded: BTreeMap<&str, (&str, Vec<&str>)> =
+            hook["namespaceSelector"]["matchExpressions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["key"].as_str().unwrap(),
+                        (
+                            e["operator"].as_str().unwrap(),
+                            e["values"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .map(|v| v.as_str().unwrap())
+                                .collect(),
+                        ),
+                    )
+                })
+                .collect();
+        assert_eq!(
+            excluded["kubernetes.io/metadata.name"],
+            ("NotIn", vec!["kube-system", ns])
+        );
+        assert_eq!(excluded["winadmit.io/ignore"], ("NotIn", vec!["true"]));
+    }
+    assert_eq!(mwh["reinvocationPolicy"], "IfNeeded");
+    for field in [
+        "namespaceSelector",
+        "matchConditions",
+        "failurePolicy",
+        "timeoutSeconds",
+        "clientConfig/caBundle",
+    ] {
+        let pointer = format!("/{field}");
+        assert_eq!(
+            vwh.pointer(&pointer),
+            mwh.pointer(&pointer),
+            "{name}: the webhooks differ in {field}"
+        );
+    }
+
+    // The NetworkPolicy admits the webhook port and the metrics port only.
+    let np = one(objects, "NetworkPolicy");
+    let ports: BTreeSet<i64> = np["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().unwrap().iter())
+        .map(|p| p["port"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, BTreeSet::from([8443, 9090]));
+    let metrics: i64 = arg_value(args, "--metrics-listen")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(metrics, 9090);
+}
+
+#[test]
+fn lint_passes_on_the_rendered_install() {
+    if !have_kubectl() {
+        return;
+    }
+    let tree = Tree::new();
+    for (name, dir) in OVERLAYS {
+        let out = Command::new("kubectl")
+            .arg("kustomize")
+            .arg(tree.root().join(dir))
+            .output()
+            .unwrap();
+        let file = tree.dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, &out.stdout).unwrap();
+        let lint = Command::new(BIN)
+            .args(["lint", "--fail-on", "warning", "--color", "never"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(
+            lint.status.code(),
+            Some(0),
+            "{name}: winadmit lint failed:\n{}{}",
+            String::from_utf8_lossy(&lint.stdout),
+            String::from_utf8_lossy(&lint.stderr)
+        );
+    }
+}
+
+#[test]
+fn winadmit_manifests_matches_kustomize() {
+    if !have_kubectl() {
+        return;
+    }
+    let tree = Tree::new();
+    for (name, dir) in OVERLAYS {
+        let mut want = kustomize(&tree, dir);
+        let mut got = render(&tree, name, &[]);
+        unwrap_base64(&mut want);
+        unwrap_base64(&mut got);
+        let ids = |objs: &[Value]| -> Vec<String> { manifests::by_id(objs).into_keys().collect() };
+        assert_eq!(ids(&got), ids(&want), "{name}: different objects");
+        let want_by_id = manifests::by_id(&want);
+        for (id, obj) in manifests::by_id(&got) {
+            assert_eq!(
+                obj, want_by_id[&id],
+                "{name}: {id} differs from kubectl kustomize"
+            );
+        }
+        let order = |objs: &[Value]| -> Vec<String> {
+            objs.iter()
+                .map(|o| format!("{}/{}", kind(o), o["metadata"]["name"]))
+                .collect()
+        };
+        assert_eq!(order(&got), order(&want), "{name}: different order");
+    }
+}
+
+#[test]
+fn winadmit_manifests_options() {
+    let tree = Tree::new();
+    let ca = tree.certs().join("ca.crt");
+    let objects = render(
+        &tree,
+        "base",
+        &[
+            "--namespace",
+            "win-ops",
+            "--image",
+            "registry.example.com/winadmit@sha256:0123",
+            "--ca-bundle",
+            ca.to_str().unwrap(),
+        ],
+    );
+    check_wiring("base --namespace win-ops", &objects);
+    let deployment = one(&objects, "Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/winadmit@sha256:0123"
+    );
+    let want = base64::engine::general_purpose::STANDARD.encode(tree.ca_pem());
+    for k in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        assert_eq!(
+            webhook(&objects, k)["clientConfig"]["caBundle"],
+            want.as_str()
+        );
+    }
+    assert_no_default_namespace(&objects);
+
+    // cert-manager: DNS names and the injection annotation move too.
+    let objects = render(&tree, "audit", &["--namespace", "win-ops"]);
+    check_wiring("audit --namespace win-ops", &objects);
+    assert_no_default_namespace(&objects);
+    let serving = objects
+        .iter()
+        .find(|o| kind(o) == "Certificate" && o["metadata"]["name"] == "winadmit-serving")
+        .unwrap();
+    assert_eq!(
+        serving["spec"]["dnsNames"],
+        serde_json::json!(winadmit::certs::service_dns_names("winadmit", "win-ops"))
+    );
+    assert_eq!(
+        one(&objects, "ValidatingWebhookConfiguration")["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "win-ops/winadmit-serving"
+    );
+
+    // Mistakes are usage errors (exit 2) that say what to do.
+    for (args, hint) in [
+        (vec!["manifests", "--overlay", "self-signed"], "--certs"),
+        (
+            vec![
+                "manifests",
+                "--overlay",
+                "cert-manager",
+                "--ca-bundle",
+                ca.to_str().unwrap(),
+            ],
+            "drop --ca-bundle",
+        ),
+        (
+            vec!["manifests", "--namespace", "Not_A_Name"],
+            "not a valid name",
+        ),
+    ] {
+        let out = winadmit(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(hint), "{args:?}: {stderr}");
+    }
+}
+
+/// No reference to the `winadmit` namespace survives `--namespace`.
+fn assert_no_default_namespace(objects: &[Value]) {
+    fn walk(v: &Value, path: &str, found: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    let here = format!("{path}.{k}");
+                    if k == "namespace" && child == "winadmit" {
+                        found.push(here.clone());
+                    }
+                    walk(child, &here, found);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(child, &format!("{path}[{i}]"), found);
+                }
+            }
+            // `<svc>.winadmit.svc`, `winadmit/<certificate>`; not the webhook
+            // names (`validate.winadmit.io`).
+            Value::String(s)
+                if s.replace(".winadmit.io", "").contains(".winadmit")
+                    || s.starts_with("winadmit/") =>
+            {
+                found.push(format!("{path}: {s}"));
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for obj in objects {
+        walk(
+            obj,
+            &format!("{}/{}", kind(obj), obj["metadata"]["name"]),
+            &mut found,
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "left in the winadmit namespace: {found:#?}"
+    );
+}
+
+#[test]
+fn image_tag_is_the_crate_version() {
+    let objects = manifests::build("", &|_| None).unwrap();
+    let image = one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        image.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+        "bump the image tag in manifests/base/deployment.yaml with the crate version: {image}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// matchConditions
+
+/// The `may-target-windows` expression, compiled; one per webhook, and the
+/// two must be the same text.
+fn match_condition() -> cel::Program {
+    let objects = manifests::build("", &|_| None).unwrap();
+    let expressions: Vec<String> = [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ]
+    .iter()
+    .map(|k| {
+        let conditions = webhook(&objects, k)["matchConditions"].clone();
+        assert_eq!(conditions.as_array().unwrap().len(), 1);
+        assert_eq!(conditions[0]["name"], "may-target-windows");
+        conditions[0]["expression"].as_str().unwrap().to_owned()
+    })
+    .collect();
+    assert_eq!(expressions[0], expressions[1]);
+    cel::Program::compile(&expressions[0])
+        .unwrap_or_else(|e| panic!("the matchCondition is not valid CEL: {e}"))
+}
+
+fn sends(program: &cel::Program, object: &Value) -> bool {
+    let mut cx = cel::Context::default();
+    cx.add_variable_from_value("object", cel::to_value(object).unwrap());
+    match program.execute(&cx) {
+        Ok(cel::Value::Bool(b)) => b,
+        other => panic!("the matchCondition must give a bool, gave {other:?} for {object}"),
+    }
+}
+
+fn pod(spec: &Value) -> Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+}
+
+fn templated(api: &str, k: &str, spec: &Value) -> Value {
+    serde_json::json!({"apiVersion": api, "kind": k, "metadata": {"name": "w"},
+        "spec": {"template": {"metadata": {}, "spec": spec}}})
+}
+
+fn cronjob(spec: &Value) -> Value {
+    serde_json::json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}}})
+}
+
+#[test]
+fn match_conditions_send_what_may_target_windows() {
+    use serde_json::json;
+    let program = match_condition();
+    let linux_app = json!({"containers": [{"name": "app", "image": "nginx:1.27"}]});
+    let os_affinity = |key: &str, values: &[&str]| {
+        json!({"containers": [{"name": "app", "image": "app:1"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": key, "operator": "In", "values": values}]}]}}}})
+    };
+    let cases: Vec<(&str, Value, bool)> = vec![
+        ("plain linux pod", pod(&linux_app), false),
+        (
+            "nodeSelector windows",
+            pod(
+                &json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "beta nodeSelector windows",
+            pod(
+                &json!({"nodeSelector": {"beta.kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "nodeSelector linux",
+            pod(
+                &json!({"nodeSelector": {"kubernetes.io/os": "linux", "disk": "ssd"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            false,
+        ),
+        (
+            "os.name windows",
+            pod(
+                &json!({"os": {"name": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "os.name linux",
+            pod(&json!({"os": {"name": "linux"}, "containers": [{"name": "a", "image": "app:1"}]})),
+            false,
+        ),
+        (
+            "any runtimeClassName",
+            pod(
+                &json!({"runtimeClassName": "gvisor", "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "required affinity on the OS label",
+            pod(&os_affinity("kubernetes.io/os", &["windows"])),
+            true,
+        ),
+        (
+            "required affinity on the beta OS label",
+            pod(&os_affinity("beta.kubernetes.io/os", &["windows"])),
+            true,
+        ),
+        (
+            "required affinity on a zone",
+            pod(&os_affinity("topology.kubernetes.io/zone", &["a"])),
+            false,
+        ),
+        (
+            "preferred affinity only",
+            pod(&json!({"containers": [{"name": "a", "image": "app:1"}],
+                "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [
+                        {"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}}]}}})),
+            false,
+        ),
+        (
+            "pod windowsOptions",
+            pod(
+                &json!({"securityContext": {"windowsOptions": {"runAsUserName": "ContainerUser"}},
+                "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "container hostProcess",
+            pod(&json!({"containers": [{"name": "a", "image": "app:1",
+                "securityContext": {"windowsOptions": {"hostProcess": true}}}]})),
+            true,
+        ),
+        (
+            "init container windowsOptions",
+            pod(&json!({"containers": [{"name": "a", "image": "app:1"}],
+                "initContainers": [{"name": "i", "image": "app:1",
+                    "securityContext": {"windowsOptions": {"runAsUserName": "ContainerUser"}}}]})),
+            true,
+        ),
+        (
+            "servercore image",
+            pod(
+                &json!({"containers": [{"name": "iis", "image": "mcr.microsoft.com/windows/servercore/iis:latest"}]}),
+            ),
+            true,
+        ),
+        (
+            "nanoserver init image",
+            pod(&json!({"containers": [{"name": "a", "image": "app:1"}],
+                "initContainers": [{"name": "i", "image": "mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022"}]})),
+            true,
+        ),
+        (
+            "windows ephemeral container",
+            pod(&json!({"containers": [{"name": "a", "image": "app:1"}],
+                "ephemeralContainers": [{"name": "d", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022"}]})),
+            true,
+        ),
+        (
+            "container without image",
+            pod(&json!({"containers": [{"name": "a"}]})),
+            false,
+        ),
+        (
+            "deployment nodeSelector windows",
+            templated(
+                "apps/v1",
+                "Deployment",
+                &json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "deployment linux",
+            templated("apps/v1", "Deployment", &linux_app),
+            false,
+        ),
+        (
+            "daemonset runtimeClassName",
+            templated(
+                "apps/v1",
+                "DaemonSet",
+                &json!({"runtimeClassName": "windows-2022", "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "replicationcontroller windows image",
+            templated(
+                "v1",
+                "ReplicationController",
+                &json!({"containers": [{"name": "a", "image": "microsoft/iis"}]}),
+            ),
+            true,
+        ),
+        (
+            "job os.name windows",
+            templated(
+                "batch/v1",
+                "Job",
+                &json!({"os": {"name": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        (
+            "cronjob nodeSelector windows",
+            cronjob(
+                &json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": [{"name": "a", "image": "app:1"}]}),
+            ),
+            true,
+        ),
+        ("cronjob linux", cronjob(&linux_app), false),
+        (
+            "cronjob without a job spec",
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"}, "spec": {"jobTemplate": {}}}),
+            false,
+        ),
+        (
+            "deployment without a template spec",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {}}}),
+            false,
+        ),
+        (
+            "object without spec",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}),
+            false,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, object, expected) in &cases {
+        if sends(&program, object) != *expected {
+            wrong.push(format!("{name}: expected {expected}"));
+        }
+    }
+    assert!(wrong.is_empty(), "matchCondition mistakes: {wrong:#?}");
+}
+
+/// The safety property: every object of the real-world corpus that the
+/// engine treats as Windows or finds anything in is sent to the webhook.
+/// (A skipped object is one the webhook never sees.)
+#[test]
+fn match_conditions_never_skip_what_winadmit_acts_on() {
+    use serde::Deserialize as _;
+    use winadmit::engine::{Context, evaluate};
+    use winadmit::view::ObjectView;
+    use winadmit::workload::Workload;
+
+    let corpus = std::env::var_os("WINADMIT_CORPUS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+        PathBuf::from,
+    );
+    let program = match_condition();
+    let policy = Policy::load(&[]).unwrap();
+    let cx = Context::default();
+    let (mut acted_on, mut skipped) = (0, 0);
+    let mut missed = Vec::new();
+    let files = walkdir::WalkDir::new(&corpus)
+        .sort_by_file_name()
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| {
+            e.path()
+                .extension()
+                .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+        });
+    for entry in files {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        let Ok(docs) = winadmit::source::parse(&text) else {
+            continue;
+        };
+        for doc in docs {
+            let Ok(view) = ObjectView::deserialize(&doc.value) else {
+                continue;
+            };
+            let Some(workload) = Workload::from_view(&view) else {
+                continue;
+            };
+            let eval = evaluate(&policy, &workload, &cx);
+            let sent = sends(&program, &doc.value);
+            if eval.target.is_windows() || !eval.findings.is_empty() {
+                acted_on += 1;
+                if !sent {
+                    missed.push(format!(
+                        "{} doc {}: {} {}",
+                        entry.file_name().to_string_lossy(),
+                        doc.index,
+                        workload.kind.as_str(),
+                        workload.name
+                    ));
+                }
+            } else if !sent {
+                skipped += 1;
+            }
+        }
+    }
+    assert!(
+        acted_on > 20,
+        "the corpus at {} gave only {acted_on} Windows workloads; set WINADMIT_CORPUS",
+        corpus.display()
+    );
+    assert!(
+        missed.is_empty(),
+        "matchConditions skip objects winadmit acts on: {missed:#?}"
+    );
+    // The conditions are worth having: they skip most Linux workloads.
+    assert!(
+        skipped > 0,
+        "the matchCondition skipped nothing in the corpus"
+    );
+}
+
+/// The evaluator used above is as strict as the API server's cel-go: reading
+/// an absent field is an error, not null. So the guard tests above really
+/// test the `has()` guards.
+#[test]
+fn cel_evaluator_errors_on_absent_fields() {
+    let program = cel::Program::compile("object.spec.nodeSelector.size() == 0").unwrap();
+    let mut cx = cel::Context::default();
+    cx.add_variable_from_value(
+        "object",
+        cel::to_value(serde_json::json!({"spec": {}})).unwrap(),
+    );
+    assert!(program.execute(&cx).is_err());
+    let guarded = cel::Program::compile("has(object.spec.nodeSelector)").unwrap();
+    assert!(matches!(guarded.execute(&cx), Ok(cel::Value::Bool(false))));
+}
+
+/// No Docker engine runs in CI; check what the Deployment relies on.
+#[test]
+fn dockerfile_fits_the_deployment() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let objects = manifests::build("", &|_| None).unwrap();
+    let pod = &one(&objects, "Deployment")["spec"]["template"]["spec"];
+    let uid = pod["securityContext"]["runAsUser"].as_i64().unwrap();
+    let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
+    assert!(
+        last_stage.contains(&format!("\nUSER {uid}:{uid}")),
+        "the runtime stage runs as {uid}, like the Deployment"
+    );
+    assert!(last_stage.contains("ENTRYPOINT [\"/usr/local/bin/winadmit\"]"));
+    assert!(last_stage.contains("EXPOSE 8443"));
+    assert!(dockerfile.contains("cargo build --release --locked --bin winadmit"));
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
+    for line in [
+        "target/",
+        "manifests/overlays/self-signed/certs/",
+        "**/*.key",
+    ] {
+        assert!(ignore.lines().any(|l| l == line), ".dockerignore: {line}");
+    }
+}

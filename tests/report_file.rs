@@ -1,0 +1,239 @@
+//! `winadmit report --from-file` with real `kubectl get -o json|yaml`
+//! output, exit codes, mode preview, and the JSON shape shared with `/report`.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use winadmit::engine::Context;
+use winadmit::policy::Policy;
+use winadmit::report::ReportOptions;
+use winadmit::report::body::report_body;
+
+const KUBECTL_JSON: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/report/kubectl-get-all.json"
+);
+const KUBECTL_YAML: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/report/kubectl-get-all.yaml"
+);
+
+fn winadmit(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or_default()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn json_report(args: &[&str], stdin: Option<&[u8]>) -> (Value, Output) {
+    let out = winadmit(args, stdin);
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (v, out)
+}
+
+/// Objects without where they came from (file, line, document differ by input).
+fn located_out(report: &Value) -> Value {
+    let mut objects = report["objects"].as_array().unwrap().clone();
+    for o in &mut objects {
+        for f in o["findings"].as_array_mut().unwrap() {
+            let f = f.as_object_mut().unwrap();
+            for k in ["file", "line", "column", "document"] {
+                f.remove(k);
+            }
+        }
+    }
+    objects.sort_by_key(|o| format!("{}/{}/{}", o["kind"], o["namespace"], o["name"]));
+    Value::Array(objects)
+}
+
+#[test]
+fn kubectl_json_and_yaml_give_the_same_report() {
+    let (json, out) = json_report(
+        &["report", "--from-file", KUBECTL_JSON, "--format", "json"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let (yaml, _) = json_report(
+        &["report", "--from-file", KUBECTL_YAML, "--format", "json"],
+        None,
+    );
+    assert_eq!(located_out(&json), located_out(&yaml));
+    assert_eq!(json["summary"], yaml["summary"]);
+    // YAML has positions; JSON, streamed, does not.
+    let line = |r: &Value| {
+        r["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == "win-probe")
+            .unwrap()["findings"][0]["line"]
+            .clone()
+    };
+    assert_eq!(line(&json), 0);
+    assert!(line(&yaml).as_u64().unwrap() > 0);
+    // Same from stdin.
+    let bytes = std::fs::read(KUBECTL_JSON).unwrap();
+    let (stdin, _) = json_report(
+        &["report", "--from-file", "-", "--format", "json"],
+        Some(&bytes),
+    );
+    assert_eq!(stdin["summary"]["objects"], json["summary"]["objects"]);
+}
+
+#[test]
+fn the_json_format_is_the_report_endpoint_shape() {
+    let (cli, _) = json_report(
+        &["report", "--from-file", KUBECTL_JSON, "--format", "json"],
+        None,
+    );
+    let body = std::fs::read(KUBECTL_JSON).unwrap();
+    let policy = Policy::default_policy();
+    let options = ReportOptions {
+        patched_objects: true,
+        fold: true,
+        ..ReportOptions::default()
+    };
+    let api = report_body(
+        &policy,
+        &Context::default(),
+        &options,
+        "application/json",
+        &body,
+    )
+    .unwrap();
+    let api = serde_json::to_value(&api).unwrap();
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&cli), keys(&api));
+    assert_eq!(located_out(&cli), located_out(&api));
+    assert_eq!(cli["summary"], api["summary"]);
+    // Each object: identity, targeting, verdict, lint-shaped findings, patch.
+    let o = &api["objects"][0];
+    for k in [
+        "kind",
+        "namespace",
+        "name",
+        "targetsWindows",
+        "targetReason",
+        "verdict",
+        "findings",
+        "patch",
+    ] {
+        assert!(o.get(k).is_some(), "{k} missing from {o}");
+    }
+}
+
+#[test]
+fn mode_preview_changes_verdicts_not_findings() {
+    let verdicts = |mode: &str| {
+        let (r, out) = json_report(
+            &[
+                "report",
+                "--from-file",
+                KUBECTL_JSON,
+                "--format",
+                "json",
+                "--mode",
+                mode,
+            ],
+            None,
+        );
+        (
+            r["summary"]["verdicts"].clone(),
+            r["summary"]["errors"].clone(),
+            out.status.code(),
+        )
+    };
+    let (enforce, e1, c1) = verdicts("enforce");
+    let (warn, e2, _) = verdicts("warn");
+    let (audit, e3, c3) = verdicts("audit");
+    assert_eq!(
+        enforce,
+        serde_json::json!({"deny": 4, "warn": 0, "allow": 2})
+    );
+    assert_eq!(warn, serde_json::json!({"deny": 0, "warn": 4, "allow": 2}));
+    assert_eq!(audit, serde_json::json!({"deny": 0, "warn": 0, "allow": 6}));
+    assert_eq!((e1.clone(), e2), (e1.clone(), e3));
+    // --fail-on follows severities, as in lint, whatever the mode.
+    assert_eq!((c1, c3), (Some(1), Some(1)));
+}
+
+#[test]
+fn exit_codes_follow_lint() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = dir.path().join("clean.yaml");
+    std::fs::write(&clean, "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  nodeSelector: {kubernetes.io/os: linux}\n  containers: [{name: c, image: nginx}]\n").unwrap();
+    let out = winadmit(&["report", "--from-file", clean.to_str().unwrap()], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let warning = dir.path().join("warning.yaml");
+    std::fs::write(&warning, "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  containers: [{name: c, image: mcr.microsoft.com/windows/nanoserver:ltsc2022}]\n").unwrap();
+    let out = winadmit(&["report", "--from-file", warning.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0));
+    let out = winadmit(
+        &[
+            "report",
+            "--from-file",
+            warning.to_str().unwrap(),
+            "--fail-on",
+            "warning",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+
+    let broken = dir.path().join("broken.json");
+    std::fs::write(
+        &broken,
+        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [\n  {\"kind\": \"Pod\",}\n]}",
+    )
+    .unwrap();
+    let out = winadmit(&["report", "--from-file", broken.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{}:2:", broken.display())) && stdout.contains("invalid JSON"),
+        "{stdout}"
+    );
+
+    let out = winadmit(&["report", "--from-file", "/nonexistent.json"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = winadmit(
+        &["report", "--from-file", "x.json", "--kubeconfig", "k"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use one or the other"));
+}
+
+#[test]
+fn text_report_leads_with_the_summary() {
+    let out = winadmit(&["report", "--from-file", KUBECTL_JSON], None);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ns = text.find("Namespaces:").unwrap();
+    let rules = text.find("Top rules:").unwrap();
+    let objects = text.find("Objects:").unwrap();
+    assert!(ns < rules && rules < objects, "{text}");
+    assert!(
+        text.contains("14 workload(s): 6 reported, 8 folded into their owners"),
+        "{text}"
+    );
+    assert!(text.contains("DENY  Pod ops/win-probe"), "{text}");
+    assert!(
+        text.contains("owned by ReplicaSet/iis-7b9f6c5d8, reported apart"),
+        "{text}"
+    );
+}

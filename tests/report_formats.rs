@@ -1,0 +1,397 @@
+//! PolicyReport output against the wgpolicyk8s.io/v1alpha2 schema's shape,
+//! the HTML report in headless Chromium, and `POST /report` through the router.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde::Deserialize;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+const KUBECTL_JSON: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/report/kubectl-get-all.json"
+);
+
+fn winadmit(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+// --- wgpolicyk8s.io/v1alpha2, written from the CRD schema, strict. ---
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PolicyReport {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    #[serde(default)]
+    scope: Option<ObjectReference>,
+    #[serde(default)]
+    scope_selector: Option<Value>,
+    summary: Option<ReportSummary>,
+    #[serde(default)]
+    results: Vec<PolicyReportResult>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObjectMeta {
+    name: String,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportSummary {
+    pass: Option<i64>,
+    fail: Option<i64>,
+    warn: Option<i64>,
+    error: Option<i64>,
+    skip: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum ResultKind {
+    Pass,
+    Fail,
+    Warn,
+    Error,
+    Skip,
+}
+
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Severity {
+    Critical,
+    High,
+    Medium,
+    Low,
+    Info,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PolicyReportResult {
+    source: Option<String>,
+    policy: String,
+    rule: Option<String>,
+    category: Option<String>,
+    severity: Option<Severity>,
+    timestamp: Option<Value>,
+    result: Option<ResultKind>,
+    scored: Option<bool>,
+    #[serde(default)]
+    resources: Vec<ObjectReference>,
+    resource_selector: Option<Value>,
+    message: Option<String>,
+    #[serde(default)]
+    properties: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ObjectReference {
+    api_version: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    field_path: Option<String>,
+}
+
+#[test]
+fn policy_reports_match_the_wgpolicy_schema() {
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        KUBECTL_JSON,
+        "--format",
+        "policyreport",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<PolicyReport> =
+        serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let by_ns: BTreeMap<String, &PolicyReport> = reports
+        .iter()
+        .map(|r| (r.metadata.namespace.clone().unwrap_or_default(), r))
+        .collect();
+    assert_eq!(
+        by_ns.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["batch", "kube-system", "ops", "shop", "web"]
+    );
+    for r in &reports {
+        assert_eq!(r.api_version, "wgpolicyk8s.io/v1alpha2");
+        assert_eq!(r.kind, "PolicyReport");
+        assert!(r.scope.is_none() && r.scope_selector.is_none());
+        assert_eq!(
+            r.metadata.name,
+            format!("winadmit-{}", r.metadata.namespace.as_deref().unwrap())
+        );
+        assert_eq!(
+            r.metadata.labels["app.kubernetes.io/managed-by"],
+            "winadmit"
+        );
+        let s = r.summary.as_ref().unwrap();
+        let count = |k: ResultKind| r.results.iter().filter(|x| x.result == Some(k)).count() as i64;
+        assert_eq!(s.pass, Some(count(ResultKind::Pass)));
+        assert_eq!(s.fail, Some(count(ResultKind::Fail)));
+        assert_eq!(s.warn, Some(count(ResultKind::Warn)));
+        assert_eq!(s.error, Some(count(ResultKind::Error)));
+        assert_eq!(s.skip, Some(count(ResultKind::Skip)));
+        for res in &r.results {
+            assert_eq!(res.source.as_deref(), Some("winadmit"));
+            assert_eq!(res.policy, "winadmit");
+            assert!(res.category.is_some() && res.scored == Some(true) && res.message.is_some());
+            assert!(res.timestamp.is_none() && res.resource_selector.is_none());
+            assert_eq!(res.resources.len(), 1);
+            let obj = &res.resources[0];
+            assert_eq!(obj.namespace, r.metadata.namespace);
+            assert!(obj.api_version.is_some() && obj.kind.is_some() && obj.name.is_some());
+            assert!(
+                obj.uid.is_none() && obj.resource_version.is_none() && obj.field_path.is_none()
+            );
+        }
+    }
+    let ops = &by_ns["ops"].results[0];
+    assert_eq!(ops.rule.as_deref(), Some("WIN-HOSTNETWORK"));
+    assert_eq!(
+        (ops.result, &ops.severity),
+        (Some(ResultKind::Fail), &Some(Severity::High))
+    );
+    assert_eq!(ops.properties["verdict"], "deny");
+    assert_eq!(ops.properties["field"], "spec.hostNetwork");
+    assert_eq!(by_ns["shop"].results[0].result, Some(ResultKind::Pass));
+    let _ = (
+        Severity::Critical,
+        Severity::Medium,
+        Severity::Low,
+        Severity::Info,
+    );
+}
+
+#[test]
+fn objects_without_a_namespace_go_to_a_cluster_policy_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  os: {name: windows}\n  hostPID: true\n  containers: [{name: c, image: i}]\n",
+    )
+    .unwrap();
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--format",
+        "policyreport",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<PolicyReport> = serde_saphyr::from_multiple(&text).unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].kind, "ClusterPolicyReport");
+    assert_eq!(reports[0].metadata.namespace, None);
+    assert_eq!(reports[0].metadata.name, "winadmit-cluster");
+}
+
+// --- HTML in headless Chromium ---
+
+fn chromium() -> Option<String> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(str::to_owned)
+}
+
+fn dump_dom(browser: &str, page: &Path, profile: &Path) -> String {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn html_report_renders_its_chart_and_table_in_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_CHROMIUM").is_none(),
+            "chromium is required (WINADMIT_REQUIRE_CHROMIUM is set) but was not found"
+        );
+        eprintln!(
+            "SKIPPED: no chromium on PATH (install the Debian package `chromium` to run this test)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Hostile data must stay data: a pod whose name and field values look like markup.
+    let extra = dir.path().join("hostile.yaml");
+    std::fs::write(
+        &extra,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: \"x</script><img src=x onerror=alert(1)>\", namespace: evil}\nspec:\n  os: {name: windows}\n  hostIPC: true\n  containers: [{name: c, image: i}]\n",
+    )
+    .unwrap();
+    let page = dir.path().join("report.html");
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        KUBECTL_JSON,
+        "--from-file",
+        extra.to_str().unwrap(),
+        "--format",
+        "html",
+        "--output",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http") && !html.contains("<link"),
+        "external asset"
+    );
+    assert!(
+        !html.contains("<img src=x"),
+        "unescaped data in the page source"
+    );
+
+    let dom = dump_dom(&browser, &page, &dir.path().join("profile"));
+    assert!(dom.contains("id=\"findings\""), "no table in {dom}");
+    // One table row per finding (7: six from the cluster, one hostile).
+    let rows = dom.matches("<tr data-rule=").count();
+    assert_eq!(rows, 7, "{dom}");
+    for rule in [
+        "WIN-PRIVILEGED",
+        "WIN-HOSTNETWORK",
+        "WIN-SUBPATH",
+        "WIN-RUNASUSER",
+    ] {
+        assert!(
+            dom.contains(&format!("<tr data-rule=\"{rule}\"")),
+            "{rule} row missing"
+        );
+    }
+    // Charts: a bar per namespace with findings and per rule, with counts.
+    assert!(dom.contains("aria-label=\"chart-namespaces\""), "{dom}");
+    assert!(
+        dom.contains("class=\"bar\" data-label=\"web\" data-count=\"4\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("class=\"bar\" data-label=\"WIN-PRIVILEGED\" data-count=\"3\""),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("showing 7 of 7 matching (7 findings)"),
+        "{dom}"
+    );
+    // The hostile name is shown as text, escaped, and no <img> element was created.
+    assert!(
+        dom.contains("x&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "{dom}"
+    );
+    assert!(!dom.contains("<img"), "markup from data was rendered");
+}
+
+// --- POST /report through the router (what the server will mount) ---
+
+fn app() -> axum::Router {
+    let state = winadmit::report::http::StaticReportState {
+        policy: std::sync::Arc::new(winadmit::policy::Policy::default_policy()),
+        version: winadmit::version::KubeVersion::LATEST,
+    };
+    winadmit::report::http::router(state)
+}
+
+async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let req = Request::post(uri)
+        .header("content-type", content_type)
+        .body(Body::from(body))
+        .unwrap();
+    let resp = app().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn report_endpoint_answers_json_and_yaml_and_refuses_bad_input() {
+    let yaml = b"apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  os: {name: windows}\n  containers: [{name: c, image: i}]\n".to_vec();
+    let (status, v) = post("/report", "application/yaml", yaml.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    let o = &v["objects"][0];
+    assert_eq!(o["verdict"], "allow");
+    assert_eq!(o["patch"][0]["path"], "/spec/nodeSelector");
+    assert_eq!(
+        o["patchedObject"]["spec"]["nodeSelector"]["kubernetes.io/os"],
+        "windows"
+    );
+    assert_eq!(v["summary"]["objects"], 1);
+
+    let (status, v) = post(
+        "/report",
+        "application/json",
+        std::fs::read(KUBECTL_JSON).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["summary"]["folded"], 8);
+    let (_, v) = post(
+        "/report?mode=audit",
+        "application/json",
+        std::fs::read(KUBECTL_JSON).unwrap(),
+    )
+    .await;
+    assert_eq!(v["summary"]["verdicts"]["deny"], 0);
+
+    let (status, v) = post("/report", "text/plain", yaml).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(v["error"].as_str().unwrap().contains("application/json"));
+    let (status, v) = post("/report", "application/json", b"{\"kind\":".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid JSON body"),
+        "{v}"
+    );
+    let (status, v) = post("/report?mode=loud", "application/json", b"{}".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(v["error"].as_str().unwrap().contains("unknown mode"), "{v}");
+}

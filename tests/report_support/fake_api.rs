@@ -1,0 +1,272 @@
+//! A local HTTPS process that answers the Kubernetes list API from recorded
+//! list responses (tests/fixtures/report/live/<resource>.json, as the API
+//! server returns them: typed lists whose items carry no kind), with real
+//! pagination (`limit`, opaque `continue` tokens, `remainingItemCount`) and
+//! bearer-token authentication, plus a kubeconfig that reaches it through
+//! a CA generated with rcgen.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+pub const TOKEN: &str = "test-token-7f3a";
+
+/// How the fake API server misbehaves.
+#[derive(Clone, Default)]
+pub struct Behaviour {
+    /// Resource plural answered with 403 Forbidden.
+    pub forbid: Option<&'static str>,
+}
+
+#[derive(Clone)]
+struct AppState {
+    fixtures: PathBuf,
+    behaviour: Behaviour,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+pub struct FakeApi {
+    pub addr: SocketAddr,
+    pub ca_pem: String,
+    pub requests: Arc<Mutex<Vec<String>>>,
+    _runtime: std::thread::JoinHandle<()>,
+}
+
+impl FakeApi {
+    pub fn start(behaviour: Behaviour) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let server_config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let acceptor = TlsAcceptor::from(Arc::new(server_config));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state = AppState {
+            fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/live"),
+            behaviour,
+            requests: Arc::clone(&requests),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                tx.send(tcp.local_addr().unwrap()).unwrap();
+                let app = Router::new().fallback(answer).with_state(state);
+                axum::serve(TlsListener { tcp, acceptor }, app)
+                    .await
+                    .unwrap();
+            });
+        });
+        let addr = rx.recv().unwrap();
+        Self {
+            addr,
+            ca_pem: ca.pem(),
+            requests,
+            _runtime: handle,
+        }
+    }
+
+    /// Writes a kubeconfig for this server into `dir`.
+    pub fn kubeconfig(&self, dir: &Path, token: &str) -> PathBuf {
+        kubeconfig_for(dir, &format!("https://{}", self.addr), &self.ca_pem, token)
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+pub fn kubeconfig_for(dir: &Path, server: &str, ca_pem: &str, token: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: tester\n  user:\n    token: {token}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: tester\ncurrent-context: fake\n",
+        B64.encode(ca_pem)
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct TlsListener {
+    tcp: TcpListener,
+    acceptor: TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(stream).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    (StatusCode::from_u16(code).unwrap(), axum::Json(body)).into_response()
+}
+
+async fn answer(State(state): State<AppState>, req: Request) -> Response {
+    let uri = req.uri().clone();
+    state.requests.lock().unwrap().push(
+        uri.path_and_query()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+    );
+    let authorized = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {TOKEN}"));
+    if !authorized {
+        return status(401, "Unauthorized", "Unauthorized");
+    }
+    // /api/v1[/namespaces/NS]/PLURAL or /apis/G/V[/namespaces/NS]/PLURAL
+    let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let rest = match parts.first() {
+        Some(&"api") => &parts[2..],
+        Some(&"apis") => &parts[3..],
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
+    };
+    let (namespace, plural) = match rest {
+        [plural] => (None, *plural),
+        ["namespaces", ns, plural] => (Some(*ns), *plural),
+        _ => {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
+    };
+    let group = if parts[0] == "api" { "" } else { parts[1] };
+    if state.behaviour.forbid == Some(plural) {
+        let scope = namespace.map_or("at the cluster scope".to_owned(), |ns| {
+            format!("in the namespace \"{ns}\"")
+        });
+        return status(
+            403,
+            "Forbidden",
+            &format!(
+                "{plural}{} is forbidden: User \"system:serviceaccount:ci:winadmit\" cannot list resource \"{plural}\" in API group \"{group}\" {scope}",
+                if group.is_empty() {
+                    String::new()
+                } else {
+                    format!(".{group}")
+                }
+            ),
+        );
+    }
+    let Ok(text) = std::fs::read_to_string(state.fixtures.join(format!("{plural}.json"))) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    let mut list: Value = serde_json::from_str(&text).unwrap();
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    if let Some(ns) = namespace {
+        items.retain(|i| i["metadata"]["namespace"] == ns);
+    }
+    let query: Vec<(String, String)> = uri
+        .query()
+        .map(|q| {
+            q.split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), percent_decode(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let get = |k: &str| query.iter().find(|(q, _)| q == k).map(|(_, v)| v.clone());
+    let limit = get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(usize::MAX);
+    let start = match get("continue") {
+        Some(token) => {
+            let decoded: Value = serde_json::from_slice(&B64.decode(token).unwrap()).unwrap();
+            decoded["start"].as_u64().unwrap() as usize
+        }
+        None => 0,
+    };
+    let end = start.saturating_add(limit).min(items.len());
+    let page: Vec<Value> = items[start.min(items.len())..end].to_vec();
+    list["items"] = Value::Array(page);
+    if end < items.len() {
+        let token =
+            B64.encode(json!({"v": "meta.k8s.io/v1", "rv": 812999, "start": end}).to_string());
+        list["metadata"]["continue"] = json!(token);
+        list["metadata"]["remainingItemCount"] = json!(items.len() - end);
+    }
+    // Field order as the API server writes it: kind, apiVersion, metadata, items.
+    let body = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":{}}}",
+        list["kind"], list["apiVersion"], list["metadata"], list["items"]
+    );
+    ([("content-type", "application/json")], body).into_response()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}

@@ -1,0 +1,567 @@
+//! One row per (rule, case): a bad manifest the rule must flag at the given
+//! fields, and a good one it must leave alone. Pods are Windows-targeted by
+//! `nodeSelector kubernetes.io/os: windows` unless the case says otherwise.
+
+use serde::Deserialize;
+use winadmit::engine::{Context, evaluate};
+use winadmit::finding::Severity;
+use winadmit::policy::Policy;
+use winadmit::version::KubeVersion;
+use winadmit::view::ObjectView;
+use winadmit::workload::Workload;
+
+/// A Windows pod with `spec` lines appended (indented two spaces under spec).
+fn windows_pod(spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ns\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n{}\n",
+        indent(spec)
+    )
+}
+
+fn pod(spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n{}\n",
+        indent(spec)
+    )
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Fields flagged by `rule` when evaluating `yaml`.
+fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -> Vec<String> {
+    let docs = winadmit::source::parse(yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let cx = Context {
+        version,
+        runtime_classes: None,
+    };
+    evaluate(policy, &workload, &cx)
+        .findings
+        .into_iter()
+        .filter(|f| f.rule == rule)
+        .map(|f| f.field.to_string())
+        .collect()
+}
+
+fn flagged(yaml: &str, rule: &str) -> Vec<String> {
+    flagged_with(&Policy::default_policy(), KubeVersion::LATEST, yaml, rule)
+}
+
+const C: &str = "containers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2022";
+
+#[test]
+fn table_of_bad_and_good_cases() {
+    let sc = |body: &str| {
+        format!(
+            "{C}\n  securityContext:\n{}",
+            body.lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+    let psc = |body: &str| {
+        format!(
+            "{C}\nsecurityContext:\n{}",
+            body.lines()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    };
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "WIN-PRIVILEGED",
+            windows_pod(&sc("privileged: true")),
+            vec!["spec.containers[0].securityContext.privileged"],
+        ),
+        (
+            "WIN-PRIVILEGED",
+            windows_pod(&sc("privileged: false")),
+            vec![],
+        ),
+        ("WIN-PRIVILEGED", pod(&sc("privileged: true")), vec![]),
+        (
+            "WIN-RUNASUSER",
+            windows_pod(&sc("runAsUser: 1000")),
+            vec!["spec.containers[0].securityContext.runAsUser"],
+        ),
+        (
+            "WIN-RUNASUSER",
+            windows_pod(&psc("runAsUser: 0")),
+            vec!["spec.securityContext.runAsUser"],
+        ),
+        (
+            "WIN-RUNASUSER",
+            windows_pod(&psc("runAsNonRoot: true")),
+            vec![],
+        ),
+        (
+            "WIN-RUNASGROUP",
+            windows_pod(&psc("runAsGroup: 3000")),
+            vec!["spec.securityContext.runAsGroup"],
+        ),
+        (
+            "WIN-HOSTNETWORK",
+            windows_pod(&format!("hostNetwork: true\n{C}")),
+            vec!["spec.hostNetwork"],
+        ),
+        (
+            "WIN-HOSTNETWORK",
+            windows_pod(&format!(
+                "hostNetwork: true\n{}",
+                psc("windowsOptions:\n  hostProcess: true\n  runAsUserName: NT AUTHORITY\\SYSTEM")
+            )),
+            vec![],
+        ),
+        (
+            "WIN-HOSTPID",
+            windows_pod(&format!("hostPID: true\n{C}")),
+            vec!["spec.hostPID"],
+        ),
+        (
+            "WIN-HOSTPID",
+            windows_pod(&format!("hostPID: false\n{C}")),
+            vec![],
+        ),
+        (
+            "WIN-HOSTIPC",
+            windows_pod(&format!("hostIPC: true\n{C}")),
+            vec!["spec.hostIPC"],
+        ),
+        (
+            "WIN-SHAREPROCESSNS",
+            windows_pod(&format!("shareProcessNamespace: true\n{C}")),
+            vec!["spec.shareProcessNamespace"],
+        ),
+        (
+            "WIN-SUBPATH",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a\n  - name: v\n    mountPath: C:\\b\n    subPathExpr: $(POD)"
+            )),
+            vec![
+                "spec.containers[0].volumeMounts[0].subPath",
+                "spec.containers[0].volumeMounts[1].subPathExpr",
+            ],
+        ),
+        (
+            "WIN-SUBPATH",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: \"\""
+            )),
+            vec![],
+        ),
+        (
+            "WIN-EMPTYDIR-MEMORY",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: v\n  emptyDir:\n    medium: Memory"
+            )),
+            vec!["spec.volumes[0].emptyDir.medium"],
+        ),
+        (
+            "WIN-EMPTYDIR-MEMORY",
+            windows_pod(&format!("{C}\nvolumes:\n- name: v\n  emptyDir: {{}}")),
+            vec![],
+        ),
+        (
+            "WIN-SELINUX",
+            windows_pod(&psc("seLinuxOptions:\n  level: s0")),
+            vec!["spec.securityContext.seLinuxOptions"],
+        ),
+        (
+            "WIN-SECCOMP",
+            windows_pod(&sc(
+                "seccompProfile:\n  type: Localhost\n  localhostProfile: x.json",
+            )),
+            vec!["spec.containers[0].securityContext.seccompProfile"],
+        ),
+        (
+            "WIN-APPARMOR",
+            windows_pod(&sc("appArmorProfile:\n  type: RuntimeDefault")),
+            vec!["spec.containers[0].securityContext.appArmorProfile"],
+        ),
+        (
+            "WIN-CAPABILITIES",
+            windows_pod(&sc("capabilities:\n  drop: [ALL]")),
+            vec!["spec.containers[0].securityContext.capabilities"],
+        ),
+        (
+            "WIN-PRIV-ESCALATION",
+            windows_pod(&sc("allowPrivilegeEscalation: true")),
+            vec!["spec.containers[0].securityContext.allowPrivilegeEscalation"],
+        ),
+        (
+            "WIN-PRIV-ESCALATION",
+            windows_pod(&sc("allowPrivilegeEscalation: false")),
+            vec![],
+        ),
+        (
+            "WIN-PROCMOUNT",
+            windows_pod(&sc("procMount: Unmasked")),
+            vec!["spec.containers[0].securityContext.procMount"],
+        ),
+        (
+            "WIN-PROCMOUNT",
+            windows_pod(&sc("procMount: Default")),
+            vec![],
+        ),
+        (
+            "WIN-READONLY-ROOTFS",
+            windows_pod(&sc("readOnlyRootFilesystem: true")),
+            vec!["spec.containers[0].securityContext.readOnlyRootFilesystem"],
+        ),
+        (
+            "WIN-SUPPLEMENTAL-GROUPS",
+            windows_pod(&psc("supplementalGroups: [4000]")),
+            vec!["spec.securityContext.supplementalGroups"],
+        ),
+        (
+            "WIN-SYSCTLS",
+            windows_pod(&psc(
+                "sysctls:\n- name: net.core.somaxconn\n  value: \"1024\"",
+            )),
+            vec!["spec.securityContext.sysctls"],
+        ),
+        (
+            "WIN-FSGROUP",
+            windows_pod(&psc("fsGroup: 2000")),
+            vec!["spec.securityContext.fsGroup"],
+        ),
+        (
+            "WIN-FSGROUP-CHANGE-POLICY",
+            windows_pod(&psc("fsGroupChangePolicy: OnRootMismatch")),
+            vec!["spec.securityContext.fsGroupChangePolicy"],
+        ),
+        (
+            "WIN-VOLUME-DEVICES",
+            windows_pod(&format!(
+                "{C}\n  volumeDevices:\n  - name: d\n    devicePath: /dev/xvda"
+            )),
+            vec!["spec.containers[0].volumeDevices"],
+        ),
+        (
+            "WIN-HUGEPAGES",
+            windows_pod(&format!(
+                "{C}\n  resources:\n    limits:\n      hugepages-2Mi: 100Mi\n      memory: 1Gi"
+            )),
+            vec!["spec.containers[0].resources.limits[hugepages-2Mi]"],
+        ),
+        (
+            "WIN-MOUNT-PROPAGATION",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\a\n    mountPropagation: HostToContainer\n  - name: v\n    mountPath: C:\\b\n    mountPropagation: None"
+            )),
+            vec!["spec.containers[0].volumeMounts[0].mountPropagation"],
+        ),
+        (
+            "WIN-DNS-HOSTNET",
+            windows_pod(&format!("dnsPolicy: ClusterFirstWithHostNet\n{C}")),
+            vec!["spec.dnsPolicy"],
+        ),
+        (
+            "WIN-DNS-HOSTNET",
+            windows_pod(&format!("dnsPolicy: ClusterFirst\n{C}")),
+            vec![],
+        ),
+        (
+            "WIN-NFS",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: v\n  nfs:\n    server: s\n    path: /x"
+            )),
+            vec!["spec.volumes[0].nfs"],
+        ),
+        (
+            "WIN-HOSTPROCESS",
+            windows_pod(&format!(
+                "{C}\n- name: b\n  image: x\nsecurityContext:\n  windowsOptions:\n    hostProcess: true"
+            )),
+            vec!["spec.hostNetwork"],
+        ),
+        (
+            "WIN-HOSTPROCESS",
+            windows_pod(
+                "hostNetwork: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n- name: b\n  image: y",
+            ),
+            vec!["spec"],
+        ),
+        (
+            "WIN-HOSTPROCESS",
+            windows_pod(
+                "hostNetwork: true\nsecurityContext:\n  windowsOptions:\n    hostProcess: true\ncontainers:\n- name: a\n  image: x\n  securityContext:\n    windowsOptions:\n      hostProcess: false",
+            ),
+            vec!["spec.containers[0].securityContext.windowsOptions.hostProcess"],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-FORMAT",
+            windows_pod(&psc(
+                "windowsOptions:\n  runAsUserName: 'a\\b\\c'\n  gmsaCredentialSpecName: WebApp",
+            )),
+            vec![
+                "spec.securityContext.windowsOptions.gmsaCredentialSpecName",
+                "spec.securityContext.windowsOptions.runAsUserName",
+            ],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-FORMAT",
+            windows_pod(&psc(
+                "windowsOptions:\n  runAsUserName: ContainerUser\n  gmsaCredentialSpecName: webapp1",
+            )),
+            vec![],
+        ),
+        (
+            "WIN-NONROOT-ADMIN",
+            windows_pod(&psc(
+                "runAsNonRoot: true\nwindowsOptions:\n  runAsUserName: containeradministrator",
+            )),
+            vec!["spec.securityContext.windowsOptions.runAsUserName"],
+        ),
+        (
+            "WIN-NONROOT-ADMIN",
+            windows_pod(&psc(
+                "runAsNonRoot: true\nwindowsOptions:\n  runAsUserName: ContainerUser",
+            )),
+            vec![],
+        ),
+        (
+            "WIN-TERMINATION-MESSAGE-PATH",
+            windows_pod(&format!("{C}\n  terminationMessagePath: C:\\\\t.log")),
+            vec!["spec.containers[0].terminationMessagePath"],
+        ),
+        (
+            "WIN-TERMINATION-MESSAGE-PATH",
+            windows_pod(&format!(
+                "{C}\n  terminationMessagePath: /dev/termination-log"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-DEFAULT-MODE",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: s\n  secret:\n    secretName: s\n    defaultMode: 0400\n- name: t\n  projected:\n    defaultMode: 420\n    sources: []"
+            )),
+            vec!["spec.volumes[0].secret.defaultMode"],
+        ),
+        (
+            "WIN-OS-CONFLICT",
+            pod(&format!(
+                "os:\n  name: windows\nnodeSelector:\n  kubernetes.io/os: linux\n{C}"
+            )),
+            vec!["spec.nodeSelector[kubernetes.io/os]"],
+        ),
+        (
+            "WIN-OS-CONFLICT",
+            pod(&format!(
+                "os:\n  name: linux\nnodeSelector:\n  kubernetes.io/os: windows\n{C}"
+            )),
+            vec!["spec.os.name"],
+        ),
+        (
+            "WIN-UNPINNED-IMAGE",
+            pod(C),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-UNPINNED-IMAGE",
+            pod("containers:\n- name: a\n  image: nginx:1.27"),
+            vec![],
+        ),
+        ("WIN-UNPINNED-IMAGE", windows_pod(C), vec![]),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX",
+            pod(
+                "nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
+            vec!["spec.containers[0].securityContext.windowsOptions"],
+        ),
+        (
+            "WIN-OS-FIELDS",
+            pod(&format!(
+                "os:\n  name: windows\n{}",
+                sc("privileged: false\nallowPrivilegeEscalation: false\nrunAsNonRoot: true")
+            )),
+            vec![
+                "spec.containers[0].securityContext.privileged",
+                "spec.containers[0].securityContext.allowPrivilegeEscalation",
+            ],
+        ),
+        (
+            "WIN-OS-FIELDS",
+            pod(&format!("os:\n  name: windows\nhostUsers: false\n{C}")),
+            vec!["spec.hostUsers"],
+        ),
+        (
+            "WIN-OS-FIELDS",
+            windows_pod(&sc("privileged: false")),
+            vec![],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (rule, yaml, want) in &cases {
+        let got = flagged(yaml, rule);
+        let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+        let mut got_sorted = got.clone();
+        want.sort();
+        got_sorted.sort();
+        if got_sorted != want {
+            failures.push(format!("{rule}: expected {want:?}, got {got:?}\n{yaml}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
+}
+
+#[test]
+fn every_rule_has_a_bad_case_in_the_table() {
+    let source = include_str!("rules.rs");
+    for r in winadmit::rules::ALL {
+        assert!(
+            source.contains(&format!("\"{}\"", r.info.id)),
+            "{} has no test case",
+            r.info.id
+        );
+    }
+}
+
+#[test]
+fn api_server_field_list_grows_by_version() {
+    let yaml = pod(&format!(
+        "os:\n  name: windows\nsecurityContext:\n  appArmorProfile:\n    type: RuntimeDefault\n  supplementalGroupsPolicy: Merge\n  seLinuxChangePolicy: Recursive\n{C}"
+    ));
+    let at = |minor| {
+        flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, minor),
+            &yaml,
+            "WIN-OS-FIELDS",
+        )
+    };
+    // supplementalGroupsPolicy is reported by WIN-SUPPLEMENTAL-GROUPS at
+    // every version; seLinuxChangePolicy only by this rule, from 1.32.
+    assert_eq!(at(31), Vec::<String>::new());
+    assert_eq!(at(32), ["spec.securityContext.seLinuxChangePolicy"]);
+    // appArmorProfile has its own rule, which reports it first.
+    let apparmor = flagged_with(
+        &Policy::default_policy(),
+        KubeVersion::new(1, 32),
+        &yaml,
+        "WIN-APPARMOR",
+    );
+    assert_eq!(apparmor, ["spec.securityContext.appArmorProfile"]);
+}
+
+#[test]
+fn hyperv_annotation_allows_one_container() {
+    let two = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  template:\n    metadata:\n      annotations:\n        experimental.windows.kubernetes.io/isolation-type: hyperv\n    spec:\n      nodeSelector:\n        kubernetes.io/os: windows\n      containers:\n      - name: a\n        image: x\n      - name: b\n        image: y\n";
+    assert_eq!(
+        flagged(two, "WIN-HYPERV"),
+        ["spec.template.metadata.annotations[experimental.windows.kubernetes.io/isolation-type]"]
+    );
+    let one = two.replace("      - name: b\n        image: y\n", "");
+    assert!(flagged(&one, "WIN-HYPERV").is_empty());
+}
+
+#[test]
+fn containerd_profile_relaxes_subpath_to_a_warning() {
+    let yaml = windows_pod(&format!(
+        "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
+    ));
+    let policy = Policy::from_yaml("containerd.yaml", "profile: containerd\n").unwrap();
+    let docs = winadmit::source::parse(&yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let eval = evaluate(
+        &policy,
+        &Workload::from_view(&view).unwrap(),
+        &Context::default(),
+    );
+    assert_eq!(eval.findings.len(), 1);
+    assert_eq!(eval.findings[0].severity, Severity::Warning);
+}
+
+#[test]
+fn skip_annotation_needs_a_reason() {
+    let with = |reason: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    winadmit.io/skip.WIN-HOSTPID: \"{reason}\"\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  hostPID: true\n  {}\n",
+            C.replace('\n', "\n  ")
+        )
+    };
+    assert!(
+        flagged(
+            &with("HostProcess agent sees host processes anyway"),
+            "WIN-HOSTPID"
+        )
+        .is_empty()
+    );
+    assert_eq!(flagged(&with(""), "WIN-HOSTPID"), ["spec.hostPID"]);
+}
+
+#[test]
+fn every_workload_kind_reports_from_its_own_root() {
+    let template = "      nodeSelector:\n        kubernetes.io/os: windows\n      hostPID: true\n      containers:\n      - name: a\n        image: x\n";
+    let kinds = [
+        (
+            "apps/v1",
+            "Deployment",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "extensions/v1beta1",
+            "DaemonSet",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "apps/v1",
+            "StatefulSet",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "apps/v1beta2",
+            "ReplicaSet",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "v1",
+            "ReplicationController",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "batch/v1",
+            "Job",
+            "spec:\n  template:\n    spec:\n",
+            "spec.template.spec.hostPID",
+        ),
+        (
+            "v1",
+            "PodTemplate",
+            "template:\n  spec:\n",
+            "template.spec.hostPID",
+        ),
+    ];
+    for (api, kind, head, want) in kinds {
+        let body = if kind == "PodTemplate" {
+            template.replace("      ", "    ")
+        } else {
+            template.to_owned()
+        };
+        let yaml = format!("apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: w\n{head}{body}");
+        assert_eq!(flagged(&yaml, "WIN-HOSTPID"), [want], "{kind}");
+    }
+    let cron = format!(
+        "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: c\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n{}",
+        template.replace("      ", "          ")
+    );
+    assert_eq!(
+        flagged(&cron, "WIN-HOSTPID"),
+        ["spec.jobTemplate.spec.template.spec.hostPID"]
+    );
+}
