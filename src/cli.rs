@@ -1,7 +1,9 @@
 //! Command-line interface: clap derive structs only, no logic.
 //! Every flag can also be set through the environment variable named beside it.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -26,6 +28,8 @@ pub enum Command {
     Rules(RulesArgs),
     /// Print one rule's documentation.
     Explain(ExplainArgs),
+    /// Run the HTTPS validating and mutating admission webhook.
+    Serve(Box<ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook Service.
     Certs(CertsArgs),
     /// Print the install manifests as YAML (no kustomize needed).
@@ -251,4 +255,120 @@ pub struct ReportArgs {
     /// No progress messages on stderr.
     #[arg(long, short = 'q', env = "WINADMIT_QUIET")]
     pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `winadmit serve`: every flag also reads the environment variable beside it.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to serve HTTPS on.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "WINADMIT_LISTEN",
+        default_value = "0.0.0.0:8443"
+    )]
+    pub listen: SocketAddr,
+    /// PEM certificate chain (reloaded when the file changes).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "WINADMIT_TLS_CERT",
+        required_unless_present = "self_signed",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "WINADMIT_TLS_KEY",
+        required_unless_present = "self_signed",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Generate an in-memory ECDSA P-256 certificate for localhost and write
+    /// its CA to --self-signed-dir (for trying the server out).
+    #[arg(long, env = "WINADMIT_SELF_SIGNED")]
+    pub self_signed: bool,
+    /// Where --self-signed writes ca.pem [default: <temp dir>/winadmit].
+    #[arg(long, value_name = "DIR", env = "WINADMIT_SELF_SIGNED_DIR")]
+    pub self_signed_dir: Option<PathBuf>,
+    /// Require client certificates signed by this PEM CA (the API server's
+    /// client certificate).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// How often to check --tls-cert and --tls-key for changes.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_TLS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub tls_reload_interval: Duration,
+    /// Also serve /metrics (and /healthz, /readyz) over plain HTTP here.
+    #[arg(long, value_name = "ADDR", env = "WINADMIT_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Largest AdmissionReview body accepted (413 above it).
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Time to receive a request body and answer it (408 after).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Time for a client to send request headers, including keep-alive idle time (HTTP/1.1).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_HEADER_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// Time for a client to complete the TLS handshake.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "WINADMIT_MAX_CONNECTIONS",
+        default_value_t = 1024
+    )]
+    pub max_connections: usize,
+    /// On SIGTERM, keep serving with /readyz false this long before closing the listener.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
+    /// Then wait at most this long for in-flight requests.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Worker threads [default: one per CPU].
+    #[arg(long, value_name = "N", env = "WINADMIT_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
+    /// Log format: one line per request either way.
+    #[arg(long, value_enum, env = "WINADMIT_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log filter (tracing env-filter syntax), e.g. `info` or `winadmit=debug`.
+    #[arg(
+        long,
+        value_name = "FILTER",
+        env = "WINADMIT_LOG",
+        default_value = "info"
+    )]
+    pub log_level: String,
+}
+
+/// Parses `500ms`, `10s`, `2m` or a bare number of seconds.
+///
+/// # Errors
+/// Anything else, with the accepted forms.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let bad = || format!("invalid duration {s:?}: expected e.g. 500ms, 10s or 2m");
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(bad()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| bad())
 }

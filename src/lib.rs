@@ -6,6 +6,7 @@
 //! `admission`, `source`, `output`) decode input, call
 //! [`engine::evaluate`], and encode output.
 
+pub mod admission;
 pub mod certs;
 pub mod cli;
 pub mod commands;
@@ -20,6 +21,7 @@ pub mod path;
 pub mod policy;
 pub mod report;
 pub mod rules;
+pub mod server;
 pub mod services;
 pub mod source;
 pub mod targeting;

@@ -9,6 +9,7 @@ pub mod explain;
 pub mod lint;
 pub mod manifests;
 pub mod report;
+pub mod serve;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
 pub const EXIT_CLEAN: u8 = 0;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Lint(args) => lint::run(args),
         Command::Rules(args) => explain::rules(args),
         Command::Explain(args) => explain::explain(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),

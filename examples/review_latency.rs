@@ -1,0 +1,117 @@
+//! Server time per review, body in to response out, measured in-process
+//! one review at a time with microsecond resolution: p50/p99/p99.9/max for
+//! each fixture, through `admission::review` (the decision and encoding)
+//! and through the whole axum router (routing, content-type check, body,
+//! metrics, the request log line formatted into a sink).
+//!
+//! cargo run --release --example review_latency [iterations]
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, header};
+use tower::ServiceExt;
+use winadmit::admission::{self, Admission, Endpoint};
+use winadmit::policy::Policy;
+use winadmit::server::{self, Limits, ServerState};
+use winadmit::version::KubeVersion;
+
+const FIXTURES: &[(&str, Endpoint)] = &[
+    ("pod-windows-create.json", Endpoint::Validate),
+    ("pod-windows-create.json", Endpoint::Mutate),
+    ("pod-windows-denied.json", Endpoint::Validate),
+    ("pod-windows-fixable.json", Endpoint::Mutate),
+    ("deployment-windows-create.json", Endpoint::Validate),
+    ("deployment-windows-create.json", Endpoint::Mutate),
+    ("pod-linux-create.json", Endpoint::Validate),
+    ("pod-windows-create-20k.json", Endpoint::Validate),
+    ("pod-windows-create-20k.json", Endpoint::Mutate),
+    ("pod-update-30k.json", Endpoint::Validate),
+];
+
+fn admission() -> Admission {
+    Admission {
+        policy: Policy::default_policy(),
+        version: KubeVersion::LATEST,
+        namespaces: None,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn report(name: &str, ep: Endpoint, how: &str, size: usize, mut t: Vec<Duration>) {
+    t.sort_unstable();
+    println!(
+        "| {name} | {} | {how} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        ep.as_str(),
+        size as f64 / 1024.0,
+        percentile(&t, 0.5),
+        percentile(&t, 0.99),
+        percentile(&t, 0.999),
+        t.last().unwrap().as_secs_f64() * 1e6,
+    );
+}
+
+fn main() {
+    let iterations: usize = std::env::args()
+        .nth(1)
+        .map_or(50_000, |n| n.parse().expect("iterations"));
+    // Format log lines as the server does, into a sink.
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::sink)
+        .init();
+    let adm = admission();
+    let state = ServerState::new(admission(), Limits::default());
+    state.set_ready(true);
+    let router = server::router(state);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!("| fixture | endpoint | path | KiB | p50 us | p99 us | p99.9 us | max us |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, ep) in FIXTURES {
+        let body = std::fs::read(format!(
+            "{}/tests/fixtures/admission/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        for _ in 0..iterations / 10 {
+            std::hint::black_box(admission::review(&adm, *ep, &body).unwrap());
+        }
+        let mut t = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let start = Instant::now();
+            let out = admission::review(&adm, *ep, std::hint::black_box(&body)).unwrap();
+            std::hint::black_box(&out);
+            t.push(start.elapsed());
+        }
+        report(name, *ep, "review()", body.len(), t);
+
+        let path = format!("/{}", ep.as_str());
+        let bytes = axum::body::Bytes::from(body.clone());
+        let mut t = Vec::with_capacity(iterations);
+        rt.block_on(async {
+            for i in 0..iterations + iterations / 10 {
+                let req = Request::post(path.as_str())
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(bytes.clone()))
+                    .unwrap();
+                let start = Instant::now();
+                let resp = router.clone().oneshot(req).await.unwrap();
+                let out = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                std::hint::black_box(&out);
+                if i >= iterations / 10 {
+                    t.push(start.elapsed());
+                }
+            }
+        });
+        report(name, *ep, "router", body.len(), t);
+    }
+}

@@ -1,0 +1,194 @@
+//! `winadmit serve`: load and check everything, then bind and serve until
+//! SIGTERM/SIGINT. Glue only: the decision is `admission::review`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::admission::Admission;
+use crate::cli::{LogFormat, ServeArgs};
+use crate::policy::Policy;
+use crate::server::listener::{self, Drain};
+use crate::server::tls::{self, CertFiles, CertResolver};
+use crate::server::{self, Limits, ServerState};
+
+/// # Errors
+/// A start-up problem, naming the flag or file: policy, certificate, key,
+/// client CA, or an address that cannot be bound.
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let ServeArgs {
+        listen,
+        tls_cert,
+        tls_key,
+        self_signed,
+        self_signed_dir,
+        client_ca,
+        tls_reload_interval,
+        metrics_listen,
+        policy,
+        max_body_bytes,
+        request_timeout,
+        header_timeout,
+        handshake_timeout,
+        max_connections,
+        drain_delay,
+        shutdown_timeout,
+        worker_threads,
+        log_format,
+        log_level,
+    } = args;
+    init_logging(log_format, &log_level)?;
+    // kube's client (a future namespace reflector) uses the process default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+
+    // Fail fast: policy and TLS material are checked before binding.
+    let pol = Policy::load(&policy.policy).context("cannot start: fix the policy (--policy)")?;
+    let mut ca_hint = None;
+    let (resolver, watched) = if self_signed {
+        let dir = self_signed_dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
+        let generated = tls::self_signed(&dir, &provider)?;
+        ca_hint = Some(generated.ca_path);
+        (Arc::new(CertResolver::new(generated.key)), None)
+    } else {
+        let files = CertFiles {
+            cert: tls_cert.context("--tls-cert is required (or use --self-signed)")?,
+            key: tls_key.context("--tls-key is required (or use --self-signed)")?,
+        };
+        let key = tls::load_pair(&files, &provider).context("cannot start: fix the TLS files")?;
+        (Arc::new(CertResolver::new(key)), Some(files))
+    };
+    let tls_config = tls::server_config(resolver.clone(), client_ca.as_deref(), &provider)
+        .context("cannot start: fix the TLS configuration")?;
+
+    let limits = Limits {
+        max_body_bytes,
+        request_timeout,
+        handshake_timeout,
+        header_timeout,
+        max_connections,
+    };
+    let state = ServerState::new(
+        Admission {
+            policy: pol,
+            version: policy.kubernetes_version,
+            namespaces: None,
+        },
+        limits,
+    );
+    let drain = Drain {
+        delay: drain_delay,
+        timeout: shutdown_timeout,
+    };
+
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(n) = worker_threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt.build().context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let tcp = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (--listen)"))?;
+        let addr = tcp.local_addr().context("reading the bound address")?;
+        if let Some(ca) = &ca_hint {
+            let ca = ca.display();
+            eprintln!(
+                "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
+                 winadmit: its CA is written to {ca}\n\
+                 winadmit: try: curl --cacert {ca} https://localhost:{}/healthz",
+                addr.port()
+            );
+        }
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        if let Some(metrics_addr) = metrics_listen {
+            let m = tokio::net::TcpListener::bind(metrics_addr)
+                .await
+                .with_context(|| format!("cannot listen on {metrics_addr} (--metrics-listen)"))?;
+            let maddr = m.local_addr().context("reading the bound address")?;
+            tracing::info!(addr = %maddr, "serving plain-HTTP /metrics");
+            let mut rx = stop_rx.clone();
+            let app = server::metrics_router(state.clone());
+            tokio::spawn(async move {
+                let stop = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = listener::serve_plain(m, app, stop).await {
+                    tracing::error!(error = %e, "metrics listener failed");
+                }
+            });
+        }
+        if let Some(files) = watched {
+            tokio::spawn(tls::watch(
+                resolver,
+                files,
+                provider.clone(),
+                tls_reload_interval,
+            ));
+        }
+        tracing::info!(
+            addr = %addr,
+            kubernetes_version = %policy.kubernetes_version,
+            "winadmit is serving /validate and /mutate over HTTPS (HTTP/1.1 and HTTP/2)"
+        );
+        let app = server::router(state.clone());
+        let shutdown = async move {
+            signal().await;
+            let _ = stop_tx.send(true);
+        };
+        listener::serve_tls(tcp, Arc::new(tls_config), app, state, shutdown, drain)
+            .await
+            .context("serving")?;
+        drop(stop_rx);
+        anyhow::Ok(())
+    })?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).
+async fn signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    () = ctrl_c => tracing::info!("SIGINT received"),
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server");
+                ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .with_context(|| format!("invalid --log-level {filter:?}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        .with_target(false);
+    let result = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
+    // Already initialized (e.g. in tests): keep the existing subscriber.
+    let _ = result;
+    Ok(())
+}

@@ -1,0 +1,313 @@
+//! The HTTPS webhook: `router(state)` with thin handlers over
+//! [`crate::admission::review`], health, readiness and metrics; TLS with
+//! certificate reload; the accept loop with graceful draining.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::admission::{self, Admission, Endpoint};
+
+pub mod listener;
+pub mod metrics;
+pub mod tls;
+
+pub use metrics::Metrics;
+
+/// Limits that keep one client from hurting the others.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest request body accepted (the API server's own limit is 3 MiB).
+    pub max_body_bytes: usize,
+    /// Time to read a whole request body and answer it.
+    pub request_timeout: Duration,
+    /// Time for a client to finish the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time for a client to send a request's headers (HTTP/1.1), including
+    /// idle keep-alive time between requests.
+    pub header_timeout: Duration,
+    /// Connections served at once; further clients wait in the backlog.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub struct ServerState {
+    pub admission: Admission,
+    pub metrics: Metrics,
+    pub limits: Limits,
+    ready: AtomicBool,
+}
+
+impl ServerState {
+    /// A state that is not ready until [`ServerState::set_ready`] (the
+    /// listener sets it once bound, and clears it when draining).
+    #[must_use]
+    pub fn new(admission: Admission, limits: Limits) -> Arc<Self> {
+        Arc::new(Self {
+            admission,
+            metrics: Metrics::new(),
+            limits,
+            ready: AtomicBool::new(false),
+        })
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// The webhook's routes with the middleware stack.
+pub fn router(state: Arc<ServerState>) -> Router {
+    let limits = state.limits;
+    let routes = Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .with_state(state);
+    layers(routes, &limits)
+}
+
+/// The router for a plain-HTTP metrics listener (`--metrics-listen`).
+pub fn metrics_router(state: Arc<ServerState>) -> Router {
+    let limits = state.limits;
+    let routes = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .with_state(state);
+    layers(routes, &limits)
+}
+
+/// The middleware every router gets: a panic becomes a logged 500 and the
+/// server keeps serving; a request that takes too long (a stalled body)
+/// gets 408.
+pub fn layers(router: Router, limits: &Limits) -> Router {
+    router
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout,
+        ))
+        .layer(CatchPanicLayer::custom(panic_response))
+}
+
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let detail = err
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| err.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(panic = detail, "handler panicked; answered 500");
+    plain(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error: the webhook failed on this request (logged); it keeps serving\n",
+    )
+}
+
+fn plain(status: StatusCode, text: impl Into<String>) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        text.into(),
+    )
+        .into_response()
+}
+
+/// Requires `Content-Type: application/json` before the body is read.
+struct JsonContentType;
+
+impl FromRequestParts<Arc<ServerState>> for JsonContentType {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ServerState>,
+    ) -> Result<Self, Self::Rejection> {
+        let ct = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let essence = ct.split(';').next().unwrap_or("").trim();
+        if essence.eq_ignore_ascii_case("application/json") {
+            Ok(Self)
+        } else {
+            let endpoint = if parts.uri.path() == "/mutate" {
+                Endpoint::Mutate
+            } else {
+                Endpoint::Validate
+            };
+            state.metrics.reject(endpoint, "415");
+            Err(plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "expected Content-Type: application/json (an AdmissionReview), got {:?}\n",
+                    if ct.is_empty() { "nothing" } else { ct }
+                ),
+            ))
+        }
+    }
+}
+
+async fn validate(
+    State(state): State<Arc<ServerState>>,
+    _: JsonContentType,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    admit(&state, Endpoint::Validate, body)
+}
+
+async fn mutate(
+    State(state): State<Arc<ServerState>>,
+    _: JsonContentType,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    admit(&state, Endpoint::Mutate, body)
+}
+
+fn admit(state: &ServerState, endpoint: Endpoint, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(rej) => {
+            let status = rej.status();
+            state.metrics.reject(endpoint, status_label(status));
+            let msg = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                format!(
+                    "request body is over the {} byte limit (--max-body-bytes)\n",
+                    state.limits.max_body_bytes
+                )
+            } else {
+                format!("cannot read the request body: {}\n", rej.body_text())
+            };
+            tracing::warn!(
+                endpoint = endpoint.as_str(),
+                status = status.as_u16(),
+                "{}",
+                msg.trim_end()
+            );
+            return plain(status, msg);
+        }
+    };
+    let _in_flight = state.metrics.in_flight();
+    let start = Instant::now();
+    let result = admission::review(&state.admission, endpoint, &body);
+    let elapsed = start.elapsed();
+    match result {
+        Ok(outcome) => {
+            let s = &outcome.summary;
+            state.metrics.observe(endpoint, s, elapsed);
+            tracing::info!(
+                endpoint = endpoint.as_str(),
+                uid = %s.uid,
+                kind = %s.kind,
+                namespace = %s.namespace,
+                name = %s.name,
+                operation = %s.operation,
+                dry_run = s.dry_run,
+                verdict = s.verdict.as_str(),
+                rules = %s.rule_ids(),
+                patch_ops = s.patch_ops,
+                note = s.note.as_deref().unwrap_or(""),
+                latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                "admission review"
+            );
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                Body::from(outcome.body),
+            )
+                .into_response()
+        }
+        Err(err) => {
+            state.metrics.reject(endpoint, "400");
+            tracing::warn!(endpoint = endpoint.as_str(), error = %err, "bad admission request");
+            plain(StatusCode::BAD_REQUEST, format!("{err}\n"))
+        }
+    }
+}
+
+fn status_label(s: StatusCode) -> &'static str {
+    match s.as_u16() {
+        400 => "400",
+        408 => "408",
+        413 => "413",
+        415 => "415",
+        _ => "other",
+    }
+}
+
+async fn healthz() -> Response {
+    plain(StatusCode::OK, "ok\n")
+}
+
+async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
+    if state.is_ready() {
+        plain(StatusCode::OK, "ready\n")
+    } else {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready (starting or draining)\n",
+        )
+    }
+}
+
+async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    plain(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route for {method} {}; winadmit serves POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics\n",
+            uri.path()
+        ),
+    )
+}

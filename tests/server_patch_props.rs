@@ -1,0 +1,308 @@
+//! Property tests on the mutating webhook's patches, through the admission
+//! door (`admission::review`), over many shapes of Windows workloads: every
+//! patch applies cleanly to the request's JSON, is reinvocation-safe, keeps
+//! what was there, and leaves no fixable finding behind. Non-Windows
+//! workloads are never patched.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use winadmit::admission::{self, Admission, Endpoint};
+use winadmit::engine::{self, Context};
+use winadmit::finding::FixKind;
+use winadmit::policy::Policy;
+use winadmit::version::KubeVersion;
+use winadmit::view::ObjectView;
+use winadmit::workload::Workload;
+
+const FULL_MUTATION: &str = "mutation:
+  injectNodeSelector: true
+  setOsName: true
+  removeNoOpFields: true
+  emptyDirOffMemory: true
+  inferFromImages: false
+  isolation: process
+  isolationNamespaceLabel: null
+  tolerations:
+  - {key: os, operator: Equal, value: windows, effect: NoSchedule}
+";
+
+fn admissions() -> Vec<Admission> {
+    [
+        Policy::default_policy(),
+        Policy::from_yaml("full.yaml", FULL_MUTATION).unwrap(),
+    ]
+    .into_iter()
+    .map(|policy| Admission {
+        policy,
+        version: KubeVersion::LATEST,
+        namespaces: None,
+    })
+    .collect()
+}
+
+fn opt<T: Clone + std::fmt::Debug + 'static>(values: Vec<T>) -> impl Strategy<Value = Option<T>> {
+    prop_oneof![Just(None), proptest::sample::select(values).prop_map(Some)]
+}
+
+fn container_sc() -> impl Strategy<Value = Option<Value>> {
+    opt(vec![
+        json!({}),
+        json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+        json!({"capabilities": {"drop": ["ALL"]}}),
+        json!({"capabilities": {"drop": ["NET_RAW"], "add": []}}),
+        json!({"allowPrivilegeEscalation": false}),
+        json!({"privileged": false}),
+        json!({"seccompProfile": {"type": "RuntimeDefault"}, "capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": false}),
+        json!({"windowsOptions": {"runAsUserName": "ContainerUser"}, "seccompProfile": {"type": "RuntimeDefault"}}),
+        json!({"procMount": "Default", "readOnlyRootFilesystem": false}),
+    ])
+}
+
+fn container(i: usize, sc: Option<Value>, prefix: &str) -> Value {
+    let mut c = json!({
+        "name": format!("{prefix}{i}"),
+        "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+        "terminationMessagePath": "/dev/termination-log",
+        "imagePullPolicy": "IfNotPresent",
+    });
+    if let Some(sc) = sc {
+        c["securityContext"] = sc;
+    }
+    c
+}
+
+#[derive(Debug, Clone)]
+struct Shape {
+    kind: usize,
+    node_selector: Option<Value>,
+    os_name: bool,
+    pod_sc: Option<Value>,
+    tolerations: Option<Value>,
+    annotations: Option<Value>,
+    volumes: Option<Value>,
+    containers: Vec<Option<Value>>,
+    init: Vec<Option<Value>>,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        0..4usize,
+        opt(vec![
+            json!({}),
+            json!({"pool": "win"}),
+            json!({"kubernetes.io/os": "windows"}),
+            json!({"kubernetes.io/os": "windows", "pool": "a"}),
+            json!({"beta.kubernetes.io/os": "windows"}),
+        ]),
+        any::<bool>(),
+        opt(vec![
+            json!({}),
+            json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+            json!({"windowsOptions": {"runAsUserName": "ContainerUser"}}),
+        ]),
+        opt(vec![
+            json!([]),
+            json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]),
+            json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]),
+        ]),
+        opt(vec![json!({}), json!({"a": "b"})]),
+        opt(vec![
+            json!([]),
+            json!([{"name": "cache", "emptyDir": {"medium": "Memory"}}]),
+            json!([{"name": "cache", "emptyDir": {}}, {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]),
+            json!([{"name": "cfg", "configMap": {"name": "x"}}]),
+        ]),
+        proptest::collection::vec(container_sc(), 1..4),
+        proptest::collection::vec(container_sc(), 0..2),
+    )
+        .prop_map(
+            |(kind, node_selector, os_name, pod_sc, tolerations, annotations, volumes, containers, init)| Shape {
+                kind,
+                node_selector,
+                os_name,
+                pod_sc,
+                tolerations,
+                annotations,
+                volumes,
+                containers,
+                init,
+            },
+        )
+}
+
+fn pod_spec(s: &Shape, windows: bool) -> Value {
+    let mut spec = json!({
+        "containers": s.containers.iter().enumerate().map(|(i, sc)| container(i, sc.clone(), "c")).collect::<Vec<_>>(),
+    });
+    if !s.init.is_empty() {
+        spec["initContainers"] = s
+            .init
+            .iter()
+            .enumerate()
+            .map(|(i, sc)| container(i, sc.clone(), "init"))
+            .collect();
+    }
+    if let Some(ns) = &s.node_selector {
+        spec["nodeSelector"] = ns.clone();
+    }
+    let pinned = s.node_selector.as_ref().is_some_and(|n| {
+        n.get("kubernetes.io/os").is_some() || n.get("beta.kubernetes.io/os").is_some()
+    });
+    if windows && (s.os_name || !pinned) {
+        spec["os"] = json!({"name": "windows"});
+    }
+    if !windows {
+        spec["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+        spec.as_object_mut().unwrap().remove("os");
+    }
+    for (key, v) in [
+        ("securityContext", &s.pod_sc),
+        ("tolerations", &s.tolerations),
+        ("volumes", &s.volumes),
+    ] {
+        if let Some(v) = v {
+            spec[key] = v.clone();
+        }
+    }
+    spec
+}
+
+fn object(s: &Shape, windows: bool) -> Value {
+    let spec = pod_spec(s, windows);
+    let mut pod_meta = json!({"labels": {"app": "x"}});
+    if let Some(a) = &s.annotations {
+        pod_meta["annotations"] = a.clone();
+    }
+    let template = json!({"metadata": pod_meta.clone(), "spec": spec.clone()});
+    match s.kind {
+        0 => {
+            let mut meta = pod_meta;
+            meta["name"] = json!("p");
+            meta["namespace"] = json!("ns");
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+        }
+        1 => {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"},
+                    "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}})
+        }
+        2 => {
+            json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c", "namespace": "ns"},
+                    "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": template}}}})
+        }
+        _ => {
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "ns"},
+                    "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": template}})
+        }
+    }
+}
+
+fn review_of(object: &Value) -> Vec<u8> {
+    let api = object["apiVersion"].as_str().unwrap();
+    let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "prop",
+            "kind": {"group": group, "version": version, "kind": object["kind"]},
+            "resource": {"group": group, "version": version, "resource": "x"},
+            "namespace": "ns",
+            "operation": "CREATE",
+            "userInfo": {"username": "u"},
+            "object": object,
+        }
+    }))
+    .unwrap()
+}
+
+/// The JSON Patch the mutating webhook returns, if any.
+fn mutate(adm: &Admission, object: &Value) -> Option<json_patch::Patch> {
+    let out = admission::review(adm, Endpoint::Mutate, &review_of(object)).unwrap();
+    let v: Value = serde_json::from_slice(&out.body).unwrap();
+    assert_eq!(v["response"]["allowed"], true);
+    let p = v["response"]["patch"].as_str()?;
+    let bytes = base64_decode(p);
+    Some(serde_json::from_slice(&bytes).unwrap())
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut buf, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        buf = (buf << 6) | A.iter().position(|a| *a == c).unwrap() as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buf >> bits) as u8);
+            buf &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
+    let text = serde_json::to_string(object).unwrap();
+    let view: ObjectView<'_> = serde_json::from_str(&text).unwrap();
+    let w = Workload::from_view(&view).unwrap();
+    let cx = Context {
+        version: adm.version,
+        runtime_classes: None,
+    };
+    let m = &adm.policy.mutation;
+    engine::evaluate(&adm.policy, &w, &cx)
+        .findings
+        .into_iter()
+        .filter(|f| {
+            f.fix.as_ref().is_some_and(|fix| match fix.kind {
+                FixKind::RemoveNoOp => m.remove_no_op_fields,
+                FixKind::EmptyDirOffMemory => m.empty_dir_off_memory,
+                FixKind::Scheduling => false,
+            })
+        })
+        .map(|f| format!("{} {}", f.rule, f.field))
+        .collect()
+}
+
+fn pod_spec_of(o: &Value) -> &Value {
+    match o["kind"].as_str().unwrap() {
+        "Pod" => &o["spec"],
+        "CronJob" => &o["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        _ => &o["spec"]["template"]["spec"],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn windows_patches_apply_are_idempotent_and_fix_everything_fixable(s in shape()) {
+        let original = object(&s, true);
+        for adm in admissions() {
+            let mut patched = original.clone();
+            if let Some(patch) = mutate(&adm, &original) {
+                json_patch::patch(&mut patched, &patch)
+                    .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
+            }
+            prop_assert!(mutate(&adm, &patched).is_none(), "second patch for {}", patched);
+            let left = fixable_left(&adm, &patched);
+            prop_assert!(left.is_empty(), "fixable findings left {:?} in {}", left, patched);
+            // Existing node selectors are kept; the OS label is there.
+            let ns = &pod_spec_of(&patched)["nodeSelector"];
+            if let Some(before) = s.node_selector.as_ref().and_then(Value::as_object) {
+                for (k, v) in before {
+                    prop_assert_eq!(&ns[k], v);
+                }
+            }
+            prop_assert_eq!(&ns["kubernetes.io/os"], "windows");
+        }
+    }
+
+    #[test]
+    fn linux_workloads_are_never_patched(s in shape()) {
+        let linux = object(&s, false);
+        for adm in admissions() {
+            prop_assert!(mutate(&adm, &linux).is_none(), "patched a Linux workload: {}", linux);
+        }
+    }
+}
