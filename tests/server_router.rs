@@ -593,3 +593,84 @@ async fn health_readiness_and_metrics() {
         assert!(text.contains(needle), "{needle} not in:\n{text}");
     }
 }
+
+/// The three doors agree: `/validate`, `/report` on the webhook, and `lint`
+/// name the same rules and fields for the same object.
+#[tokio::test]
+async fn validate_report_and_lint_agree() {
+    for name in [
+        "pod-windows-denied.json",
+        "pod-windows-fixable.json",
+        "deployment-windows-create.json",
+        "pod-linux-create.json",
+    ] {
+        let body = fixture(name);
+        let validated = review(app(), "/validate", body.clone()).await;
+        let (status, bytes) = send(
+            app(),
+            "POST",
+            "/report",
+            Some("application/json"),
+            body.clone(),
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{name}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let report: Value = serde_json::from_slice(&bytes).unwrap();
+        let object = &report["objects"][0];
+        let allowed = validated["response"]["allowed"].as_bool().unwrap();
+        assert_eq!(object["verdict"] == "deny", !allowed, "{name}: {object}");
+
+        let doc = fixture_json(name)["request"]["object"].to_string();
+        let mut lint = winadmit::output::LintReport::default();
+        winadmit::lint::lint_text(
+            name,
+            &doc,
+            &Policy::default_policy(),
+            &winadmit::engine::Context::default(),
+            &mut lint,
+        );
+        let from_lint: BTreeMap<String, String> = lint
+            .findings
+            .iter()
+            .map(|f| {
+                (
+                    format!("{} {}", f.rule, f.field),
+                    f.severity.as_str().to_owned(),
+                )
+            })
+            .collect();
+        let from_report: BTreeMap<String, String> = object["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    format!(
+                        "{} {}",
+                        f["rule"].as_str().unwrap(),
+                        f["field"].as_str().unwrap()
+                    ),
+                    f["severity"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(from_lint, from_report, "{name}");
+        let message = validated["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        for (key, severity) in &from_lint {
+            let (rule, field) = key.split_once(' ').unwrap();
+            if severity == "error" {
+                assert!(
+                    message.contains(rule) && message.contains(field),
+                    "{name}: /validate does not name {key}:\n{message}"
+                );
+            }
+        }
+    }
+}

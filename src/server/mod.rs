@@ -88,6 +88,11 @@ impl ServerState {
 /// The webhook's routes with the middleware stack.
 pub fn router(state: Arc<ServerState>) -> Router {
     let limits = state.limits;
+    // `POST /report`: the dry-run report over the same policy and engine.
+    let report = crate::report::http::router(crate::report::http::StaticReportState {
+        policy: Arc::new(state.admission.policy.clone()),
+        version: state.admission.version,
+    });
     let routes = Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
@@ -95,8 +100,9 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
-        .with_state(state);
+        .with_state(state)
+        .merge(report)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes));
     layers(routes, &limits)
 }
 
