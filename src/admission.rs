@@ -28,7 +28,7 @@ use serde_json::value::RawValue;
 
 use crate::engine::{self, Context, Evaluation};
 use crate::finding::{Finding, PatchOp, Severity};
-use crate::patch::{self, Mutation, MutationContext};
+use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::rules;
 use crate::version::KubeVersion;
@@ -587,12 +587,13 @@ fn respond(
                 !pod_update || (ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
             };
             let mut m = patch::mutation(policy, &workload, &eval, mcx);
-            retain(&mut m, keep);
+            m.retain(&keep);
             let spec = workload.spec_path.pointer();
-            if m.ops.iter().any(|op| changes_targeting(op, &spec))
-                && let Some(object) = raw_object(body)
+            if m.ops.iter().any(|op| patch::changes_targeting(op, &spec))
+                && let Some(doc) = raw_object(body).and_then(|o| serde_json::from_str(o.get()).ok())
             {
-                m = settle(adm, &cx, mcx, object, request_ns, m, keep);
+                let ns = (!request_ns.is_empty()).then_some(request_ns);
+                m = patch::settle(policy, &cx, mcx, &doc, ns, &keep);
             }
             if m.is_empty() {
                 summary.verdict = Verdict::Allowed;
@@ -612,77 +613,6 @@ fn respond(
             r
         }
     }
-}
-
-/// Keeps the operations (and their explanations) that `keep` accepts.
-fn retain(m: &mut Mutation, keep: impl Fn(&PatchOp) -> bool) {
-    let kept: Vec<bool> = m.ops.iter().map(&keep).collect();
-    let mut k = kept.iter();
-    m.ops.retain(|_| *k.next().unwrap_or(&false));
-    let mut k = kept.iter();
-    m.explanations.retain(|_| *k.next().unwrap_or(&false));
-}
-
-/// Does this operation change how the pod is targeted (`spec.os`,
-/// `nodeSelector`)? Only then can the next evaluation find new fixes:
-/// removals only remove findings, and tolerations or annotations carry no
-/// fixes.
-fn changes_targeting(op: &PatchOp, spec_pointer: &str) -> bool {
-    op.path().strip_prefix(spec_pointer).is_some_and(|rest| {
-        rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
-    })
-}
-
-/// Rounds of re-evaluation before giving up on a fixpoint.
-const SETTLE_ROUNDS: usize = 4;
-
-/// One fix can make another necessary: setting `spec.os.name: windows`
-/// makes the API server reject Linux-only fields it ignored before. Applies
-/// the patch to a copy of the request's object, evaluates the result with
-/// the same engine and policy, and appends what the next round would patch,
-/// until nothing new appears; so one answer is reinvocation-safe. Only
-/// patches that change targeting pay for this. Operations that fail to apply
-/// (a bug) are dropped rather than sent to the API server.
-fn settle(
-    adm: &Admission,
-    cx: &Context<'_>,
-    mcx: MutationContext<'_>,
-    object: &RawValue,
-    request_ns: &str,
-    mut m: Mutation,
-    keep: impl Fn(&PatchOp) -> bool + Copy,
-) -> Mutation {
-    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(object.get()) else {
-        return m;
-    };
-    let mut applied = 0;
-    for _ in 0..SETTLE_ROUNDS {
-        if let Err(e) = patch::apply(&mut doc, &m.ops[applied..]) {
-            tracing::error!(error = %e, "a generated patch does not apply; dropping it");
-            m.ops.truncate(applied);
-            m.explanations.truncate(applied);
-            return m;
-        }
-        applied = m.ops.len();
-        let Ok(view) = ObjectView::deserialize(&doc) else {
-            return m;
-        };
-        let Some(mut w) = Workload::from_view(&view) else {
-            return m;
-        };
-        if w.namespace.is_none() && !request_ns.is_empty() {
-            w.namespace = Some(request_ns);
-        }
-        let eval = engine::evaluate(&adm.policy, &w, cx);
-        let mut next = patch::mutation(&adm.policy, &w, &eval, mcx);
-        retain(&mut next, keep);
-        if next.is_empty() {
-            return m;
-        }
-        m.ops.extend(next.ops);
-        m.explanations.extend(next.explanations);
-    }
-    m
 }
 
 /// The (rule, field) pairs the old object of an UPDATE already had.

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::engine::{self, Context};
+use crate::engine::Context;
 use crate::finding::PatchOp;
 use crate::patch::{self, MutationContext};
 use crate::path::escape_pointer;
@@ -67,16 +67,12 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         let Some(workload) = Workload::from_view(&view) else {
             continue;
         };
-        let eval = engine::evaluate(policy, &workload, cx);
-        let m = patch::mutation(
-            policy,
-            &workload,
-            &eval,
-            MutationContext {
-                create: true,
-                namespace_isolation: None,
-            },
-        );
+        // The same settled patch the mutating webhook would send on CREATE.
+        let mcx = MutationContext {
+            create: true,
+            namespace_isolation: None,
+        };
+        let m = patch::settle(policy, cx, mcx, &doc.value, None, &|_| true);
         for op in m.ops {
             let pointer = format!("{}{}", doc.pointer, op.path());
             let first_want = wants.len();

@@ -279,6 +279,146 @@ fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str)
     m.push(op, why);
 }
 
+/// Rounds of re-evaluation before giving up on a fixpoint.
+const SETTLE_ROUNDS: usize = 4;
+
+/// Does this operation change how the pod is targeted (`spec.os`,
+/// `nodeSelector`)? Only then can the next evaluation find new fixes:
+/// removals only remove findings; tolerations and annotations carry none.
+#[must_use]
+pub fn changes_targeting(op: &PatchOp, spec_pointer: &str) -> bool {
+    op.path().strip_prefix(spec_pointer).is_some_and(|rest| {
+        rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
+    })
+}
+
+/// The mutation for a document, settled to a fixpoint.
+///
+/// One fix can make another necessary: setting `spec.os.name: windows`
+/// makes the API server reject Linux-only fields it ignored before (even
+/// `allowPrivilegeEscalation: false`). This applies the patch to a copy of
+/// the document, evaluates the result with the same engine and policy, and
+/// appends what the next round would patch, until nothing new appears, so
+/// one answer is reinvocation-safe. If the settled object would still carry
+/// a field the API server forbids on `spec.os.name: windows` pods, setting
+/// `spec.os.name` would get the object rejected: the mutation is computed
+/// again without it. `keep` filters operations (e.g. a pod UPDATE may only
+/// touch ephemeral containers); `namespace` fills in an object without one.
+#[must_use]
+pub fn settle(
+    policy: &Policy,
+    cx: &crate::engine::Context<'_>,
+    mcx: MutationContext<'_>,
+    doc: &Value,
+    namespace: Option<&str>,
+    keep: &dyn Fn(&PatchOp) -> bool,
+) -> Mutation {
+    let first = mutate_doc(policy, cx, mcx, doc, namespace, keep, true);
+    let Some((m, settled)) = first else {
+        return Mutation::default();
+    };
+    let sets_os = m.ops.iter().any(|op| op.path().ends_with("/os"));
+    if sets_os && forbids_os_fields(policy, cx, &settled, namespace) {
+        return mutate_doc(policy, cx, mcx, doc, namespace, keep, false)
+            .map(|(m, _)| m)
+            .unwrap_or_default();
+    }
+    m
+}
+
+/// One settled mutation and the patched document, or `None` when the
+/// document is not a workload. `set_os_name: false` overrides the policy.
+fn mutate_doc(
+    policy: &Policy,
+    cx: &crate::engine::Context<'_>,
+    mcx: MutationContext<'_>,
+    doc: &Value,
+    namespace: Option<&str>,
+    keep: &dyn Fn(&PatchOp) -> bool,
+    set_os_name: bool,
+) -> Option<(Mutation, Value)> {
+    use serde::Deserialize as _;
+    let mut patched = doc.clone();
+    let mut m = Mutation::default();
+    let mut applied = 0;
+    let without_os;
+    let policy = if set_os_name || !policy.mutation.set_os_name {
+        policy
+    } else {
+        let mut p = policy.clone();
+        p.mutation.set_os_name = false;
+        without_os = p;
+        &without_os
+    };
+    for round in 0..=SETTLE_ROUNDS {
+        if apply(&mut patched, &m.ops[applied..]).is_err() {
+            // A generated patch that does not apply is a bug: send nothing
+            // rather than something the API server would refuse.
+            m.ops.truncate(applied);
+            m.explanations.truncate(applied);
+            return Some((m, patched));
+        }
+        applied = m.ops.len();
+        let view = crate::view::ObjectView::deserialize(&patched).ok()?;
+        let mut w = Workload::from_view(&view)?;
+        if w.namespace.is_none() {
+            w.namespace = namespace;
+        }
+        let eval = crate::engine::evaluate(policy, &w, cx);
+        let mut next = mutation(policy, &w, &eval, mcx);
+        next.retain(keep);
+        let spec = w.spec_path.pointer();
+        let more = next.ops.iter().any(|op| changes_targeting(op, &spec));
+        m.ops.extend(next.ops);
+        m.explanations.extend(next.explanations);
+        if !more || round == SETTLE_ROUNDS {
+            break;
+        }
+    }
+    if apply(&mut patched, &m.ops[applied..]).is_err() {
+        m.ops.truncate(applied);
+        m.explanations.truncate(applied);
+    }
+    Some((m, patched))
+}
+
+/// Would the API server reject this (patched) object for a field it
+/// forbids on Windows pods?
+fn forbids_os_fields(
+    policy: &Policy,
+    cx: &crate::engine::Context<'_>,
+    doc: &Value,
+    namespace: Option<&str>,
+) -> bool {
+    use serde::Deserialize as _;
+    let Ok(view) = crate::view::ObjectView::deserialize(doc) else {
+        return false;
+    };
+    let Some(mut w) = Workload::from_view(&view) else {
+        return false;
+    };
+    if w.namespace.is_none() {
+        w.namespace = namespace;
+    }
+    // Only the API server mirror, so that fields other rules report (and
+    // a policy may have turned off) are counted too.
+    let api_server = policy.with_only_rule("WIN-OS-FIELDS");
+    !crate::engine::evaluate(&api_server, &w, cx)
+        .findings
+        .is_empty()
+}
+
+impl Mutation {
+    /// Keeps the operations (and their explanations) that `keep` accepts.
+    pub fn retain(&mut self, keep: &dyn Fn(&PatchOp) -> bool) {
+        let kept: Vec<bool> = self.ops.iter().map(keep).collect();
+        let mut k = kept.iter();
+        self.ops.retain(|_| *k.next().unwrap_or(&false));
+        let mut k = kept.iter();
+        self.explanations.retain(|_| *k.next().unwrap_or(&false));
+    }
+}
+
 /// Applies a patch to a document, as the API server would.
 ///
 /// # Errors
@@ -296,4 +436,76 @@ pub fn apply(doc: &mut Value, ops: &[PatchOp]) -> Result<(), json_patch::PatchEr
 pub fn to_json_patch(ops: &[PatchOp]) -> json_patch::Patch {
     serde_json::from_value(serde_json::to_value(ops).expect("patch ops serialize"))
         .expect("PatchOp serializes to RFC 6902 operations")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Context;
+
+    fn pod(security: &str) -> Value {
+        serde_json::from_str(&format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p"}},"spec":{{"nodeSelector":{{"kubernetes.io/os":"windows"}},
+            "containers":[{{"name":"c","image":"x","securityContext":{security}}}]}}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn settled(policy: &str, doc: &Value) -> Vec<String> {
+        let policy = Policy::from_yaml("p.yaml", policy).unwrap();
+        let mcx = MutationContext {
+            create: true,
+            namespace_isolation: None,
+        };
+        let m = settle(&policy, &Context::default(), mcx, doc, Some("ns"), &|_| {
+            true
+        });
+        let mut patched = doc.clone();
+        apply(&mut patched, &m.ops).unwrap();
+        let again = settle(
+            &policy,
+            &Context::default(),
+            mcx,
+            &patched,
+            Some("ns"),
+            &|_| true,
+        );
+        assert!(again.is_empty(), "not reinvocation-safe: {:?}", again.ops);
+        m.ops
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    serde_json::to_value(o).unwrap()["op"].as_str().unwrap(),
+                    o.path()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn setting_os_name_also_removes_what_it_makes_forbidden() {
+        let ops = settled(
+            "mutation: {setOsName: true}\n",
+            &pod(r#"{"allowPrivilegeEscalation":false}"#),
+        );
+        assert_eq!(
+            ops,
+            [
+                "add /spec/os",
+                "remove /spec/containers/0/securityContext/allowPrivilegeEscalation"
+            ]
+        );
+    }
+
+    #[test]
+    fn os_name_is_not_set_when_the_api_server_would_then_reject_the_pod() {
+        // runAsUser cannot be removed safely; with its rule off the pod is
+        // admitted, and setting spec.os.name would get it rejected.
+        let ops = settled(
+            "mutation: {setOsName: true}\nrules: {WIN-RUNASUSER: off}\n",
+            &pod(r#"{"runAsUser":1000}"#),
+        );
+        assert!(ops.is_empty(), "{ops:?}");
+    }
 }

@@ -389,7 +389,8 @@ struct PolicyFile {
     rules: Option<BTreeMap<String, RuleSetting>>,
     exemptions: Option<Exemptions>,
     params: Option<ParamsFile>,
-    mutation: Option<Mutation>,
+    /// Read as a map and layered key by key over the current settings.
+    mutation: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 pub const POLICY_API_VERSION: &str = "winadmit.io/v1alpha1";
@@ -571,7 +572,14 @@ impl Policy {
         if let Some(p) = file.params {
             p.apply(&mut self.params);
         }
-        if let Some(m) = file.mutation {
+        if let Some(keys) = file.mutation {
+            let mut merged =
+                serde_json::to_value(&self.mutation).expect("mutation settings serialize");
+            if let Some(current) = merged.as_object_mut() {
+                current.extend(keys);
+            }
+            let m: Mutation =
+                serde_json::from_value(merged).map_err(|e| invalid(format!("mutation: {e}")))?;
             if let Some(iso) = &m.isolation
                 && iso != "process"
                 && iso != "hyperv"
@@ -583,6 +591,23 @@ impl Policy {
             self.mutation = m;
         }
         Ok(())
+    }
+
+    /// This policy with every rule but `id` turned off (e.g. to ask only
+    /// what the API server itself would reject).
+    #[must_use]
+    pub fn with_only_rule(&self, id: &str) -> Self {
+        let mut p = self.clone();
+        for (i, r) in rules::ALL.iter().enumerate() {
+            if r.info.id != id {
+                p.levels[i] = None;
+            } else if p.levels[i].is_none() {
+                p.levels[i] = Some(r.info.severity);
+            }
+        }
+        p.exemptions = Exemptions::default();
+        p.selectors.clear();
+        p
     }
 
     /// The severity of rule number `index` in [`rules::ALL`], or `None` when off.
@@ -789,6 +814,20 @@ mod tests {
             e.contains("loud") && e.contains("expected error, warning, off"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn mutation_settings_layer_key_by_key_and_stay_strict() {
+        let p = Policy::from_yaml("p.yaml", "mutation:\n  setOsName: true\n").unwrap();
+        assert!(p.mutation.set_os_name);
+        assert!(
+            p.mutation.inject_node_selector,
+            "keys not in the file keep their values"
+        );
+        let e = Policy::from_yaml("p.yaml", "mutation:\n  setOSName: true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("p.yaml") && e.contains("setOSName"), "{e}");
     }
 
     #[test]
