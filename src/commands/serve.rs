@@ -38,7 +38,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         log_format,
         log_level,
     } = args;
-    init_logging(log_format, &log_level)?;
+    let _log_guard = init_logging(log_format, &log_level)?;
     // kube's client (a future namespace reflector) uses the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -173,10 +173,21 @@ async fn signal() {
     ctrl_c.await;
 }
 
-fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
+/// Starts logging to stdout through a background writer thread, so request
+/// threads format a line but never block on the write. Lines are never
+/// dropped (the writer applies back-pressure when its buffer is full).
+/// Keep the returned guard alive: dropping it flushes the last lines.
+fn init_logging(
+    format: LogFormat,
+    filter: &str,
+) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("invalid --log-level {filter:?}"))?;
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(std::io::stdout());
     let builder = tracing_subscriber::fmt()
+        .with_writer(writer)
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_target(false);
@@ -190,5 +201,5 @@ fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     };
     // Already initialized (e.g. in tests): keep the existing subscriber.
     let _ = result;
-    Ok(())
+    Ok(guard)
 }
