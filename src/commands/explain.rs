@@ -20,7 +20,7 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
                     s,
                     "{:<28} {:<8} {}",
                     r.info.id,
-                    r.info.severity.as_str(),
+                    default_severity(&r.info),
                     r.info.title
                 );
             }
@@ -77,12 +77,21 @@ fn rule_json(i: &RuleInfo) -> serde_json::Value {
     })
 }
 
+/// The severity in the default policy: rules it turns off say so.
+fn default_severity(i: &RuleInfo) -> String {
+    if rules::OFF_BY_DEFAULT.contains(&i.id) {
+        format!("off ({} when enabled)", i.severity.as_str())
+    } else {
+        i.severity.as_str().to_owned()
+    }
+}
+
 /// The text `winadmit explain` prints.
 #[must_use]
 pub fn explain_text(i: &RuleInfo) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}: {}\n", i.id, i.title);
-    let _ = writeln!(s, "Severity:   {} (default profile)", i.severity.as_str());
+    let _ = writeln!(s, "Severity:   {} (default policy)", default_severity(i));
     if let Some(c) = i.containerd {
         let _ = writeln!(s, "            {} (containerd profile)", c.as_str());
     }
@@ -120,7 +129,7 @@ pub fn markdown() -> String {
             "| [{}](#{}) | {} | {} | {} | {} |",
             i.id,
             i.id.to_ascii_lowercase(),
-            i.severity.as_str(),
+            default_severity(i),
             c,
             scope(i.scope),
             i.title
@@ -132,7 +141,7 @@ pub fn markdown() -> String {
         let _ = writeln!(
             s,
             "- Severity: {}{}",
-            i.severity.as_str(),
+            default_severity(i),
             i.containerd
                 .map(|c| format!(" ({} under the containerd profile)", c.as_str()))
                 .unwrap_or_default()
