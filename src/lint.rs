@@ -6,9 +6,8 @@
 use serde::Deserialize;
 
 use crate::engine::{self, Context, Evaluation};
-use crate::output::{Checked, InputProblem, LintFinding, LintReport};
+use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
 use crate::policy::Policy;
-use crate::rules;
 use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
@@ -88,36 +87,20 @@ impl CrossObject {
                     .position(|p| *p == pointer)
                     .and_then(|i| s.positions.get(i).copied().flatten())
                     .unwrap_or((0, 0));
-                let info = &rules::find(f.rule)
-                    .expect("findings name catalogued rules")
-                    .info;
-                match f.severity {
-                    crate::finding::Severity::Error => report.summary.errors += 1,
-                    crate::finding::Severity::Warning => report.summary.warnings += 1,
-                }
+                report.summary.count(f.severity);
                 let meta = |k: &str| {
                     s.value
                         .pointer(&format!("/metadata/{k}"))
                         .and_then(serde_json::Value::as_str)
                 };
-                let finding = LintFinding {
-                    file: s.file.clone(),
-                    line: at.0,
-                    column: at.1,
-                    document: s.document,
-                    api_version: "v1".into(),
-                    kind: "Service".into(),
-                    namespace: meta("namespace").map(str::to_owned),
-                    name: meta("name").unwrap_or_default().to_owned(),
-                    rule: f.rule,
-                    severity: f.severity,
-                    field: f.field.to_string(),
-                    message: f.message,
-                    title: info.title,
-                    doc_url: info.doc_url,
-                    fix: info.fix,
-                    patch: None,
+                let id = ObjectId {
+                    api_version: "v1",
+                    kind: "Service",
+                    namespace: meta("namespace"),
+                    name: meta("name").unwrap_or_default(),
                 };
+                let mut finding = LintFinding::new(&s.file, s.document, id, &f);
+                (finding.line, finding.column) = at;
                 // Keep each file's findings together and in source order.
                 let same_file = |x: &LintFinding| x.file == finding.file;
                 let index = report
@@ -303,30 +286,15 @@ fn lint_document(
             doc.yaml_doc,
             format!("{}{}", doc.pointer, f.field.pointer()),
         ));
-        let info = &rules::find(f.rule)
-            .expect("findings name catalogued rules")
-            .info;
-        match f.severity {
-            crate::finding::Severity::Error => report.summary.errors += 1,
-            crate::finding::Severity::Warning => report.summary.warnings += 1,
-        }
-        report.findings.push(LintFinding {
-            file: file.to_owned(),
-            line: 0,
-            column: 0,
-            document: doc.index,
-            api_version: workload.api_version.to_owned(),
-            kind: workload.kind.as_str().to_owned(),
-            namespace: workload.namespace.map(str::to_owned),
-            name: workload.name.to_owned(),
-            rule: f.rule,
-            severity: f.severity,
-            field: f.field.to_string(),
-            message: f.message,
-            title: info.title,
-            doc_url: info.doc_url,
-            fix: info.fix,
-            patch: f.fix.map(|fix| fix.ops),
-        });
+        report.summary.count(f.severity);
+        let id = ObjectId {
+            api_version: workload.api_version,
+            kind: workload.kind.as_str(),
+            namespace: workload.namespace,
+            name: workload.name,
+        };
+        report
+            .findings
+            .push(LintFinding::new(file, doc.index, id, &f));
     }
 }

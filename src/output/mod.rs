@@ -40,6 +40,53 @@ pub struct LintFinding {
     pub patch: Option<Vec<PatchOp>>,
 }
 
+/// Which object a finding is about.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectId<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl LintFinding {
+    /// A finding about `object`, document `document` of `file`, with its
+    /// rule's documentation; line and column are 0 until located.
+    ///
+    /// # Panics
+    /// If the finding names a rule outside the catalogue (a bug: findings
+    /// only come from catalogued rules).
+    #[must_use]
+    pub fn new(
+        file: &str,
+        document: usize,
+        object: ObjectId<'_>,
+        f: &crate::finding::Finding,
+    ) -> Self {
+        let info = &crate::rules::find(f.rule)
+            .expect("findings name catalogued rules")
+            .info;
+        Self {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            document,
+            api_version: object.api_version.to_owned(),
+            kind: object.kind.to_owned(),
+            namespace: object.namespace.map(str::to_owned),
+            name: object.name.to_owned(),
+            rule: f.rule,
+            severity: f.severity,
+            field: f.field.to_string(),
+            message: f.message.clone(),
+            title: info.title,
+            doc_url: info.doc_url,
+            fix: info.fix,
+            patch: f.fix.as_ref().map(|fix| fix.ops.clone()),
+        }
+    }
+}
+
 /// A file or document that could not be read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InputProblem {
@@ -76,6 +123,16 @@ pub struct Checked {
     pub kind: String,
     pub namespace: Option<String>,
     pub name: String,
+}
+
+impl Summary {
+    /// Counts one finding.
+    pub fn count(&mut self, severity: crate::finding::Severity) {
+        match severity {
+            crate::finding::Severity::Error => self.errors += 1,
+            crate::finding::Severity::Warning => self.warnings += 1,
+        }
+    }
 }
 
 /// Everything `lint` found.

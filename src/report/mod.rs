@@ -34,10 +34,9 @@ use serde_json::Value;
 
 use crate::engine::{self, Context, Evaluation, Skipped};
 use crate::finding::{PatchOp, Severity};
-use crate::output::{InputProblem, LintFinding};
+use crate::output::{InputProblem, LintFinding, ObjectId};
 use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
-use crate::rules;
 use crate::targeting::RuntimeClasses;
 use crate::version::KubeVersion;
 use crate::view::ObjectView;
@@ -581,27 +580,13 @@ impl<'p> ReportBuilder<'p> {
             .findings
             .iter()
             .map(|f| {
-                let info = &rules::find(f.rule)
-                    .expect("findings name catalogued rules")
-                    .info;
-                LintFinding {
-                    file: origin.file.to_owned(),
-                    line: 0,
-                    column: 0,
-                    document: origin.document,
-                    api_version: workload.api_version.to_owned(),
-                    kind: workload.kind.as_str().to_owned(),
-                    namespace: workload.namespace.map(str::to_owned),
-                    name: workload.name.to_owned(),
-                    rule: f.rule,
-                    severity: f.severity,
-                    field: f.field.to_string(),
-                    message: f.message.clone(),
-                    title: info.title,
-                    doc_url: info.doc_url,
-                    fix: info.fix,
-                    patch: f.fix.as_ref().map(|fix| fix.ops.clone()),
-                }
+                let id = ObjectId {
+                    api_version: workload.api_version,
+                    kind: workload.kind.as_str(),
+                    namespace: workload.namespace,
+                    name: workload.name,
+                };
+                LintFinding::new(origin.file, origin.document, id, f)
             })
             .collect();
         let report = ObjectReport {
