@@ -183,8 +183,21 @@ async fn signal() {
 }
 
 fn init_logging(format: LogFormat, filter: &str) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    let mut filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("invalid --log-level {filter:?}"))?;
+    // kube's watcher and client log every failed retry; the cluster cache
+    // logs each distinct failure once, with what to do. Unless the filter
+    // asks for kube's logs explicitly.
+    for (krate, quiet) in [
+        ("kube_runtime", "kube_runtime::watcher=error"),
+        ("kube_client", "kube_client::client::builder=off"),
+    ] {
+        if !filter.to_string().contains(krate)
+            && let Ok(directive) = quiet.parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))

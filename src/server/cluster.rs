@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use futures::StreamExt as _;
@@ -455,8 +455,10 @@ async fn run<K>(
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    // The last failure logged, to log a repeated one at debug level only.
+    // The last failure logged and when: a repeat is logged at debug level,
+    // with a reminder at warn level every REWARN.
     let mut failing: Option<String> = None;
+    let mut warned = Instant::now();
     let mut synced_once = false;
     while let Some(item) = stream.next().await {
         match item {
@@ -488,14 +490,33 @@ async fn run<K>(
             Err(err) => {
                 let (verb, message) = describe(what, &err);
                 metrics.error(what, verb);
-                if failing.as_deref() == Some(message.as_str()) {
+                if is_expected(&err) {
+                    // A watch older than the API server's history: the
+                    // watcher relists, as designed.
+                    tracing::debug!(resource = what.as_str(), verb, "{message}");
+                } else if failing.as_deref() == Some(message.as_str()) && warned.elapsed() < REWARN
+                {
                     tracing::debug!(resource = what.as_str(), verb, "{message}");
                 } else {
                     tracing::warn!(resource = what.as_str(), verb, "{message}");
                     failing = Some(message);
+                    warned = Instant::now();
                 }
             }
         }
+    }
+}
+
+/// How often a failure that persists is logged again at warn level.
+const REWARN: Duration = Duration::from_secs(300);
+
+/// `410 Gone` on a watch: routine, the watcher relists.
+fn is_expected(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
     }
 }
 
@@ -728,7 +749,7 @@ mod tests {
         assert!(!waiter.is_finished());
         c.apply_runtime_class(Change::Relist);
         c.apply_runtime_class(Change::ListDone);
-        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+        tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .unwrap()
             .unwrap();
@@ -766,5 +787,9 @@ mod tests {
             msg.starts_with("cluster cache: cannot list runtimeclasses.node.k8s.io: forbidden"),
             "{msg}"
         );
+        assert!(!is_expected(&err));
+        let gone =
+            kube::core::Status::failure("too old resource version", "Expired").with_code(410);
+        assert!(is_expected(&watcher::Error::WatchError(Box::new(gone))));
     }
 }
