@@ -4,7 +4,8 @@
 //! watches), reviews posted over TLS. Namespace labels and RuntimeClasses
 //! come from tests/fixtures/cluster/.
 //!
-//! - `legacy` is labelled `winadmit.io/mode: warn`; `shop` has no label.
+//! - `legacy` is labelled `winadmit.io/mode: warn` and
+//!   `winadmit.io/isolation: hyperv`; `shop` has no label.
 //! - RuntimeClass `windows-2022` selects `kubernetes.io/os: windows`;
 //!   `gvisor` selects nothing.
 
@@ -369,6 +370,54 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
             .any(|r| r.starts_with("/api/v1/namespaces?") && r.contains("watch=true")),
         "{requests:?}"
     );
+}
+
+#[tokio::test]
+async fn the_namespace_isolation_label_reaches_mutate() {
+    let (_api, dir, kubeconfig) = cluster_api(None);
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: winadmit.io/v1alpha1\nkind: Policy\nmutation:\n  injectNodeSelector: true\n  setOsName: false\n  removeNoOpFields: true\n  emptyDirOffMemory: false\n  inferFromImages: false\n  isolation: process\n  isolationNamespaceLabel: winadmit.io/isolation\n  tolerations: []\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+        &[],
+    );
+    server.wait_ready(Duration::from_secs(20)).await;
+    let isolation = |namespace: &'static str| {
+        let server = &server;
+        async move {
+            let spec = json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+                "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+                    "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]});
+            let (status, body) = server
+                .request("POST", "/mutate", pod_review(namespace, spec))
+                .await;
+            assert_eq!(status, 200, "{body}");
+            let r: Value = serde_json::from_str(&body).unwrap();
+            let patch = r["response"]["patch"].as_str().expect("a patch");
+            let patch: Value = serde_json::from_slice(
+                &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch).unwrap(),
+            )
+            .unwrap();
+            patch.to_string()
+        }
+    };
+    // The policy's default, and the namespace label's override.
+    assert!(
+        isolation("shop").await.contains("\"process\""),
+        "shop: {}",
+        isolation("shop").await
+    );
+    let legacy = isolation("legacy").await;
+    assert!(legacy.contains("\"hyperv\""), "legacy: {legacy}");
 }
 
 #[tokio::test]
