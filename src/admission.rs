@@ -97,10 +97,12 @@ impl NamespaceLabels for BTreeMap<String, BTreeMap<String, String>> {
 }
 
 /// What the admission door needs: the policy, the Kubernetes version the
-/// rules apply to, and what it knows about namespaces.
+/// rules apply to, and what it knows about the cluster.
 pub struct Admission {
     pub policy: Policy,
     pub version: KubeVersion,
+    /// Namespace labels and cluster RuntimeClasses (the server's watch
+    /// cache), when known.
     pub namespaces: Option<Box<dyn NamespaceLabels>>,
 }
 
