@@ -736,6 +736,54 @@ mod tests {
         assert_eq!(listed.os_of("win"), Some(Os::Windows));
     }
 
+    /// The admission door reads the cache through its trait: no cluster,
+    /// no network, the same `review` the server calls.
+    #[test]
+    fn admission_uses_the_cached_labels_and_runtime_classes() {
+        use crate::admission::{Admission, Endpoint, review};
+        let c = Arc::new(cache());
+        c.apply_namespace(Change::Relist);
+        c.apply_namespace(Change::ListDone);
+        c.apply_namespace(Change::Applied(
+            "legacy".into(),
+            BTreeMap::from([("winadmit.io/mode".into(), "warn".into())]),
+        ));
+        c.apply_runtime_class(Change::Relist);
+        let win = rc(
+            "win",
+            serde_json::json!({"handler": "runhcs-wcow-process",
+                "scheduling": {"nodeSelector": {"kubernetes.io/os": "windows"}}}),
+        );
+        let (name, info) = ClusterCache::runtime_class_entry(&win).unwrap();
+        c.apply_runtime_class(Change::Listed(name, info));
+        c.apply_runtime_class(Change::ListDone);
+        let adm = Admission {
+            policy: Policy::default_policy(),
+            version: crate::version::KubeVersion::LATEST,
+            namespaces: Some(Box::new(Arc::clone(&c))),
+        };
+        let body = |ns: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                    "namespace": ns, "operation": "CREATE",
+                    "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                        "spec": {"runtimeClassName": "win", "containers": [{"name": "c", "image": "i",
+                            "securityContext": {"privileged": true},
+                            "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]}}}
+            }))
+            .unwrap()
+        };
+        let shop = review(&adm, Endpoint::Validate, &body("shop")).unwrap();
+        assert_eq!(shop.summary.verdict.as_str(), "denied");
+        let legacy = review(&adm, Endpoint::Validate, &body("legacy")).unwrap();
+        assert_eq!(legacy.summary.verdict.as_str(), "warned");
+        // The class goes away: the pod is no longer a Windows pod.
+        c.apply_runtime_class(Change::Deleted("win".into()));
+        let gone = review(&adm, Endpoint::Validate, &body("shop")).unwrap();
+        assert_eq!(gone.summary.verdict.as_str(), "allowed");
+    }
+
     #[tokio::test]
     async fn wait_synced_needs_both_resources() {
         let c = Arc::new(cache());
