@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
@@ -31,6 +32,7 @@ use crate::finding::{Finding, PatchOp, Severity};
 use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::rules;
+use crate::targeting::RuntimeClasses;
 use crate::version::KubeVersion;
 use crate::view::{ObjectView, Text};
 use crate::workload::{Kind, Workload};
@@ -61,11 +63,30 @@ impl Endpoint {
     }
 }
 
-/// Labels of a namespace, as far as the server knows them. The server has
-/// no namespace cache yet; a kube-rs reflector can implement this later.
+/// What the server knows of the cluster beyond the request: namespace
+/// labels and, optionally, RuntimeClasses. Plain data behind a trait, so
+/// this module stays free of clients: the server's watch cache
+/// (`server::cluster::ClusterCache`) implements it, tests use a map.
 pub trait NamespaceLabels: Send + Sync {
     /// The value of label `key` on namespace `namespace`, if known.
     fn label(&self, namespace: &str, key: &str) -> Option<String>;
+
+    /// The cluster's RuntimeClasses, a snapshot that stays valid for the
+    /// whole review, if known (beyond the policy's `windowsRuntimeClasses`).
+    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
+        None
+    }
+}
+
+/// A shared view (the server's cache is also held by its watchers).
+impl<T: NamespaceLabels + ?Sized> NamespaceLabels for Arc<T> {
+    fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        (**self).label(namespace, key)
+    }
+
+    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
+        (**self).runtime_classes()
+    }
 }
 
 /// A fixed table of namespace labels (tests, and a future static config).
@@ -76,10 +97,12 @@ impl NamespaceLabels for BTreeMap<String, BTreeMap<String, String>> {
 }
 
 /// What the admission door needs: the policy, the Kubernetes version the
-/// rules apply to, and what it knows about namespaces.
+/// rules apply to, and what it knows about the cluster.
 pub struct Admission {
     pub policy: Policy,
     pub version: KubeVersion,
+    /// Namespace labels and cluster RuntimeClasses (the server's watch
+    /// cache), when known.
     pub namespaces: Option<Box<dyn NamespaceLabels>>,
 }
 
@@ -538,9 +561,11 @@ fn respond(
         let ns = workload.namespace?;
         adm.namespaces.as_ref()?.label(ns, key)
     };
+    // One snapshot for the whole review (and its settle rounds).
+    let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
     let cx = Context {
         version: adm.version,
-        runtime_classes: None,
+        runtime_classes: runtime_classes.as_deref(),
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     if let Some(reason) = &eval.exempt {

@@ -311,6 +311,8 @@ pub struct ServeArgs {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub cluster: ClusterCacheArgs,
     /// Largest AdmissionReview body accepted (413 above it).
     #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -351,6 +353,34 @@ pub struct ServeArgs {
         default_value = "info"
     )]
     pub log_level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClusterCacheMode {
+    /// Use the in-cluster config or a kubeconfig when one is found; else run without.
+    Auto,
+    /// Require a cluster configuration (start-up fails without one).
+    On,
+    /// Never contact the API server.
+    Off,
+}
+
+/// `winadmit serve`: the watch cache of Namespaces and RuntimeClasses.
+#[derive(Debug, Clone, Args)]
+pub struct ClusterCacheArgs {
+    /// Watch the cluster's Namespaces (labels) and RuntimeClasses, so
+    /// namespace mode/isolation labels and Windows RuntimeClasses apply.
+    #[arg(long = "cluster-cache", value_enum, value_name = "MODE", env = "WINADMIT_CLUSTER_CACHE", default_value_t = ClusterCacheMode::Auto)]
+    pub mode: ClusterCacheMode,
+    /// Kubeconfig file for the cache (default: in-cluster config, then $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "FILE", env = "WINADMIT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
+    pub context: Option<String>,
+    /// /readyz waits at most this long for the cache's first list of both resources.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_CLUSTER_CACHE_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub cluster_cache_sync_timeout: Duration,
 }
 
 /// Parses `500ms`, `10s`, `2m` or a bare number of seconds.

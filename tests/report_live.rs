@@ -207,6 +207,7 @@ fn namespaces_narrow_the_list_calls() {
 fn a_refused_list_names_the_verb_and_resource() {
     let api = FakeApi::start(Behaviour {
         forbid: Some("deployments"),
+        ..Behaviour::default()
     });
     let dir = tempfile::tempdir().unwrap();
     let kc = api.kubeconfig(dir.path(), TOKEN);

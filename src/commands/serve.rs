@@ -13,6 +13,8 @@ use crate::server::listener::{self, Drain};
 use crate::server::tls::{self, CertFiles, CertResolver};
 use crate::server::{self, Limits, ServerState};
 
+mod cluster;
+
 /// # Errors
 /// A start-up problem, naming the flag or file: policy, certificate, key,
 /// client CA, or an address that cannot be bound.
@@ -27,6 +29,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tls_reload_interval,
         metrics_listen,
         policy,
+        cluster,
         max_body_bytes,
         request_timeout,
         header_timeout,
@@ -39,7 +42,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         log_level,
     } = args;
     let _log_guard = init_logging(log_format, &log_level)?;
-    // kube's client (a future namespace reflector) uses the process default.
+    // kube's client (the cluster cache) uses the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
 
@@ -59,6 +62,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let key = tls::load_pair(&files, &provider).context("cannot start: fix the TLS files")?;
         (Arc::new(CertResolver::new(key)), Some(files))
     };
+    let cluster = cluster::prepare(cluster, &pol)?;
     let tls_config = tls::server_config(resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
 
@@ -73,7 +77,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Admission {
             policy: pol,
             version: policy.kubernetes_version,
-            namespaces: None,
+            namespaces: cluster.as_ref().map(|c| {
+                Box::new(Arc::clone(&c.cache)) as Box<dyn crate::admission::NamespaceLabels>
+            }),
         },
         limits,
     );
@@ -89,6 +95,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let rt = rt.build().context("cannot start the async runtime")?;
     rt.block_on(async move {
+        if let Some(cluster) = cluster {
+            cluster.start(&state)?;
+        }
         let tcp = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen} (--listen)"))?;
@@ -181,8 +190,21 @@ fn init_logging(
     format: LogFormat,
     filter: &str,
 ) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    let mut filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("invalid --log-level {filter:?}"))?;
+    // kube's watcher and client log every failed retry; the cluster cache
+    // logs each distinct failure once, with what to do. Unless the filter
+    // asks for kube's logs explicitly.
+    for (krate, quiet) in [
+        ("kube_runtime", "kube_runtime::watcher=error"),
+        ("kube_client", "kube_client::client::builder=off"),
+    ] {
+        if !filter.to_string().contains(krate)
+            && let Ok(directive) = quiet.parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .finish(std::io::stdout());

@@ -23,6 +23,7 @@ pub struct Metrics {
     latency: Latency,
     in_flight: Gauge,
     rejected: Family<Labels2, Counter>,
+    cluster: super::cluster::ClusterMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -73,6 +74,7 @@ impl Metrics {
             "HTTP requests rejected before review (bad body, content type, size), by endpoint and status",
             rejected.clone(),
         );
+        let cluster = super::cluster::ClusterMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -80,7 +82,14 @@ impl Metrics {
             latency,
             in_flight,
             rejected,
+            cluster,
         }
+    }
+
+    /// The cluster cache's metrics (shared handles).
+    #[must_use]
+    pub fn cluster(&self) -> super::cluster::ClusterMetrics {
+        self.cluster.clone()
     }
 
     /// Records one answered review.

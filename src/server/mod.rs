@@ -19,6 +19,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::admission::{self, Admission, Endpoint};
 
+pub mod cluster;
 pub mod listener;
 pub mod metrics;
 pub mod tls;
@@ -60,6 +61,9 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub limits: Limits,
     ready: AtomicBool,
+    /// Readiness also waits for the cluster cache's first list (bounded by
+    /// `--cluster-cache-sync-timeout`).
+    cluster_pending: AtomicBool,
 }
 
 impl ServerState {
@@ -72,6 +76,7 @@ impl ServerState {
             metrics: Metrics::new(),
             limits,
             ready: AtomicBool::new(false),
+            cluster_pending: AtomicBool::new(false),
         })
     }
 
@@ -79,9 +84,39 @@ impl ServerState {
         self.ready.store(ready, Ordering::SeqCst);
     }
 
+    /// While true, `/readyz` answers 503 even once bound: the cluster
+    /// cache has not completed its first list yet.
+    pub fn set_cluster_pending(&self, pending: bool) {
+        self.cluster_pending.store(pending, Ordering::SeqCst);
+    }
+
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.ready.load(Ordering::SeqCst) && !self.cluster_pending.load(Ordering::SeqCst)
+    }
+}
+
+/// `POST /report` over the server's policy and the cluster cache's
+/// RuntimeClasses (when the cache runs).
+#[derive(Clone)]
+struct ServerReportState {
+    policy: Arc<crate::policy::Policy>,
+    state: Arc<ServerState>,
+}
+
+impl crate::report::http::ReportState for ServerReportState {
+    fn policy(&self) -> Arc<crate::policy::Policy> {
+        Arc::clone(&self.policy)
+    }
+    fn kubernetes_version(&self) -> crate::version::KubeVersion {
+        self.state.admission.version
+    }
+    fn runtime_classes(&self) -> Option<Arc<crate::targeting::RuntimeClasses>> {
+        self.state
+            .admission
+            .namespaces
+            .as_ref()
+            .and_then(|n| n.runtime_classes())
     }
 }
 
@@ -89,9 +124,9 @@ impl ServerState {
 pub fn router(state: Arc<ServerState>) -> Router {
     let limits = state.limits;
     // `POST /report`: the dry-run report over the same policy and engine.
-    let report = crate::report::http::router(crate::report::http::StaticReportState {
+    let report = crate::report::http::router(ServerReportState {
         policy: Arc::new(state.admission.policy.clone()),
-        version: state.admission.version,
+        state: Arc::clone(&state),
     });
     let routes = Router::new()
         .route("/validate", post(validate))
@@ -288,6 +323,11 @@ async fn healthz() -> Response {
 async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
     if state.is_ready() {
         plain(StatusCode::OK, "ready\n")
+    } else if state.cluster_pending.load(Ordering::SeqCst) {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready (waiting for the cluster cache's first list; at most --cluster-cache-sync-timeout)\n",
+        )
     } else {
         plain(
             StatusCode::SERVICE_UNAVAILABLE,

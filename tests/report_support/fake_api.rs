@@ -4,12 +4,20 @@
 //! pagination (`limit`, opaque `continue` tokens, `remainingItemCount`) and
 //! bearer-token authentication, plus a kubeconfig that reaches it through
 //! a CA generated with rcgen.
+//!
+//! It also answers watches (`?watch=true`, as kube-rs watchers send after
+//! their initial list): the response stays open, streaming the events the
+//! test pushes with [`FakeApi::push_event`], until the client goes away.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -28,6 +36,9 @@ pub const TOKEN: &str = "test-token-7f3a";
 pub struct Behaviour {
     /// Resource plural answered with 403 Forbidden.
     pub forbid: Option<&'static str>,
+    /// Read list responses from this directory instead of
+    /// tests/fixtures/report/live.
+    pub fixtures: Option<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -35,12 +46,14 @@ struct AppState {
     fixtures: PathBuf,
     behaviour: Behaviour,
     requests: Arc<Mutex<Vec<String>>>,
+    events: tokio::sync::broadcast::Sender<(String, String)>,
 }
 
 pub struct FakeApi {
     pub addr: SocketAddr,
     pub ca_pem: String,
     pub requests: Arc<Mutex<Vec<String>>>,
+    events: tokio::sync::broadcast::Sender<(String, String)>,
     _runtime: std::thread::JoinHandle<()>,
 }
 
@@ -65,10 +78,14 @@ impl FakeApi {
             .unwrap();
         let acceptor = TlsAcceptor::from(Arc::new(server_config));
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let (events, _) = tokio::sync::broadcast::channel(64);
         let state = AppState {
-            fixtures: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/live"),
+            fixtures: behaviour.fixtures.clone().unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/live")
+            }),
             behaviour,
             requests: Arc::clone(&requests),
+            events: events.clone(),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
@@ -91,6 +108,7 @@ impl FakeApi {
             addr,
             ca_pem: ca.pem(),
             requests,
+            events,
             _runtime: handle,
         }
     }
@@ -103,6 +121,53 @@ impl FakeApi {
     pub fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
+
+    /// Sends a watch event (`ADDED`, `MODIFIED`, `DELETED`) with `object`
+    /// to every open watch of `plural`.
+    pub fn push_event(&self, plural: &str, kind: &str, object: &Value) {
+        let line = format!("{}\n", json!({"type": kind, "object": object}));
+        let _ = self.events.send((plural.to_owned(), line));
+    }
+
+    /// Open watch streams.
+    pub fn watchers(&self) -> usize {
+        self.events.receiver_count()
+    }
+}
+
+/// A response body that streams watch events until the client hangs up.
+struct WatchBody(tokio::sync::mpsc::UnboundedReceiver<Bytes>);
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+fn watch(state: &AppState, plural: &str) -> Response {
+    let mut events = state.events.subscribe();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let plural = plural.to_owned();
+    tokio::spawn(async move {
+        while let Ok((p, line)) = events.recv().await {
+            if p == plural && tx.send(Bytes::from(line)).is_err() {
+                break;
+            }
+        }
+    });
+    (
+        [("content-type", "application/json")],
+        Body::new(WatchBody(rx)),
+    )
+        .into_response()
 }
 
 pub fn kubeconfig_for(dir: &Path, server: &str, ca_pem: &str, token: &str) -> PathBuf {
@@ -186,6 +251,10 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
         }
     };
     let group = if parts[0] == "api" { "" } else { parts[1] };
+    let watching = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let verb = if watching { "watch" } else { "list" };
     if state.behaviour.forbid == Some(plural) {
         let scope = namespace.map_or("at the cluster scope".to_owned(), |ns| {
             format!("in the namespace \"{ns}\"")
@@ -194,7 +263,7 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
             403,
             "Forbidden",
             &format!(
-                "{plural}{} is forbidden: User \"system:serviceaccount:ci:winadmit\" cannot list resource \"{plural}\" in API group \"{group}\" {scope}",
+                "{plural}{} is forbidden: User \"system:serviceaccount:ci:winadmit\" cannot {verb} resource \"{plural}\" in API group \"{group}\" {scope}",
                 if group.is_empty() {
                     String::new()
                 } else {
@@ -202,6 +271,9 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
                 }
             ),
         );
+    }
+    if watching {
+        return watch(&state, plural);
     }
     let Ok(text) = std::fs::read_to_string(state.fixtures.join(format!("{plural}.json"))) else {
         return status(

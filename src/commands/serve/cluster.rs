@@ -1,0 +1,145 @@
+//! `serve --cluster-cache`: find the cluster configuration, then start the
+//! watch cache and hold `/readyz` until its first list (bounded). Glue only:
+//! the cache is `server::cluster`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::cli::{ClusterCacheArgs, ClusterCacheMode};
+use crate::policy::Policy;
+use crate::server::ServerState;
+use crate::server::cluster::{self, ClusterCache};
+
+/// A cache whose configuration was found, not yet started.
+pub struct Prepared {
+    config: Config,
+    pub cache: Arc<ClusterCache>,
+    sync_timeout: Duration,
+}
+
+/// Finds the cluster configuration for `--cluster-cache`. `None`: run
+/// without the cache (`off`, or `auto` with no configuration, logged once).
+///
+/// # Errors
+/// `--cluster-cache on` without a usable configuration, or an explicit
+/// `--kubeconfig`/`--context` that cannot be used: start-up mistakes,
+/// reported before binding.
+pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option<Prepared>> {
+    let ClusterCacheArgs {
+        mode,
+        kubeconfig,
+        context,
+        cluster_cache_sync_timeout,
+    } = args;
+    if mode == ClusterCacheMode::Off {
+        tracing::info!(
+            "cluster cache off (--cluster-cache off): namespace labels and cluster RuntimeClasses are not used"
+        );
+        return Ok(None);
+    }
+    // Config loading is async in kube but does no network I/O; a small
+    // runtime of its own keeps it before the server's runtime and binding.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let options = KubeConfigOptions {
+        context: context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match (&kubeconfig, &context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| {
+                format!(
+                    "cannot read --kubeconfig {} (or use --cluster-cache off)",
+                    path.display()
+                )
+            })?;
+            rt.block_on(Config::from_custom_kubeconfig(kc, &options))
+                .with_context(|| format!("cannot use --kubeconfig {}", path.display()))?
+        }
+        (None, Some(ctx)) => rt
+            .block_on(Config::from_kubeconfig(&options))
+            .with_context(|| {
+                format!(
+                    "cannot load context {ctx:?} (--context) from $KUBECONFIG or ~/.kube/config"
+                )
+            })?,
+        (None, None) => match rt.block_on(Config::infer()) {
+            Ok(c) => c,
+            Err(e) if mode == ClusterCacheMode::On => {
+                return Err(anyhow::Error::new(e).context(
+                    "--cluster-cache on: no cluster configuration found; run in a pod, set $KUBECONFIG or pass --kubeconfig",
+                ));
+            }
+            Err(e) => {
+                tracing::info!(
+                    reason = %e,
+                    "no cluster configuration found (in-cluster, $KUBECONFIG, ~/.kube/config): serving without the cluster cache, so namespace labels and cluster RuntimeClasses are not used"
+                );
+                return Ok(None);
+            }
+        },
+    };
+    Ok(Some(Prepared {
+        config,
+        cache: Arc::new(ClusterCache::for_policy(policy)),
+        sync_timeout: cluster_cache_sync_timeout,
+    }))
+}
+
+impl Prepared {
+    /// Starts the watchers on the current runtime and holds readiness until
+    /// both resources are listed or the sync timeout passes, whichever
+    /// comes first.
+    ///
+    /// # Errors
+    /// The client cannot be built from the configuration (e.g. an invalid
+    /// certificate in the kubeconfig).
+    pub fn start(self, state: &Arc<ServerState>) -> anyhow::Result<()> {
+        let Self {
+            config,
+            cache,
+            sync_timeout,
+        } = self;
+        let server = config.cluster_url.to_string();
+        let client = Client::try_from(config).with_context(|| {
+            format!("cannot create a Kubernetes client for {server} (--kubeconfig, or --cluster-cache off)")
+        })?;
+        tracing::info!(
+            server = %server,
+            "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
+        );
+        cluster::spawn(client, Arc::clone(&cache), state.metrics.cluster());
+        state.set_cluster_pending(true);
+        let state = Arc::clone(state);
+        tokio::spawn(async move {
+            if tokio::time::timeout(sync_timeout, cache.wait_synced())
+                .await
+                .is_ok()
+            {
+                tracing::info!("cluster cache: first list complete; ready");
+            } else {
+                let s = cache.synced();
+                let missing: Vec<&str> = [
+                    (!s.namespaces).then_some("namespaces"),
+                    (!s.runtime_classes).then_some("runtimeclasses.node.k8s.io"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                tracing::warn!(
+                    missing = %missing.join(","),
+                    "cluster cache: not listed within {:?} (--cluster-cache-sync-timeout); ready without it, still retrying",
+                    sync_timeout
+                );
+            }
+            state.set_cluster_pending(false);
+        });
+        Ok(())
+    }
+}
