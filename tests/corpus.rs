@@ -7,7 +7,6 @@
 //! loudly when the corpus is missing rather than passing vacuously.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use winadmit::engine::Context;
 use winadmit::finding::Severity;
@@ -16,17 +15,9 @@ use winadmit::output::LintReport;
 use winadmit::policy::Policy;
 use winadmit::targeting::RuntimeClasses;
 
-fn corpus_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("WINADMIT_CORPUS") {
-        return PathBuf::from(dir);
-    }
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    if beside.is_dir() {
-        beside
-    } else {
-        PathBuf::from("/work/shared/corpus")
-    }
-}
+#[path = "support/corpus_dir.rs"]
+mod corpus_location;
+use corpus_location::corpus_dir;
 
 struct Label {
     file: String,

@@ -8,6 +8,9 @@
 //! Without it they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
 //! set (CI sets it), in which case they fail.
 
+#[path = "support/corpus_dir.rs"]
+mod corpus_location;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -1133,10 +1136,7 @@ fn match_conditions_never_skip_what_winadmit_acts_on() {
     use winadmit::view::ObjectView;
     use winadmit::workload::Workload;
 
-    let corpus = std::env::var_os("WINADMIT_CORPUS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
-        PathBuf::from,
-    );
+    let corpus = corpus_location::corpus_dir();
     let program = match_condition();
     let policy = Policy::load(&[]).unwrap();
     let cx = Context::default();
