@@ -49,6 +49,11 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // Stdin can be read once: keep it for both passes.
     let mut stdin_text: Option<Result<String, InputProblem>> = None;
     if inputs.iter().any(|i| matches!(i, Input::Stdin)) {
+        if std::io::stdin().is_terminal() {
+            anyhow::bail!(
+                "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
+            );
+        }
         stdin_text = Some(read_stdin());
     }
     let read = |input: &Input| -> Result<String, InputProblem> {
