@@ -299,11 +299,19 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         req.is_some(),
         req.and_then(|r| r.uid.as_ref()),
     )?;
-    let reason = if req.and_then(|r| r.object).is_some() {
-        format!("request.object cannot be read: {err}")
+    let what = if req.and_then(|r| r.object).is_some() {
+        "request.object"
     } else {
-        format!("request cannot be read: {err}")
+        "request"
     };
+    let reason = format!("{what} cannot be read: {err}");
+    // For logs: serde's message can quote values from the object.
+    let note = format!(
+        "{what} cannot be read ({:?} error at line {}, column {})",
+        err.classify(),
+        err.line(),
+        err.column()
+    );
     let summary = Summary {
         uid: uid.to_owned(),
         kind: String::new(),
@@ -313,7 +321,7 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         dry_run: false,
         verdict: Verdict::Invalid,
         findings: Vec::new(),
-        note: Some(reason.clone()),
+        note: Some(note),
         patch_ops: 0,
     };
     Ok(Outcome {

@@ -191,15 +191,33 @@ fn read_file(path: &Path) -> Result<String, InputProblem> {
         column: None,
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| problem(format!("cannot read: {e}")))?;
-    if meta.len() > source::MAX_FILE_BYTES as u64 {
-        return Err(problem(format!(
+    let over = |len: u64| {
+        problem(format!(
             "file is {} MiB, over the {} MiB limit for manifests",
-            meta.len() / (1024 * 1024),
+            len / (1024 * 1024),
+            source::MAX_FILE_BYTES / (1024 * 1024)
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(|e| problem(format!("cannot read: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| problem(format!("cannot read: {e}")))?;
+    if meta.len() > source::MAX_FILE_BYTES as u64 {
+        return Err(over(meta.len()));
+    }
+    // Bounded even when the length lies: a file growing underneath, a FIFO
+    // (`lint <(helm template .)`), or a device such as /dev/zero.
+    let limit = source::MAX_FILE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| problem(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 >= limit {
+        return Err(problem(format!(
+            "file is over the {} MiB limit for manifests (read stopped there)",
             source::MAX_FILE_BYTES / (1024 * 1024)
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| problem(format!("cannot read: {e}")))?;
     decode(path.display().to_string(), &bytes)
 }
 
