@@ -367,6 +367,17 @@ fn text<'t>(t: Option<&'t Text<'_>>) -> &'t str {
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcome, ReviewError> {
+    // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
+    // it does not read without checking them, so check the whole body
+    // first: otherwise a body with invalid UTF-8 in, say, managedFields
+    // would be answered, and patched, as if it were JSON. (Found by the
+    // admission_review fuzz target.)
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(ReviewError::Malformed(format!(
+            "invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        )));
+    }
     let envelope: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(e) => return recover(body, &e),

@@ -459,7 +459,10 @@ proptest! {
 
     #[test]
     fn lint_validate_and_report_agree(s in shape(), windows in any::<bool>(), risks in risks()) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
         let object = with_risks(object(&s, windows), &risks);
         for adm in admissions() {
             assert_doors_agree(&rt, &adm.policy, &object);
