@@ -89,6 +89,10 @@ async fn valid_h1(addr: SocketAddr, ca: String, n: usize) -> Outcome {
     let mut send = h1(tls(addr, &ca, &[b"http/1.1"]).await?).await;
     for i in 0..n {
         let (name, expect) = REVIEWS[(i + 1) % REVIEWS.len()];
+        // A kept-alive HTTP/1.1 connection takes the next request only once
+        // the previous exchange is finished: otherwise hyper's client
+        // cancels it ("connection was not ready").
+        send.ready().await.map_err(|e| format!("h1 ready: {e}"))?;
         let resp = send
             .send_request(request("POST", "/validate", fixture(name)))
             .await
@@ -128,6 +132,7 @@ async fn bad_requests(addr: SocketAddr, ca: String) -> Outcome {
     ];
     for (req, want) in cases {
         let what = format!("{} {}", req.method(), req.uri());
+        send.ready().await.map_err(|e| format!("h1 ready: {e}"))?;
         let resp = send
             .send_request(req)
             .await
@@ -354,7 +359,9 @@ async fn hostile_and_valid_clients_together() {
     let server = hostile_server(&c);
     let ca = c.ca.pem();
     valid_h2(server.addr, ca.clone(), 8).await.unwrap();
-    valid_h1(server.addr, ca.clone(), 4).await.unwrap();
+    if let Err(e) = valid_h1(server.addr, ca.clone(), 4).await {
+        panic!("{e}\n{}", server.all_logs());
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fds = server.fd_count();
     let rss0 = server.rss_kib();
@@ -474,7 +481,10 @@ async fn load(
             i += 1;
             let req = request("POST", "/validate", fixture(name));
             let sent = match (&mut s1, &mut s2) {
-                (Some(s), _) => s.send_request(req).await,
+                (Some(s), _) => match s.ready().await {
+                    Ok(()) => s.send_request(req).await,
+                    Err(_) => break, // the server closed it: draining
+                },
                 (_, Some(s)) => s.send_request(req).await,
                 _ => unreachable!(),
             };
@@ -989,7 +999,10 @@ async fn soak() {
                     i += 1;
                     let req = request("POST", path, fixture(name));
                     let resp = match (&mut s1, &mut s2) {
-                        (Some(s), _) => s.send_request(req).await,
+                        (Some(s), _) => {
+                            s.ready().await.map_err(|e| format!("h1 ready: {e}"))?;
+                            s.send_request(req).await
+                        }
                         (_, Some(s)) => s.send_request(req).await,
                         _ => unreachable!(),
                     }
