@@ -322,11 +322,19 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         req.is_some(),
         req.and_then(|r| r.uid.as_ref()),
     )?;
-    let reason = if req.and_then(|r| r.object).is_some() {
-        format!("request.object cannot be read: {err}")
+    let what = if req.and_then(|r| r.object).is_some() {
+        "request.object"
     } else {
-        format!("request cannot be read: {err}")
+        "request"
     };
+    let reason = format!("{what} cannot be read: {err}");
+    // For logs: serde's message can quote values from the object.
+    let note = format!(
+        "{what} cannot be read ({:?} error at line {}, column {})",
+        err.classify(),
+        err.line(),
+        err.column()
+    );
     let summary = Summary {
         uid: uid.to_owned(),
         kind: String::new(),
@@ -336,7 +344,7 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         dry_run: false,
         verdict: Verdict::Invalid,
         findings: Vec::new(),
-        note: Some(reason.clone()),
+        note: Some(note),
         patch_ops: 0,
     };
     Ok(Outcome {
@@ -382,6 +390,17 @@ fn text<'t>(t: Option<&'t Text<'_>>) -> &'t str {
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcome, ReviewError> {
+    // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
+    // it does not read without checking them, so check the whole body
+    // first: otherwise a body with invalid UTF-8 in, say, managedFields
+    // would be answered, and patched, as if it were JSON. (Found by the
+    // admission_review fuzz target.)
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(ReviewError::Malformed(format!(
+            "invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        )));
+    }
     let envelope: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(e) => return recover(body, &e),

@@ -257,6 +257,17 @@ pub struct ReportArgs {
     pub quiet: bool,
 }
 
+/// Where an optional endpoint (`/metrics`, `/report`) is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Exposure {
+    /// On the webhook's HTTPS port.
+    On,
+    /// Only on its own listener.
+    Separate,
+    /// Not served.
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -309,6 +320,19 @@ pub struct ServeArgs {
     /// Also serve /metrics (and /healthz, /readyz) over plain HTTP here.
     #[arg(long, value_name = "ADDR", env = "WINADMIT_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Where GET /metrics is served: `on` the HTTPS port (and on
+    /// --metrics-listen if set), only on a `separate` listener
+    /// (--metrics-listen), or `off`.
+    #[arg(long, value_enum, value_name = "WHERE", env = "WINADMIT_METRICS", default_value_t = Exposure::On)]
+    pub metrics: Exposure,
+    /// Where POST /report (the dry-run report) is served: `on` the HTTPS
+    /// port, only on a `separate` HTTPS listener (--report-listen, same
+    /// certificate and client CA), or `off`.
+    #[arg(long, value_enum, value_name = "WHERE", env = "WINADMIT_REPORT", default_value_t = Exposure::On)]
+    pub report: Exposure,
+    /// Address of the HTTPS listener for --report=separate.
+    #[arg(long, value_name = "ADDR", env = "WINADMIT_REPORT_LISTEN")]
+    pub report_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]

@@ -230,6 +230,146 @@ fn hostile_yaml_terminates_with_an_error() {
     assert!(text.contains("limit for manifests"), "{text}");
 }
 
+/// Runs `winadmit args` and fails the test if it takes longer than `limit`.
+fn winadmit_within(args: &[&str], limit: std::time::Duration) -> Output {
+    let start = std::time::Instant::now();
+    let out = winadmit(args);
+    assert!(
+        start.elapsed() < limit,
+        "winadmit {args:?} took {:?}",
+        start.elapsed()
+    );
+    out
+}
+
+#[test]
+fn hundred_megabyte_files_devices_and_fifos_are_refused_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 MB of real YAML-looking text, not a sparse file: the size check
+    // must not need to read it.
+    let big = dir.path().join("big.yaml");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&big).unwrap());
+        let line = format!("# {}\n", "x".repeat(1021));
+        for _ in 0..100 * 1024 {
+            f.write_all(line.as_bytes()).unwrap();
+        }
+    }
+    let out = winadmit_within(
+        &["lint", big.to_str().unwrap(), "/dev/zero"],
+        std::time::Duration::from_secs(20),
+    );
+    std::fs::remove_file(&big).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("big.yaml: input error: file is 100 MiB, over the 32 MiB limit"),
+        "{text}"
+    );
+    // A device reports length 0 and never ends: the read is bounded.
+    assert!(
+        text.contains("/dev/zero: input error: file is over the 32 MiB limit"),
+        "{text}"
+    );
+
+    // A FIFO (`lint <(helm template .)`) is read like a file.
+    let fifo = dir.path().join("fifo.yaml");
+    let ok = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                std::fs::write(fifo, std::fs::read(CLEAN_PATH).unwrap()).unwrap();
+            })
+        };
+        let out = winadmit_within(
+            &["lint", fifo.to_str().unwrap()],
+            std::time::Duration::from_secs(20),
+        );
+        writer.join().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    }
+}
+
+const CLEAN_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/lint/clean.yaml"
+);
+
+#[test]
+fn hundred_megabytes_on_stdin_is_refused_quickly() {
+    let start = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(["lint", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'a'; 1024 * 1024];
+        for _ in 0..100 {
+            // The reader stops at the limit and exits: a broken pipe is expected.
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("<stdin>: input error:") && text.contains("limit for manifests"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unreadable_and_missing_files_are_clear_errors() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let locked = dir.path().join("locked.yaml");
+    std::fs::copy(CLEAN_PATH, &locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let dangling = dir.path().join("dangling.yaml");
+    std::os::unix::fs::symlink(dir.path().join("nowhere.yaml"), &dangling).unwrap();
+    // Root (CAP_DAC_OVERRIDE, as in many CI containers) reads mode-000
+    // files anyway; then the honest expectation is that it is linted.
+    let privileged = std::fs::read(&locked).is_ok();
+    let out = winadmit_within(
+        &["lint", locked.to_str().unwrap(), dangling.to_str().unwrap()],
+        std::time::Duration::from_secs(20),
+    );
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", transcript(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("dangling.yaml: input error: cannot read: No such file or directory"),
+        "{text}"
+    );
+    if privileged {
+        eprintln!(
+            "running with CAP_DAC_OVERRIDE (root): mode 000 does not stop reads; checking it is linted"
+        );
+        assert!(!text.contains("locked.yaml: input error"), "{text}");
+    } else {
+        assert!(
+            text.contains("locked.yaml: input error: cannot read: Permission denied"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn rules_and_explain() {
     let out = winadmit(&["rules"]);

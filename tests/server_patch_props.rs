@@ -2,7 +2,9 @@
 //! door (`admission::review`), over many shapes of Windows workloads: every
 //! patch applies cleanly to the request's JSON, is reinvocation-safe, keeps
 //! what was there, and leaves no fixable finding behind. Non-Windows
-//! workloads are never patched.
+//! workloads are never patched. Patched objects still deserialize as the
+//! typed Kubernetes object. And on every generated workload, lint,
+//! `/validate` and `/report` agree.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -272,6 +274,202 @@ fn pod_spec_of(o: &Value) -> &Value {
     }
 }
 
+/// The object deserializes as its typed Kubernetes kind (k8s-openapi), as
+/// the API server would decode it after the patch.
+fn assert_typed_object(o: &Value) {
+    use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, core::v1 as core};
+    let r = match o["kind"].as_str().unwrap() {
+        "Pod" => serde_json::from_value::<core::Pod>(o.clone()).map(drop),
+        "Deployment" => serde_json::from_value::<apps::Deployment>(o.clone()).map(drop),
+        "DaemonSet" => serde_json::from_value::<apps::DaemonSet>(o.clone()).map(drop),
+        "CronJob" => serde_json::from_value::<batch::CronJob>(o.clone()).map(drop),
+        other => panic!("unexpected kind {other}"),
+    };
+    r.unwrap_or_else(|e| panic!("patched object is not a valid {}: {e}: {o}", o["kind"]));
+}
+
+/// Fields that trip rules of every severity, added to a generated object's
+/// pod spec (and first container) so the agreement property sees denials,
+/// warnings and fixable findings, not only clean workloads.
+fn risks() -> impl Strategy<Value = Vec<(bool, &'static str, Value)>> {
+    proptest::sample::subsequence(
+        vec![
+            (false, "hostNetwork", json!(true)),
+            (false, "hostPID", json!(true)),
+            (false, "hostIPC", json!(true)),
+            (false, "shareProcessNamespace", json!(true)),
+            (
+                false,
+                "securityContext",
+                json!({"runAsUser": 1000, "fsGroup": 2000, "seLinuxOptions": {"level": "s0"}}),
+            ),
+            (
+                false,
+                "volumes",
+                json!([{"name": "h", "hostPath": {"path": "/var/run"}}, {"name": "m", "emptyDir": {"medium": "Memory"}}]),
+            ),
+            (
+                false,
+                "dnsConfig",
+                json!({"searches": ["a", "b", "c", "d", "e", "f", "g"]}),
+            ),
+            (
+                true,
+                "securityContext",
+                json!({"privileged": true, "capabilities": {"add": ["NET_ADMIN"]}, "readOnlyRootFilesystem": true}),
+            ),
+            (
+                true,
+                "securityContext",
+                json!({"windowsOptions": {"hostProcess": true, "runAsUserName": "NT AUTHORITY\\SYSTEM"}}),
+            ),
+            (
+                true,
+                "resources",
+                json!({"limits": {"hugepages-2Mi": "1Gi", "memory": "1Gi"}}),
+            ),
+            (true, "image", json!("nginx:1.25")),
+            (
+                true,
+                "volumeDevices",
+                json!([{"name": "d", "devicePath": "/dev/xvda"}]),
+            ),
+        ],
+        0..5,
+    )
+}
+
+fn with_risks(mut o: Value, risks: &[(bool, &'static str, Value)]) -> Value {
+    let spec = match o["kind"].as_str().unwrap() {
+        "Pod" => &mut o["spec"],
+        "CronJob" => &mut o["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        _ => &mut o["spec"]["template"]["spec"],
+    };
+    for (container, key, value) in risks {
+        let at = if *container {
+            &mut spec["containers"][0]
+        } else {
+            &mut *spec
+        };
+        at[*key] = value.clone();
+    }
+    o
+}
+
+/// (rule field) -> severity, from a lint report or a /report object.
+type FindingSet = std::collections::BTreeMap<String, String>;
+
+async fn post(app: axum::Router, path: &str, body: Vec<u8>) -> (u16, Value) {
+    use tower::ServiceExt as _;
+    let req = axum::http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// lint, `/validate` and `/report` on one object: the same findings and
+/// the same verdict, and `/validate` names every denied field.
+fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Value) {
+    let state = winadmit::server::ServerState::new(
+        Admission {
+            policy: policy.clone(),
+            version: KubeVersion::LATEST,
+            namespaces: None,
+        },
+        winadmit::server::Limits::default(),
+    );
+    let app = winadmit::server::router(state);
+    let body = review_of(object);
+    let ((vs, validated), (rs, report)) = rt.block_on(async {
+        (
+            post(app.clone(), "/validate", body.clone()).await,
+            post(app, "/report", body).await,
+        )
+    });
+    assert_eq!((vs, rs), (200, 200), "{validated} {report}");
+    let reported = &report["objects"][0];
+    let allowed = validated["response"]["allowed"].as_bool().unwrap();
+    assert_eq!(
+        reported["verdict"] == "deny",
+        !allowed,
+        "{reported}\n{validated}\n{object}"
+    );
+
+    let mut lint = winadmit::output::LintReport::default();
+    winadmit::lint::lint_text(
+        "gen.json",
+        &object.to_string(),
+        policy,
+        &Context::default(),
+        &mut lint,
+    );
+    assert!(lint.input_errors.is_empty(), "{:?}", lint.input_errors);
+    let from_lint: FindingSet = lint
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                format!("{} {}", f.rule, f.field),
+                f.severity.as_str().to_owned(),
+            )
+        })
+        .collect();
+    let from_report: FindingSet = reported["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                format!(
+                    "{} {}",
+                    f["rule"].as_str().unwrap(),
+                    f["field"].as_str().unwrap()
+                ),
+                f["severity"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(from_lint, from_report, "{object}");
+    let message = validated["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    for (key, severity) in &from_lint {
+        let (rule, field) = key.split_once(' ').unwrap();
+        if severity == "error" {
+            assert!(
+                message.contains(rule) && message.contains(field),
+                "/validate does not name {key}:\n{message}\n{object}"
+            );
+        }
+    }
+}
+
+proptest! {
+    // Each case runs three doors over two policies: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn lint_validate_and_report_agree(s in shape(), windows in any::<bool>(), risks in risks()) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let object = with_risks(object(&s, windows), &risks);
+        for adm in admissions() {
+            assert_doors_agree(&rt, &adm.policy, &object);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -284,6 +482,7 @@ proptest! {
                 json_patch::patch(&mut patched, &patch)
                     .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
             }
+            assert_typed_object(&patched);
             prop_assert!(mutate(&adm, &patched).is_none(), "second patch for {}", patched);
             let left = fixable_left(&adm, &patched);
             prop_assert!(left.is_empty(), "fixable findings left {:?} in {}", left, patched);

@@ -46,27 +46,34 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let mut report = LintReport::default();
     let inputs = expand(&paths, &mut report);
 
-    // Stdin can be read once: keep it for both passes.
-    let mut stdin_text: Option<Result<String, InputProblem>> = None;
-    if inputs.iter().any(|i| matches!(i, Input::Stdin)) {
-        if std::io::stdin().is_terminal() {
-            anyhow::bail!(
-                "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
-            );
-        }
-        stdin_text = Some(read_stdin());
+    if inputs.iter().any(|i| matches!(i, Input::Stdin)) && std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
+        );
     }
-    let read = |input: &Input| -> Result<String, InputProblem> {
-        match input {
-            Input::Stdin => stdin_text.clone().expect("stdin was read"),
-            Input::File(p) => read_file(p),
+    // Stdin, FIFOs (`lint <(helm template .)`) and devices can be read
+    // once: keep their text for both passes. Regular files are read twice
+    // rather than all held in memory.
+    let once: Vec<Option<Result<String, InputProblem>>> = inputs
+        .iter()
+        .map(|input| match input {
+            Input::Stdin => Some(read_stdin()),
+            Input::File(p) if !is_regular_file(p) => Some(read_file(p)),
+            Input::File(_) => None,
+        })
+        .collect();
+    let read = |i: usize| -> Result<String, InputProblem> {
+        match (&once[i], &inputs[i]) {
+            (Some(text), _) => text.clone(),
+            (None, Input::File(p)) => read_file(p),
+            (None, Input::Stdin) => unreachable!("stdin is read once"),
         }
     };
 
     // First pass: RuntimeClasses anywhere in the input pin their pods' OS.
     let mut runtime_classes = RuntimeClasses::default();
-    for input in &inputs {
-        if let Ok(text) = read(input) {
+    for i in 0..inputs.len() {
+        if let Ok(text) = read(i) {
             collect_runtime_classes(&text, &mut runtime_classes);
         }
     }
@@ -85,8 +92,8 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // Services are checked against the Windows workloads of the whole
     // input, once every file is read.
     let mut cross = CrossObject::default();
-    for input in &inputs {
-        match read(input) {
+    for (i, input) in inputs.iter().enumerate() {
+        match read(i) {
             Ok(text) => lint_text_with(&input.name(), &text, &pol, &cx, &mut report, &mut cross),
             Err(problem) => {
                 report.summary.files += 1;
@@ -133,10 +140,15 @@ fn inputs_as_paths(inputs: &[Input]) -> Vec<PathBuf> {
     inputs
         .iter()
         .filter_map(|i| match i {
-            Input::File(p) => Some(p.clone()),
-            Input::Stdin => None,
+            // Only regular files can be rewritten in place.
+            Input::File(p) if is_regular_file(p) => Some(p.clone()),
+            Input::File(_) | Input::Stdin => None,
         })
         .collect()
+}
+
+fn is_regular_file(p: &Path) -> bool {
+    std::fs::metadata(p).is_ok_and(|m| m.is_file())
 }
 
 /// Expands directories (recursively, `.yaml`/`.yml`/`.json`, symlink loops
@@ -196,15 +208,33 @@ fn read_file(path: &Path) -> Result<String, InputProblem> {
         column: None,
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| problem(format!("cannot read: {e}")))?;
-    if meta.len() > source::MAX_FILE_BYTES as u64 {
-        return Err(problem(format!(
+    let over = |len: u64| {
+        problem(format!(
             "file is {} MiB, over the {} MiB limit for manifests",
-            meta.len() / (1024 * 1024),
+            len / (1024 * 1024),
+            source::MAX_FILE_BYTES / (1024 * 1024)
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(|e| problem(format!("cannot read: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| problem(format!("cannot read: {e}")))?;
+    if meta.len() > source::MAX_FILE_BYTES as u64 {
+        return Err(over(meta.len()));
+    }
+    // Bounded even when the length lies: a file growing underneath, a FIFO
+    // (`lint <(helm template .)`), or a device such as /dev/zero.
+    let limit = source::MAX_FILE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| problem(format!("cannot read: {e}")))?;
+    if bytes.len() as u64 >= limit {
+        return Err(problem(format!(
+            "file is over the {} MiB limit for manifests (read stopped there)",
             source::MAX_FILE_BYTES / (1024 * 1024)
         )));
     }
-    let bytes = std::fs::read(path).map_err(|e| problem(format!("cannot read: {e}")))?;
     decode(path.display().to_string(), &bytes)
 }
 

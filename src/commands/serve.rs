@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::admission::Admission;
-use crate::cli::{LogFormat, ServeArgs};
+use crate::cli::{Exposure, LogFormat, ServeArgs};
 use crate::policy::Policy;
 use crate::server::listener::{self, Drain};
 use crate::server::tls::{self, CertFiles, CertResolver};
@@ -28,6 +28,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         client_ca,
         tls_reload_interval,
         metrics_listen,
+        metrics,
+        report,
+        report_listen,
         policy,
         cluster,
         max_body_bytes,
@@ -42,6 +45,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         log_level,
     } = args;
     let _log_guard = init_logging(log_format, &log_level)?;
+    let endpoints = endpoints(metrics, metrics_listen, report, report_listen)?;
     // kube's client (the cluster cache) uses the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -112,7 +116,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             );
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        if let Some(metrics_addr) = metrics_listen {
+        let tls_config = Arc::new(tls_config);
+        let report_task = match report_listen.filter(|_| report == Exposure::Separate) {
+            None => None,
+            Some(report_addr) => {
+                let r = tokio::net::TcpListener::bind(report_addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {report_addr} (--report-listen)"))?;
+                let raddr = r.local_addr().context("reading the bound address")?;
+                tracing::info!(addr = %raddr, "serving POST /report over HTTPS");
+                let mut rx = stop_rx.clone();
+                let stop = async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                };
+                let app = server::report_router(state.clone());
+                let serving =
+                    listener::serve_tls(r, tls_config.clone(), app, state.clone(), stop, drain);
+                Some(tokio::spawn(async move {
+                    if let Err(e) = serving.await {
+                        tracing::error!(error = %e, "report listener failed");
+                    }
+                }))
+            }
+        };
+        if let Some(metrics_addr) = metrics_listen.filter(|_| metrics != Exposure::Off) {
             let m = tokio::net::TcpListener::bind(metrics_addr)
                 .await
                 .with_context(|| format!("cannot listen on {metrics_addr} (--metrics-listen)"))?;
@@ -142,19 +169,56 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             kubernetes_version = %policy.kubernetes_version,
             "winadmit is serving /validate and /mutate over HTTPS (HTTP/1.1 and HTTP/2)"
         );
-        let app = server::router(state.clone());
+        let app = server::router_with(state.clone(), endpoints);
         let shutdown = async move {
             signal().await;
             let _ = stop_tx.send(true);
         };
-        listener::serve_tls(tcp, Arc::new(tls_config), app, state, shutdown, drain)
+        listener::serve_tls(tcp, tls_config, app, state, shutdown, drain)
             .await
             .context("serving")?;
+        if let Some(task) = report_task {
+            let _ = task.await;
+        }
         drop(stop_rx);
         anyhow::Ok(())
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which optional endpoints the HTTPS port serves; `--metrics` and
+/// `--report` checked against their listener flags.
+fn endpoints(
+    metrics: Exposure,
+    metrics_listen: Option<std::net::SocketAddr>,
+    report: Exposure,
+    report_listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<server::Endpoints> {
+    match (metrics, metrics_listen) {
+        (Exposure::Separate, None) => {
+            anyhow::bail!(
+                "--metrics=separate needs --metrics-listen ADDR (or use --metrics=on|off)"
+            )
+        }
+        (Exposure::Off, Some(_)) => {
+            anyhow::bail!("--metrics=off conflicts with --metrics-listen: drop one of them")
+        }
+        _ => {}
+    }
+    match (report, report_listen) {
+        (Exposure::Separate, None) => {
+            anyhow::bail!("--report=separate needs --report-listen ADDR (or use --report=on|off)")
+        }
+        (Exposure::On | Exposure::Off, Some(_)) => {
+            anyhow::bail!("--report-listen is only used with --report=separate")
+        }
+        _ => {}
+    }
+    Ok(server::Endpoints {
+        metrics: metrics == Exposure::On,
+        report: report == Exposure::On,
+    })
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).

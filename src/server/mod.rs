@@ -120,20 +120,69 @@ impl crate::report::http::ReportState for ServerReportState {
     }
 }
 
-/// The webhook's routes with the middleware stack.
+/// The optional endpoints the webhook's HTTPS router serves besides
+/// `/validate`, `/mutate`, `/healthz` and `/readyz`.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    /// `GET /metrics`.
+    pub metrics: bool,
+    /// `POST /report`.
+    pub report: bool,
+}
+
+impl Default for Endpoints {
+    fn default() -> Self {
+        Self {
+            metrics: true,
+            report: true,
+        }
+    }
+}
+
+/// The webhook's routes with the middleware stack, every endpoint on.
 pub fn router(state: Arc<ServerState>) -> Router {
+    router_with(state, Endpoints::default())
+}
+
+/// The webhook's routes with the optional endpoints chosen.
+pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     let limits = state.limits;
-    // `POST /report`: the dry-run report over the same policy and engine.
-    let report = crate::report::http::router(ServerReportState {
-        policy: Arc::new(state.admission.policy.clone()),
-        state: Arc::clone(&state),
-    });
-    let routes = Router::new()
+    let mut routes = Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
+    if endpoints.metrics {
+        routes = routes.route("/metrics", get(metrics));
+    }
+    let report = endpoints.report.then(|| report_routes(&state));
+    let mut routes = routes.fallback(not_found).with_state(state);
+    if let Some(report) = report {
+        routes = routes.merge(report);
+    }
+    layers(
+        routes.layer(DefaultBodyLimit::max(limits.max_body_bytes)),
+        &limits,
+    )
+}
+
+/// `POST /report`: the dry-run report over the same policy, engine and
+/// cluster cache as `/validate`.
+fn report_routes(state: &Arc<ServerState>) -> Router {
+    crate::report::http::router(ServerReportState {
+        policy: Arc::new(state.admission.policy.clone()),
+        state: Arc::clone(state),
+    })
+}
+
+/// The router for a separate report listener (`--report=separate`):
+/// `POST /report` with `/healthz` and `/readyz`.
+pub fn report_router(state: Arc<ServerState>) -> Router {
+    let limits = state.limits;
+    let report = report_routes(&state);
+    let routes = Router::new()
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .fallback(not_found)
         .with_state(state)
         .merge(report)
@@ -300,7 +349,16 @@ fn admit(state: &ServerState, endpoint: Endpoint, body: Result<Bytes, BytesRejec
         }
         Err(err) => {
             state.metrics.reject(endpoint, "400");
-            tracing::warn!(endpoint = endpoint.as_str(), error = %err, "bad admission request");
+            // The parser's message can quote the body; the client gets it
+            // in the 400, the log only says what kind of problem it was.
+            let logged = match &err {
+                admission::ReviewError::Malformed(_) => {
+                    "request body is not a valid AdmissionReview (details in the 400 response)"
+                        .to_owned()
+                }
+                other => other.to_string(),
+            };
+            tracing::warn!(endpoint = endpoint.as_str(), error = %logged, "bad admission request");
             plain(StatusCode::BAD_REQUEST, format!("{err}\n"))
         }
     }

@@ -169,8 +169,35 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The rustls server configuration: TLS 1.3 and 1.2 only, ALPN `h2` and
-/// `http/1.1`, optional client-certificate verification.
+/// The cipher suites the server offers: TLS 1.3's AEAD suites, and for
+/// TLS 1.2 only ephemeral ECDHE key exchange with AES-GCM or
+/// ChaCha20-Poly1305 (forward secrecy, authenticated encryption; no CBC,
+/// no RSA key exchange, no SHA-1 MACs). rustls implements nothing weaker,
+/// but the list is spelled out so a provider change cannot widen it.
+pub const CIPHER_SUITES: &[rustls::CipherSuite] = &[
+    rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
+    rustls::CipherSuite::TLS13_AES_128_GCM_SHA256,
+    rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+    rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    rustls::CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+];
+
+/// `provider` with only [`CIPHER_SUITES`].
+#[must_use]
+pub fn restrict_cipher_suites(provider: &CryptoProvider) -> CryptoProvider {
+    let mut p = provider.clone();
+    p.cipher_suites
+        .retain(|s| CIPHER_SUITES.contains(&s.suite()));
+    p
+}
+
+/// The rustls server configuration: TLS 1.3 and 1.2 only with
+/// [`CIPHER_SUITES`], ALPN `h2` and `http/1.1`, optional
+/// client-certificate verification.
 ///
 /// # Errors
 /// The client CA file cannot be read or holds no usable certificate.
@@ -179,6 +206,12 @@ pub fn server_config(
     client_ca: Option<&Path>,
     provider: &Arc<CryptoProvider>,
 ) -> Result<ServerConfig, TlsError> {
+    let provider = &Arc::new(restrict_cipher_suites(provider));
+    if provider.cipher_suites.is_empty() {
+        return Err(TlsError::Config(
+            "the crypto provider offers none of the allowed cipher suites".into(),
+        ));
+    }
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -316,4 +349,23 @@ pub fn self_signed(dir: &Path, provider: &CryptoProvider) -> Result<SelfSigned, 
         ca_pem,
         ca_path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_modern_aead_suites_with_forward_secrecy() {
+        let p = restrict_cipher_suites(&rustls::crypto::ring::default_provider());
+        assert!(!p.cipher_suites.is_empty());
+        for s in &p.cipher_suites {
+            let name = format!("{:?}", s.suite());
+            assert!(
+                (name.starts_with("TLS13_") || name.starts_with("TLS_ECDHE_"))
+                    && (name.contains("_GCM_") || name.contains("CHACHA20_POLY1305")),
+                "{name}"
+            );
+        }
+    }
 }
