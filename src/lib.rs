@@ -11,6 +11,7 @@ pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod engine;
+pub mod errors;
 pub mod finding;
 pub mod fix;
 pub mod lint;

@@ -453,6 +453,29 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
     }
 }
 
+/// The doors agree on the API-server-shaped fixtures too (denied, fixable,
+/// a Deployment, a Linux pod), not only on generated objects.
+#[test]
+fn lint_validate_and_report_agree_on_fixtures() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for name in [
+        "pod-windows-denied.json",
+        "pod-windows-fixable.json",
+        "deployment-windows-create.json",
+        "pod-linux-create.json",
+    ] {
+        let path = format!(
+            "{}/tests/fixtures/admission/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let review: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_doors_agree(&rt, &Policy::default_policy(), &review["request"]["object"]);
+    }
+}
+
 proptest! {
     // Each case runs three doors over two policies: fewer cases.
     #![proptest_config(ProptestConfig::with_cases(64))]

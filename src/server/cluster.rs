@@ -16,6 +16,7 @@
 //!   at first), logs what failed (verb, resource, why, what to do) and
 //!   retries.
 
+use crate::errors::error_chain;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -558,27 +559,6 @@ fn describe(what: Watched, err: &watcher::Error) -> (&'static str, String) {
             what.without()
         ),
     )
-}
-
-/// An error and its causes, without the repeats layered clients add.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    let mut out: Vec<&str> = Vec::new();
-    for (i, p) in parts.iter().enumerate() {
-        if parts.get(i + 1).is_some_and(|n| p.contains(n.as_str())) {
-            continue;
-        }
-        out.push(p);
-    }
-    out.join(": ")
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! typed structs, so no field is dropped) and handed to the builder item by
 //! item. Memory is bounded by the page size (`--page-size`, default 500).
 
+use crate::errors::error_chain;
 use std::path::Path;
 
 use anyhow::{Context as _, anyhow};
@@ -333,29 +334,6 @@ impl Live {
             }
         }
     }
-}
-
-/// An error and its causes, without the repeats that layered clients add
-/// (`client error (Connect): client error (Connect): ...`).
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    // Keep the most specific messages: drop a part that merely contains the next one.
-    let mut out: Vec<&str> = Vec::new();
-    for (i, p) in parts.iter().enumerate() {
-        if parts.get(i + 1).is_some_and(|n| p.contains(n.as_str())) {
-            continue;
-        }
-        out.push(p);
-    }
-    out.join(": ")
 }
 
 fn scope(namespace: Option<&str>) -> String {
