@@ -22,7 +22,7 @@ use crate::path::escape_pointer;
 use crate::policy::Policy;
 use crate::source;
 use crate::view::ObjectView;
-use crate::workload::{Kind, Workload};
+use crate::workload::{Kind, Workload, type_of};
 use crate::yaml::Position;
 
 /// What fixing one file did.
@@ -56,8 +56,9 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
     let mut planned: Vec<Planned> = Vec::new();
     let mut wants: Vec<(usize, String)> = Vec::new();
     for doc in &docs {
-        let api = doc.value["apiVersion"].as_str().unwrap_or_default();
-        let kind = doc.value["kind"].as_str().unwrap_or_default();
+        let Some((api, kind)) = type_of(&doc.value) else {
+            continue;
+        };
         if Kind::from_type(api, kind).is_none() {
             continue;
         }

@@ -12,7 +12,7 @@ use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::view::ObjectView;
-use crate::workload::{Kind, Workload};
+use crate::workload::{Kind, Workload, type_of};
 
 /// Source positions to look up once a file's documents are evaluated:
 /// (YAML document, JSON Pointer), in the order the problems and findings
@@ -206,18 +206,10 @@ fn lint_document(
     wants: &mut Wants,
     cross: &mut CrossObject,
 ) {
-    let has_type = doc
-        .value
-        .get("apiVersion")
-        .is_some_and(serde_json::Value::is_string)
-        && doc
-            .value
-            .get("kind")
-            .is_some_and(serde_json::Value::is_string);
-    if !has_type {
+    let Some((api_version, kind)) = type_of(&doc.value) else {
         report.summary.skipped += 1;
         return;
-    }
+    };
     report.summary.objects += 1;
     if services::is_service(&doc.value) {
         // Only Services with a field that may be reported are kept.
@@ -239,8 +231,6 @@ fn lint_document(
         }
         return;
     }
-    let api_version = doc.value["apiVersion"].as_str().unwrap_or_default();
-    let kind = doc.value["kind"].as_str().unwrap_or_default();
     if Kind::from_type(api_version, kind).is_none() {
         return;
     }

@@ -7,6 +7,15 @@
 use crate::path::FieldPath;
 use crate::view::{MetaView, ObjectView, SpecView, StrMap};
 
+/// An object's `apiVersion` and `kind`, when both are strings.
+#[must_use]
+pub fn type_of(value: &serde_json::Value) -> Option<(&str, &str)> {
+    Some((
+        value.get("apiVersion")?.as_str()?,
+        value.get("kind")?.as_str()?,
+    ))
+}
+
 /// The kinds winadmit checks. Everything else is left alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Kind {

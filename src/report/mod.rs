@@ -40,7 +40,7 @@ use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
 use crate::version::KubeVersion;
 use crate::view::ObjectView;
-use crate::workload::{Kind, Workload};
+use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
 pub mod format;
@@ -367,14 +367,7 @@ impl<'p> ReportBuilder<'p> {
     /// Adds one object. Namespaces and RuntimeClasses in the input are
     /// remembered for the objects after them.
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
-        let api_version = value
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (api_version, kind) = type_of(value).unwrap_or_default();
         let Some(_) = Kind::from_type(api_version, kind) else {
             self.learn(value, api_version, kind);
             self.summary.other_objects += 1;
@@ -508,14 +501,7 @@ impl<'p> ReportBuilder<'p> {
     /// Learns from a Namespace (its mode and isolation labels) or a
     /// RuntimeClass (the OS it pins) in the input.
     pub fn learn_from(&mut self, value: &Value) {
-        let api_version = value
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (api_version, kind) = type_of(value).unwrap_or_default();
         self.learn(value, api_version, kind);
     }
 
