@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules::{self, Cx, HostProcess, Scope, Sink};
-use crate::targeting::{self, Os, RuntimeClasses, Target};
+use crate::targeting::{self, RuntimeClasses, Target};
 use crate::version::KubeVersion;
 use crate::view::SpecView;
 use crate::workload::Workload;
@@ -69,12 +69,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
     let Some(spec) = workload.spec else {
         return Evaluation::default();
     };
-    let target = targeting::classify(spec, |name| {
-        policy
-            .runtime_classes
-            .os_of(name)
-            .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
-    });
+    let target = target_of(policy, spec, cx);
     let mut eval = Evaluation {
         target,
         ..Evaluation::default()
@@ -199,7 +194,8 @@ pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
     }
 }
 
-/// Convenience for callers that only need to know if a spec targets an OS.
+/// How a pod spec targets an OS, resolving RuntimeClasses through the
+/// policy and then the context.
 #[must_use]
 pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Target {
     targeting::classify(spec, |name| {
@@ -208,16 +204,4 @@ pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Targ
             .os_of(name)
             .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
     })
-}
-
-/// `Os` of a target, for callers that want one answer.
-#[must_use]
-pub fn os_of(target: &Target) -> Option<Os> {
-    if target.is_windows() {
-        Some(Os::Windows)
-    } else if target.is_linux() {
-        Some(Os::Linux)
-    } else {
-        None
-    }
 }
