@@ -33,7 +33,6 @@ use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::rules;
 use crate::targeting::RuntimeClasses;
-use crate::version::KubeVersion;
 use crate::view::{ObjectView, Text};
 use crate::workload::{Kind, Workload};
 
@@ -100,7 +99,8 @@ impl NamespaceLabels for BTreeMap<String, BTreeMap<String, String>> {
 /// rules apply to, and what it knows about the cluster.
 pub struct Admission {
     pub policy: Policy,
-    pub version: KubeVersion,
+    /// The target cluster the verdicts are about.
+    pub cluster: crate::cluster::Cluster,
     /// Namespace labels and cluster RuntimeClasses (the server's watch
     /// cache), when known.
     pub namespaces: Option<Box<dyn NamespaceLabels>>,
@@ -109,7 +109,7 @@ pub struct Admission {
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")
-            .field("version", &self.version)
+            .field("cluster", &self.cluster)
             .field("namespaces", &self.namespaces.is_some())
             .finish_non_exhaustive()
     }
@@ -583,7 +583,7 @@ fn respond(
     // One snapshot for the whole review (and its settle rounds).
     let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
     let cx = Context {
-        version: adm.version,
+        cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
     };
     let eval = engine::evaluate(policy, &workload, &cx);
@@ -700,6 +700,8 @@ fn validate(
             mode,
         });
         match (mode, f.severity) {
+            // Advice is for lint and reports, never an admission warning.
+            (_, Severity::Info) => {}
             (Mode::Audit, _) => audited.push(f.rule),
             (Mode::Enforce, Severity::Error) => denied.push(f),
             _ => warnings.push(warning(f)),

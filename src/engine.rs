@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::cluster::Cluster;
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules::{self, Cx, HostProcess, Scope, Sink};
@@ -16,20 +17,28 @@ use crate::view::SpecView;
 use crate::workload::Workload;
 
 /// What the engine knows beyond the object and the policy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Context<'c> {
-    pub version: KubeVersion,
+    /// The cluster the verdict is about: version, runtime, stance.
+    pub cluster: Cluster,
     /// RuntimeClasses known from the input or the cluster, beyond the
     /// policy's `windowsRuntimeClasses`.
     pub runtime_classes: Option<&'c RuntimeClasses>,
 }
 
-impl Default for Context<'_> {
-    fn default() -> Self {
+impl Context<'_> {
+    /// The default target at Kubernetes `version`.
+    #[must_use]
+    pub fn at(version: KubeVersion) -> Self {
         Self {
-            version: KubeVersion::LATEST,
+            cluster: Cluster::at(version),
             runtime_classes: None,
         }
+    }
+
+    #[must_use]
+    pub fn version(&self) -> KubeVersion {
+        self.cluster.kubernetes_version
     }
 }
 
@@ -95,7 +104,8 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         workload,
         spec,
         target: &eval.target,
-        version: cx.version,
+        version: cx.cluster.kubernetes_version,
+        cluster: &cx.cluster,
         host_process: host_process(spec),
         params: &policy.params,
         runtime_class,
@@ -110,10 +120,10 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
             Scope::Linux => rule_cx.target.is_linux(),
             Scope::Any => true,
         };
-        if !in_scope || !info.applies_to(cx.version) {
+        if !in_scope {
             continue;
         }
-        let Some(severity) = policy.level(i) else {
+        let Some(severity) = policy.level(i, &cx.cluster) else {
             continue;
         };
         sink.rule = info.id;
@@ -198,10 +208,16 @@ pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
 /// policy and then the context.
 #[must_use]
 pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Target {
-    targeting::classify(spec, |name| {
+    let mut target = targeting::classify(spec, |name| {
         policy
             .runtime_classes
             .os_of(name)
             .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
-    })
+    });
+    // Before 1.23 the API server drops spec.os: it pins nothing there.
+    if !cx.cluster.version_at_least(1, 23) {
+        target.windows.retain(|s| *s != targeting::Signal::OsName);
+        target.linux.retain(|s| *s != targeting::Signal::OsName);
+    }
+    target
 }

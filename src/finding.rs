@@ -11,6 +11,9 @@ use crate::path::FieldPath;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Advice that holds for Windows nodes; never an admission warning
+    /// unless a policy raises it.
+    Info,
     Warning,
     Error,
 }
@@ -19,6 +22,7 @@ impl Severity {
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Info => "info",
             Self::Warning => "warning",
             Self::Error => "error",
         }

@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod certs;
+pub mod cluster;
 pub mod cli;
 pub mod commands;
 pub mod engine;

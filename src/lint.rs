@@ -80,7 +80,7 @@ impl CrossObject {
     /// that come before it.
     pub fn finish(self, policy: &Policy, cx: &Context<'_>, report: &mut LintReport) {
         for s in self.services {
-            for f in services::check_service(policy, cx.version, &s.value, &self.windows) {
+            for f in services::check_service(policy, &cx.cluster, &s.value, &self.windows) {
                 let pointer = f.field.pointer();
                 let at = services::REPORTED_POINTERS
                     .iter()

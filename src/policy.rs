@@ -14,7 +14,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 use serde::Deserialize;
 
+use crate::cluster::{Cluster, Runtime, Stance};
 use crate::finding::Severity;
+use crate::version::KubeVersion;
 use crate::rules;
 use crate::targeting::{Os, RuntimeClasses};
 
@@ -25,16 +27,22 @@ pub const DEFAULT_POLICY: &str = include_str!("../policies/default.yaml");
 /// reason as its value: `winadmit.io/skip.WIN-SUBPATH: "containerd 1.7 mounts subPath fine"`.
 pub const SKIP_ANNOTATION_PREFIX: &str = "winadmit.io/skip.";
 
-/// Cluster profiles relax rules that newer clusters support.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+/// The retired `profile` key: read only to say what to write instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Profile {
-    /// Follows the Kubernetes Windows documentation (the seeds) strictly.
-    #[default]
+enum Profile {
     Default,
-    /// containerd 1.7+ on Kubernetes 1.26+: `subPath` and a few hardening
-    /// no-ops become warnings.
     Containerd,
+}
+
+/// The policy's `cluster` block: facts about the target cluster. A flag
+/// wins over it; it wins over what is learnt from the cluster's nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterFacts {
+    pub kubernetes_version: Option<KubeVersion>,
+    pub container_runtime: Option<Runtime>,
+    pub containerd_version: Option<KubeVersion>,
 }
 
 /// What admission does with error findings.
@@ -63,7 +71,19 @@ pub struct RuleSetting {
 pub enum Level {
     Error,
     Warning,
+    Info,
     Off,
+}
+
+impl Level {
+    fn severity(self) -> Option<Severity> {
+        match self {
+            Self::Error => Some(Severity::Error),
+            Self::Warning => Some(Severity::Warning),
+            Self::Info => Some(Severity::Info),
+            Self::Off => None,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for RuleSetting {
@@ -77,7 +97,8 @@ impl<'de> Deserialize<'de> for RuleSetting {
             mode: Option<Mode>,
         }
         struct V;
-        const EXPECTED: &str = "error, warning, off, or a map with `severity` and/or `mode`";
+        const EXPECTED: &str =
+            "error, warning, info, off, or a map with `severity` and/or `mode`";
         impl<'de> Visitor<'de> for V {
             type Value = RuleSetting;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,6 +108,7 @@ impl<'de> Deserialize<'de> for RuleSetting {
                 let level = match v {
                     "error" => Level::Error,
                     "warning" => Level::Warning,
+                    "info" => Level::Info,
                     "off" => Level::Off,
                     other => {
                         return Err(E::custom(format!(
@@ -382,7 +404,10 @@ struct PolicyFile {
     #[serde(rename = "apiVersion")]
     api_version: Option<String>,
     kind: Option<String>,
+    /// Retired: accepted with a notice saying what to write instead.
     profile: Option<Profile>,
+    stance: Option<Stance>,
+    cluster: Option<ClusterFacts>,
     mode: Option<Mode>,
     namespace_mode_label: Option<String>,
     windows_runtime_classes: Option<Vec<String>>,
@@ -419,12 +444,19 @@ pub enum PolicyError {
 /// A resolved policy, ready for the engine.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    pub profile: Profile,
     pub mode: Mode,
+    /// `stance: strict` raises "intent lost" warnings to errors.
+    pub stance: Option<Stance>,
+    /// Facts about the target cluster the policy states.
+    pub cluster: ClusterFacts,
+    /// Things the loader wants the user to know (a retired key, ...); the
+    /// commands print them on stderr.
+    pub notices: Vec<String>,
     /// Namespace label whose value (`enforce`, `warn`, `audit`) overrides the mode.
     pub namespace_mode_label: String,
-    /// Severity per rule, indexed like [`rules::ALL`]; `None` is off.
-    levels: Vec<Option<Severity>>,
+    /// Severity a policy file set per rule, indexed like [`rules::ALL`];
+    /// `None` follows the rule's level on the target cluster.
+    levels: Vec<Option<Level>>,
     /// Mode per rule, indexed like [`rules::ALL`]; `None` follows the policy.
     rule_modes: Vec<Option<Mode>>,
     pub runtime_classes: RuntimeClasses,
@@ -481,10 +513,12 @@ impl Policy {
 
     fn empty() -> Self {
         Self {
-            profile: Profile::Default,
             mode: Mode::Enforce,
+            stance: None,
+            cluster: ClusterFacts::default(),
+            notices: Vec::new(),
             namespace_mode_label: "winadmit.io/mode".into(),
-            levels: rules::ALL.iter().map(|r| Some(r.info.severity)).collect(),
+            levels: vec![None; rules::ALL.len()],
             rule_modes: vec![None; rules::ALL.len()],
             runtime_classes: RuntimeClasses::default(),
             exemptions: Exemptions::default(),
@@ -521,12 +555,29 @@ impl Policy {
             return Err(invalid(format!("kind must be Policy, not {k}")));
         }
         if let Some(p) = file.profile {
-            self.profile = p;
-            for (i, r) in rules::ALL.iter().enumerate() {
-                let relaxed = (p == Profile::Containerd)
-                    .then_some(r.info.containerd)
-                    .flatten();
-                self.levels[i] = Some(relaxed.unwrap_or(r.info.severity));
+            let instead = match p {
+                Profile::Containerd => "`cluster: {containerRuntime: containerd}` (the default from Kubernetes 1.24)",
+                Profile::Default => "nothing: the target cluster decides (`cluster: {kubernetesVersion: ..., containerRuntime: ...}`)",
+            };
+            self.notices.push(format!(
+                "{}: `profile` is retired and ignored: verdicts follow the target cluster; write {instead} instead",
+                path.display()
+            ));
+        }
+        if let Some(s) = file.stance {
+            self.stance = Some(s);
+        }
+        if let Some(c) = file.cluster {
+            if let Some(v) = c.kubernetes_version {
+                crate::cluster::check_version(v)
+                    .map_err(|e| invalid(format!("cluster.kubernetesVersion: {e}")))?;
+                self.cluster.kubernetes_version = Some(v);
+            }
+            if c.container_runtime.is_some() {
+                self.cluster.container_runtime = c.container_runtime;
+            }
+            if c.containerd_version.is_some() {
+                self.cluster.containerd_version = c.containerd_version;
             }
         }
         if let Some(m) = file.mode {
@@ -549,11 +600,7 @@ impl Policy {
                 });
             };
             if let Some(level) = setting.level {
-                self.levels[i] = match level {
-                    Level::Error => Some(Severity::Error),
-                    Level::Warning => Some(Severity::Warning),
-                    Level::Off => None,
-                };
+                self.levels[i] = Some(level);
             }
             if setting.mode.is_some() {
                 self.rule_modes[i] = setting.mode;
@@ -600,9 +647,9 @@ impl Policy {
         let mut p = self.clone();
         for (i, r) in rules::ALL.iter().enumerate() {
             if r.info.id != id {
+                p.levels[i] = Some(Level::Off);
+            } else if p.levels[i] == Some(Level::Off) {
                 p.levels[i] = None;
-            } else if p.levels[i].is_none() {
-                p.levels[i] = Some(r.info.severity);
             }
         }
         p.exemptions = Exemptions::default();
@@ -610,19 +657,41 @@ impl Policy {
         p
     }
 
-    /// The severity of rule number `index` in [`rules::ALL`], or `None` when off.
+    /// The severity of rule number `index` in [`rules::ALL`] on `cluster`,
+    /// or `None` when off: the policy's setting if it has one, else the
+    /// rule's level on that cluster (raised under the strict stance).
     #[must_use]
-    pub fn level(&self, index: usize) -> Option<Severity> {
-        self.levels[index]
+    pub fn level(&self, index: usize, cluster: &Cluster) -> Option<Severity> {
+        match self.levels[index] {
+            Some(level) => level.severity(),
+            None => rules::ALL[index].info.default_level(cluster),
+        }
     }
 
-    /// The severity of a rule by id.
+    /// The severity of a rule by id on `cluster`.
     #[must_use]
-    pub fn level_of(&self, id: &str) -> Option<Severity> {
+    pub fn level_of(&self, id: &str, cluster: &Cluster) -> Option<Severity> {
         rules::ALL
             .iter()
             .position(|r| r.info.id == id)
-            .and_then(|i| self.levels[i])
+            .and_then(|i| self.level(i, cluster))
+    }
+
+    /// The facts the policy states about the target cluster.
+    #[must_use]
+    pub fn stated(&self) -> crate::cluster::Stated {
+        crate::cluster::Stated {
+            kubernetes_version: self.cluster.kubernetes_version,
+            container_runtime: self.cluster.container_runtime,
+            containerd_version: self.cluster.containerd_version,
+            stance: self.stance,
+        }
+    }
+
+    /// Did a policy file set this rule's severity?
+    #[must_use]
+    pub fn sets_level(&self, index: usize) -> bool {
+        self.levels[index].is_some()
     }
 
     /// The admission mode for one rule in a namespace whose mode label (if
@@ -811,7 +880,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("loud") && e.contains("expected error, warning, off"),
+            e.contains("loud") && e.contains("expected error, warning, info, off"),
             "{e}"
         );
     }
@@ -831,22 +900,55 @@ mod tests {
     }
 
     #[test]
-    fn layers_rule_settings_and_profiles() {
+    fn layers_rule_settings_over_the_target_levels() {
+        let latest = Cluster::default();
         let p = Policy::from_yaml(
             "p",
-            "rules:\n  WIN-SUBPATH: off\n  WIN-HOSTPID: {severity: warning, mode: audit}\n",
+            "rules:\n  WIN-SUBPATH: off\n  WIN-HOSTNETWORK: {severity: warning, mode: audit}\n",
         )
         .unwrap();
-        assert_eq!(p.level_of("WIN-SUBPATH"), None);
-        assert_eq!(p.level_of("WIN-HOSTPID"), Some(Severity::Warning));
-        assert_eq!(p.mode_for("WIN-HOSTPID", Some(Mode::Enforce)), Mode::Audit);
+        assert_eq!(p.level_of("WIN-SUBPATH", &latest), None);
+        assert_eq!(p.level_of("WIN-HOSTNETWORK", &latest), Some(Severity::Warning));
+        assert_eq!(p.mode_for("WIN-HOSTNETWORK", Some(Mode::Enforce)), Mode::Audit);
         assert_eq!(p.mode_for("WIN-SUBPATH", Some(Mode::Warn)), Mode::Warn);
-        let c = Policy::from_yaml("p", "profile: containerd\n").unwrap();
-        assert_eq!(c.level_of("WIN-SUBPATH"), Some(Severity::Warning));
-        assert_eq!(
-            Policy::default_policy().level_of("WIN-SUBPATH"),
-            Some(Severity::Error)
+        let d = Policy::default_policy();
+        let docker = Cluster::at(KubeVersion::new(1, 19));
+        assert_eq!(d.level_of("WIN-SUBPATH", &docker), Some(Severity::Error));
+        assert_eq!(d.level_of("WIN-SUBPATH", &latest), Some(Severity::Warning));
+        assert_eq!(d.level_of("WIN-SECRET-VOLUME", &latest), None);
+    }
+
+    #[test]
+    fn the_retired_profile_key_is_accepted_with_a_notice() {
+        let c = Policy::from_yaml("p.yaml", "profile: containerd\n").unwrap();
+        assert_eq!(c.notices.len(), 1);
+        assert!(
+            c.notices[0].contains("p.yaml") && c.notices[0].contains("containerRuntime: containerd"),
+            "{:?}",
+            c.notices
         );
+        // It no longer overwrites earlier rule settings.
+        assert_eq!(c.level_of("WIN-SECRET-VOLUME", &Cluster::default()), None);
+    }
+
+    #[test]
+    fn cluster_block_and_stance_are_read_strictly() {
+        let p = Policy::from_yaml(
+            "p",
+            "stance: strict\ncluster: {kubernetesVersion: '1.19', containerRuntime: docker}\n",
+        )
+        .unwrap();
+        assert_eq!(p.stance, Some(Stance::Strict));
+        assert_eq!(p.cluster.kubernetes_version, Some(KubeVersion::new(1, 19)));
+        assert_eq!(p.cluster.container_runtime, Some(Runtime::Docker));
+        for bad in [
+            "cluster: {containerRuntime: cri-o}\n",
+            "cluster: {kubernetesVersion: '2.0'}\n",
+            "cluster: {kubeVersion: '1.30'}\n",
+            "stance: lenient\n",
+        ] {
+            assert!(Policy::from_yaml("p.yaml", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::finding::Finding;
 use crate::path::FieldPath;
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules;
-use crate::version::KubeVersion;
+use crate::cluster::Cluster;
 
 /// The rule a Service's session-affinity timeout is reported under.
 pub const AFFINITY_TIMEOUT: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";
@@ -107,7 +107,7 @@ pub fn is_service(value: &Value) -> bool {
 #[must_use]
 pub fn check_service(
     policy: &Policy,
-    version: KubeVersion,
+    cluster: &Cluster,
     service: &Value,
     windows: &WindowsPods,
 ) -> Vec<Finding> {
@@ -118,10 +118,10 @@ pub fn check_service(
     let Some(rule) = rules::find(AFFINITY_TIMEOUT) else {
         return out;
     };
-    let Some(severity) = policy.level_of(AFFINITY_TIMEOUT) else {
+    let Some(severity) = policy.level_of(AFFINITY_TIMEOUT, cluster) else {
         return out;
     };
-    if !rule.info.applies_to(version) {
+    if !rule.info.applies_to(cluster.kubernetes_version) {
         return out;
     }
     let namespace = service

@@ -55,8 +55,17 @@ pub enum Signal {
     OsName,
     /// Required node affinity, every term.
     NodeAffinity,
-    /// A RuntimeClass whose scheduling pins the OS.
+    /// A RuntimeClass whose scheduling pins the OS (or whose handler is a
+    /// Windows one, `runhcs-wcow-*`).
     RuntimeClass { name: String },
+    /// `node.kubernetes.io/windows-build` in the nodeSelector or in every
+    /// required node-affinity term: only Windows nodes carry it.
+    WindowsBuild,
+    /// AKS `kubernetes.azure.com/os-sku` with a Windows value.
+    OsSku { value: String },
+    /// `windowsOptions.hostProcess: true` on the pod or a container:
+    /// HostProcess exists only on Windows.
+    HostProcess,
 }
 
 impl fmt::Display for Signal {
@@ -66,6 +75,9 @@ impl fmt::Display for Signal {
             Self::OsName => f.write_str("spec.os.name"),
             Self::NodeAffinity => f.write_str("required node affinity on kubernetes.io/os"),
             Self::RuntimeClass { name } => write!(f, "runtimeClassName {name}"),
+            Self::WindowsBuild => f.write_str("node selection on node.kubernetes.io/windows-build"),
+            Self::OsSku { value } => write!(f, "nodeSelector kubernetes.azure.com/os-sku {value}"),
+            Self::HostProcess => f.write_str("windowsOptions.hostProcess"),
         }
     }
 }
@@ -152,6 +164,12 @@ impl RuntimeClasses {
 
     #[must_use]
     pub fn os_of(&self, name: &str) -> Option<Os> {
+        if let Some(info) = self.get(name)
+            && info.os.is_none()
+            && info.handler.as_deref().is_some_and(|h| h.starts_with("runhcs-wcow"))
+        {
+            return Some(Os::Windows);
+        }
         self.by_name.get(name).and_then(|i| i.os)
     }
 
@@ -240,6 +258,20 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
     if let Some(os) = affinity_os(spec) {
         add(os, Signal::NodeAffinity);
     }
+    let selects = |key: &str| {
+        spec.node_selector.as_ref().and_then(|s| s.get(key)).map(|v| v.to_owned())
+    };
+    if selects(crate::windows_builds::WINDOWS_BUILD_LABEL).is_some()
+        || affinity_requires(spec, crate::windows_builds::WINDOWS_BUILD_LABEL)
+    {
+        add(Os::Windows, Signal::WindowsBuild);
+    }
+    if let Some(value) = selects(OS_SKU_LABEL).filter(|v| WINDOWS_OS_SKUS.contains(&v.as_str())) {
+        add(Os::Windows, Signal::OsSku { value });
+    }
+    if uses_host_process(spec) {
+        add(Os::Windows, Signal::HostProcess);
+    }
     if let Some(name) = spec.runtime_class_name.as_deref()
         && let Some(os) = runtime_class_os(name)
     {
@@ -251,6 +283,55 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
         );
     }
     t
+}
+
+/// The AKS node label naming the node image's OS SKU.
+pub const OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
+
+/// The `kubernetes.azure.com/os-sku` values of Windows node pools.
+pub const WINDOWS_OS_SKUS: &[&str] = &["Windows2019", "Windows2022", "Windows2025", "WindowsAnnual"];
+
+/// Does `windowsOptions.hostProcess: true` appear on the pod or a container?
+fn uses_host_process(spec: &SpecView<'_>) -> bool {
+    let pod = spec
+        .security_context
+        .as_ref()
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process);
+    if pod == Some(true) {
+        return true;
+    }
+    [&spec.init_containers, &spec.containers, &spec.ephemeral_containers]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.windows_options.as_ref())
+                .and_then(|w| w.host_process)
+                == Some(true)
+        })
+}
+
+/// Does every required node-affinity term ask for `key` (`In` or `Exists`)?
+fn affinity_requires(spec: &SpecView<'_>, key: &str) -> bool {
+    let Some(terms) = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|r| r.node_selector_terms.as_ref())
+    else {
+        return false;
+    };
+    !terms.is_empty()
+        && terms.iter().all(|term| {
+            term.match_expressions.iter().flatten().any(|req| {
+                req.key.as_deref() == Some(key)
+                    && matches!(req.operator.as_deref(), Some("In" | "Exists"))
+            })
+        })
 }
 
 /// The OS that every required node-affinity term demands, if they agree.

@@ -465,6 +465,9 @@ pub struct EmptyDirView<'a> {
 pub struct HostPathView<'a> {
     #[serde(borrow)]
     pub path: Option<Str<'a>>,
+    /// `type`: `Socket`, `CharDevice`, `BlockDevice`, `Directory`, ...
+    #[serde(rename = "type", borrow)]
+    pub kind: Option<Str<'a>>,
 }
 
 /// Volume sources with file modes (`secret`, `configMap`, `projected`, `downwardAPI`).

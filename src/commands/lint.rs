@@ -12,7 +12,6 @@ use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
 use crate::output::{InputProblem, LintReport, json, junit, sarif, text};
-use crate::policy::Policy;
 use crate::source;
 use crate::targeting::RuntimeClasses;
 
@@ -42,7 +41,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         fix,
         color,
     } = args;
-    let pol = Policy::load(&policy.policy)?;
+    let (pol, cluster) = super::load_policy(&policy)?;
     let mut report = LintReport::default();
     let inputs = expand(&paths, &mut report);
 
@@ -78,7 +77,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let cx = Context {
-        version: policy.kubernetes_version,
+        cluster,
         runtime_classes: Some(&runtime_classes),
     };
     // Fix first, so the report shows what is left.
@@ -124,7 +123,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
 
     let failing = report.findings.iter().any(|f| match fail_on {
         FailOn::Error => f.severity == Severity::Error,
-        FailOn::Warning => true,
+        FailOn::Warning => f.severity >= Severity::Warning,
     });
     let code = if !report.input_errors.is_empty() {
         EXIT_INPUT

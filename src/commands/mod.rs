@@ -16,6 +16,27 @@ pub const EXIT_CLEAN: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
 pub const EXIT_INPUT: u8 = 2;
 
+/// Loads the policy of `args`, prints its notices on stderr, and resolves
+/// the target cluster from the flags and the policy (`learnt` adds what a
+/// live cluster's nodes said).
+///
+/// # Errors
+/// A policy file cannot be read or is invalid.
+pub fn load_policy(
+    args: &crate::cli::PolicyArgs,
+) -> Result<(crate::policy::Policy, crate::cluster::Cluster), crate::policy::PolicyError> {
+    let pol = crate::policy::Policy::load(&args.policy)?;
+    for notice in &pol.notices {
+        eprintln!("winadmit: {notice}");
+    }
+    let cluster = crate::cluster::Cluster::resolve(
+        &args.stated(),
+        &pol.stated(),
+        &crate::cluster::Learnt::default(),
+    );
+    Ok((pol, cluster))
+}
+
 /// Runs a parsed command line.
 ///
 /// # Errors

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
 use crate::cli::{FailOn, ModeChoice, ReportArgs, ReportFormat};
 use crate::engine::Context;
-use crate::policy::{Mode, Policy};
+use crate::policy::Mode;
 use crate::report::format::html::HtmlSink;
 use crate::report::format::json::JsonSink;
 use crate::report::format::policyreport::PolicyReportSink;
@@ -103,7 +103,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
         );
     }
-    let pol = Policy::load(&policy.policy)?;
+    let (pol, cluster) = super::load_policy(&policy)?;
     let options = ReportOptions {
         mode: mode.map(|m| match m {
             ModeChoice::Enforce => Mode::Enforce,
@@ -115,7 +115,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         namespaces: namespaces.clone(),
     };
     let cx = Context {
-        version: policy.kubernetes_version,
+        cluster,
         runtime_classes: None,
     };
     let progress = Progress::new(quiet);

@@ -8,7 +8,6 @@ use anyhow::Context as _;
 
 use crate::admission::Admission;
 use crate::cli::{Exposure, LogFormat, ServeArgs};
-use crate::policy::Policy;
 use crate::server::listener::{self, Drain};
 use crate::server::tls::{self, CertFiles, CertResolver};
 use crate::server::{self, Limits, ServerState};
@@ -51,7 +50,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
 
     // Fail fast: policy and TLS material are checked before binding.
-    let pol = Policy::load(&policy.policy).context("cannot start: fix the policy (--policy)")?;
+    let (pol, target) =
+        super::load_policy(&policy).context("cannot start: fix the policy (--policy)")?;
     let mut ca_hint = None;
     let (resolver, watched) = if self_signed {
         let dir = self_signed_dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
@@ -80,7 +80,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let state = ServerState::new(
         Admission {
             policy: pol,
-            version: policy.kubernetes_version,
+            cluster: target.clone(),
             namespaces: cluster.as_ref().map(|c| {
                 Box::new(Arc::clone(&c.cache)) as Box<dyn crate::admission::NamespaceLabels>
             }),
@@ -166,7 +166,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         tracing::info!(
             addr = %addr,
-            kubernetes_version = %policy.kubernetes_version,
+            target = %target.summary(),
             "winadmit is serving /validate and /mutate over HTTPS (HTTP/1.1 and HTTP/2)"
         );
         let app = server::router_with(state.clone(), endpoints);

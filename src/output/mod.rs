@@ -110,9 +110,17 @@ pub struct Summary {
     pub skipped: usize,
     pub errors: usize,
     pub warnings: usize,
+    /// Advice (level info): shown, never a failure.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub infos: usize,
     pub input_errors: usize,
     /// Fixes written back with `--fix`.
     pub fixed: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if signature
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A workload that was checked (for JUnit's passing test cases).
@@ -131,6 +139,7 @@ impl Summary {
         match severity {
             crate::finding::Severity::Error => self.errors += 1,
             crate::finding::Severity::Warning => self.warnings += 1,
+            crate::finding::Severity::Info => self.infos += 1,
         }
     }
 }

@@ -23,7 +23,7 @@ pub fn render(report: &LintReport) -> serde_json::Result<String> {
                     "text": format!("{}\n\nFix: {}\n\nSource: {}", i.why, i.fix, i.source),
                     "markdown": format!("{}\n\n**Fix:** {}\n\n**Source:** {}", i.why, i.fix, i.source),
                 },
-                "defaultConfiguration": { "level": level(i.severity) },
+                "defaultConfiguration": { "level": i.default_level(&crate::cluster::Cluster::default()).map_or("none", level) },
                 "properties": { "tags": ["kubernetes", "windows"] },
             })
         })
@@ -94,6 +94,7 @@ fn level(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",
         Severity::Warning => "warning",
+        Severity::Info => "note",
     }
 }
 

@@ -34,6 +34,7 @@ pub fn render(report: &LintReport, color: bool) -> String {
         let label = match f.severity {
             Severity::Error => paint("1;31", &format!("error[{}]", f.rule)),
             Severity::Warning => paint("1;33", &format!("warning[{}]", f.rule)),
+            Severity::Info => paint("1;36", &format!("info[{}]", f.rule)),
         };
         let _ = writeln!(
             out,
@@ -52,9 +53,14 @@ pub fn render(report: &LintReport, color: bool) -> String {
     let s = &report.summary;
     let _ = writeln!(
         out,
-        "{} error(s), {} warning(s) in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
+        "{} error(s), {} warning(s){} in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
         s.errors,
         s.warnings,
+        if s.infos > 0 {
+            format!(", {} info", s.infos)
+        } else {
+            String::new()
+        },
         s.objects,
         s.windows_workloads,
         s.files,

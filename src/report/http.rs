@@ -20,15 +20,15 @@ use super::body::{ReportError, report_body};
 use crate::engine::Context;
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
-use crate::version::KubeVersion;
+use crate::cluster::Cluster;
 
 /// What the handler needs from the server's state.
 pub trait ReportState: Clone + Send + Sync + 'static {
     /// The policy in force (the same one `/validate` uses).
     fn policy(&self) -> Arc<Policy>;
-    /// The Kubernetes version the rules apply to.
-    fn kubernetes_version(&self) -> KubeVersion {
-        KubeVersion::LATEST
+    /// The target cluster the verdicts are about.
+    fn cluster(&self) -> Cluster {
+        Cluster::default()
     }
     /// RuntimeClasses known from the cluster, if the server watches them.
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
@@ -40,15 +40,15 @@ pub trait ReportState: Clone + Send + Sync + 'static {
 #[derive(Clone)]
 pub struct StaticReportState {
     pub policy: Arc<Policy>,
-    pub version: KubeVersion,
+    pub cluster: Cluster,
 }
 
 impl ReportState for StaticReportState {
     fn policy(&self) -> Arc<Policy> {
         Arc::clone(&self.policy)
     }
-    fn kubernetes_version(&self) -> KubeVersion {
-        self.version
+    fn cluster(&self) -> Cluster {
+        self.cluster.clone()
     }
 }
 
@@ -96,7 +96,7 @@ pub async fn report_handler<S: ReportState>(
         let policy = state.policy();
         let rc = state.runtime_classes();
         let cx = Context {
-            version: state.kubernetes_version(),
+            cluster: state.cluster(),
             runtime_classes: rc.as_deref(),
         };
         let options = ReportOptions {

@@ -38,7 +38,6 @@ use crate::output::{InputProblem, LintFinding, ObjectId};
 use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
-use crate::version::KubeVersion;
 use crate::view::ObjectView;
 use crate::workload::{Kind, Workload, type_of};
 
@@ -93,7 +92,7 @@ pub fn admission_verdict(
     let mut verdict = Verdict::Allow;
     for f in &eval.findings {
         let v = match (f.severity, policy.mode_for(f.rule, namespace_mode)) {
-            (_, Mode::Audit) => Verdict::Allow,
+            (Severity::Info, _) | (_, Mode::Audit) => Verdict::Allow,
             (Severity::Error, Mode::Enforce) => Verdict::Deny,
             _ => Verdict::Warn,
         };
@@ -270,7 +269,7 @@ pub const MAX_INPUT_PROBLEMS: usize = 1000;
 /// Builds a report one object at a time. See the module docs.
 pub struct ReportBuilder<'p> {
     policy: &'p Policy,
-    version: KubeVersion,
+    cluster: crate::cluster::Cluster,
     runtime_classes: RuntimeClasses,
     options: ReportOptions,
     /// Namespace name -> its labels that matter (mode, isolation).
@@ -311,7 +310,7 @@ impl<'p> ReportBuilder<'p> {
         };
         Self {
             policy,
-            version: cx.version,
+            cluster: cx.cluster.clone(),
             runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
             options,
             namespace_modes: HashMap::new(),
@@ -530,7 +529,7 @@ impl<'p> ReportBuilder<'p> {
         origin: &Origin<'_>,
     ) -> (ObjectReport, u64) {
         let cx = Context {
-            version: self.version,
+            cluster: self.cluster.clone(),
             runtime_classes: Some(&self.runtime_classes),
         };
         let mut eval = engine::evaluate(self.policy, workload, &cx);

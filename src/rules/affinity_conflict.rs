@@ -1,7 +1,6 @@
 //! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::path::FieldPath;
 use crate::targeting::Signal;
 
@@ -9,8 +8,8 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-OS-CONFLICT",
         title: "contradictory OS targeting",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
         what: "A pod spec with both a Windows signal and a Linux signal among `nodeSelector` `kubernetes.io/os` (or the beta label), `spec.os.name`, required node affinity on the OS label, and a RuntimeClass that pins an OS.",
         why: "No node is both: the pod stays Pending forever, or lands on the OS its settings were not written for (`spec.os.name` is not a scheduling constraint).",
@@ -51,5 +50,12 @@ pub(crate) fn signal_path(cx: &Cx<'_, '_, '_>, signal: &Signal) -> FieldPath {
             "requiredDuringSchedulingIgnoredDuringExecution",
         ]),
         Signal::RuntimeClass { .. } => cx.spec_field(&["runtimeClassName"]),
+        Signal::WindowsBuild => cx
+            .spec_field(&["nodeSelector"])
+            .map_key(crate::windows_builds::WINDOWS_BUILD_LABEL),
+        Signal::OsSku { .. } => cx
+            .spec_field(&["nodeSelector"])
+            .map_key(crate::targeting::OS_SKU_LABEL),
+        Signal::HostProcess => cx.spec_field(&["securityContext", "windowsOptions", "hostProcess"]),
     }
 }

@@ -1,19 +1,18 @@
 //! WIN-PRIV-ESCALATION: allowPrivilegeEscalation is not supported on Windows.
 
 use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PRIV-ESCALATION",
         title: "allowPrivilegeEscalation is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`allowPrivilegeEscalation: true` in any container.",
         why: "Privilege escalation (setuid, file capabilities) is a Linux mechanism; none of the capabilities it governs exist on Windows.",
-        source: "Kubernetes Windows docs, 'API' > V1.Container: `v1.Container.SecurityContext.allowPrivilegeEscalation` - not possible on Windows; none of the capabilities are hooked up (seed 004).",
+        source: "Ignored on Windows (no setuid/no_new_privs; pkg/kubelet/kuberuntime/kuberuntime_container_windows.go). `false` is required by Pod Security Admission restricted for pods without spec.os (policy/check_allowPrivilegeEscalation.go), so only `true` is reported. Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `allowPrivilegeEscalation`.",
         example: "securityContext:\n  allowPrivilegeEscalation: true",
@@ -26,7 +25,7 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "allowPrivilegeEscalation: true is not supported on Windows nodes";
     let container =
-        |c: &SecurityContextView<'_>| Hit::from(c.allow_privilege_escalation == Some(true));
+        |c: &SecurityContextView<'_>| super::hit_removable(c.allow_privilege_escalation == Some(true));
     security_field(
         cx,
         out,
@@ -34,6 +33,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
         Some(&container),
-        "",
+        "remove allowPrivilegeEscalation: true, which Windows ignores",
     );
 }

@@ -7,7 +7,6 @@
 //! and message so users can cross-reference. The list grew by release.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::path::FieldPath;
 use crate::version::KubeVersion;
 use crate::view::{SeccompView, SecurityContextView};
@@ -16,8 +15,8 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-OS-FIELDS",
         title: "field forbidden by the API server for spec.os.name: windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "On pods with `spec.os.name: windows`, any of these fields set to any value: pod `securityContext.{seLinuxOptions, seccompProfile, fsGroup, fsGroupChangePolicy, sysctls, runAsUser, runAsGroup, supplementalGroups}`, `hostPID`/`hostIPC: true`, `shareProcessNamespace`; container `securityContext.{seLinuxOptions, seccompProfile, capabilities, readOnlyRootFilesystem, privileged, allowPrivilegeEscalation, procMount, runAsUser, runAsGroup}`; since 1.25 `hostUsers`; since 1.30 `appArmorProfile`; since 1.31 `supplementalGroupsPolicy`; since 1.32 `seLinuxChangePolicy`; since 1.34 pod-level `resources`.",
         why: "The API server refuses such pods (`Forbidden: cannot be set for a windows pod`), so the workload's controller can never create them. Values that have no effect on Windows (`privileged: false`, `allowPrivilegeEscalation: false`, drop-only capabilities, `seccompProfile: RuntimeDefault`) are removed by the mutating webhook.",
@@ -39,10 +38,9 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         return;
     }
     let v = cx.version;
+    // Reported whatever other rule also reports the field: the API server
+    // refuses the pod, so this is an error even where another rule warns.
     let forbid = |path: FieldPath, no_op: bool, out: &mut Sink| {
-        if out.has_field(&path) {
-            return;
-        }
         if no_op {
             out.report_removable(
                 path,
@@ -138,9 +136,11 @@ fn container_fields(
         .capabilities
         .as_ref()
         .is_some_and(|c| c.add.as_ref().is_none_or(Vec::is_empty));
-    // The API server may default procMount to "Default" when the ProcMountType
-    // feature is on; a defaulted value must never be an error.
-    let proc_mount = sc.custom_proc_mount().is_some();
+    // The API server refuses procMount on a windows pod whatever its value,
+    // `Default` included (issue #12); `Default` is a no-op, so /mutate
+    // removes it, which also covers a value the API server defaulted.
+    let proc_mount = sc.proc_mount.is_some();
+    let proc_mount_default = sc.proc_mount.as_deref() == Some("Default");
     [
         (
             "appArmorProfile",
@@ -169,7 +169,7 @@ fn container_fields(
             sc.allow_privilege_escalation.is_some(),
             sc.allow_privilege_escalation == Some(false),
         ),
-        ("procMount", proc_mount, false),
+        ("procMount", proc_mount, proc_mount_default),
         ("runAsUser", sc.run_as_user.is_some(), false),
         ("runAsGroup", sc.run_as_group.is_some(), false),
     ]

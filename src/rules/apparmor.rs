@@ -1,19 +1,19 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::finding::Severity;
+use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-APPARMOR",
         title: "AppArmor is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: |c| Some(if c.version_at_least(1, 20) { Severity::Warning } else { Severity::Error }),
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`appArmorProfile` in the pod or any container security context, and the legacy `container.apparmor.security.beta.kubernetes.io/*` pod annotations.",
         why: "AppArmor is a Linux security module; Windows has none.",
-        source: "Kubernetes Windows docs, 'Security': Linux-specific pod security context privileges such as SELinux, AppArmor, Seccomp, or capabilities are not supported (seeds 001, 004).",
+        source: "Up to Kubernetes 1.19 the kubelet's AppArmor admit handler blocked such pods on Windows nodes; since 1.20 it is Linux-only and the setting is ignored (pkg/security/apparmor, kubernetes/kubernetes PR #93220). Forbidden with spec.os.name: windows from 1.30 (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Security.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `appArmorProfile` (and the AppArmor annotations) from the Windows pod.",
         example: "securityContext:\n  appArmorProfile:\n    type: RuntimeDefault",
@@ -28,8 +28,8 @@ const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "appArmorProfile is not supported on Windows nodes (no AppArmor)";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.app_armor_profile.is_some());
-    let container = |c: &SecurityContextView<'_>| Hit::from(c.app_armor_profile.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.app_armor_profile.is_some());
+    let container = |c: &SecurityContextView<'_>| hit_removable(c.app_armor_profile.is_some());
     security_field(
         cx,
         out,
@@ -37,7 +37,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         Some(&container),
-        "",
+        "remove a setting Windows ignores",
     );
     for (key, _) in cx
         .workload

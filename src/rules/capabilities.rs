@@ -1,22 +1,20 @@
 //! WIN-CAPABILITIES: POSIX capabilities are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
-use crate::view::{PodSecurityContextView, SecurityContextView};
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-CAPABILITIES",
-        title: "POSIX capabilities are not supported on Windows",
-        severity: Severity::Error,
-        containerd: Some(Severity::Warning),
+        title: "added POSIX capabilities are not granted on Windows",
+        level: super::level::warning,
+        intent_lost: true,
         scope: Scope::Windows,
-        what: "`securityContext.capabilities` in any container, whatever its value (`drop: [ALL]` included).",
+        what: "`securityContext.capabilities.add` (non-empty) in any container. A drop-only list is not reported: Pod Security Admission restricted requires `drop: [ALL]` of pods without `spec.os`.",
         why: "POSIX capabilities are not implemented on Windows. `drop: [ALL]` is hardening boilerplate that Windows ignores; the API server rejects any capabilities on pods with `spec.os.name: windows`.",
-        source: "Kubernetes Windows docs, 'API' > V1.Container: `v1.Container.SecurityContext.Capabilities` - POSIX capabilities are not implemented on Windows (seed 004).",
+        source: "Ignored by the Windows kubelet and runtime (no POSIX capabilities; containerd internal/cri/server/container_create.go). A drop-only list is required by Pod Security Admission restricted for pods without spec.os (policy/check_capabilities_restricted.go), so only `add` is reported. Kubernetes documentation 'Windows containers in Kubernetes' > Security.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
-        fix: "Remove `capabilities`. The mutating webhook removes drop-only capabilities automatically (`mutation.removeNoOpFields`).",
-        example: "securityContext:\n  capabilities:\n    drop: [ALL]",
+        fix: "Remove `capabilities.add`; for node-level work use a HostProcess container. The mutating webhook removes it (`mutation.removeNoOpFields`), except under the strict stance.",
+        example: "securityContext:\n  capabilities:\n    add: [NET_ADMIN]",
         since: None,
         until: None,
     },
@@ -24,20 +22,19 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "capabilities are not supported on Windows nodes (no POSIX capabilities)";
-    let container = |c: &SecurityContextView<'_>| match &c.capabilities {
-        None => Hit::No,
-        Some(caps) if caps.add.as_ref().is_none_or(Vec::is_empty) => Hit::NoOp,
-        Some(_) => Hit::Yes,
-    };
-    let fix = "remove capabilities that only drop, which has no effect on Windows";
-    security_field(
-        cx,
-        out,
-        "capabilities",
-        message,
-        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
-        Some(&container),
-        fix,
-    );
+    for c in cx.containers() {
+        let adds = c
+            .security_context()
+            .and_then(|s| s.capabilities.as_ref())
+            .and_then(|caps| caps.add.as_ref())
+            .is_some_and(|add| !add.is_empty());
+        if adds {
+            out.report_maybe_removable(
+                !cx.cluster.is_strict(),
+                cx.container_field(&c, &["securityContext", "capabilities", "add"]),
+                "capabilities.add is ignored on Windows nodes: the capability is not granted",
+                "remove capabilities.add, which Windows ignores",
+            );
+        }
+    }
 }

@@ -1,18 +1,17 @@
 //! WIN-DEFAULT-MODE: volume file modes are ignored on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-DEFAULT-MODE",
         title: "volume file modes are ignored on Windows",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::info,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`defaultMode` other than the API default (0644, i.e. 420) on secret, configMap, projected and downwardAPI volumes.",
         why: "Windows uses SID-based ACLs, not POSIX permission bits: the default access mode depends on UID/GID and is not supported, so a restrictive mode silently does not restrict.",
-        source: "Kubernetes Windows docs, 'Storage': default access mode is not supported because it depends on UID/GID; volume user-masks and permissions are not available (seed 004).",
+        source: "Windows keeps only the read-only bit of a file mode (pkg/volume/util/atomic_writer.go writes with the mode; NTFS has no POSIX bits). Kubernetes documentation 'Windows Storage' and 'Windows containers in Kubernetes' > Compatibility.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
         fix: "Remove `defaultMode`; restrict access with the Windows user the container runs as.",
         example: "volumes:\n- name: creds\n  secret:\n    secretName: db\n    defaultMode: 0400",

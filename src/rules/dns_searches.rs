@@ -1,14 +1,13 @@
 //! WIN-DNS-SEARCHES: Windows pods use one DNS search suffix.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-DNS-SEARCHES",
         title: "Windows pods use only one DNS search suffix",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`dnsConfig.searches` with more than one suffix on a Windows pod.",
         why: "Windows resolves with a single DNS suffix, the one of the pod's namespace, and treats any name containing a dot as fully qualified (no partial-name resolution). Extra search suffixes are ignored, so short names that resolve on Linux fail on Windows.",

@@ -1,18 +1,18 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp, Severity};
+use crate::finding::{Fix, FixKind, PatchOp};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-EMPTYDIR-MEMORY",
         title: "emptyDir with medium Memory is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error_on_docker,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`volumes[].emptyDir.medium: Memory`.",
         why: "Windows has no built-in RAM disk; the node's default medium is disk and memory as a storage medium is not supported, so the volume cannot be created.",
-        source: "Kubernetes Windows docs, 'API' > V1.Pod: `v1.emptyDir.volumeSource` - the default medium on Windows is disk; memory is not supported as Windows has no built-in RAM disk; 'Storage': memory as the storage medium (seed 004).",
+        source: "Windows has no tmpfs: with containerd the kubelet makes a plain disk directory, so the volume is not RAM and sizeLimit is not a tmpfs size (staging/src/k8s.io/mount-utils/mount_windows.go); Docker-era nodes did not support it (Kubernetes 1.5-1.19 Windows documentation, 'Storage'). Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `medium: Memory` to use node disk. The mutating webhook does this when the policy sets `mutation.emptyDirOffMemory: true`.",
         example: "volumes:\n- name: cache\n  emptyDir:\n    medium: Memory",

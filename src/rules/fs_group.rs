@@ -1,19 +1,18 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
+use super::{hit_removable, Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {
     info: RuleInfo {
         id: "WIN-FSGROUP",
         title: "fsGroup is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "Pod `securityContext.fsGroup`.",
         why: "fsGroup changes volume ownership to a GID; Windows uses SID-based ACLs, has no GIDs, and does not support volume user masks or permissions.",
-        source: "Kubernetes Windows docs, 'Storage': volume user-masks and permissions are not available, as the SAM is not shared between host and container; 'API' > V1.PodSecurityContext: none of the PodSecurityContext options work on Windows (seed 004).",
+        source: "Ignored on Windows: volume ownership is not changed (pkg/volume/volume_windows.go); forbidden with spec.os.name: windows (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `fsGroup`; grant access through ACLs for the user in `windowsOptions.runAsUserName`.",
         example: "securityContext:\n  fsGroup: 2000",
@@ -27,12 +26,12 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
     info: RuleInfo {
         id: "WIN-FSGROUP-CHANGE-POLICY",
         title: "fsGroupChangePolicy is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "Pod `securityContext.fsGroupChangePolicy`.",
         why: "It controls how fsGroup ownership is applied, which Windows does not support at all.",
-        source: "Kubernetes Windows docs, 'Storage': volume user-masks and permissions are not available; 'API' > V1.PodSecurityContext: none of the PodSecurityContext options work on Windows (seed 004).",
+        source: "Ignored on Windows (no fsGroup ownership change); forbidden with spec.os.name: windows (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `fsGroupChangePolicy`.",
         example: "securityContext:\n  fsGroupChangePolicy: OnRootMismatch",
@@ -45,7 +44,7 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
 fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message =
         "fsGroup is not supported on Windows nodes (no group ids or POSIX volume ownership)";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.fs_group.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group.is_some());
     security_field(
         cx,
         out,
@@ -53,14 +52,14 @@ fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
-        "",
+        "remove a setting Windows ignores",
     );
 }
 
 fn check_change_policy(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message =
         "fsGroupChangePolicy is not supported on Windows nodes (no POSIX volume ownership)";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.fs_group_change_policy.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group_change_policy.is_some());
     security_field(
         cx,
         out,
@@ -68,6 +67,6 @@ fn check_change_policy(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
-        "",
+        "remove a setting Windows ignores",
     );
 }

@@ -1,18 +1,17 @@
 //! WIN-HOSTNETWORK: only HostProcess pods may use the host network.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HOSTNETWORK",
         title: "hostNetwork requires a HostProcess pod on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`hostNetwork: true` on a pod none of whose containers is a HostProcess container.",
         why: "Windows cannot share the host's network namespace with an ordinary (process- or Hyper-V-isolated) container; only HostProcess containers run in the host's network. The setting is ignored or the sandbox fails to start.",
-        source: "Kubernetes Windows docs, 'API' > V1.Pod: `v1.Pod.hostNetwork` - the Windows OS does not support sharing the host network (seed 004); HostProcess containers require hostNetwork (Windows HostProcess docs).",
+        source: "containerd gives host networking only to HostProcess containers (internal/cri/server/helpers.go hostNetwork()); the pod gets a CNI address but the kubelet reports the node IP as the pod IP (pkg/kubelet/kubelet_pods.go), so Services route to nothing. Kubernetes documentation 'Windows containers in Kubernetes' > Networking and 'Create a Windows HostProcess Pod'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `hostNetwork`, or make every container a HostProcess container (`securityContext.windowsOptions.hostProcess: true`).",
         example: "spec:\n  hostNetwork: true\n  containers:\n  - name: agent",

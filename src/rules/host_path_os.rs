@@ -2,14 +2,13 @@
 //! that name the other OS's file system.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static LINUX_PATH: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HOSTPATH-LINUX-PATH",
         title: "hostPath on a Windows pod names a Linux-only host location",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "A `hostPath` volume of a Windows pod whose path is, or lies under, a location that only exists on Linux hosts (`params.linuxHostPaths`: /proc, /sys, /dev, /lib/modules, /var/lib/docker, /etc/ssl, Linux runtime sockets under /run and /var/run, ...). Paths like `/var/lib/kubelet` or `/etc/cni` are not reported: Windows resolves them on the system drive (C:\\var\\lib\\kubelet), where Windows node components do keep those directories.",
         why: "A Windows node resolves `/proc` as `C:\\proc`: no kernel interface lives there. With `type: Directory` the pod fails to start; without a type the kubelet creates an empty directory and the container reads nothing. The manifest was almost certainly written for Linux.",
@@ -23,12 +22,31 @@ pub static LINUX_PATH: Rule = Rule {
     check: check_linux_path,
 };
 
+pub static LINUX_DEVICE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-HOSTPATH-LINUX-DEVICE",
+        title: "hostPath socket or device on a Linux path fails to mount on Windows",
+        level: super::level::error,
+        intent_lost: false,
+        scope: Scope::Windows,
+        what: "A hostPath volume of `type: Socket`, `CharDevice` or `BlockDevice` whose path is a Linux path (not a drive letter, UNC path or named pipe).",
+        why: "The kubelet checks the type before mounting; a Windows node has no Unix socket or device file at that path, so the mount fails (FailedMount) and the pod stays in ContainerCreating.",
+        source: "The kubelet's hostPath type check (kubernetes/kubernetes pkg/volume/hostpath/host_path.go) and the Windows mounter (staging/src/k8s.io/mount-utils/mount_windows.go). Kubernetes documentation 'Windows Storage'.",
+        doc_url: "https://kubernetes.io/docs/concepts/storage/windows-storage/",
+        fix: "Use the Windows equivalent: a named pipe (`\\\\.\\pipe\\containerd-containerd`) or a Windows path, or drop the volume from the Windows pod.",
+        example: "volumes:\n- name: sock\n  hostPath:\n    path: /run/containerd/containerd.sock\n    type: Socket",
+        since: None,
+        until: None,
+    },
+    check: check_linux_device,
+};
+
 pub static WINDOWS_PATH: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HOSTPATH-WINDOWS-PATH",
         title: "hostPath on a Linux pod names a Windows path",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Linux,
         what: "A `hostPath` volume of a Linux-targeted pod whose path is a Windows path: a drive (`C:\\...`, `C:/...`), a named pipe (`\\\\.\\pipe\\...`, `//./pipe/...`) or another UNC/device path (`\\\\server\\share`).",
         why: "Linux has no drives, backslash separators or named pipes: the kubelet treats `C:\\var\\log` as a relative file name and a named pipe does not exist, so the volume is wrong or the pod fails to start. This is never right on a Linux node, hence an error.",
@@ -83,6 +101,25 @@ fn check_linux_path(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
                 format!(
                     "hostPath {path} is under {location}, which exists only on Linux hosts; a Windows node resolves it to C:{} and finds nothing there",
                     path.replace('/', "\\")
+                ),
+            );
+        }
+    }
+}
+
+fn check_linux_device(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
+        let Some(hp) = v.host_path.as_ref() else {
+            continue;
+        };
+        let (Some(path), Some(kind)) = (hp.path.as_deref(), hp.kind.as_deref()) else {
+            continue;
+        };
+        if matches!(kind, "Socket" | "CharDevice" | "BlockDevice") && !is_windows_path(path) {
+            out.report(
+                cx.spec_field(&["volumes"]).index(i).key("hostPath").key("type"),
+                format!(
+                    "hostPath {path} of type {kind} does not exist on a Windows node: the mount fails (FailedMount)"
                 ),
             );
         }

@@ -3,18 +3,17 @@
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HOSTPROCESS",
         title: "HostProcess pods must be consistent and use the host network",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
-        what: "Pods with any HostProcess container (`windowsOptions.hostProcess: true` on the pod or a container): every container must be HostProcess, `hostNetwork` must be true, and pod and container values must agree where both are set.",
+        what: "Pods with any HostProcess container (`windowsOptions.hostProcess: true` on the pod or a container): every container must be HostProcess, `hostNetwork` must be true, and pod and container values must agree where both are set; the target must run HostProcess (Kubernetes 1.22 or later, containerd); the RuntimeClass must not be Hyper-V isolated.",
         why: "A HostProcess container runs directly on the host, in the host's network; Windows cannot mix host processes and isolated containers in one pod sandbox. The API server rejects such pods with the same messages.",
-        source: "Kubernetes docs, 'Create a Windows HostProcess Pod' (HostProcess containers: all containers in the pod must be HostProcess and hostNetwork must be true); API server validateWindowsHostProcessPod.",
+        source: "The API server refuses inconsistent HostProcess pods on every pod (kubernetes/kubernetes pkg/apis/core/validation/validation.go validateWindowsHostProcessPod). HostProcess exists from Kubernetes 1.22 and needs containerd 1.6+; Docker and Hyper-V isolation cannot run it (test/e2e/windows/host_process.go). Kubernetes documentation 'Create a Windows HostProcess Pod'.",
         doc_url: "https://kubernetes.io/docs/tasks/configure-pod-container/create-hostprocess-pod/",
         fix: "Set `hostNetwork: true` and `windowsOptions.hostProcess: true` at pod level (or on every container), and remove conflicting container-level values.",
         example: "spec:\n  securityContext:\n    windowsOptions:\n      hostProcess: true\n  containers:\n  - name: agent",
@@ -23,6 +22,16 @@ pub static RULE: Rule = Rule {
     },
     check,
 };
+
+/// Is this container HostProcess (its own value, else the pod's)?
+#[must_use]
+pub fn is_host_process(cx: &Cx<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
+    c.security_context()
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process)
+        .or(cx.host_process.pod)
+        .unwrap_or(false)
+}
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let hp = cx.host_process;
@@ -57,4 +66,41 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
             "hostNetwork must be true if pod contains any hostProcess containers",
         );
     }
+    let at = first_host_process_field(cx);
+    if !cx.cluster.version_at_least(1, 22) {
+        out.report(
+            at.clone(),
+            format!(
+                "HostProcess containers do not exist before Kubernetes 1.22 (target: {}): the pod would start as an ordinary container",
+                cx.cluster.version_fact()
+            ),
+        );
+    } else if cx.cluster.is_docker() {
+        out.report(
+            at.clone(),
+            format!(
+                "Docker cannot run HostProcess containers (target: {}): the pod would start as an ordinary container",
+                cx.cluster.runtime_fact()
+            ),
+        );
+    }
+    if cx.hyperv {
+        out.report(
+            at,
+            "HostProcess containers cannot run under a Hyper-V isolated RuntimeClass",
+        );
+    }
+}
+
+/// Where HostProcess is switched on: the pod's value, else the first container's.
+fn first_host_process_field(cx: &Cx<'_, '_, '_>) -> crate::path::FieldPath {
+    if cx.host_process.pod == Some(true) {
+        return cx.spec_field(&["securityContext", "windowsOptions", "hostProcess"]);
+    }
+    cx.containers()
+        .find(|c| is_host_process(cx, c))
+        .map_or_else(
+            || cx.workload.spec_path.clone(),
+            |c| cx.container_field(&c, &["securityContext", "windowsOptions", "hostProcess"]),
+        )
 }

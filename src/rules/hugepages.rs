@@ -1,18 +1,17 @@
 //! WIN-HUGEPAGES: huge pages are not supported on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HUGEPAGES",
         title: "huge pages are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`hugepages-*` resource requests or limits in any container, and `emptyDir.medium: HugePages*` volumes.",
         why: "Huge pages are not implemented in the Windows container runtime: using them needs a user privilege that cannot be configured at container level.",
-        source: "Kubernetes Windows docs, 'Limitations': Huge Pages are not currently supported for Windows containers; 'API' > V1.Container: hugepages are not implemented in the Windows container runtime (seeds 001, 004).",
+        source: "Windows nodes report no hugepages capacity, so the scheduler finds no node: the pod stays Pending. Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility (resource management).",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers",
         fix: "Remove the `hugepages-*` resources and HugePages emptyDir volumes.",
         example: "resources:\n  limits:\n    hugepages-2Mi: 100Mi",

@@ -1,7 +1,6 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::path::FieldPath;
 
 /// The experimental annotation (Kubernetes 1.10-1.20, dockershim).
@@ -11,8 +10,8 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HYPERV",
         title: "Hyper-V isolation by annotation allows one container per pod",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`experimental.windows.kubernetes.io/isolation-type: hyperv` on a pod (template) with more than one container.",
         why: "The experimental Hyper-V isolation (feature gate HyperVContainer) is limited to one container per pod. On clusters that removed the feature (1.21+) the annotation is ignored and the pod silently runs process-isolated, so a multi-container pod never gets the isolation it asks for.",

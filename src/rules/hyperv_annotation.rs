@@ -3,7 +3,6 @@
 
 use super::hyperv::ISOLATION_ANNOTATION;
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::path::FieldPath;
 use crate::version::KubeVersion;
 
@@ -11,8 +10,8 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HYPERV-ANNOTATION",
         title: "The Hyper-V isolation annotation has no effect; use a RuntimeClass",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Any,
         what: "`experimental.windows.kubernetes.io/isolation-type: hyperv` on a pod (template), on Kubernetes 1.21 and later. (WIN-HYPERV separately reports the one-container limit the annotation had where it worked.)",
         why: "Hyper-V isolation by annotation was an alpha feature of the dockershim (feature gate HyperVContainer, 1.10-1.20). The gate was removed in 1.21 and dockershim in 1.24, so the annotation is ignored: the pod silently runs process-isolated, with none of the isolation it asks for, and its images must match the node's build.",

@@ -1,14 +1,13 @@
 //! WIN-WINDOWSOPTIONS-LINUX: Windows options on a Linux pod.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-WINDOWSOPTIONS-LINUX",
         title: "windowsOptions on a Linux-targeted pod",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Linux,
         what: "`securityContext.windowsOptions` (pod or container) on a pod that targets Linux nodes.",
         why: "Linux nodes ignore windowsOptions, so the identity (runAsUserName, gMSA) or HostProcess mode it asks for never applies; for pods with `spec.os.name: linux` the API server rejects it outright.",

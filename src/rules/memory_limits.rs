@@ -2,18 +2,17 @@
 //! requests.
 
 use super::{ContainerList, Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-MEMORY-LIMITS",
         title: "Windows containers should set a memory limit equal to the request",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::info,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "A container or init container of a Windows pod with no `resources.limits.memory`, or with a `resources.requests.memory` that differs from the limit (compared as quantities: `1Gi` equals `1024Mi`). Ephemeral containers cannot set resources and are skipped.",
         why: "Windows has no out-of-memory process killer: when a node overcommits memory, processes page to disk instead of being killed, and every workload on the node slows down. Kubelet memory eviction is not implemented either. Only limits (with requests equal to them) keep a Windows node from overcommitting.",
-        source: "Kubernetes Windows docs, 'Memory reservations and handling' (seeds 001, 004): Windows does not have an out-of-memory process killer as Linux does; use resource limits on containers, set only limits or set limits equal to requests; --eviction-hard and MemoryPressure are not implemented.",
+        source: "Windows has no out-of-memory killer: a container over its limit pages to disk instead of being killed, and node memory can be overcommitted. Kubernetes documentation 'Resource Management for Windows nodes'.",
         doc_url: "https://kubernetes.io/docs/concepts/configuration/windows-resource-management/#resource-management-memory",
         fix: "Set `resources.limits.memory`, and set `resources.requests.memory` to the same value (or leave it out: it defaults to the limit).",
         example: "containers:\n- name: iis\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n  resources:\n    requests:\n      memory: 256Mi\n    limits:\n      memory: 1Gi",

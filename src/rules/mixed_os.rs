@@ -1,14 +1,13 @@
 //! WIN-MIXED-OS: Windows and Linux containers in one pod.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-MIXED-OS",
         title: "Windows and Linux containers cannot share a pod",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
         what: "A pod with a Windows image (`params.windowsImages`, or a tag naming a Windows build) and an image known to run only on Linux (`params.linuxImages`: nginx, busybox, alpine, ubuntu, debian, redis, postgres, envoyproxy/envoy, istio/proxyv2, ...; or a Linux distribution word in the tag such as `alpine`, `bookworm`, `ubuntu`). Multi-OS images (registry.k8s.io/pause, agnhost, CSI sidecars) are never counted as Linux.",
         why: "All containers of a pod run on one node, under one OS. A pod mixing Windows and Linux images cannot start anywhere: on a Windows node the Linux image has no matching platform, and the reverse.",

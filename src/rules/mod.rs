@@ -7,6 +7,7 @@
 //! Kubernetes versions in which it applies. `winadmit explain`, `winadmit
 //! rules` and `docs/rules.md` are rendered from these fields.
 
+use crate::cluster::Cluster;
 use crate::finding::{Finding, Fix, FixKind, PatchOp, Severity};
 use crate::path::FieldPath;
 use crate::targeting::Target;
@@ -28,6 +29,7 @@ mod host_namespaces;
 mod host_network;
 mod host_path_os;
 mod hostprocess;
+mod hostprocess_advice;
 mod hugepages;
 pub mod hyperv;
 mod hyperv_annotation;
@@ -37,6 +39,8 @@ mod mixed_os;
 mod mount_propagation;
 mod nfs;
 mod nonroot_admin;
+mod os_spec;
+mod pod_resources;
 mod privileged;
 mod proc_mount;
 mod readonly_rootfs;
@@ -72,12 +76,13 @@ pub struct RuleInfo {
     /// Stable id, e.g. `WIN-PRIVILEGED`. Never renamed once released.
     pub id: &'static str,
     pub title: &'static str,
-    /// Severity in the default rule set.
-    pub severity: Severity,
-    /// Severity under the `containerd` cluster profile, when it relaxes the
-    /// rule (newer containerd-based clusters support some fields the seed
-    /// documentation lists as unsupported).
-    pub containerd: Option<Severity>,
+    /// The rule's verdict on the target cluster (`None`: silent there),
+    /// before the policy and the stance. Follows `windows-truth.md`.
+    pub level: fn(&Cluster) -> Option<Severity>,
+    /// "Intent lost" (⚑ in the reference): the workload asks for a security
+    /// property or capability Windows silently does not give. The strict
+    /// stance raises such a warning to an error.
+    pub intent_lost: bool,
     pub scope: Scope,
     /// What the rule checks.
     pub what: &'static str,
@@ -101,6 +106,55 @@ impl RuleInfo {
     pub fn applies_to(&self, v: KubeVersion) -> bool {
         self.since.is_none_or(|s| v >= s) && self.until.is_none_or(|u| v < u)
     }
+
+    /// The rule's verdict on `cluster` when no policy overrides it: its
+    /// level there, raised to an error under the strict stance when the
+    /// rule is "intent lost".
+    #[must_use]
+    pub fn default_level(&self, cluster: &Cluster) -> Option<Severity> {
+        if !self.applies_to(cluster.kubernetes_version) {
+            return None;
+        }
+        match (self.level)(cluster) {
+            Some(Severity::Warning) if self.intent_lost && cluster.is_strict() => {
+                Some(Severity::Error)
+            }
+            other => other,
+        }
+    }
+}
+
+/// The usual rule levels, for [`RuleInfo::level`].
+pub mod level {
+    use crate::cluster::Cluster;
+    use crate::finding::Severity;
+
+    #[must_use]
+    pub fn error(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Error)
+    }
+    #[must_use]
+    pub fn warning(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Warning)
+    }
+    #[must_use]
+    pub fn info(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Info)
+    }
+    /// Off unless a policy turns the rule on.
+    #[must_use]
+    pub fn off(_: &Cluster) -> Option<Severity> {
+        None
+    }
+    /// An error on Docker nodes (the seeds' era), a warning on containerd.
+    #[must_use]
+    pub fn error_on_docker(c: &Cluster) -> Option<Severity> {
+        Some(if c.is_docker() {
+            Severity::Error
+        } else {
+            Severity::Warning
+        })
+    }
 }
 
 /// A rule: its documentation and its check.
@@ -113,6 +167,7 @@ pub struct Rule {
 /// can skip fields a more specific rule already reported.
 pub static ALL: &[&Rule] = &[
     &affinity_conflict::RULE,
+    &os_spec::RULE,
     &unpinned_image::RULE,
     &linux_windows_options::RULE,
     &privileged::RULE,
@@ -136,11 +191,15 @@ pub static ALL: &[&Rule] = &[
     &fs_group::FS_GROUP,
     &fs_group::FS_GROUP_CHANGE_POLICY,
     &volume_devices::RULE,
+    &pod_resources::RULE,
     &hugepages::RULE,
     &mount_propagation::RULE,
     &dns_hostnet::RULE,
     &nfs::RULE,
     &hostprocess::RULE,
+    &hostprocess_advice::REDUNDANT,
+    &hostprocess_advice::USER,
+    &hostprocess_advice::NON_ROOT,
     &windows_options_format::RULE,
     &nonroot_admin::RULE,
     &hyperv::RULE,
@@ -154,6 +213,7 @@ pub static ALL: &[&Rule] = &[
     &windows_taint::LINUX_TOLERATES,
     &memory_limits::RULE,
     &host_path_os::LINUX_PATH,
+    &host_path_os::LINUX_DEVICE,
     &host_path_os::WINDOWS_PATH,
     &secret_volume::RULE,
     &dns_searches::RULE,
@@ -231,7 +291,10 @@ pub struct Cx<'e, 'v, 'a> {
     pub workload: &'e Workload<'v, 'a>,
     pub spec: &'v SpecView<'a>,
     pub target: &'e Target,
+    /// The target cluster's Kubernetes version (`cluster.kubernetes_version`).
     pub version: KubeVersion,
+    /// The target cluster: version, runtime, stance, with their sources.
+    pub cluster: &'e Cluster,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e crate::policy::RuleParams,
@@ -339,6 +402,22 @@ impl Sink {
         self.push(field, message.into(), Some(fix));
     }
 
+    /// Reports a removable finding when `removable`, a plain one otherwise
+    /// (the strict stance keeps "intent lost" fields so validation sees them).
+    pub fn report_maybe_removable(
+        &mut self,
+        removable: bool,
+        field: FieldPath,
+        message: impl Into<String>,
+        fix: &str,
+    ) {
+        if removable {
+            self.report_removable(field, message, fix);
+        } else {
+            self.report(field, message);
+        }
+    }
+
     fn push(&mut self, field: FieldPath, message: String, fix: Option<Fix>) {
         self.findings.push(Finding {
             rule: self.rule,
@@ -409,6 +488,12 @@ pub enum Hit {
     Yes,
     /// Set to a value that has no effect on Windows: removing it is safe.
     NoOp,
+}
+
+/// A field Windows ignores and `/mutate` may remove when set.
+#[must_use]
+pub fn hit_removable(set: bool) -> Hit {
+    if set { Hit::NoOp } else { Hit::No }
 }
 
 impl From<bool> for Hit {

@@ -1,18 +1,17 @@
 //! WIN-MOUNT-PROPAGATION: mount propagation is not supported on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-MOUNT-PROPAGATION",
         title: "mount propagation is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: true,
         scope: Scope::Windows,
         what: "`volumeMounts[].mountPropagation` other than `None`.",
         why: "Windows does not support mount propagation: volume mounts cannot project files or directories back to the host.",
-        source: "Kubernetes Windows docs, 'API' > V1.Pod: `v1.VolumeMount.mountPropagation` - mount propagation is not supported on Windows; 'Storage': mount projections / volume mounts cannot project back to the host (seed 004).",
+        source: "The Windows kubelet forces private propagation (pkg/kubelet/kubelet_pods.go): HostToContainer and Bidirectional are ignored, so mounts made later on either side are not seen by the other. Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
         fix: "Remove `mountPropagation` (or set it to `None`). Node-level storage plugins use csi-proxy or HostProcess containers.",
         example: "volumeMounts:\n- name: pods\n  mountPath: C:\\var\\lib\\kubelet\n  mountPropagation: Bidirectional",
@@ -35,7 +34,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
                     .key("mountPropagation");
                 out.report(
                     path,
-                    format!("mountPropagation {mode} is not supported on Windows nodes"),
+                    format!("mountPropagation {mode} is ignored on Windows nodes (mounts stay private)"),
                 );
             }
         }

@@ -1,18 +1,17 @@
 //! WIN-NFS: NFS volumes are not supported on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-NFS",
         title: "NFS volumes are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`volumes[].nfs`.",
         why: "Windows nodes cannot mount NFS-based storage into containers.",
-        source: "Kubernetes Windows docs, 'Storage': NFS based storage/volume support is not available on Windows nodes (seed 004).",
+        source: "The Windows mounter only mounts SMB/CIFS shares (staging/src/k8s.io/mount-utils/mount_windows.go): an NFS volume fails with FailedMount. Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
         fix: "Use SMB (csi-driver-smb), Azure Files, or another CSI driver with Windows support.",
         example: "volumes:\n- name: data\n  nfs:\n    server: nfs.example.com\n    path: /exports",

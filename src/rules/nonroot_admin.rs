@@ -1,14 +1,13 @@
 //! WIN-NONROOT-ADMIN: `runAsNonRoot: true` contradicts running as ContainerAdministrator.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-NONROOT-ADMIN",
         title: "runAsNonRoot cannot run as ContainerAdministrator",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "A container whose effective `runAsNonRoot` is true and whose effective `windowsOptions.runAsUserName` is `ContainerAdministrator` (any case). `runAsNonRoot` on its own is fine: on Windows it means \"not ContainerAdministrator\".",
         why: "On Windows the closest equivalent of root is ContainerAdministrator; the kubelet refuses to start a container that must be non-root but is configured to run as ContainerAdministrator (CreateContainerConfigError).",

@@ -1,18 +1,17 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PRIVILEGED",
         title: "privileged containers are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: true,
         scope: Scope::Windows,
-        what: "`securityContext.privileged: true` on any container, init container or ephemeral container.",
+        what: "`securityContext.privileged: true` on a container that is not HostProcess (on a HostProcess container it is redundant: WIN-HOSTPROCESS-REDUNDANT).",
         why: "Windows isolates every container in a Job object with namespace filtering that cannot be turned off, so system privileges cannot be asserted on the host: there is no privileged mode. The pod fails to start or runs without the privileges it expects.",
-        source: "Kubernetes Windows docs, 'API' > V1.Container: `v1.Container.SecurityContext.privileged` - Windows doesn't support privileged containers (seeds 001 'Limitations', 004 'API').",
+        source: "Windows kubelet and containerd build only the Windows container config, which has no privileged mode, so the field is ignored and the container runs unprivileged (kubernetes/kubernetes pkg/kubelet/kuberuntime/kuberuntime_container_windows.go; containerd internal/cri/server/container_create.go). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext; 'Create a Windows HostProcess Pod'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `privileged`. For node-level work (CNI, CSI, log collection) use a HostProcess container: `securityContext.windowsOptions.hostProcess: true` with `hostNetwork: true`; CSI plugins use csi-proxy.",
         example: "containers:\n- name: agent\n  securityContext:\n    privileged: true",
@@ -24,10 +23,14 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     for c in cx.containers() {
-        if c.security_context().and_then(|s| s.privileged) == Some(true) {
-            out.report(
+        if c.security_context().and_then(|s| s.privileged) == Some(true)
+            && !super::hostprocess::is_host_process(cx, &c)
+        {
+            out.report_maybe_removable(
+                !cx.cluster.is_strict(),
                 cx.container_field(&c, &["securityContext", "privileged"]),
-                "privileged: true is not supported on Windows nodes; use a HostProcess container for node-level work",
+                "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
+                "remove privileged: true, which Windows ignores",
             );
         }
     }

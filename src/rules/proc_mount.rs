@@ -1,19 +1,18 @@
 //! WIN-PROCMOUNT: procMount is not supported on Windows.
 
 use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PROCMOUNT",
         title: "procMount is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`securityContext.procMount` in any container, other than the API server default `Default`.",
         why: "Windows has no /proc filesystem.",
-        source: "Kubernetes Windows docs, 'API' > V1.Container: `v1.Container.SecurityContext.procMount` - Windows doesn't have a /proc filesystem (seed 004).",
+        source: "Ignored on Windows (no /proc; pkg/kubelet/kuberuntime/kuberuntime_container_windows.go); any value is forbidden with spec.os.name: windows (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `procMount`.",
         example: "securityContext:\n  procMount: Unmasked",
@@ -25,7 +24,7 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "procMount is not supported on Windows nodes (no /proc filesystem)";
-    let container = |c: &SecurityContextView<'_>| Hit::from(c.custom_proc_mount().is_some());
+    let container = |c: &SecurityContextView<'_>| super::hit_removable(c.custom_proc_mount().is_some());
     security_field(
         cx,
         out,
@@ -33,6 +32,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
         Some(&container),
-        "",
+        "remove procMount, which Windows ignores",
     );
 }

@@ -1,19 +1,18 @@
 //! WIN-READONLY-ROOTFS: read-only root filesystems are not supported on Windows.
 
 use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-READONLY-ROOTFS",
         title: "read-only root filesystems are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: true,
         scope: Scope::Windows,
         what: "`readOnlyRootFilesystem: true` in any container.",
         why: "Windows needs write access to the container's registry hive and SAM database to run system processes, so the root filesystem cannot be read-only. Read-only volume mounts do work.",
-        source: "Kubernetes Windows docs, 'Storage': read-only filesystems are not supported because write access is always required for the Windows registry and SAM database; 'API' > V1.Container: `readOnlyRootFilesystem` (seed 004).",
+        source: "Ignored on Windows: the container's root filesystem stays writable because the registry and SAM database need write access (pkg/kubelet/kuberuntime/kuberuntime_container_windows.go). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `readOnlyRootFilesystem`; mount data volumes with `readOnly: true` instead.",
         example: "securityContext:\n  readOnlyRootFilesystem: true",

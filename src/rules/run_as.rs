@@ -1,19 +1,18 @@
 //! WIN-RUNASUSER and WIN-RUNASGROUP: Windows has no numeric UIDs or GIDs.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
+use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RUN_AS_USER: Rule = Rule {
     info: RuleInfo {
         id: "WIN-RUNASUSER",
         title: "runAsUser is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`runAsUser` in the pod or any container security context.",
         why: "Windows identifies users by SIDs in a SAM database that is not shared between host and container; there is no integer UID to run as.",
-        source: "Kubernetes Windows docs, 'API' > V1.PodSecurityContext/V1.Container: `runAsUser` - provides a UID, not supported on Windows; 'Security': RunAsUser is not currently supported on Windows (seeds 001, 004).",
+        source: "Ignored by the Windows kubelet and runtime: Windows has no numeric user ids; only windowsOptions.runAsUserName is used (pkg/kubelet/kuberuntime/kuberuntime_container_windows.go). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext and 'Configure RunAsUserName for Windows pods and containers'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `runAsUser` and set `securityContext.windowsOptions.runAsUserName` (e.g. `ContainerUser`).",
         example: "securityContext:\n  runAsUser: 1000",
@@ -27,12 +26,12 @@ pub static RUN_AS_GROUP: Rule = Rule {
     info: RuleInfo {
         id: "WIN-RUNASGROUP",
         title: "runAsGroup is not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`runAsGroup` in the pod or any container security context.",
         why: "Windows has no GIDs: group membership comes from the SID-based user identity.",
-        source: "Kubernetes Windows docs, 'API' > V1.PodSecurityContext/V1.Container: `runAsGroup` - provides a GID, not supported on Windows (seed 004).",
+        source: "Ignored by the Windows kubelet and runtime (no numeric group ids; pkg/kubelet/kuberuntime/kuberuntime_container_windows.go). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `runAsGroup`; grant access through the Windows user set in `windowsOptions.runAsUserName`.",
         example: "securityContext:\n  runAsGroup: 3000",
@@ -44,8 +43,8 @@ pub static RUN_AS_GROUP: Rule = Rule {
 
 fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "runAsUser is not supported on Windows nodes (no numeric user ids); use windowsOptions.runAsUserName";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.run_as_user.is_some());
-    let container = |c: &SecurityContextView<'_>| Hit::from(c.run_as_user.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.run_as_user.is_some());
+    let container = |c: &SecurityContextView<'_>| hit_removable(c.run_as_user.is_some());
     security_field(
         cx,
         out,
@@ -53,14 +52,14 @@ fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         Some(&container),
-        "",
+        "remove a setting Windows ignores",
     );
 }
 
 fn check_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "runAsGroup is not supported on Windows nodes (no numeric group ids); use windowsOptions.runAsUserName";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.run_as_group.is_some());
-    let container = |c: &SecurityContextView<'_>| Hit::from(c.run_as_group.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.run_as_group.is_some());
+    let container = |c: &SecurityContextView<'_>| hit_removable(c.run_as_group.is_some());
     security_field(
         cx,
         out,
@@ -68,6 +67,6 @@ fn check_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         Some(&container),
-        "",
+        "remove a setting Windows ignores",
     );
 }

@@ -2,14 +2,13 @@
 //! clear text on Windows. Off in the default policy (advice).
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SECRET-VOLUME",
         title: "Secret volumes are stored on the Windows node's disk in clear text",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "A `secret` volume in a Windows pod. Advice, not a defect: the rule is `off` in the default policy; turn it on (`rules: {WIN-SECRET-VOLUME: warning}`) to list where secrets reach Windows node disks.",
         why: "On Linux, Secret volumes live in tmpfs (memory). Windows has no tmpfs: the kubelet writes Secret volumes to the node's volume in clear text, where they persist on disk and are readable by anyone with administrator access to the node or its disk.",

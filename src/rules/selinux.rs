@@ -1,19 +1,18 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
+use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SELINUX",
         title: "seLinuxOptions are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`seLinuxOptions` in the pod or any container security context.",
         why: "Windows has no SELinux.",
-        source: "Kubernetes Windows docs, 'API' > V1.PodSecurityContext/V1.Container: `seLinuxOptions` - not possible on Windows as there is no SELinux; 'Security': Linux-specific pod security context privileges such as SELinux are not supported (seeds 001, 004).",
+        source: "Ignored by the Windows kubelet and runtime (no SELinux; pkg/kubelet/kuberuntime/kuberuntime_container_windows.go); forbidden with spec.os.name: windows (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Remove `seLinuxOptions` from the Windows pod spec.",
         example: "securityContext:\n  seLinuxOptions:\n    level: s0:c123,c456",
@@ -25,8 +24,8 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "seLinuxOptions is not supported on Windows nodes (no SELinux)";
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.se_linux_options.is_some());
-    let container = |c: &SecurityContextView<'_>| Hit::from(c.se_linux_options.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.se_linux_options.is_some());
+    let container = |c: &SecurityContextView<'_>| hit_removable(c.se_linux_options.is_some());
     security_field(
         cx,
         out,
@@ -34,6 +33,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         Some(&container),
-        "",
+        "remove a setting Windows ignores",
     );
 }

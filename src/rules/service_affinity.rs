@@ -2,14 +2,13 @@
 //! [`crate::services`]; its workload check does nothing.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SERVICE-AFFINITY-TIMEOUT",
         title: "Session affinity timeout is not supported for Windows backends",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Any,
         what: "A Service whose selector matches the pod labels of a Windows-targeted workload in the same input (in `lint`, every file given on the command line) and that sets `sessionAffinityConfig.clientIP.timeoutSeconds` to anything but the API default (10800). Checked on Services, not workloads: see `winadmit::services`.",
         why: "kube-proxy on Windows implements ClientIP session affinity without a configurable timeout: the value is ignored, so clients stick to a backend for a different time than the Service says.",

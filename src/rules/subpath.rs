@@ -1,20 +1,19 @@
 //! WIN-SUBPATH: subPath volume mounts.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SUBPATH",
-        title: "subPath and subPathExpr mounts are not supported on Windows",
-        severity: Severity::Error,
-        containerd: Some(Severity::Warning),
+        title: "subPath mounts fail on Docker Windows nodes; several per container can hang termination",
+        level: super::level::error_on_docker,
+        intent_lost: false,
         scope: Scope::Windows,
-        what: "`volumeMounts[].subPath` or `subPathExpr` (non-empty) in any container.",
-        why: "The Windows storage documentation lists subpath mounts as unsupported: only a whole volume can be mounted into a Windows container, and file-level mapping is not available. Newer containerd-based nodes do implement subPath, so the `containerd` profile downgrades this to a warning.",
-        source: "Kubernetes Windows docs, 'Storage': subpath volume mounting - only the entire volume can be mounted in a Windows container; subpath volume mounting for Secrets (seed 004 'Storage').",
+        what: "On Docker: every `volumeMounts[].subPath` or `subPathExpr`. On containerd: two or more subPath mounts in one container (one is fine).",
+        why: "Docker-era Windows nodes could only mount a whole volume: a subPath mount fails and the pod never starts. containerd mounts directories and single files by subPath, but with two or more in one container the kubelet can keep file handles open and leave the pod stuck Terminating until the kubelet has the fix of kubernetes#138367.",
+        source: "Docker-era Windows nodes could not mount subpaths (Kubernetes 1.5-1.19 Windows documentation, 'Storage'); containerd mounts directories and single files (pkg/volume/util/subpath/subpath_windows.go). Two or more subPath mounts in one container can leave the pod stuck Terminating on kubelets without kubernetes/kubernetes PR #138367 (issue #112630; test/e2e/windows/subpath_cleanup.go). Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
-        fix: "Mount the whole volume at a directory and read the file from it (e.g. mount the ConfigMap at C:\\config and point the app at C:\\config\\app.json), or select keys with `items`. On containerd 1.7+ nodes, set `profile: containerd` in the policy.",
+        fix: "Mount the whole volume at a directory and read the file from it (e.g. mount the ConfigMap at C:\\config), or select keys with `items`. On containerd, keep one subPath mount per container or upgrade the kubelet.",
         example: "volumeMounts:\n- name: config\n  mountPath: C:\\app\\appsettings.json\n  subPath: appsettings.json",
         since: None,
         until: None,
@@ -23,14 +22,47 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let docker = cx.cluster.is_docker();
     for c in cx.containers() {
-        for (j, m) in c.container.volume_mounts.iter().flatten().enumerate() {
-            for (key, value) in [("subPath", &m.sub_path), ("subPathExpr", &m.sub_path_expr)] {
-                if value.as_deref().is_some_and(|v| !v.is_empty()) {
-                    let mut path = cx.container_field(&c, &["volumeMounts"]).index(j);
-                    path = path.key(key);
-                    out.report(path, format!("{key} mounts are not supported on Windows nodes; mount the whole volume"));
-                }
+        let mounts: Vec<(usize, &str)> = c
+            .container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(j, m)| {
+                let key = if m.sub_path.as_deref().is_some_and(|v| !v.is_empty()) {
+                    "subPath"
+                } else if m.sub_path_expr.as_deref().is_some_and(|v| !v.is_empty()) {
+                    "subPathExpr"
+                } else {
+                    return None;
+                };
+                Some((j, key))
+            })
+            .collect();
+        // containerd mounts one subPath per container fine.
+        if !docker && mounts.len() < 2 {
+            continue;
+        }
+        for &(j, key) in &mounts {
+            let path = cx.container_field(&c, &["volumeMounts"]).index(j).key(key);
+            if docker {
+                out.report(
+                    path,
+                    format!(
+                        "{key} mounts fail on Docker Windows nodes ({}); mount the whole volume",
+                        cx.cluster.runtime_fact()
+                    ),
+                );
+            } else {
+                out.report(
+                    path,
+                    format!(
+                        "{} subPath mounts in one container can leave the pod stuck Terminating on Windows kubelets without the subPath handle fix (kubernetes#138367)",
+                        mounts.len()
+                    ),
+                );
             }
         }
     }

@@ -1,19 +1,18 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
-use crate::finding::Severity;
+use super::{hit_removable, Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SUPPLEMENTAL-GROUPS",
         title: "supplementalGroups are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "Pod `securityContext.supplementalGroups` (non-empty) or `supplementalGroupsPolicy`.",
         why: "Supplemental groups are GIDs; Windows has no GIDs.",
-        source: "Kubernetes Windows docs, 'API' > V1.PodSecurityContext: `supplementalGroups` - provides GID, not supported on Windows; none of the PodSecurityContext options work on Windows (seed 004).",
+        source: "Ignored on Windows (no numeric groups; pkg/kubelet/kuberuntime/kuberuntime_container_windows.go); forbidden with spec.os.name: windows (validateWindows). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `supplementalGroups` and `supplementalGroupsPolicy`.",
         example: "securityContext:\n  supplementalGroups: [4000]",
@@ -26,7 +25,7 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "supplementalGroups is not supported on Windows nodes (no group ids)";
     // An empty list is what some generators emit by default; it asks for nothing.
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.supplemental_groups.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups.is_some());
     security_field(
         cx,
         out,
@@ -34,10 +33,10 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&pod),
         None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
-        "",
+        "remove a setting Windows ignores",
     );
     let message = "supplementalGroupsPolicy is not supported on Windows nodes (no group ids)";
-    let policy = |p: &PodSecurityContextView<'_>| Hit::from(p.supplemental_groups_policy.is_some());
+    let policy = |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups_policy.is_some());
     security_field(
         cx,
         out,
@@ -45,6 +44,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         message,
         Some(&policy),
         None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
-        "",
+        "remove a setting Windows ignores",
     );
 }

@@ -1,19 +1,19 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::finding::Severity;
+use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SYSCTLS",
         title: "sysctls are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: |c| Some(if c.version_at_least(1, 27) { Severity::Error } else { Severity::Warning }),
+        intent_lost: false,
         scope: Scope::Windows,
         what: "Pod `securityContext.sysctls`.",
         why: "sysctls are part of the Linux kernel interface; Windows has no equivalent mechanism.",
-        source: "Kubernetes Windows docs, 'API' > V1.PodSecurityContext: `sysctls` - these are part of the Linux sysctl interface; there's no equivalent on Windows (seed 004).",
+        source: "From Kubernetes 1.27 the kubelet's sysctl allowlist is empty off Linux, so it refuses the pod with SysctlForbidden (pkg/kubelet/sysctl/safe_sysctls.go, kubernetes/kubernetes PR #116792); before that the setting was ignored. Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.PodSecurityContext.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
         fix: "Remove `sysctls`; configure the equivalent through Windows registry settings in the image.",
         example: "securityContext:\n  sysctls:\n  - name: net.core.somaxconn\n    value: \"1024\"",

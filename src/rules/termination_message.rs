@@ -1,18 +1,18 @@
 //! WIN-TERMINATION-MESSAGE-PATH: custom terminationMessagePath is not honoured on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::finding::Severity;
+use super::{Cx, Rule, RuleInfo, Scope, Sink};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-TERMINATION-MESSAGE-PATH",
         title: "custom terminationMessagePath is not honoured on Windows",
-        severity: Severity::Warning,
-        containerd: None,
+        level: |c| c.is_docker().then_some(Severity::Warning),
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`terminationMessagePath` other than the default `/dev/termination-log`.",
         why: "Windows cannot map a single file into a container, so the termination message file does not work as on Linux. The API server fills in the default path on every container, so the default is never reported.",
-        source: "Kubernetes Windows docs, 'API' > V1.Container: `V1.Container.terminationMessagePath` - this has some limitations in that Windows doesn't support mapping single files (seed 004).",
+        source: "Docker-era Windows nodes could not map single files, so a custom terminationMessagePath was not honoured (Kubernetes 1.5-1.19 Windows documentation, 'Storage'); containerd maps single files. Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers",
         fix: "Remove `terminationMessagePath`, or set `terminationMessagePolicy: FallbackToLogsOnError` so the message comes from the log.",
         example: "containers:\n- name: app\n  terminationMessagePath: C:\\logs\\termination.log",

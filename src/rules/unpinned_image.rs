@@ -1,14 +1,14 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp, Severity};
+use crate::finding::{Fix, FixKind, PatchOp};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-UNPINNED-IMAGE",
         title: "Windows image without Windows node selection",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Any,
         what: "A container whose image matches the policy's Windows image patterns (`mcr.microsoft.com/windows/*`, servercore, nanoserver, ...) in a pod spec that no nodeSelector, `spec.os.name`, affinity or RuntimeClass pins to Windows.",
         why: "Without a Windows node selector the scheduler may place the pod on a Linux node, where the image cannot run (exec format / no matching manifest errors, ImagePullBackOff).",

@@ -1,18 +1,17 @@
 //! WIN-VOLUME-DEVICES: raw block volumes (volumeDevices) are not supported on Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-VOLUME-DEVICES",
         title: "raw block volumes (volumeDevices) are not supported on Windows",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "`volumeDevices` in any container.",
         why: "Windows cannot attach raw block devices to pods.",
-        source: "Kubernetes Windows docs, 'API' > V1.Pod: `v1.Pod.volumeDevices` - not implemented on Windows; Windows cannot attach raw block devices to pods; 'Storage': block device mapping (seed 004).",
+        source: "The Windows runtime cannot attach raw block devices to a container (containerd internal/cri/opts/spec_windows_opts.go): the pod stays in ContainerCreating. Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#storage",
         fix: "Use `volumeMounts` with a filesystem volume (`volumeMode: Filesystem`) instead of `volumeDevices`.",
         example: "containers:\n- name: db\n  volumeDevices:\n  - name: data\n    devicePath: /dev/xvda",

@@ -2,15 +2,14 @@
 //! the node's Windows build under process isolation.
 
 use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
 
 pub static MIXED: Rule = Rule {
     info: RuleInfo {
         id: "WIN-BUILD-MIXED",
         title: "Images in one pod need different Windows builds",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
         what: "Containers of one pod whose images need different Windows builds, read from their tags with the table in `policies/windows-builds.yaml` (`ltsc2019`/`1809` = 10.0.17763, `ltsc2022` = 10.0.20348, `ltsc2025` = 10.0.26100, `10.0.17763.5830`, `4.8-windowsservercore-ltsc2022`, `nanoserver-1809`, ...). HostProcess pods are exempt: HostProcess containers run on the host and need no matching build.",
         why: "With process isolation, the default on Windows nodes, a container shares the node's kernel, so its base image's Windows build must equal the node's. Images of two builds cannot both match one node: one container never starts. Under Hyper-V isolation the containers of a pod share one utility VM, which boots one build, so the images must still agree with each other.",
@@ -28,8 +27,8 @@ pub static NODE_MISMATCH: Rule = Rule {
     info: RuleInfo {
         id: "WIN-BUILD-NODE-MISMATCH",
         title: "Image Windows build contradicts the pod's windows-build node selector",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
         what: "A container image whose Windows build (from its tag) differs from the build the pod selects with `nodeSelector: {node.kubernetes.io/windows-build: ...}` or through its RuntimeClass's `scheduling.nodeSelector`. Skipped for HostProcess pods and for pods whose RuntimeClass is a Hyper-V one (`params.hypervRuntimeClasses` / `params.hypervRuntimeHandlers`): Hyper-V isolation runs older builds on newer hosts.",
         why: "The pod can only be scheduled onto nodes of the selected build, where a process-isolated container of another build fails to start (`The container operating system does not match the host operating system`).",

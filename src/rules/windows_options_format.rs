@@ -2,7 +2,6 @@
 //! would reject, with its messages (`validateWindowsSecurityContextOptions`).
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::Severity;
 use crate::path::FieldPath;
 use crate::view::WindowsOptionsView;
 
@@ -10,8 +9,8 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-WINDOWSOPTIONS-FORMAT",
         title: "malformed windowsOptions",
-        severity: Severity::Error,
-        containerd: None,
+        level: super::level::error,
+        intent_lost: false,
         scope: Scope::Any,
         what: "`windowsOptions.runAsUserName` (DOMAIN\\\\user: domain under 256 characters in NetBIOS or DNS form, user 1-104 characters without `\"/\\\\:;|=,+*?<>@[]`, not only dots or spaces, no control characters, at most one backslash), `gmsaCredentialSpecName` (a lowercase RFC 1123 subdomain) and `gmsaCredentialSpec` (non-empty, under 64 KiB), on the pod and every container.",
         why: "The API server rejects these values with the same messages; catching them in CI saves a failed deploy.",

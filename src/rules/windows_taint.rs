@@ -2,7 +2,7 @@
 //! Windows node taint (`params.windowsTaint`).
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp, Severity};
+use crate::finding::{Fix, FixKind, PatchOp};
 use crate::policy::Taint;
 use crate::view::TolerationView;
 
@@ -10,8 +10,8 @@ pub static MISSING: Rule = Rule {
     info: RuleInfo {
         id: "WIN-TAINT-TOLERATION",
         title: "Windows workload does not tolerate the Windows node taint",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Windows,
         what: "When the policy declares the taint of the cluster's Windows nodes (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`; unset by default, and then the rule is silent), a Windows-targeted workload with no toleration for it.",
         why: "Tainting Windows nodes keeps workloads that do not select an OS off them. A Windows workload that does not tolerate the taint cannot be scheduled anywhere: Pending forever.",
@@ -29,8 +29,8 @@ pub static LINUX_TOLERATES: Rule = Rule {
     info: RuleInfo {
         id: "WIN-LINUX-TOLERATES-WINDOWS",
         title: "Non-Windows workload tolerates the Windows node taint",
-        severity: Severity::Warning,
-        containerd: None,
+        level: super::level::warning,
+        intent_lost: false,
         scope: Scope::Any,
         what: "When the policy declares the Windows node taint (`params.windowsTaint`), a workload that does not target Windows but tolerates that taint by its key. A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
         why: "The taint is what keeps OS-unaware pods off Windows nodes. A workload that tolerates it and does not pin Linux can land on a Windows node and fail to start; one pinned to Linux gains nothing from the toleration and copies of it spread the mistake.",

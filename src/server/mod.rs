@@ -108,8 +108,8 @@ impl crate::report::http::ReportState for ServerReportState {
     fn policy(&self) -> Arc<crate::policy::Policy> {
         Arc::clone(&self.policy)
     }
-    fn kubernetes_version(&self) -> crate::version::KubeVersion {
-        self.state.admission.version
+    fn cluster(&self) -> crate::cluster::Cluster {
+        self.state.admission.cluster.clone()
     }
     fn runtime_classes(&self) -> Option<Arc<crate::targeting::RuntimeClasses>> {
         self.state

@@ -152,6 +152,8 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         let (result, severity) = match f.severity {
             Severity::Error => (Outcome::Fail, ResultSeverity::High),
             Severity::Warning => (Outcome::Warn, ResultSeverity::Medium),
+            // Advice: nothing is wrong.
+            Severity::Info => (Outcome::Pass, ResultSeverity::Info),
         };
         let mut res = base(
             f.rule,

@@ -63,6 +63,7 @@ pub fn object_text(r: &ObjectReport) -> String {
         let level = match f.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Info => "info",
         };
         let at = if f.line > 0 {
             format!(" ({}:{}:{})", f.file, f.line, f.column)
