@@ -13,7 +13,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use winadmit::admission::{self, Admission, Endpoint};
 use winadmit::policy::Policy;
-use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -27,7 +26,7 @@ fn fixture(name: &str) -> Vec<u8> {
 fn reviews(c: &mut Criterion) {
     let adm = Admission {
         policy: Policy::default_policy(),
-        version: KubeVersion::LATEST,
+        cluster: winadmit::cluster::Cluster::default(),
         namespaces: None,
     };
     let mut g = c.benchmark_group("review");

@@ -18,7 +18,6 @@ use winadmit::policy::Policy;
 use winadmit::server::listener::{self, Drain};
 use winadmit::server::tls::{self, CertResolver};
 use winadmit::server::{self, Limits, ServerState};
-use winadmit::version::KubeVersion;
 
 #[derive(Deserialize)]
 struct Review<'a> {
@@ -54,7 +53,7 @@ fn main() -> anyhow::Result<()> {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            version: KubeVersion::LATEST,
+            cluster: winadmit::cluster::Cluster::default(),
             namespaces: None,
         },
         limits,

@@ -14,7 +14,6 @@ use tower::ServiceExt;
 use winadmit::admission::{self, Admission, Endpoint};
 use winadmit::policy::Policy;
 use winadmit::server::{self, Limits, ServerState};
-use winadmit::version::KubeVersion;
 
 const FIXTURES: &[(&str, Endpoint)] = &[
     ("pod-windows-create.json", Endpoint::Validate),
@@ -32,7 +31,7 @@ const FIXTURES: &[(&str, Endpoint)] = &[
 fn admission() -> Admission {
     Admission {
         policy: Policy::default_policy(),
-        version: KubeVersion::LATEST,
+        cluster: winadmit::cluster::Cluster::default(),
         namespaces: None,
     }
 }

@@ -12,7 +12,6 @@ use winadmit::engine::{self, Context};
 use winadmit::patch::{self, MutationContext};
 use winadmit::policy::Policy;
 use winadmit::source;
-use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 use winadmit::workload::Workload;
 
@@ -44,7 +43,7 @@ pub fn admission_review(data: &[u8]) {
     for policy in policies() {
         let adm = Admission {
             policy,
-            version: KubeVersion::LATEST,
+            cluster: winadmit::cluster::Cluster::default(),
             namespaces: None,
         };
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {

@@ -57,7 +57,12 @@ pub struct PolicyArgs {
     pub kubernetes_version: Option<KubeVersion>,
     /// Container runtime of the target cluster's Windows nodes (default:
     /// the policy, then the nodes, then containerd from 1.24, docker before).
-    #[arg(long, value_name = "RUNTIME", env = "WINADMIT_CONTAINER_RUNTIME", value_enum)]
+    #[arg(
+        long,
+        value_name = "RUNTIME",
+        env = "WINADMIT_CONTAINER_RUNTIME",
+        value_enum
+    )]
     pub container_runtime: Option<RuntimeChoice>,
     /// Raise the "intent lost" warnings (privileged, capabilities.add,
     /// readOnlyRootFilesystem, hostPID/hostIPC, ...) to errors.
@@ -88,7 +93,9 @@ pub enum RuntimeChoice {
 }
 
 fn parse_version(s: &str) -> Result<KubeVersion, String> {
-    let v: KubeVersion = s.parse().map_err(|e: crate::version::ParseVersionError| e.to_string())?;
+    let v: KubeVersion = s
+        .parse()
+        .map_err(|e: crate::version::ParseVersionError| e.to_string())?;
     crate::cluster::check_version(v).map_err(|e| e.to_string())
 }
 

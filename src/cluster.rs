@@ -237,16 +237,15 @@ impl Cluster {
             } else {
                 (KubeVersion::LATEST, Source::Default)
             };
-        let (container_runtime, container_runtime_from) =
-            if let Some(r) = flags.container_runtime {
-                (r, Source::Flag)
-            } else if let Some(r) = policy.container_runtime {
-                (r, Source::Policy)
-            } else if let Some((r, node)) = &learnt.container_runtime {
-                (*r, Source::Node(node.clone()))
-            } else {
-                (Runtime::default_for(kubernetes_version), Source::Version)
-            };
+        let (container_runtime, container_runtime_from) = if let Some(r) = flags.container_runtime {
+            (r, Source::Flag)
+        } else if let Some(r) = policy.container_runtime {
+            (r, Source::Policy)
+        } else if let Some((r, node)) = &learnt.container_runtime {
+            (*r, Source::Node(node.clone()))
+        } else {
+            (Runtime::default_for(kubernetes_version), Source::Version)
+        };
         let containerd_version = (container_runtime == Runtime::Containerd).then(|| {
             flags
                 .containerd_version
@@ -292,8 +291,14 @@ mod tests {
 
     #[test]
     fn runtime_defaults_by_version() {
-        assert_eq!(Cluster::at(KubeVersion::new(1, 23)).container_runtime, Runtime::Docker);
-        assert_eq!(Cluster::at(KubeVersion::new(1, 24)).container_runtime, Runtime::Containerd);
+        assert_eq!(
+            Cluster::at(KubeVersion::new(1, 23)).container_runtime,
+            Runtime::Docker
+        );
+        assert_eq!(
+            Cluster::at(KubeVersion::new(1, 24)).container_runtime,
+            Runtime::Containerd
+        );
         assert_eq!(Cluster::default().container_runtime, Runtime::Containerd);
     }
 
@@ -330,7 +335,9 @@ mod tests {
         assert!(check_version(KubeVersion::new(1, 13)).is_err());
         assert!(check_version(KubeVersion::new(1, 14)).is_ok());
         assert!(check_version(KubeVersion::LATEST).is_ok());
-        let msg = check_version(KubeVersion::new(2, 0)).unwrap_err().to_string();
+        let msg = check_version(KubeVersion::new(2, 0))
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("1.14 to 1.37"), "{msg}");
     }
 }

@@ -390,11 +390,11 @@ spec:
 
     #[test]
     fn crlf_is_kept_and_flow_style_is_left_alone() {
-        let text = "apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: p\r\nspec:\r\n  nodeSelector: {kubernetes.io/os: windows}\r\n  containers:\r\n  - name: c\r\n    image: x\r\n    securityContext: {capabilities: {drop: [ALL]}}\r\n";
+        let text = "apiVersion: v1\r\nkind: Pod\r\nmetadata:\r\n  name: p\r\nspec:\r\n  nodeSelector: {kubernetes.io/os: windows}\r\n  containers:\r\n  - name: c\r\n    image: x\r\n    securityContext: {runAsUser: 1000}\r\n";
         let (fixed, outcome) = fix(text);
         assert_eq!(fixed, None);
         assert_eq!(outcome.skipped.len(), 1, "{outcome:?}");
-        let block = text.replace("    securityContext: {capabilities: {drop: [ALL]}}\r\n", "    securityContext:\r\n      capabilities:\r\n        drop: [ALL]\r\n      runAsNonRoot: true\r\n");
+        let block = text.replace("    securityContext: {runAsUser: 1000}\r\n", "    securityContext:\r\n      runAsUser: 1000\r\n      runAsNonRoot: true\r\n");
         let fixed = fix(&block).0.unwrap();
         assert!(
             fixed.contains("    securityContext:\r\n      runAsNonRoot: true\r\n"),

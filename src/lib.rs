@@ -8,8 +8,8 @@
 
 pub mod admission;
 pub mod certs;
-pub mod cluster;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod engine;
 pub mod errors;

@@ -16,9 +16,9 @@ use serde::Deserialize;
 
 use crate::cluster::{Cluster, Runtime, Stance};
 use crate::finding::Severity;
-use crate::version::KubeVersion;
 use crate::rules;
 use crate::targeting::{Os, RuntimeClasses};
+use crate::version::KubeVersion;
 
 /// The embedded default policy.
 pub const DEFAULT_POLICY: &str = include_str!("../policies/default.yaml");
@@ -97,8 +97,7 @@ impl<'de> Deserialize<'de> for RuleSetting {
             mode: Option<Mode>,
         }
         struct V;
-        const EXPECTED: &str =
-            "error, warning, info, off, or a map with `severity` and/or `mode`";
+        const EXPECTED: &str = "error, warning, info, off, or a map with `severity` and/or `mode`";
         impl<'de> Visitor<'de> for V {
             type Value = RuleSetting;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -556,8 +555,12 @@ impl Policy {
         }
         if let Some(p) = file.profile {
             let instead = match p {
-                Profile::Containerd => "`cluster: {containerRuntime: containerd}` (the default from Kubernetes 1.24)",
-                Profile::Default => "nothing: the target cluster decides (`cluster: {kubernetesVersion: ..., containerRuntime: ...}`)",
+                Profile::Containerd => {
+                    "`cluster: {containerRuntime: containerd}` (the default from Kubernetes 1.24)"
+                }
+                Profile::Default => {
+                    "nothing: the target cluster decides (`cluster: {kubernetesVersion: ..., containerRuntime: ...}`)"
+                }
             };
             self.notices.push(format!(
                 "{}: `profile` is retired and ignored: verdicts follow the target cluster; write {instead} instead",
@@ -794,7 +797,8 @@ mod tests {
         for (i, r) in rules::ALL.iter().enumerate() {
             let advice = rules::OFF_BY_DEFAULT.contains(&r.info.id);
             assert_eq!(
-                p.level(i).is_none(),
+                p.level(i, &Cluster::default()).is_none()
+                    && r.info.default_level(&Cluster::default()).is_some(),
                 advice,
                 "{} is {} in the default policy",
                 r.info.id,
@@ -908,8 +912,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.level_of("WIN-SUBPATH", &latest), None);
-        assert_eq!(p.level_of("WIN-HOSTNETWORK", &latest), Some(Severity::Warning));
-        assert_eq!(p.mode_for("WIN-HOSTNETWORK", Some(Mode::Enforce)), Mode::Audit);
+        assert_eq!(
+            p.level_of("WIN-HOSTNETWORK", &latest),
+            Some(Severity::Warning)
+        );
+        assert_eq!(
+            p.mode_for("WIN-HOSTNETWORK", Some(Mode::Enforce)),
+            Mode::Audit
+        );
         assert_eq!(p.mode_for("WIN-SUBPATH", Some(Mode::Warn)), Mode::Warn);
         let d = Policy::default_policy();
         let docker = Cluster::at(KubeVersion::new(1, 19));
@@ -923,7 +933,8 @@ mod tests {
         let c = Policy::from_yaml("p.yaml", "profile: containerd\n").unwrap();
         assert_eq!(c.notices.len(), 1);
         assert!(
-            c.notices[0].contains("p.yaml") && c.notices[0].contains("containerRuntime: containerd"),
+            c.notices[0].contains("p.yaml")
+                && c.notices[0].contains("containerRuntime: containerd"),
             "{:?}",
             c.notices
         );

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::cluster::Cluster;
 use crate::finding::Finding;
 use crate::path::FieldPath;
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules;
-use crate::cluster::Cluster;
 
 /// The rule a Service's session-affinity timeout is reported under.
 pub const AFFINITY_TIMEOUT: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";
@@ -198,7 +198,7 @@ mod tests {
     }
 
     fn rules_of(s: &Value, w: &WindowsPods) -> Vec<String> {
-        check_service(&Policy::default_policy(), KubeVersion::LATEST, s, w)
+        check_service(&Policy::default_policy(), &Cluster::default(), s, w)
             .into_iter()
             .map(|f| format!("{} {}", f.rule, f.field))
             .collect()
@@ -234,9 +234,9 @@ mod tests {
     fn follows_policy_and_skip_annotations() {
         let s = service("web", json!({"app": "iis"}), json!(600));
         let off = Policy::from_yaml("p", "rules:\n  WIN-SERVICE-AFFINITY-TIMEOUT: off\n").unwrap();
-        assert!(check_service(&off, KubeVersion::LATEST, &s, &windows()).is_empty());
+        assert!(check_service(&off, &Cluster::default(), &s, &windows()).is_empty());
         let exempt = Policy::from_yaml("p", "exemptions:\n  namespaces: [web]\n").unwrap();
-        assert!(check_service(&exempt, KubeVersion::LATEST, &s, &windows()).is_empty());
+        assert!(check_service(&exempt, &Cluster::default(), &s, &windows()).is_empty());
         let mut skipped = s.clone();
         skipped["metadata"]["annotations"] = json!({"winadmit.io/skip.WIN-SERVICE-AFFINITY-TIMEOUT": "stickiness handled by the app"});
         assert!(rules_of(&skipped, &windows()).is_empty());

@@ -166,7 +166,10 @@ impl RuntimeClasses {
     pub fn os_of(&self, name: &str) -> Option<Os> {
         if let Some(info) = self.get(name)
             && info.os.is_none()
-            && info.handler.as_deref().is_some_and(|h| h.starts_with("runhcs-wcow"))
+            && info
+                .handler
+                .as_deref()
+                .is_some_and(|h| h.starts_with("runhcs-wcow"))
         {
             return Some(Os::Windows);
         }
@@ -259,7 +262,10 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
         add(os, Signal::NodeAffinity);
     }
     let selects = |key: &str| {
-        spec.node_selector.as_ref().and_then(|s| s.get(key)).map(|v| v.to_owned())
+        spec.node_selector
+            .as_ref()
+            .and_then(|s| s.get(key))
+            .map(|v| v.to_owned())
     };
     if selects(crate::windows_builds::WINDOWS_BUILD_LABEL).is_some()
         || affinity_requires(spec, crate::windows_builds::WINDOWS_BUILD_LABEL)
@@ -289,7 +295,8 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
 pub const OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
 
 /// The `kubernetes.azure.com/os-sku` values of Windows node pools.
-pub const WINDOWS_OS_SKUS: &[&str] = &["Windows2019", "Windows2022", "Windows2025", "WindowsAnnual"];
+pub const WINDOWS_OS_SKUS: &[&str] =
+    &["Windows2019", "Windows2022", "Windows2025", "WindowsAnnual"];
 
 /// Does `windowsOptions.hostProcess: true` appear on the pod or a container?
 fn uses_host_process(spec: &SpecView<'_>) -> bool {
@@ -301,17 +308,21 @@ fn uses_host_process(spec: &SpecView<'_>) -> bool {
     if pod == Some(true) {
         return true;
     }
-    [&spec.init_containers, &spec.containers, &spec.ephemeral_containers]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|c| {
-            c.security_context
-                .as_ref()
-                .and_then(|s| s.windows_options.as_ref())
-                .and_then(|w| w.host_process)
-                == Some(true)
-        })
+    [
+        &spec.init_containers,
+        &spec.containers,
+        &spec.ephemeral_containers,
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .any(|c| {
+        c.security_context
+            .as_ref()
+            .and_then(|s| s.windows_options.as_ref())
+            .and_then(|w| w.host_process)
+            == Some(true)
+    })
 }
 
 /// Does every required node-affinity term ask for `key` (`In` or `Exists`)?
@@ -320,7 +331,10 @@ fn affinity_requires(spec: &SpecView<'_>, key: &str) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .and_then(|r| r.node_selector_terms.as_ref())
     else {
         return false;
@@ -444,6 +458,7 @@ mod tests {
         let (name, info) = RuntimeClasses::info_from_object(&bare).unwrap();
         rc.insert_info(name, info);
         assert_eq!(rc.handler_of("hv"), Some("runhcs-wcow-hypervisor"));
-        assert_eq!(rc.os_of("hv"), None);
+        // A runhcs-wcow handler runs only on Windows (windows-truth section 3).
+        assert_eq!(rc.os_of("hv"), Some(Os::Windows));
     }
 }

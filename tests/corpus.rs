@@ -99,7 +99,11 @@ fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
 fn verdict(report: &LintReport) -> &'static str {
     if !report.input_errors.is_empty() {
         "error"
-    } else if report.findings.iter().any(|f| f.severity == Severity::Error) {
+    } else if report
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Error)
+    {
         "reject"
     } else {
         "pass"
@@ -156,8 +160,7 @@ fn every_corpus_file_gets_its_labelled_verdict_and_fields_at_the_default_target(
 
 #[test]
 fn every_corpus_file_gets_its_labelled_verdict_at_1_19_with_docker() {
-    let Some((dir, labels)) = corpus("every_corpus_file_gets_its_labelled_verdict_at_1_19")
-    else {
+    let Some((dir, labels)) = corpus("every_corpus_file_gets_its_labelled_verdict_at_1_19") else {
         return;
     };
     let docker = Cluster::at(KubeVersion::new(1, 19));

@@ -337,7 +337,7 @@ fn html_report_renders_its_chart_and_table_in_chromium() {
 fn app() -> axum::Router {
     let state = winadmit::report::http::StaticReportState {
         policy: std::sync::Arc::new(winadmit::policy::Policy::default_policy()),
-        version: winadmit::version::KubeVersion::LATEST,
+        cluster: winadmit::cluster::Cluster::default(),
     };
     winadmit::report::http::router(state)
 }

@@ -38,7 +38,7 @@ fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let workload = Workload::from_view(&view).unwrap();
     let cx = Context {
-        version,
+        cluster: winadmit::cluster::Cluster::at(version),
         runtime_classes: None,
     };
     evaluate(policy, &workload, &cx)
@@ -793,7 +793,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
     let mut rc = winadmit::targeting::RuntimeClasses::default();
     winadmit::lint::collect_runtime_classes(yaml, &mut rc);
     let cx = Context {
-        version: KubeVersion::LATEST,
+        cluster: winadmit::cluster::Cluster::default(),
         runtime_classes: Some(&rc),
     };
     let mut report = winadmit::output::LintReport::default();

@@ -12,7 +12,6 @@ use winadmit::admission::{self, Admission, Endpoint};
 use winadmit::engine::{self, Context};
 use winadmit::finding::FixKind;
 use winadmit::policy::Policy;
-use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 use winadmit::workload::Workload;
 
@@ -36,7 +35,7 @@ fn admissions() -> Vec<Admission> {
     .into_iter()
     .map(|policy| Admission {
         policy,
-        version: KubeVersion::LATEST,
+        cluster: winadmit::cluster::Cluster::default(),
         namespaces: None,
     })
     .collect()
@@ -248,7 +247,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
     let view: ObjectView<'_> = serde_json::from_str(&text).unwrap();
     let w = Workload::from_view(&view).unwrap();
     let cx = Context {
-        version: adm.version,
+        cluster: adm.cluster.clone(),
         runtime_classes: None,
     };
     let m = &adm.policy.mutation;
@@ -382,7 +381,7 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
     let state = winadmit::server::ServerState::new(
         Admission {
             policy: policy.clone(),
-            version: KubeVersion::LATEST,
+            cluster: winadmit::cluster::Cluster::default(),
             namespaces: None,
         },
         winadmit::server::Limits::default(),

@@ -15,7 +15,6 @@ use tower::ServiceExt;
 use winadmit::admission::{Admission, NamespaceLabels};
 use winadmit::policy::Policy;
 use winadmit::server::{self, Limits, ServerState};
-use winadmit::version::KubeVersion;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
@@ -33,7 +32,7 @@ fn state_with(policy: Policy, namespaces: Option<Box<dyn NamespaceLabels>>) -> A
     let state = ServerState::new(
         Admission {
             policy,
-            version: KubeVersion::LATEST,
+            cluster: winadmit::cluster::Cluster::default(),
             namespaces,
         },
         Limits::default(),
@@ -521,7 +520,7 @@ async fn stalled_body_times_out() {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            version: KubeVersion::LATEST,
+            cluster: winadmit::cluster::Cluster::default(),
             namespaces: None,
         },
         Limits {

@@ -132,7 +132,10 @@ pub fn explain_text(i: &RuleInfo) -> String {
     );
     let _ = writeln!(s, "By target:  {}", verdict_line(i));
     if i.intent_lost {
-        let _ = writeln!(s, "            intent lost: an error under the strict stance");
+        let _ = writeln!(
+            s,
+            "            intent lost: an error under the strict stance"
+        );
     }
     let _ = writeln!(s, "Applies to: {}", scope(i.scope));
     let _ = writeln!(s, "Kubernetes: {}\n", versions(i));

@@ -17,10 +17,10 @@ use serde::Deserialize;
 
 use super::ReportOptions;
 use super::body::{ReportError, report_body};
+use crate::cluster::Cluster;
 use crate::engine::Context;
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
-use crate::cluster::Cluster;
 
 /// What the handler needs from the server's state.
 pub trait ReportState: Clone + Send + Sync + 'static {

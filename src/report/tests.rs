@@ -46,7 +46,9 @@ fn verdict_follows_mode_and_severity() {
     let host_net = windows_pod("a", json!({"hostNetwork": true}));
     let sub = windows_pod(
         "b",
-        json!({"containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/x", "subPath": "y"}]}],
+        json!({"containers": [{"name": "c", "image": "i", "volumeMounts": [
+                   {"name": "v", "mountPath": "/x", "subPath": "y"},
+                   {"name": "v", "mountPath": "/z", "subPath": "w"}]}],
                "volumes": [{"name": "v", "emptyDir": {}}]}),
     );
     let cases = [

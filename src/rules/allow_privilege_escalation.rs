@@ -24,8 +24,9 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "allowPrivilegeEscalation: true is not supported on Windows nodes";
-    let container =
-        |c: &SecurityContextView<'_>| super::hit_removable(c.allow_privilege_escalation == Some(true));
+    let container = |c: &SecurityContextView<'_>| {
+        super::hit_removable(c.allow_privilege_escalation == Some(true))
+    };
     security_field(
         cx,
         out,

@@ -1,14 +1,20 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
+use super::{Cx, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
 use crate::finding::Severity;
-use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-APPARMOR",
         title: "AppArmor is not supported on Windows",
-        level: |c| Some(if c.version_at_least(1, 20) { Severity::Warning } else { Severity::Error }),
+        level: |c| {
+            Some(if c.version_at_least(1, 20) {
+                Severity::Warning
+            } else {
+                Severity::Error
+            })
+        },
         intent_lost: false,
         scope: Scope::Windows,
         what: "`appArmorProfile` in the pod or any container security context, and the legacy `container.apparmor.security.beta.kubernetes.io/*` pod annotations.",

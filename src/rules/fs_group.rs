@@ -1,6 +1,6 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
-use super::{hit_removable, Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {

@@ -73,13 +73,14 @@ fn check_redundant(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         if value == Some(true) {
             out.report(
                 cx.spec_field(&[key]),
-                format!("{key}: true is redundant on a HostProcess pod: it already runs on the host"),
+                format!(
+                    "{key}: true is redundant on a HostProcess pod: it already runs on the host"
+                ),
             );
         }
     }
     for c in cx.containers() {
-        if c.security_context().and_then(|s| s.privileged) == Some(true)
-            && is_host_process(cx, &c)
+        if c.security_context().and_then(|s| s.privileged) == Some(true) && is_host_process(cx, &c)
         {
             out.report(
                 cx.container_field(&c, &["securityContext", "privileged"]),

@@ -34,7 +34,9 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
                     .key("mountPropagation");
                 out.report(
                     path,
-                    format!("mountPropagation {mode} is ignored on Windows nodes (mounts stay private)"),
+                    format!(
+                        "mountPropagation {mode} is ignored on Windows nodes (mounts stay private)"
+                    ),
                 );
             }
         }

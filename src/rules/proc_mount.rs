@@ -24,7 +24,8 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "procMount is not supported on Windows nodes (no /proc filesystem)";
-    let container = |c: &SecurityContextView<'_>| super::hit_removable(c.custom_proc_mount().is_some());
+    let container =
+        |c: &SecurityContextView<'_>| super::hit_removable(c.custom_proc_mount().is_some());
     security_field(
         cx,
         out,

@@ -1,6 +1,6 @@
 //! WIN-RUNASUSER and WIN-RUNASGROUP: Windows has no numeric UIDs or GIDs.
 
-use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RUN_AS_USER: Rule = Rule {

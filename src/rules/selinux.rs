@@ -1,6 +1,6 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
-use super::{hit_removable, Cx, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

@@ -1,6 +1,6 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
-use super::{hit_removable, Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -36,7 +36,8 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         "remove a setting Windows ignores",
     );
     let message = "supplementalGroupsPolicy is not supported on Windows nodes (no group ids)";
-    let policy = |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups_policy.is_some());
+    let policy =
+        |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups_policy.is_some());
     security_field(
         cx,
         out,

@@ -1,14 +1,20 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
-use crate::finding::Severity;
 use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SYSCTLS",
         title: "sysctls are not supported on Windows",
-        level: |c| Some(if c.version_at_least(1, 27) { Severity::Error } else { Severity::Warning }),
+        level: |c| {
+            Some(if c.version_at_least(1, 27) {
+                Severity::Error
+            } else {
+                Severity::Warning
+            })
+        },
         intent_lost: false,
         scope: Scope::Windows,
         what: "Pod `securityContext.sysctls`.",

@@ -1,7 +1,7 @@
 //! WIN-TERMINATION-MESSAGE-PATH: custom terminationMessagePath is not honoured on Windows.
 
-use crate::finding::Severity;
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

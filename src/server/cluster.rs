@@ -708,7 +708,8 @@ mod tests {
         feed(watcher::Event::Apply(hv));
         let now = c.runtime_classes().unwrap();
         assert_eq!(now.handler_of("hv"), Some("runhcs-wcow-hypervisor"));
-        assert_eq!(now.os_of("hv"), None);
+        // A runhcs-wcow handler pins Windows even without a selector.
+        assert_eq!(now.os_of("hv"), Some(Os::Windows));
         // A snapshot taken earlier is unchanged (a review in flight keeps its view).
         assert!(listed.get("hv").is_none());
         feed(watcher::Event::Delete(win));
@@ -739,7 +740,7 @@ mod tests {
         c.apply_runtime_class(Change::ListDone);
         let adm = Admission {
             policy: Policy::default_policy(),
-            version: crate::version::KubeVersion::LATEST,
+            cluster: crate::cluster::Cluster::default(),
             namespaces: Some(Box::new(Arc::clone(&c))),
         };
         let body = |ns: &str| {
@@ -748,8 +749,7 @@ mod tests {
                 "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
                     "namespace": ns, "operation": "CREATE",
                     "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                        "spec": {"runtimeClassName": "win", "containers": [{"name": "c", "image": "i",
-                            "securityContext": {"privileged": true},
+                        "spec": {"runtimeClassName": "win", "hostNetwork": true, "containers": [{"name": "c", "image": "i",
                             "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}]}}}
             }))
             .unwrap()
