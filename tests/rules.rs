@@ -6,6 +6,7 @@ use serde::Deserialize;
 use winadmit::engine::{Context, evaluate};
 use winadmit::finding::Severity;
 use winadmit::policy::Policy;
+use winadmit::cluster::Cluster;
 use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 use winadmit::workload::Workload;
@@ -16,6 +17,14 @@ fn windows_pod(spec: &str) -> String {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: ns\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n{}\n",
         indent(spec)
     )
+}
+
+/// A valid HostProcess pod (pod-level HostProcess and user), with `extra`
+/// spec lines first.
+fn host_process_pod(extra: &str) -> String {
+    windows_pod(&format!(
+        "{extra}hostNetwork: true\nsecurityContext:\n  windowsOptions:\n    hostProcess: true\n    runAsUserName: NT AUTHORITY\\SYSTEM\ncontainers:\n- name: agent\n  image: mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0"
+    ))
 }
 
 fn pod(spec: &str) -> String {
@@ -130,6 +139,47 @@ fn table_of_bad_and_good_cases() {
             windows_pod(&format!("hostPID: false\n{C}")),
             vec![],
         ),
+        ("WIN-HOSTPID", host_process_pod("hostPID: true\n"), vec![]),
+        (
+            "WIN-HOSTPROCESS-REDUNDANT",
+            host_process_pod("hostPID: true\nhostIPC: true\n"),
+            vec!["spec.hostPID", "spec.hostIPC"],
+        ),
+        ("WIN-HOSTPROCESS-REDUNDANT", windows_pod(&format!("hostPID: true\n{C}")), vec![]),
+        (
+            "WIN-HOSTPROCESS-USER",
+            host_process_pod("").replace("      runAsUserName: NT AUTHORITY\\SYSTEM\n", ""),
+            vec!["spec.containers[0].securityContext.windowsOptions.runAsUserName"],
+        ),
+        ("WIN-HOSTPROCESS-USER", host_process_pod(""), vec![]),
+        (
+            "WIN-HOSTPROCESS-NONROOT",
+            host_process_pod("").replace("securityContext:\n", "securityContext:\n    runAsNonRoot: true\n"),
+            vec!["spec.securityContext.runAsNonRoot"],
+        ),
+        (
+            "WIN-OS-INVALID",
+            pod(&format!("os: {{}}\n{C}")),
+            vec!["spec.os.name"],
+        ),
+        (
+            "WIN-OS-INVALID",
+            pod(&format!("os:\n  name: dummyOS\n{C}")),
+            vec!["spec.os.name"],
+        ),
+        ("WIN-OS-INVALID", pod(&format!("os:\n  name: windows\n{C}")), vec![]),
+        (
+            "WIN-POD-RESOURCES",
+            windows_pod(&format!("resources:\n  limits:\n    memory: 1Gi\n{C}")),
+            vec!["spec.resources"],
+        ),
+        (
+            "WIN-HOSTPATH-LINUX-DEVICE",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: sock\n  hostPath:\n    path: /run/containerd/containerd.sock\n    type: Socket\n- name: pipe\n  hostPath:\n    path: \\\\.\\pipe\\containerd-containerd\n    type: Socket"
+            )),
+            vec!["spec.volumes[0].hostPath.type"],
+        ),
         (
             "WIN-HOSTIPC",
             windows_pod(&format!("hostIPC: true\n{C}")),
@@ -158,6 +208,14 @@ fn table_of_bad_and_good_cases() {
             vec![],
         ),
         (
+            // One subPath per container works with containerd.
+            "WIN-SUBPATH",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
+            )),
+            vec![],
+        ),
+        (
             "WIN-EMPTYDIR-MEMORY",
             windows_pod(&format!(
                 "{C}\nvolumes:\n- name: v\n  emptyDir:\n    medium: Memory"
@@ -175,10 +233,16 @@ fn table_of_bad_and_good_cases() {
             vec!["spec.securityContext.seLinuxOptions"],
         ),
         (
+            // Required by Pod Security Admission restricted; ignored by Windows.
             "WIN-SECCOMP",
             windows_pod(&sc(
                 "seccompProfile:\n  type: Localhost\n  localhostProfile: x.json",
             )),
+            vec![],
+        ),
+        (
+            "WIN-SECCOMP",
+            windows_pod(&sc("seccompProfile:\n  type: Unconfined")),
             vec!["spec.containers[0].securityContext.seccompProfile"],
         ),
         (
@@ -186,10 +250,11 @@ fn table_of_bad_and_good_cases() {
             windows_pod(&sc("appArmorProfile:\n  type: RuntimeDefault")),
             vec!["spec.containers[0].securityContext.appArmorProfile"],
         ),
+        ("WIN-CAPABILITIES", windows_pod(&sc("capabilities:\n  drop: [ALL]")), vec![]),
         (
             "WIN-CAPABILITIES",
-            windows_pod(&sc("capabilities:\n  drop: [ALL]")),
-            vec!["spec.containers[0].securityContext.capabilities"],
+            windows_pod(&sc("capabilities:\n  add: [NET_ADMIN]\n  drop: [ALL]")),
+            vec!["spec.containers[0].securityContext.capabilities.add"],
         ),
         (
             "WIN-PRIV-ESCALATION",
@@ -261,8 +326,14 @@ fn table_of_bad_and_good_cases() {
         ),
         (
             "WIN-DNS-HOSTNET",
-            windows_pod(&format!("dnsPolicy: ClusterFirstWithHostNet\n{C}")),
+            host_process_pod("dnsPolicy: ClusterFirstWithHostNet\n"),
             vec!["spec.dnsPolicy"],
+        ),
+        (
+            // Without HostProcess it acts as ClusterFirst.
+            "WIN-DNS-HOSTNET",
+            windows_pod(&format!("dnsPolicy: ClusterFirstWithHostNet\n{C}")),
+            vec![],
         ),
         (
             "WIN-DNS-HOSTNET",
@@ -329,9 +400,10 @@ fn table_of_bad_and_good_cases() {
             vec![],
         ),
         (
+            // Works with containerd; a warning on Docker (docker_target_table).
             "WIN-TERMINATION-MESSAGE-PATH",
             windows_pod(&format!("{C}\n  terminationMessagePath: C:\\\\t.log")),
-            vec!["spec.containers[0].terminationMessagePath"],
+            vec![],
         ),
         (
             "WIN-TERMINATION-MESSAGE-PATH",
@@ -562,11 +634,24 @@ fn api_server_field_list_grows_by_version() {
             "WIN-OS-FIELDS",
         )
     };
-    // supplementalGroupsPolicy is reported by WIN-SUPPLEMENTAL-GROUPS at
-    // every version; seLinuxChangePolicy only by this rule, from 1.32.
-    assert_eq!(at(31), Vec::<String>::new());
-    assert_eq!(at(32), ["spec.securityContext.seLinuxChangePolicy"]);
-    // appArmorProfile has its own rule, which reports it first.
+    // Every field the API server forbids at that version is an error of
+    // this rule, whatever other rule also reports it.
+    assert_eq!(
+        at(31),
+        [
+            "spec.securityContext.appArmorProfile",
+            "spec.securityContext.supplementalGroupsPolicy"
+        ]
+    );
+    assert_eq!(
+        at(32),
+        [
+            "spec.securityContext.appArmorProfile",
+            "spec.securityContext.supplementalGroupsPolicy",
+            "spec.securityContext.seLinuxChangePolicy"
+        ]
+    );
+    // appArmorProfile also has its own rule.
     let apparmor = flagged_with(
         &Policy::default_policy(),
         KubeVersion::new(1, 32),
@@ -587,26 +672,146 @@ fn hyperv_annotation_allows_one_container() {
     assert!(flagged(&one, "WIN-HYPERV").is_empty());
 }
 
+/// Severity of `rule`'s findings on `yaml` at `cluster` (strict or not).
+fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
+    let docs = winadmit::source::parse(yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let cx = Context {
+        cluster: cluster.clone(),
+        runtime_classes: None,
+    };
+    evaluate(
+        &Policy::default_policy(),
+        &Workload::from_view(&view).unwrap(),
+        &cx,
+    )
+    .findings
+    .into_iter()
+    .filter(|f| f.rule == rule)
+    .map(|f| f.severity)
+    .collect()
+}
+
+/// One row per (rule, case): the verdict at 1.19 + docker, 1.26 +
+/// containerd 1.6, the default target and the default target under the
+/// strict stance (`windows-truth.md` section 4). `None` is no finding.
 #[test]
-fn containerd_profile_relaxes_subpath_to_a_warning() {
-    let yaml = windows_pod(&format!(
+fn verdicts_by_target_follow_the_reference() {
+    use Severity::{Error as E, Info as I, Warning as W};
+    let docker = Cluster::at(KubeVersion::new(1, 19));
+    let mut c126 = Cluster::at(KubeVersion::new(1, 26));
+    c126.containerd_version = Some(KubeVersion::new(1, 6));
+    let latest = Cluster::default();
+    let mut strict = Cluster::default();
+    strict.stance = winadmit::cluster::Stance::Strict;
+    let one_subpath = windows_pod(&format!(
         "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
     ));
+    let two_subpaths = windows_pod(&format!(
+        "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\a\n    subPath: a\n  - name: v\n    mountPath: C:\\b\n    subPath: b"
+    ));
+    let sc = |body: &str| windows_pod(&format!("{C}\n  securityContext:\n    {body}"));
+    let psc = |body: &str| windows_pod(&format!("securityContext:\n  {body}\n{C}"));
+    let rows: Vec<(&str, String, [Option<Severity>; 4])> = vec![
+        ("WIN-SUBPATH", one_subpath, [Some(E), None, None, None]),
+        ("WIN-SUBPATH", two_subpaths, [Some(E), Some(W), Some(W), Some(W)]),
+        (
+            "WIN-EMPTYDIR-MEMORY",
+            windows_pod(&format!("{C}\nvolumes:\n- name: v\n  emptyDir:\n    medium: Memory")),
+            [Some(E), Some(W), Some(W), Some(W)],
+        ),
+        (
+            "WIN-APPARMOR",
+            sc("appArmorProfile:\n      type: RuntimeDefault"),
+            [Some(E), Some(W), Some(W), Some(W)],
+        ),
+        (
+            "WIN-SYSCTLS",
+            psc("sysctls:\n  - name: net.core.somaxconn\n    value: \"1024\""),
+            [Some(W), Some(W), Some(E), Some(E)],
+        ),
+        ("WIN-PRIVILEGED", sc("privileged: true"), [Some(W), Some(W), Some(W), Some(E)]),
+        ("WIN-RUNASUSER", sc("runAsUser: 1000"), [Some(W), Some(W), Some(W), Some(W)]),
+        (
+            "WIN-READONLY-ROOTFS",
+            sc("readOnlyRootFilesystem: true"),
+            [Some(W), Some(W), Some(W), Some(E)],
+        ),
+        (
+            "WIN-CAPABILITIES",
+            sc("capabilities:\n      add: [NET_ADMIN]"),
+            [Some(W), Some(W), Some(W), Some(E)],
+        ),
+        ("WIN-CAPABILITIES", sc("capabilities:\n      drop: [ALL]"), [None, None, None, None]),
+        (
+            "WIN-SECCOMP",
+            sc("seccompProfile:\n      type: RuntimeDefault"),
+            [None, None, None, None],
+        ),
+        (
+            "WIN-TERMINATION-MESSAGE-PATH",
+            windows_pod(&format!("{C}\n  terminationMessagePath: C:\\\\t.log")),
+            [Some(W), None, None, None],
+        ),
+        (
+            "WIN-HOSTNETWORK",
+            windows_pod(&format!("hostNetwork: true\n{C}")),
+            [Some(E), Some(E), Some(E), Some(E)],
+        ),
+        (
+            "WIN-HOSTPID",
+            windows_pod(&format!("hostPID: true\n{C}")),
+            [Some(W), Some(W), Some(W), Some(E)],
+        ),
+        (
+            "WIN-HOSTPROCESS",
+            host_process_pod(""),
+            [Some(E), None, None, None],
+        ),
+        (
+            "WIN-HOSTPROCESS-REDUNDANT",
+            host_process_pod("hostPID: true\n"),
+            [Some(I), Some(I), Some(I), Some(I)],
+        ),
+        (
+            "WIN-MEMORY-LIMITS",
+            windows_pod(C),
+            [Some(I), Some(I), Some(I), Some(I)],
+        ),
+        (
+            "WIN-POD-RESOURCES",
+            windows_pod(&format!("resources:\n  limits:\n    memory: 1Gi\n{C}")),
+            [None, None, Some(E), Some(E)],
+        ),
+    ];
+    let targets = [&docker, &c126, &latest, &strict];
+    let mut failures = Vec::new();
+    for (rule, yaml, want) in &rows {
+        for (cluster, want) in targets.iter().zip(want) {
+            let got = severities_at(cluster, yaml, rule);
+            let got = got.iter().copied().max();
+            if got != *want {
+                failures.push(format!(
+                    "{rule} at {}: expected {want:?}, got {got:?}\n{yaml}",
+                    cluster.summary()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
+}
+
+#[test]
+fn the_retired_containerd_profile_changes_no_verdict() {
+    let yaml = windows_pod(&format!("{C}\n  terminationMessagePath: C:\\\\t.log"));
     let policy = Policy::from_yaml("containerd.yaml", "profile: containerd\n").unwrap();
+    assert_eq!(policy.notices.len(), 1);
     let docs = winadmit::source::parse(&yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
-    let eval = evaluate(
-        &policy,
-        &Workload::from_view(&view).unwrap(),
-        &Context::default(),
-    );
-    let subpath: Vec<_> = eval
-        .findings
-        .iter()
-        .filter(|f| f.rule == "WIN-SUBPATH")
-        .collect();
-    assert_eq!(subpath.len(), 1);
-    assert_eq!(subpath[0].severity, Severity::Warning);
+    let w = Workload::from_view(&view).unwrap();
+    let with = evaluate(&policy, &w, &Context::default());
+    let without = evaluate(&Policy::default_policy(), &w, &Context::default());
+    assert_eq!(with.findings, without.findings);
 }
 
 #[test]
