@@ -70,7 +70,10 @@ fn json_output_is_the_contract() {
         ] {
             assert!(f.get(key).is_some(), "finding lacks {key}: {f}");
         }
-        assert!(matches!(f["severity"].as_str(), Some("error" | "warning")));
+        assert!(matches!(
+            f["severity"].as_str(),
+            Some("error" | "warning" | "info")
+        ));
     }
     assert!(v["summary"]["errors"].as_u64().unwrap() > 0);
     insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
@@ -130,12 +133,12 @@ fn directories_are_walked_for_manifests_only() {
 
 #[test]
 fn stdin_helm_style_input() {
-    let helm = "---\n# Source: chart/templates/pod.yaml\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  hostIPC: true\n  containers:\n  - name: c\n    image: x\n";
+    let helm = "---\n# Source: chart/templates/pod.yaml\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  hostNetwork: true\n  containers:\n  - name: c\n    image: x\n";
     let out = with_stdin(&["lint", "-"], helm);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.starts_with("<stdin>:10:3: error[WIN-HOSTIPC] spec.hostIPC:"),
+        text.starts_with("<stdin>:10:3: error[WIN-HOSTNETWORK] spec.hostNetwork:"),
         "{text}"
     );
 }
@@ -166,7 +169,7 @@ fn policy_relaxes_and_versions_select() {
     let policy = dir.path().join("p.yaml");
     std::fs::write(
         &policy,
-        "rules:\n  WIN-SUBPATH: warning\n  WIN-PRIVILEGED: off\n  WIN-CAPABILITIES: off\n",
+        "rules:\n  WIN-HOSTNETWORK: warning\n  WIN-PRIVILEGED: off\n  WIN-CAPABILITIES: off\n",
     )
     .unwrap();
     let out = winadmit(&["lint", "--policy", policy.to_str().unwrap(), BAD]);
@@ -182,6 +185,61 @@ fn policy_relaxes_and_versions_select() {
             .code()
             == Some(2)
     );
+    // Versions outside what winadmit knows are refused with the range.
+    let out = winadmit(&["lint", "--kubernetes-version", "2.0", BAD]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1.14 to 1.37"), "{err}");
+}
+
+#[test]
+fn the_target_cluster_decides_version_dependent_verdicts() {
+    // One subPath: an error on Docker (1.19), nothing with containerd.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: mcr.microsoft.com/windows/nanoserver:ltsc2022\n    resources:\n      limits:\n        memory: 1Gi\n    volumeMounts:\n    - name: v\n      mountPath: C:\\\\cfg\\\\a.json\n      subPath: a.json\n  volumes:\n  - name: v\n    configMap:\n      name: cfg\n";
+    let at = |args: &[&str]| {
+        let mut all = vec!["lint"];
+        all.extend_from_slice(args);
+        all.push("-");
+        with_stdin(&all, pod)
+    };
+    assert_eq!(at(&[]).status.code(), Some(0));
+    let docker = at(&["--kubernetes-version", "1.19"]);
+    assert_eq!(docker.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&docker.stdout);
+    assert!(
+        text.contains("error[WIN-SUBPATH]") && text.contains("container runtime docker"),
+        "the finding names the fact: {text}"
+    );
+    // cri-dockerd users say docker at any version.
+    let cri = at(&["--container-runtime", "docker"]);
+    assert_eq!(cri.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&cri.stdout).contains("a command-line flag"));
+    // The policy's cluster block says the same; a flag wins over it.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(&policy, "cluster:\n  containerRuntime: docker\n").unwrap();
+    let p = policy.to_str().unwrap();
+    assert_eq!(at(&["--policy", p]).status.code(), Some(1));
+    assert_eq!(
+        at(&["--policy", p, "--container-runtime", "containerd"])
+            .status
+            .code(),
+        Some(0)
+    );
+    // The retired profile key still loads, with a notice on stderr.
+    std::fs::write(&policy, "profile: containerd\n").unwrap();
+    let out = at(&["--policy", p]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`profile` is retired"));
+}
+
+#[test]
+fn strict_raises_intent_lost_warnings() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: mcr.microsoft.com/windows/nanoserver:ltsc2022\n    securityContext:\n      readOnlyRootFilesystem: true\n    resources:\n      limits:\n        memory: 1Gi\n";
+    assert_eq!(with_stdin(&["lint", "-"], pod).status.code(), Some(0));
+    let strict = with_stdin(&["lint", "--strict", "-"], pod);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&strict.stdout).contains("error[WIN-READONLY-ROOTFS]"));
 }
 
 #[test]
@@ -405,17 +463,24 @@ fn fix_writes_safe_fixes_and_reports_what_is_left() {
     assert_eq!(
         out.status.code(),
         Some(1),
-        "privileged: true and subPath cannot be fixed automatically"
+        "hostNetwork: true cannot be fixed automatically"
     );
     let fixed = std::fs::read_to_string(&file).unwrap();
-    assert!(!fixed.contains("capabilities"), "{fixed}");
+    assert!(
+        !fixed.contains("NET_ADMIN") && !fixed.contains("privileged"),
+        "{fixed}"
+    );
+    assert!(
+        fixed.contains("drop: [ALL]"),
+        "the drop list Pod Security Admission requires stays: {fixed}"
+    );
     assert!(
         fixed.contains("# A Windows web app with Linux habits."),
         "comments survive"
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("1 fix(es) written") && !text.contains("WIN-CAPABILITIES"),
+        text.contains("2 fix(es) written") && !text.contains("WIN-CAPABILITIES"),
         "{text}"
     );
     let again = winadmit(&["lint", "--fix", file.to_str().unwrap()]);
