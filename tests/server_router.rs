@@ -156,17 +156,22 @@ async fn denial_names_every_field_rule_and_fix() {
     assert_eq!(r["status"]["reason"], "Forbidden");
     let msg = r["status"]["message"].as_str().unwrap();
     for needle in [
-        "spec.containers[0].securityContext.privileged",
-        "spec.containers[0].securityContext.runAsUser",
-        "spec.containers[0].volumeMounts[1].subPath",
-        "[WIN-PRIVILEGED]",
-        "[WIN-RUNASUSER]",
-        "[WIN-SUBPATH]",
+        "spec.hostNetwork",
+        "spec.securityContext.sysctls",
+        "[WIN-HOSTNETWORK]",
+        "[WIN-SYSCTLS]",
         "How to fix:",
-        "windowsOptions.runAsUserName",
+        "hostProcess: true",
     ] {
         assert!(msg.contains(needle), "{needle} missing from:\n{msg}");
     }
+    // Ignored settings are warnings, not reasons to deny.
+    assert!(!msg.contains("[WIN-PRIVILEGED]"), "{msg}");
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED")),
+        "{w:?}"
+    );
     insta::assert_snapshot!("denial_message", msg);
 }
 
@@ -211,11 +216,12 @@ async fn ephemeral_container_update_only_checks_what_it_adds() {
     assert_eq!(r["allowed"], false);
     let msg = r["status"]["message"].as_str().unwrap();
     assert!(
-        msg.contains("spec.ephemeralContainers[0].securityContext.privileged"),
+        msg.contains("spec.ephemeralContainers[0].securityContext")
+            && msg.contains("[WIN-NONROOT-ADMIN]"),
         "{msg}"
     );
     assert!(
-        !msg.contains("spec.containers[0].volumeMounts[1].subPath"),
+        !msg.contains("spec.securityContext.sysctls"),
         "a pre-existing problem must not block kubectl debug: {msg}"
     );
     // The mutating webhook never touches the immutable pod spec on UPDATE.
@@ -239,8 +245,10 @@ async fn update_does_not_enforce_problems_the_old_object_had() {
     let v = review(app(), "/validate", serde_json::to_vec(&r).unwrap()).await;
     assert_eq!(response(&v)["allowed"], true, "{v}");
     // ...but a new problem in the update is denied.
-    r["request"]["object"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
-        json!(true);
+    r["request"]["object"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "share", "nfs": {"server": "nfs.example.com", "path": "/export"}}));
     let v = review(app(), "/validate", serde_json::to_vec(&r).unwrap()).await;
     assert_eq!(response(&v)["allowed"], false, "{v}");
 }
@@ -308,11 +316,15 @@ async fn mutate_fixes_a_deployment_template() {
         fixture("deployment-windows-create.json"),
     )
     .await;
-    assert_eq!(response(&before)["allowed"], false);
+    // runAsUser is ignored on Windows: a warning, and /mutate removes it;
+    // seccompProfile RuntimeDefault stays (Pod Security Admission needs it).
+    assert_eq!(response(&before)["allowed"], true);
+    assert!(response(&before)["warnings"].is_array(), "{before}");
     let patch = mutate_then_revalidate("deployment-windows-create.json").await;
+    assert_eq!(patch.len(), 1, "{patch:?}");
     assert_eq!(
         patch[0]["path"],
-        "/spec/template/spec/containers/0/securityContext/seccompProfile"
+        "/spec/template/spec/containers/0/securityContext/runAsUser"
     );
 }
 
@@ -343,11 +355,11 @@ async fn warn_and_audit_modes_allow() {
     let r = response(&warn);
     assert_eq!(r["allowed"], true);
     let w = r["warnings"].as_array().unwrap();
-    assert_eq!(w.len(), 3, "{w:?}");
+    assert_eq!(w.len(), 4, "{w:?}");
     assert!(w.iter().any(|w| {
         w.as_str()
             .unwrap()
-            .starts_with("WIN-PRIVILEGED spec.containers[0]")
+            .starts_with("WIN-HOSTNETWORK spec.hostNetwork")
     }));
 
     let audit = review(
@@ -361,14 +373,14 @@ async fn warn_and_audit_modes_allow() {
     assert!(r.get("warnings").is_none());
     assert_eq!(
         r["auditAnnotations"]["winadmit.io/audit"],
-        "WIN-PRIVILEGED,WIN-RUNASUSER,WIN-SUBPATH"
+        "WIN-PRIVILEGED,WIN-RUNASUSER,WIN-HOSTNETWORK,WIN-SYSCTLS"
     );
 }
 
 #[tokio::test]
 async fn per_rule_mode_overrides() {
     let v = review(
-        app_with_policy("rules:\n  WIN-PRIVILEGED: {mode: warn}\n  WIN-SUBPATH: {mode: audit}\n"),
+        app_with_policy("rules:\n  WIN-HOSTNETWORK: {mode: warn}\n  WIN-PRIVILEGED: {mode: audit}\n"),
         "/validate",
         fixture("pod-windows-denied.json"),
     )
@@ -377,14 +389,14 @@ async fn per_rule_mode_overrides() {
     assert_eq!(r["allowed"], false);
     let msg = r["status"]["message"].as_str().unwrap();
     assert!(
-        msg.contains("WIN-RUNASUSER")
-            && !msg.contains("[WIN-PRIVILEGED]")
-            && !msg.contains("[WIN-SUBPATH]"),
+        msg.contains("[WIN-SYSCTLS]") && !msg.contains("[WIN-HOSTNETWORK]"),
         "{msg}"
     );
     let w = r["warnings"].as_array().unwrap();
-    assert_eq!(w.len(), 1);
-    assert!(w[0].as_str().unwrap().starts_with("WIN-PRIVILEGED"));
+    // hostNetwork (its rule is in warn mode) and runAsUser; privileged is audited.
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-HOSTNETWORK")));
+    assert!(!w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED")));
 }
 
 #[tokio::test]
@@ -397,7 +409,7 @@ async fn namespace_mode_label_through_namespace_lookup() {
     let app = server::router(state_with(Policy::default_policy(), Some(Box::new(labels))));
     let v = review(app, "/validate", fixture("pod-windows-denied.json")).await;
     assert_eq!(response(&v)["allowed"], true, "{v}");
-    assert_eq!(response(&v)["warnings"].as_array().unwrap().len(), 3);
+    assert_eq!(response(&v)["warnings"].as_array().unwrap().len(), 4);
 }
 
 #[tokio::test]
@@ -420,12 +432,12 @@ async fn exemptions_by_user_group_namespace_and_annotation() {
         }
     }
     let mut r = fixture_json("pod-windows-denied.json");
-    r["request"]["object"]["metadata"]["annotations"]["winadmit.io/skip.WIN-SUBPATH"] =
-        json!("containerd 1.7 nodes mount subPath");
+    r["request"]["object"]["metadata"]["annotations"]["winadmit.io/skip.WIN-SYSCTLS"] =
+        json!("the sysctl is set by the node image");
     let v = review(app(), "/validate", serde_json::to_vec(&r).unwrap()).await;
     let msg = response(&v)["status"]["message"].as_str().unwrap();
     assert!(
-        !msg.contains("[WIN-SUBPATH]") && msg.contains("[WIN-PRIVILEGED]"),
+        !msg.contains("[WIN-SYSCTLS]") && msg.contains("[WIN-HOSTNETWORK]"),
         "{msg}"
     );
 }
@@ -584,7 +596,7 @@ async fn health_readiness_and_metrics() {
     for needle in [
         r#"winadmit_admission_requests_total{endpoint="validate",verdict="denied"} 1"#,
         r#"winadmit_admission_requests_total{endpoint="mutate",verdict="patched"} 1"#,
-        r#"winadmit_admission_findings_total{rule="WIN-PRIVILEGED",severity="error",mode="enforce"} 1"#,
+        r#"winadmit_admission_findings_total{rule="WIN-HOSTNETWORK",severity="error",mode="enforce"} 1"#,
         r#"winadmit_admission_duration_seconds_bucket{le="0.00001",endpoint="validate"}"#,
         "winadmit_admission_in_flight_requests 0",
         r#"winadmit_http_rejected_requests_total{endpoint="validate",status="415"} 1"#,
