@@ -80,7 +80,7 @@ pub enum Stance {
 }
 
 /// Where a fact came from, so findings can say it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "from", content = "detail")]
 pub enum Source {
     /// winadmit's default target.
@@ -109,7 +109,7 @@ impl fmt::Display for Source {
 }
 
 /// The target cluster: every fact a verdict may depend on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
     pub kubernetes_version: KubeVersion,

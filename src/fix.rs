@@ -394,7 +394,10 @@ spec:
         let (fixed, outcome) = fix(text);
         assert_eq!(fixed, None);
         assert_eq!(outcome.skipped.len(), 1, "{outcome:?}");
-        let block = text.replace("    securityContext: {runAsUser: 1000}\r\n", "    securityContext:\r\n      runAsUser: 1000\r\n      runAsNonRoot: true\r\n");
+        let block = text.replace(
+            "    securityContext: {runAsUser: 1000}\r\n",
+            "    securityContext:\r\n      runAsUser: 1000\r\n      runAsNonRoot: true\r\n",
+        );
         let fixed = fix(&block).0.unwrap();
         assert!(
             fixed.contains("    securityContext:\r\n      runAsNonRoot: true\r\n"),

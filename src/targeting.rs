@@ -126,7 +126,11 @@ impl Target {
         }
         let list: Vec<String> = signals
             .iter()
-            .map(|s| format!("{s}={}", os.as_str()))
+            .map(|s| match s {
+                // These name their value already, or only exist on Windows.
+                Signal::WindowsBuild | Signal::OsSku { .. } | Signal::HostProcess => s.to_string(),
+                _ => format!("{s}={}", os.as_str()),
+            })
             .collect();
         Some(list.join(", "))
     }

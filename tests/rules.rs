@@ -3,10 +3,10 @@
 //! `nodeSelector kubernetes.io/os: windows` unless the case says otherwise.
 
 use serde::Deserialize;
+use winadmit::cluster::Cluster;
 use winadmit::engine::{Context, evaluate};
 use winadmit::finding::Severity;
 use winadmit::policy::Policy;
-use winadmit::cluster::Cluster;
 use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 use winadmit::workload::Workload;
@@ -714,10 +714,16 @@ fn verdicts_by_target_follow_the_reference() {
     let psc = |body: &str| windows_pod(&format!("securityContext:\n  {body}\n{C}"));
     let rows: Vec<(&str, String, [Option<Severity>; 4])> = vec![
         ("WIN-SUBPATH", one_subpath, [Some(E), None, None, None]),
-        ("WIN-SUBPATH", two_subpaths, [Some(E), Some(W), Some(W), Some(W)]),
+        (
+            "WIN-SUBPATH",
+            two_subpaths,
+            [Some(E), Some(W), Some(W), Some(W)],
+        ),
         (
             "WIN-EMPTYDIR-MEMORY",
-            windows_pod(&format!("{C}\nvolumes:\n- name: v\n  emptyDir:\n    medium: Memory")),
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: v\n  emptyDir:\n    medium: Memory"
+            )),
             [Some(E), Some(W), Some(W), Some(W)],
         ),
         (
@@ -730,8 +736,16 @@ fn verdicts_by_target_follow_the_reference() {
             psc("sysctls:\n  - name: net.core.somaxconn\n    value: \"1024\""),
             [Some(W), Some(W), Some(E), Some(E)],
         ),
-        ("WIN-PRIVILEGED", sc("privileged: true"), [Some(W), Some(W), Some(W), Some(E)]),
-        ("WIN-RUNASUSER", sc("runAsUser: 1000"), [Some(W), Some(W), Some(W), Some(W)]),
+        (
+            "WIN-PRIVILEGED",
+            sc("privileged: true"),
+            [Some(W), Some(W), Some(W), Some(E)],
+        ),
+        (
+            "WIN-RUNASUSER",
+            sc("runAsUser: 1000"),
+            [Some(W), Some(W), Some(W), Some(W)],
+        ),
         (
             "WIN-READONLY-ROOTFS",
             sc("readOnlyRootFilesystem: true"),
@@ -742,7 +756,11 @@ fn verdicts_by_target_follow_the_reference() {
             sc("capabilities:\n      add: [NET_ADMIN]"),
             [Some(W), Some(W), Some(W), Some(E)],
         ),
-        ("WIN-CAPABILITIES", sc("capabilities:\n      drop: [ALL]"), [None, None, None, None]),
+        (
+            "WIN-CAPABILITIES",
+            sc("capabilities:\n      drop: [ALL]"),
+            [None, None, None, None],
+        ),
         (
             "WIN-SECCOMP",
             sc("seccompProfile:\n      type: RuntimeDefault"),

@@ -169,7 +169,8 @@ async fn denial_names_every_field_rule_and_fix() {
     assert!(!msg.contains("[WIN-PRIVILEGED]"), "{msg}");
     let w = r["warnings"].as_array().unwrap();
     assert!(
-        w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED")),
+        w.iter()
+            .any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED")),
         "{w:?}"
     );
     insta::assert_snapshot!("denial_message", msg);
@@ -380,7 +381,9 @@ async fn warn_and_audit_modes_allow() {
 #[tokio::test]
 async fn per_rule_mode_overrides() {
     let v = review(
-        app_with_policy("rules:\n  WIN-HOSTNETWORK: {mode: warn}\n  WIN-PRIVILEGED: {mode: audit}\n"),
+        app_with_policy(
+            "rules:\n  WIN-HOSTNETWORK: {mode: warn}\n  WIN-PRIVILEGED: {mode: audit}\n",
+        ),
         "/validate",
         fixture("pod-windows-denied.json"),
     )
@@ -395,8 +398,14 @@ async fn per_rule_mode_overrides() {
     let w = r["warnings"].as_array().unwrap();
     // hostNetwork (its rule is in warn mode) and runAsUser; privileged is audited.
     assert_eq!(w.len(), 2, "{w:?}");
-    assert!(w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-HOSTNETWORK")));
-    assert!(!w.iter().any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED")));
+    assert!(
+        w.iter()
+            .any(|w| w.as_str().unwrap().starts_with("WIN-HOSTNETWORK"))
+    );
+    assert!(
+        !w.iter()
+            .any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED"))
+    );
 }
 
 #[tokio::test]

@@ -228,6 +228,8 @@ pub struct VerdictCounts {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
+    /// The target cluster the verdicts are about, with where each fact came from.
+    pub target: crate::cluster::Cluster,
     /// `--mode`, when the report previews one.
     pub mode: Option<Mode>,
     /// Workloads evaluated (reported + folded).
@@ -242,6 +244,8 @@ pub struct Summary {
     pub verdicts: VerdictCounts,
     pub errors: usize,
     pub warnings: usize,
+    /// Advice (level info): never changes a verdict.
+    pub infos: usize,
     pub input_errors: usize,
     /// Per namespace, in name order (objects without a namespace first).
     pub namespaces: Vec<NamespaceSummary>,
@@ -305,6 +309,7 @@ impl<'p> ReportBuilder<'p> {
     #[must_use]
     pub fn new(policy: &'p Policy, cx: &Context<'_>, options: ReportOptions) -> Self {
         let summary = Summary {
+            target: cx.cluster.clone(),
             mode: options.mode,
             ..Summary::default()
         };
@@ -609,9 +614,15 @@ impl<'p> ReportBuilder<'p> {
         let s = &mut self.summary;
         s.reported += 1;
         let errors = r.errors();
-        let warnings = r.findings.len() - errors;
+        let infos = r
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Info)
+            .count();
+        let warnings = r.findings.len() - errors - infos;
         s.errors += errors;
         s.warnings += warnings;
+        s.infos += infos;
         if r.targets_windows {
             s.windows_workloads += 1;
         }

@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PRIV-ESCALATION",
-        title: "allowPrivilegeEscalation is not supported on Windows",
+        title: "allowPrivilegeEscalation: true is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,

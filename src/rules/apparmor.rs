@@ -7,7 +7,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-APPARMOR",
-        title: "AppArmor is not supported on Windows",
+        title: "AppArmor is ignored on Windows (blocked pods up to 1.19)",
         level: |c| {
             Some(if c.version_at_least(1, 20) {
                 Severity::Warning
@@ -33,7 +33,7 @@ pub static RULE: Rule = Rule {
 const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "appArmorProfile is not supported on Windows nodes (no AppArmor)";
+    let message = "appArmorProfile is ignored on Windows nodes (no AppArmor; up to Kubernetes 1.19 the kubelet blocks the pod)";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.app_armor_profile.is_some());
     let container = |c: &SecurityContextView<'_>| hit_removable(c.app_armor_profile.is_some());
     security_field(

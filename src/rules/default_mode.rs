@@ -5,7 +5,7 @@ use super::{Cx, Rule, RuleInfo, Scope, Sink};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-DEFAULT-MODE",
-        title: "volume file modes are ignored on Windows",
+        title: "volume file modes keep only the read-only bit on Windows",
         level: super::level::info,
         intent_lost: false,
         scope: Scope::Windows,

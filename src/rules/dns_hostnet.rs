@@ -5,7 +5,7 @@ use super::{Cx, Rule, RuleInfo, Scope, Sink};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-DNS-HOSTNET",
-        title: "dnsPolicy ClusterFirstWithHostNet is not supported on Windows",
+        title: "ClusterFirstWithHostNet on a HostProcess pod uses the node DNS",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,

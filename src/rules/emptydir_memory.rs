@@ -6,7 +6,7 @@ use crate::finding::{Fix, FixKind, PatchOp};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-EMPTYDIR-MEMORY",
-        title: "emptyDir with medium Memory is not supported on Windows",
+        title: "emptyDir on Memory is disk-backed on Windows",
         level: super::level::error_on_docker,
         intent_lost: false,
         scope: Scope::Windows,
@@ -38,11 +38,15 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
                     path: path.pointer(),
                 }],
             };
-            out.report_with_fix(
-                path,
-                "emptyDir medium Memory is not supported on Windows nodes (no RAM disk)",
-                fix,
-            );
+            let message = if cx.cluster.is_docker() {
+                format!(
+                    "emptyDir medium Memory is not supported on Docker Windows nodes ({})",
+                    cx.cluster.runtime_fact()
+                )
+            } else {
+                "emptyDir medium Memory is a disk directory on Windows nodes (no RAM disk; sizeLimit is not a tmpfs size)".to_owned()
+            };
+            out.report_with_fix(path, message, fix);
         }
     }
 }

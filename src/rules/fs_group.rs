@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static FS_GROUP: Rule = Rule {
     info: RuleInfo {
         id: "WIN-FSGROUP",
-        title: "fsGroup is not supported on Windows",
+        title: "fsGroup is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -25,7 +25,7 @@ pub static FS_GROUP: Rule = Rule {
 pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
     info: RuleInfo {
         id: "WIN-FSGROUP-CHANGE-POLICY",
-        title: "fsGroupChangePolicy is not supported on Windows",
+        title: "fsGroupChangePolicy is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -42,8 +42,7 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
 };
 
 fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message =
-        "fsGroup is not supported on Windows nodes (no group ids or POSIX volume ownership)";
+    let message = "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group.is_some());
     security_field(
         cx,
@@ -57,8 +56,7 @@ fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 fn check_change_policy(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message =
-        "fsGroupChangePolicy is not supported on Windows nodes (no POSIX volume ownership)";
+    let message = "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group_change_policy.is_some());
     security_field(
         cx,

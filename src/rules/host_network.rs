@@ -25,7 +25,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if cx.spec.host_network == Some(true) && !cx.host_process.any {
         out.report(
             cx.spec_field(&["hostNetwork"]),
-            "hostNetwork: true is only supported for HostProcess pods on Windows nodes",
+            "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
         );
     }
 }

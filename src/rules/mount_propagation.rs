@@ -5,7 +5,7 @@ use super::{Cx, Rule, RuleInfo, Scope, Sink};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-MOUNT-PROPAGATION",
-        title: "mount propagation is not supported on Windows",
+        title: "mount propagation is ignored on Windows",
         level: super::level::warning,
         intent_lost: true,
         scope: Scope::Windows,

@@ -5,7 +5,7 @@ use super::{Cx, Rule, RuleInfo, Scope, Sink};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PRIVILEGED",
-        title: "privileged containers are not supported on Windows",
+        title: "privileged is ignored on Windows outside HostProcess containers",
         level: super::level::warning,
         intent_lost: true,
         scope: Scope::Windows,

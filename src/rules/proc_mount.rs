@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-PROCMOUNT",
-        title: "procMount is not supported on Windows",
+        title: "procMount Unmasked is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "procMount is not supported on Windows nodes (no /proc filesystem)";
+    let message = "procMount Unmasked is ignored on Windows nodes (no /proc filesystem)";
     let container =
         |c: &SecurityContextView<'_>| super::hit_removable(c.custom_proc_mount().is_some());
     security_field(

@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-READONLY-ROOTFS",
-        title: "read-only root filesystems are not supported on Windows",
+        title: "readOnlyRootFilesystem is ignored on Windows",
         level: super::level::warning,
         intent_lost: true,
         scope: Scope::Windows,

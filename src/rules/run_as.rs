@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RUN_AS_USER: Rule = Rule {
     info: RuleInfo {
         id: "WIN-RUNASUSER",
-        title: "runAsUser is not supported on Windows",
+        title: "runAsUser is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -25,7 +25,7 @@ pub static RUN_AS_USER: Rule = Rule {
 pub static RUN_AS_GROUP: Rule = Rule {
     info: RuleInfo {
         id: "WIN-RUNASGROUP",
-        title: "runAsGroup is not supported on Windows",
+        title: "runAsGroup is ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -42,7 +42,7 @@ pub static RUN_AS_GROUP: Rule = Rule {
 };
 
 fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "runAsUser is not supported on Windows nodes (no numeric user ids); use windowsOptions.runAsUserName";
+    let message = "runAsUser is ignored on Windows nodes (no numeric user ids); use windowsOptions.runAsUserName";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.run_as_user.is_some());
     let container = |c: &SecurityContextView<'_>| hit_removable(c.run_as_user.is_some());
     security_field(
@@ -57,7 +57,7 @@ fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 fn check_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "runAsGroup is not supported on Windows nodes (no numeric group ids); use windowsOptions.runAsUserName";
+    let message = "runAsGroup is ignored on Windows nodes (no numeric group ids); use windowsOptions.runAsUserName";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.run_as_group.is_some());
     let container = |c: &SecurityContextView<'_>| hit_removable(c.run_as_group.is_some());
     security_field(

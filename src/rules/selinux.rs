@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SELINUX",
-        title: "seLinuxOptions are not supported on Windows",
+        title: "seLinuxOptions are ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "seLinuxOptions is not supported on Windows nodes (no SELinux)";
+    let message = "seLinuxOptions is ignored on Windows nodes (no SELinux)";
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.se_linux_options.is_some());
     let container = |c: &SecurityContextView<'_>| hit_removable(c.se_linux_options.is_some());
     security_field(

@@ -6,7 +6,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SUPPLEMENTAL-GROUPS",
-        title: "supplementalGroups are not supported on Windows",
+        title: "supplementalGroups are ignored on Windows",
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "supplementalGroups is not supported on Windows nodes (no group ids)";
+    let message = "supplementalGroups is ignored on Windows nodes (no group ids)";
     // An empty list is what some generators emit by default; it asks for nothing.
     let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups.is_some());
     security_field(
@@ -35,7 +35,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
         "remove a setting Windows ignores",
     );
-    let message = "supplementalGroupsPolicy is not supported on Windows nodes (no group ids)";
+    let message = "supplementalGroupsPolicy is ignored on Windows nodes (no group ids)";
     let policy =
         |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups_policy.is_some());
     security_field(

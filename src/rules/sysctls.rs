@@ -7,7 +7,7 @@ use crate::view::{PodSecurityContextView, SecurityContextView};
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-SYSCTLS",
-        title: "sysctls are not supported on Windows",
+        title: "sysctls are refused by the Windows kubelet from 1.27",
         level: |c| {
             Some(if c.version_at_least(1, 27) {
                 Severity::Error
@@ -30,7 +30,11 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let message = "sysctls are not supported on Windows nodes (no sysctl interface)";
+    let message = if cx.cluster.version_at_least(1, 27) {
+        "sysctls are refused by the Windows kubelet (SysctlForbidden): the pod fails"
+    } else {
+        "sysctls are ignored on Windows nodes (no sysctl interface)"
+    };
     let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.sysctls.is_some());
     security_field(
         cx,

@@ -6,7 +6,7 @@ use crate::finding::Severity;
 pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-TERMINATION-MESSAGE-PATH",
-        title: "custom terminationMessagePath is not honoured on Windows",
+        title: "custom terminationMessagePath is not honoured on Docker Windows nodes",
         level: |c| c.is_docker().then_some(Severity::Warning),
         intent_lost: false,
         scope: Scope::Windows,

@@ -157,6 +157,7 @@ pub fn summary_text(s: &Summary) -> String {
         .map(|m| format!(" (previewing mode {})", mode_name(m)))
         .unwrap_or_default();
     let _ = writeln!(out, "winadmit dry-run report{mode}");
+    let _ = writeln!(out, "target: {}", s.target.summary());
     let _ = writeln!(
         out,
         "{} workload(s): {} reported, {} folded into their owners; {} target Windows",
@@ -164,8 +165,14 @@ pub fn summary_text(s: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "admission would: deny {}, warn {}, allow {}; {} error(s), {} warning(s); {} input error(s)",
-        s.verdicts.deny, s.verdicts.warn, s.verdicts.allow, s.errors, s.warnings, s.input_errors
+        "admission would: deny {}, warn {}, allow {}; {} error(s), {} warning(s), {} info; {} input error(s)",
+        s.verdicts.deny,
+        s.verdicts.warn,
+        s.verdicts.allow,
+        s.errors,
+        s.warnings,
+        s.infos,
+        s.input_errors
     );
     if !s.namespaces.is_empty() {
         let _ = writeln!(out, "\nNamespaces:");
