@@ -217,13 +217,13 @@ fn pod_review(namespace: &str, spec: Value) -> Vec<u8> {
     .unwrap()
 }
 
-/// A privileged container: an error on Windows (WIN-PRIVILEGED).
-fn privileged_spec(extra: Value) -> Value {
+/// hostNetwork without HostProcess: an error on Windows (WIN-HOSTNETWORK).
+fn host_network_spec(extra: Value) -> Value {
     let mut spec = json!({
+        "hostNetwork": true,
         "containers": [{
             "name": "app",
             "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
-            "securityContext": {"privileged": true},
             "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}
         }]
     });
@@ -265,18 +265,18 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
 
     // The default (enforce) denies; the namespace's warn label allows with warnings.
     let shop = server
-        .validate("shop", privileged_spec(windows_selector()))
+        .validate("shop", host_network_spec(windows_selector()))
         .await;
     assert_eq!(shop["allowed"], false, "{shop}");
     let legacy = server
-        .validate("legacy", privileged_spec(windows_selector()))
+        .validate("legacy", host_network_spec(windows_selector()))
         .await;
     assert_eq!(legacy["allowed"], true, "{legacy}");
     let warnings = legacy["warnings"].as_array().unwrap();
     assert!(
         warnings
             .iter()
-            .any(|w| w.as_str().unwrap().starts_with("WIN-PRIVILEGED ")),
+            .any(|w| w.as_str().unwrap().starts_with("WIN-HOSTNETWORK ")),
         "{legacy}"
     );
 
@@ -284,7 +284,7 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
     let rc = server
         .validate(
             "shop",
-            privileged_spec(json!({"runtimeClassName": "windows-2022"})),
+            host_network_spec(json!({"runtimeClassName": "windows-2022"})),
         )
         .await;
     assert_eq!(rc["allowed"], false, "{rc}");
@@ -293,21 +293,21 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
         message.contains("targets Windows by runtimeClassName windows-2022=windows"),
         "{message}"
     );
-    assert!(message.contains("[WIN-PRIVILEGED]"), "{message}");
+    assert!(message.contains("[WIN-HOSTNETWORK]"), "{message}");
     // A RuntimeClass that selects no OS does not.
     let gvisor = server
         .validate(
             "shop",
-            privileged_spec(json!({"runtimeClassName": "gvisor"})),
+            host_network_spec(json!({"runtimeClassName": "gvisor"})),
         )
         .await;
     assert_eq!(gvisor["allowed"], true, "{gvisor}");
-    assert!(!gvisor.to_string().contains("WIN-PRIVILEGED"), "{gvisor}");
+    assert!(!gvisor.to_string().contains("WIN-HOSTNETWORK"), "{gvisor}");
 
     // /report uses the same RuntimeClasses.
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "namespace": "shop"},
-        "spec": privileged_spec(json!({"runtimeClassName": "windows-2022"}))});
+        "spec": host_network_spec(json!({"runtimeClassName": "windows-2022"}))});
     let (status, body) = server
         .request("POST", "/report", serde_json::to_vec(&pod).unwrap())
         .await;
@@ -348,11 +348,11 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
     );
     loop {
         let r = server
-            .validate("shop", privileged_spec(windows_selector()))
+            .validate("shop", host_network_spec(windows_selector()))
             .await;
         if r["allowed"] == true {
             assert_eq!(
-                r["auditAnnotations"]["winadmit.io/audit"], "WIN-PRIVILEGED",
+                r["auditAnnotations"]["winadmit.io/audit"], "WIN-HOSTNETWORK",
                 "{r}"
             );
             break;
@@ -445,14 +445,14 @@ async fn a_forbidden_resource_is_logged_and_the_webhook_serves_without_it() {
     assert!(!logs.contains("watch list error"), "{logs}");
     // Without namespace labels the policy's mode applies...
     let legacy = server
-        .validate("legacy", privileged_spec(windows_selector()))
+        .validate("legacy", host_network_spec(windows_selector()))
         .await;
     assert_eq!(legacy["allowed"], false, "{legacy}");
     // ...and RuntimeClasses, which may be listed, still work.
     let rc = server
         .validate(
             "shop",
-            privileged_spec(json!({"runtimeClassName": "windows-2022"})),
+            host_network_spec(json!({"runtimeClassName": "windows-2022"})),
         )
         .await;
     assert_eq!(rc["allowed"], false, "{rc}");
@@ -493,7 +493,7 @@ async fn an_unreachable_api_server_never_stops_the_webhook() {
     }
     server.wait_ready(Duration::from_secs(15)).await;
     let r = server
-        .validate("shop", privileged_spec(windows_selector()))
+        .validate("shop", host_network_spec(windows_selector()))
         .await;
     assert_eq!(r["allowed"], false, "{r}");
     server
@@ -510,7 +510,7 @@ async fn without_a_cluster_configuration_auto_runs_without_and_on_refuses_to_sta
     assert!(took < Duration::from_secs(5), "{took:?}");
     server.wait_log("no cluster configuration found").await;
     let r = server
-        .validate("legacy", privileged_spec(windows_selector()))
+        .validate("legacy", host_network_spec(windows_selector()))
         .await;
     assert_eq!(r["allowed"], false, "{r}");
 
