@@ -269,7 +269,7 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
         spec.node_selector
             .as_ref()
             .and_then(|s| s.get(key))
-            .map(|v| v.to_owned())
+            .map(ToOwned::to_owned)
     };
     if selects(crate::windows_builds::WINDOWS_BUILD_LABEL).is_some()
         || affinity_requires(spec, crate::windows_builds::WINDOWS_BUILD_LABEL)

@@ -702,8 +702,10 @@ fn verdicts_by_target_follow_the_reference() {
     let mut c126 = Cluster::at(KubeVersion::new(1, 26));
     c126.containerd_version = Some(KubeVersion::new(1, 6));
     let latest = Cluster::default();
-    let mut strict = Cluster::default();
-    strict.stance = winadmit::cluster::Stance::Strict;
+    let strict = Cluster {
+        stance: winadmit::cluster::Stance::Strict,
+        ..Cluster::default()
+    };
     let one_subpath = windows_pod(&format!(
         "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
     ));

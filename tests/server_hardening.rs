@@ -28,7 +28,7 @@ const REVIEWS: &[(&str, bool)] = &[
     ("pod-windows-denied.json", false),
     ("pod-windows-create.json", true),
     ("pod-linux-create.json", true),
-    ("deployment-windows-create.json", false),
+    ("deployment-windows-create.json", true),
 ];
 
 fn allowed_of(body: &str) -> Option<bool> {

@@ -98,7 +98,10 @@ async fn http2_and_http11_over_tls_with_keep_alive() {
     }
     // One log line per request, with the uid and no object contents.
     assert!(server.logs_contain(r#""uid":"b1a2c3d4-0000-4000-8000-000000000002""#));
-    assert!(server.logs_contain(r#""rules":"WIN-PRIVILEGED,WIN-RUNASUSER,WIN-SUBPATH""#));
+    assert!(
+        server
+            .logs_contain(r#""rules":"WIN-PRIVILEGED,WIN-RUNASUSER,WIN-HOSTNETWORK,WIN-SYSCTLS""#)
+    );
     assert!(
         !server.logs_contain("mcr.microsoft.com"),
         "object contents must not be logged"

@@ -87,8 +87,10 @@ fn rule_json(i: &RuleInfo) -> serde_json::Value {
 /// The targets every rule's doc gives its verdict at: the seeds' era, an
 /// early containerd cluster, the default target and the strict stance.
 fn reference_targets() -> [(&'static str, Cluster); 4] {
-    let mut strict = Cluster::default();
-    strict.stance = Stance::Strict;
+    let strict = Cluster {
+        stance: Stance::Strict,
+        ..Cluster::default()
+    };
     [
         ("1.19 + docker", Cluster::at(KubeVersion::new(1, 19))),
         ("1.26 + containerd", Cluster::at(KubeVersion::new(1, 26))),

@@ -15,7 +15,7 @@ pub static RULE: Rule = Rule {
         scope: Scope::Windows,
         what: "`experimental.windows.kubernetes.io/isolation-type: hyperv` on a pod (template) with more than one container.",
         why: "The experimental Hyper-V isolation (feature gate HyperVContainer) is limited to one container per pod. On clusters that removed the feature (1.21+) the annotation is ignored and the pod silently runs process-isolated, so a multi-container pod never gets the isolation it asks for.",
-        source: "Kubernetes Windows docs, 'Hyper-V isolation': the pod should include the annotation experimental.windows.kubernetes.io/isolation-type=hyperv; in the experimental release, this feature is limited to 1 container per Pod (seeds 000, 001).",
+        source: "Kubernetes Windows docs, 'Hyper-V isolation': the pod should include the annotation experimental.windows.kubernetes.io/isolation-type=hyperv; in the experimental release, this feature is limited to 1 container per Pod (Kubernetes 1.9 documentation, 'Windows Server Containers'; Kubernetes 1.18 documentation, 'Intro to Windows support in Kubernetes').",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#windows-os-version-support",
         fix: "Run one container per Hyper-V isolated pod, or use a RuntimeClass whose handler runs Hyper-V isolated containers (containerd `runhcs-wcow-hypervisor`).",
         example: "metadata:\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  containers:\n  - name: iis\n  - name: sidecar",

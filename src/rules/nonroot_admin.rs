@@ -11,7 +11,7 @@ pub static RULE: Rule = Rule {
         scope: Scope::Windows,
         what: "A container whose effective `runAsNonRoot` is true and whose effective `windowsOptions.runAsUserName` is `ContainerAdministrator` (any case). `runAsNonRoot` on its own is fine: on Windows it means \"not ContainerAdministrator\".",
         why: "On Windows the closest equivalent of root is ContainerAdministrator; the kubelet refuses to start a container that must be non-root but is configured to run as ContainerAdministrator (CreateContainerConfigError).",
-        source: "Kubernetes Windows docs, 'API' > V1.Container/V1.PodSecurityContext: `runAsNonRoot` - Windows does not have a root user; the closest equivalent is ContainerAdministrator (seed 004).",
+        source: "Kubernetes Windows docs, 'API' > V1.Container/V1.PodSecurityContext: `runAsNonRoot` - Windows does not have a root user; the closest equivalent is ContainerAdministrator (Kubernetes 1.19 documentation, 'Intro to Windows support in Kubernetes').",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
         fix: "Run as `ContainerUser` (`windowsOptions.runAsUserName: ContainerUser`), or drop `runAsNonRoot`.",
         example: "securityContext:\n  runAsNonRoot: true\n  windowsOptions:\n    runAsUserName: ContainerAdministrator",
