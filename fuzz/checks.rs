@@ -124,6 +124,7 @@ pub fn patch_generation(data: &[u8]) {
                 MutationContext {
                     create: true,
                     namespace_isolation: None,
+                    psa_restricted_before_1_25: false,
                 },
             );
             if m.is_empty() {

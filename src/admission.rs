@@ -621,9 +621,14 @@ fn respond(
                 .isolation_namespace_label
                 .as_deref()
                 .and_then(ns_label);
+            let psa_old = crate::patch::psa_restricted_before_1_25(
+                ns_label(crate::patch::PSA_ENFORCE_LABEL).as_deref(),
+                ns_label(crate::patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
+            );
             let mcx = MutationContext {
                 create: operation == "CREATE",
                 namespace_isolation: isolation.as_deref(),
+                psa_restricted_before_1_25: psa_old,
             };
             // A pod's spec is immutable but for ephemeral containers.
             let pod_update = kind == Kind::Pod && update;
@@ -641,7 +646,11 @@ fn respond(
             }
             if m.is_empty() {
                 summary.verdict = Verdict::Allowed;
-                return ok;
+                let mut r = ok;
+                if !m.notes.is_empty() {
+                    r.warnings = Some(cap_warnings(m.notes));
+                }
+                return r;
             }
             summary.verdict = Verdict::Patched;
             summary.patch_ops = m.ops.len();
@@ -653,7 +662,9 @@ fn respond(
                     return invalid(types, &uid, &reason);
                 }
             };
-            r.warnings = Some(cap_warnings(m.explanations));
+            let mut warnings = m.explanations;
+            warnings.extend(m.notes);
+            r.warnings = Some(cap_warnings(warnings));
             r
         }
     }

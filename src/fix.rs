@@ -72,6 +72,7 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         let mcx = MutationContext {
             create: true,
             namespace_isolation: None,
+            psa_restricted_before_1_25: false,
         };
         let m = patch::settle(policy, cx, mcx, &doc.value, None, &|_| true);
         for op in m.ops {

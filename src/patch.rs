@@ -24,13 +24,40 @@ pub struct MutationContext<'c> {
     pub create: bool,
     /// The namespace's value of the policy's `mutation.isolationNamespaceLabel`.
     pub namespace_isolation: Option<&'c str>,
+    /// The namespace enforces Pod Security `restricted` at a version older
+    /// than v1.25, which still requires the Linux-only fields of pods with
+    /// `spec.os.name: windows`: setting `spec.os` would get the pod refused.
+    pub psa_restricted_before_1_25: bool,
 }
+
+/// Does a namespace with these Pod Security labels refuse `spec.os.name:
+/// windows` pods that lack the Linux-only restricted fields? Pod Security
+/// exempts Windows pods from them only from v1.25 on (windows-truth
+/// section 5; kubernetes/pod-security-admission policy/check_*.go).
+#[must_use]
+pub fn psa_restricted_before_1_25(enforce: Option<&str>, version: Option<&str>) -> bool {
+    if enforce != Some("restricted") {
+        return false;
+    }
+    match version.map(str::trim) {
+        None | Some("" | "latest") => false,
+        Some(v) => v
+            .parse::<crate::version::KubeVersion>()
+            .is_ok_and(|v| v < crate::version::KubeVersion::new(1, 25)),
+    }
+}
+
+/// The namespace labels Pod Security Admission reads.
+pub const PSA_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+pub const PSA_ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-version";
 
 /// A patch and a one-line explanation of each change (for `warnings`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Mutation {
     pub ops: Vec<PatchOp>,
     pub explanations: Vec<String>,
+    /// Warnings about changes not made (e.g. `spec.os` left unset).
+    pub notes: Vec<String>,
 }
 
 impl Mutation {
@@ -101,13 +128,19 @@ pub fn mutation(
         );
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
-        m.push(
-            PatchOp::Add {
-                path: workload.spec_path.key("os").pointer(),
-                value: json!({"name": "windows"}),
-            },
-            "winadmit set spec.os.name=windows",
-        );
+        if cx.psa_restricted_before_1_25 {
+            m.notes.push(
+                "winadmit did not set spec.os.name=windows: this namespace enforces Pod Security restricted before v1.25, which would then refuse the pod".to_owned(),
+            );
+        } else {
+            m.push(
+                PatchOp::Add {
+                    path: workload.spec_path.key("os").pointer(),
+                    value: json!({"name": "windows"}),
+                },
+                "winadmit set spec.os.name=windows",
+            );
+        }
     }
     let mut tolerations = settings.tolerations.clone();
     if settings.tolerate_windows_taint
@@ -371,6 +404,11 @@ fn mutate_doc(
         let more = next.ops.iter().any(|op| changes_targeting(op, &spec));
         m.ops.extend(next.ops);
         m.explanations.extend(next.explanations);
+        for note in next.notes {
+            if !m.notes.contains(&note) {
+                m.notes.push(note);
+            }
+        }
         if !more || round == SETTLE_ROUNDS {
             break;
         }
@@ -456,6 +494,7 @@ mod tests {
         let mcx = MutationContext {
             create: true,
             namespace_isolation: None,
+            psa_restricted_before_1_25: false,
         };
         let m = settle(&policy, &Context::default(), mcx, doc, Some("ns"), &|_| {
             true
@@ -481,6 +520,42 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn pod_security_before_1_25_keeps_spec_os_unset() {
+        assert!(psa_restricted_before_1_25(
+            Some("restricted"),
+            Some("v1.24")
+        ));
+        assert!(!psa_restricted_before_1_25(
+            Some("restricted"),
+            Some("v1.25")
+        ));
+        assert!(!psa_restricted_before_1_25(
+            Some("restricted"),
+            Some("latest")
+        ));
+        assert!(!psa_restricted_before_1_25(Some("restricted"), None));
+        assert!(!psa_restricted_before_1_25(Some("baseline"), Some("v1.22")));
+        let policy = Policy::from_yaml("p", "mutation: {setOsName: true}\n").unwrap();
+        let doc = pod("{}");
+        let mcx = MutationContext {
+            create: true,
+            namespace_isolation: None,
+            psa_restricted_before_1_25: true,
+        };
+        let m = settle(
+            &policy,
+            &crate::engine::Context::default(),
+            mcx,
+            &doc,
+            None,
+            &|_| true,
+        );
+        assert!(!m.ops.iter().any(|op| op.path().ends_with("/os")), "{m:?}");
+        assert_eq!(m.notes.len(), 1, "{m:?}");
+        assert!(m.notes[0].contains("Pod Security"), "{m:?}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
         MutationContext {
             create: true,
             namespace_isolation: None,
+            psa_restricted_before_1_25: false,
         },
     );
     let mut out = doc.clone();

@@ -613,3 +613,44 @@ async fn health_readiness_and_metrics() {
         assert!(text.contains(needle), "{needle} not in:\n{text}");
     }
 }
+
+#[tokio::test]
+async fn spec_os_is_not_set_where_old_pod_security_restricted_would_refuse_it() {
+    let policy = Policy::from_yaml("p.yaml", "mutation: {setOsName: true}\n").unwrap();
+    let labels = |version: &str| {
+        BTreeMap::from([(
+            "web".to_owned(),
+            BTreeMap::from([
+                (
+                    "pod-security.kubernetes.io/enforce".to_owned(),
+                    "restricted".to_owned(),
+                ),
+                (
+                    "pod-security.kubernetes.io/enforce-version".to_owned(),
+                    version.to_owned(),
+                ),
+            ]),
+        )])
+    };
+    let mutate = |version: &'static str| {
+        let app = server::router(state_with(policy.clone(), Some(Box::new(labels(version)))));
+        async move { review(app, "/mutate", fixture("pod-windows-create.json")).await }
+    };
+    let old = mutate("v1.24").await;
+    let r = response(&old);
+    assert!(
+        patch_of(&old).is_none_or(|p| !p.iter().any(|op| op["path"] == "/spec/os")),
+        "{old}"
+    );
+    let warnings = r["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("Pod Security")),
+        "{warnings:?}"
+    );
+    // From v1.25 Pod Security exempts Windows pods: spec.os is set.
+    let new = mutate("v1.25").await;
+    let patch = patch_of(&new).unwrap();
+    assert!(patch.iter().any(|op| op["path"] == "/spec/os"), "{patch:?}");
+}

@@ -555,6 +555,7 @@ impl<'p> ReportBuilder<'p> {
                 .namespace
                 .and_then(|ns| self.namespace_isolation.get(ns))
                 .map(String::as_str),
+            psa_restricted_before_1_25: false,
         };
         let mutation = patch::mutation(self.policy, workload, &eval, mcx);
         let signature = signature(workload, &eval);
