@@ -585,6 +585,7 @@ fn respond(
     let cx = Context {
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
+        nodes: None,
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     if let Some(reason) = &eval.exempt {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, WindowsNodes};
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules::{self, Cx, HostProcess, Scope, Sink};
@@ -24,6 +24,10 @@ pub struct Context<'c> {
     /// RuntimeClasses known from the input or the cluster, beyond the
     /// policy's `windowsRuntimeClasses`.
     pub runtime_classes: Option<&'c RuntimeClasses>,
+    /// The cluster's Windows nodes, when known (live cluster, or Node
+    /// objects in the input): their builds, and the facts a pod's node
+    /// selection narrows `cluster` to.
+    pub nodes: Option<&'c WindowsNodes>,
 }
 
 impl Context<'_> {
@@ -33,6 +37,7 @@ impl Context<'_> {
         Self {
             cluster: Cluster::at(version),
             runtime_classes: None,
+            nodes: None,
         }
     }
 
@@ -100,12 +105,30 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
             .params
             .is_hyperv_runtime(name, runtime_class.and_then(|c| c.handler.as_deref()))
     });
+    // With the cluster's Windows nodes known, the facts learnt from them
+    // hold for the nodes this pod may land on (its node selector).
+    let narrowed;
+    let cluster = match cx.nodes.filter(|n| !n.is_empty()) {
+        Some(nodes) => {
+            let selector: Vec<(&str, &str)> = spec
+                .node_selector
+                .as_ref()
+                .map(|s| s.iter().collect())
+                .unwrap_or_default();
+            narrowed = cx
+                .cluster
+                .narrowed(&WindowsNodes::learnt(&nodes.selected_by(&selector)));
+            &narrowed
+        }
+        None => &cx.cluster,
+    };
     let rule_cx = Cx {
         workload,
         spec,
         target: &eval.target,
-        version: cx.cluster.kubernetes_version,
-        cluster: &cx.cluster,
+        version: cluster.kubernetes_version,
+        cluster,
+        nodes: cx.nodes,
         host_process: host_process(spec),
         params: &policy.params,
         runtime_class,
@@ -123,7 +146,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         if !in_scope {
             continue;
         }
-        let Some(severity) = policy.level(i, &cx.cluster) else {
+        let Some(severity) = policy.level(i, cluster) else {
             continue;
         };
         sink.rule = info.id;

@@ -48,6 +48,28 @@ pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
     }
 }
 
+/// Adds the Windows Node objects of a text (e.g. `kubectl get nodes -o
+/// yaml` given to lint) to `into`.
+pub fn collect_nodes(text: &str, into: &mut crate::cluster::WindowsNodes) {
+    if !text.contains("Node") {
+        return;
+    }
+    if let Ok(docs) = source::parse(text) {
+        for d in docs {
+            let items = d.value.get("items").and_then(serde_json::Value::as_array);
+            let values: Vec<&serde_json::Value> = match items {
+                Some(items) => items.iter().collect(),
+                None => vec![&d.value],
+            };
+            for v in values {
+                if let Some(n) = crate::cluster::WindowsNode::from_object(v) {
+                    into.nodes.push(n);
+                }
+            }
+        }
+    }
+}
+
 /// Checks that need more than one object: Services against the Windows
 /// workloads they select ([`services`]).
 ///

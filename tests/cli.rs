@@ -491,3 +491,17 @@ fn fix_writes_safe_fixes_and_reports_what_is_left() {
     );
     assert!(!String::from_utf8_lossy(&again.stdout).contains("fix(es) written"));
 }
+
+#[test]
+fn node_objects_in_the_input_are_the_cluster_facts() {
+    let nodes = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: akswin000000\n    labels:\n      kubernetes.io/os: windows\n      node.kubernetes.io/windows-build: 10.0.20348\n  status:\n    nodeInfo:\n      kubeletVersion: v1.23.8\n      containerRuntimeVersion: docker://20.10.9\n";
+    let pod = "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: mcr.microsoft.com/windows/servercore:ltsc2019\n    resources:\n      limits:\n        memory: 1Gi\n    volumeMounts:\n    - name: v\n      mountPath: C:\\\\cfg\\\\a.json\n      subPath: a.json\n  volumes:\n  - name: v\n    configMap:\n      name: cfg\n";
+    let out = with_stdin(&["lint", "-"], &format!("{nodes}{pod}"));
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("error[WIN-SUBPATH]") && text.contains("Windows node akswin000000"),
+        "{text}"
+    );
+    assert!(text.contains("error[WIN-BUILD-NO-NODE]"), "{text}");
+}

@@ -88,6 +88,7 @@ fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
             let cx = Context {
                 cluster: cluster.clone(),
                 runtime_classes: Some(&rc),
+                nodes: None,
             };
             lint_text(&name, text, &policy, &cx, &mut report);
         }

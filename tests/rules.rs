@@ -49,6 +49,7 @@ fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -
     let cx = Context {
         cluster: winadmit::cluster::Cluster::at(version),
         runtime_classes: None,
+        nodes: None,
     };
     evaluate(policy, &workload, &cx)
         .findings
@@ -679,6 +680,7 @@ fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
     let cx = Context {
         cluster: cluster.clone(),
         runtime_classes: None,
+        nodes: None,
     };
     evaluate(
         &Policy::default_policy(),
@@ -1020,6 +1022,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
     let cx = Context {
         cluster: winadmit::cluster::Cluster::default(),
         runtime_classes: Some(&rc),
+        nodes: None,
     };
     let mut report = winadmit::output::LintReport::default();
     winadmit::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);
@@ -1088,4 +1091,110 @@ fn services_selecting_windows_workloads_in_the_same_input() {
         &format!("{deployment}{}", service("other")),
     );
     assert!(found.is_empty(), "{found:?}");
+}
+
+/// Windows nodes as the cluster cache or a live report learns them.
+fn nodes(list: &[(&str, &str, &str, &str)]) -> winadmit::cluster::WindowsNodes {
+    winadmit::cluster::WindowsNodes {
+        nodes: list
+            .iter()
+            .map(|(name, build, kubelet, runtime)| {
+                winadmit::cluster::WindowsNode::from_object(&serde_json::json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {
+                        "kubernetes.io/os": "windows",
+                        "node.kubernetes.io/windows-build": build, "pool": name}},
+                    "status": {"nodeInfo": {"kubeletVersion": kubelet, "containerRuntimeVersion": runtime}}
+                }))
+                .unwrap()
+            })
+            .collect(),
+    }
+}
+
+fn findings_on(
+    nodes: &winadmit::cluster::WindowsNodes,
+    yaml: &str,
+) -> Vec<(String, String, Severity)> {
+    let docs = winadmit::source::parse(yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let cx = Context {
+        nodes: Some(nodes),
+        ..Context::default()
+    };
+    evaluate(
+        &Policy::default_policy(),
+        &Workload::from_view(&view).unwrap(),
+        &cx,
+    )
+    .findings
+    .into_iter()
+    .map(|f| (f.rule.to_owned(), f.message, f.severity))
+    .collect()
+}
+
+#[test]
+fn facts_learnt_from_the_nodes_decide_version_dependent_verdicts() {
+    let subpath = |selector: &str| {
+        windows_pod(&format!(
+            "  pool: {selector}\n{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
+        ))
+    };
+    let pools = nodes(&[
+        ("docker-pool", "10.0.20348", "v1.23.4", "docker://20.10.9"),
+        (
+            "containerd-pool",
+            "10.0.20348",
+            "v1.30.2",
+            "containerd://1.7.22",
+        ),
+    ]);
+    let on_docker = findings_on(&pools, &subpath("docker-pool"));
+    let sub: Vec<_> = on_docker.iter().filter(|f| f.0 == "WIN-SUBPATH").collect();
+    assert_eq!(sub.len(), 1, "{on_docker:?}");
+    assert_eq!(sub[0].2, Severity::Error);
+    assert!(
+        sub[0].1.contains("Windows node docker-pool"),
+        "the finding names the node the fact came from: {}",
+        sub[0].1
+    );
+    let on_containerd = findings_on(&pools, &subpath("containerd-pool"));
+    assert!(
+        !on_containerd.iter().any(|f| f.0 == "WIN-SUBPATH"),
+        "{on_containerd:?}"
+    );
+}
+
+#[test]
+fn an_image_build_no_node_has_is_an_error() {
+    let ltsc2022_only = nodes(&[("win-1", "10.0.20348", "v1.31.0", "containerd://1.7.22")]);
+    let ltsc2019 = windows_pod(
+        "containers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2019",
+    );
+    let f = findings_on(&ltsc2022_only, &ltsc2019);
+    let no_node: Vec<_> = f.iter().filter(|f| f.0 == "WIN-BUILD-NO-NODE").collect();
+    assert_eq!(no_node.len(), 1, "{f:?}");
+    assert_eq!(no_node[0].2, Severity::Error);
+    assert!(
+        no_node[0].1.contains("10.0.20348 (node win-1)"),
+        "{}",
+        no_node[0].1
+    );
+    // A build some node has is fine; so is any build without node facts.
+    assert!(
+        !findings_on(&ltsc2022_only, &windows_pod(C))
+            .iter()
+            .any(|f| f.0 == "WIN-BUILD-NO-NODE")
+    );
+    assert!(flagged(&ltsc2019, "WIN-BUILD-NO-NODE").is_empty());
+    // A windows-build selector no node carries.
+    let selects = windows_pod(&format!(
+        "  node.kubernetes.io/windows-build: '10.0.26100'\n{C}"
+    ));
+    let f = findings_on(&ltsc2022_only, &selects);
+    assert!(
+        f.iter()
+            .any(|f| f.0 == "WIN-BUILD-NO-NODE" && f.1.contains("stays Pending")),
+        "{f:?}"
+    );
 }

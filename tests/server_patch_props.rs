@@ -249,6 +249,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
     let cx = Context {
         cluster: adm.cluster.clone(),
         runtime_classes: None,
+        nodes: None,
     };
     let m = &adm.policy.mutation;
     engine::evaluate(&adm.policy, &w, &cx)

@@ -70,15 +70,19 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     };
 
     // First pass: RuntimeClasses anywhere in the input pin their pods' OS.
+    // Node objects in the input tell the cluster's Windows builds and versions.
     let mut runtime_classes = RuntimeClasses::default();
+    let mut nodes = crate::cluster::WindowsNodes::default();
     for i in 0..inputs.len() {
         if let Ok(text) = read(i) {
             collect_runtime_classes(&text, &mut runtime_classes);
+            crate::lint::collect_nodes(&text, &mut nodes);
         }
     }
     let cx = Context {
         cluster,
         runtime_classes: Some(&runtime_classes),
+        nodes: (!nodes.is_empty()).then_some(&nodes),
     };
     // Fix first, so the report shows what is left.
     if fix {

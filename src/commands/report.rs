@@ -117,6 +117,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let cx = Context {
         cluster,
         runtime_classes: None,
+        nodes: None,
     };
     let progress = Progress::new(quiet);
 

@@ -98,6 +98,7 @@ pub async fn report_handler<S: ReportState>(
         let cx = Context {
             cluster: state.cluster(),
             runtime_classes: rc.as_deref(),
+            nodes: None,
         };
         let options = ReportOptions {
             mode,

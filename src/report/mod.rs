@@ -274,6 +274,7 @@ pub const MAX_INPUT_PROBLEMS: usize = 1000;
 pub struct ReportBuilder<'p> {
     policy: &'p Policy,
     cluster: crate::cluster::Cluster,
+    nodes: crate::cluster::WindowsNodes,
     runtime_classes: RuntimeClasses,
     options: ReportOptions,
     /// Namespace name -> its labels that matter (mode, isolation).
@@ -317,6 +318,7 @@ impl<'p> ReportBuilder<'p> {
             policy,
             cluster: cx.cluster.clone(),
             runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
+            nodes: cx.nodes.cloned().unwrap_or_default(),
             options,
             namespace_modes: HashMap::new(),
             namespace_isolation: HashMap::new(),
@@ -524,6 +526,8 @@ impl<'p> ReportBuilder<'p> {
         } else if let Some((name, info)) = RuntimeClasses::info_from_object(value) {
             // The handler too: Hyper-V RuntimeClasses relax the build rules.
             self.runtime_classes.insert_info(name, info);
+        } else if let Some(node) = crate::cluster::WindowsNode::from_object(value) {
+            self.nodes.nodes.push(node);
         }
     }
 
@@ -536,6 +540,7 @@ impl<'p> ReportBuilder<'p> {
         let cx = Context {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&self.runtime_classes),
+            nodes: (!self.nodes.is_empty()).then_some(&self.nodes),
         };
         let mut eval = engine::evaluate(self.policy, workload, &cx);
         if let Some(reason) = &self.user_exemption {

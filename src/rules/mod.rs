@@ -208,6 +208,7 @@ pub static ALL: &[&Rule] = &[
     &mixed_os::RULE,
     &windows_build::MIXED,
     &windows_build::NODE_MISMATCH,
+    &windows_build::NO_NODE,
     &hyperv_annotation::RULE,
     &windows_taint::MISSING,
     &windows_taint::LINUX_TOLERATES,
@@ -293,8 +294,11 @@ pub struct Cx<'e, 'v, 'a> {
     pub target: &'e Target,
     /// The target cluster's Kubernetes version (`cluster.kubernetes_version`).
     pub version: KubeVersion,
-    /// The target cluster: version, runtime, stance, with their sources.
+    /// The target cluster: version, runtime, stance, with their sources
+    /// (narrowed to the nodes this pod may land on, when they are known).
     pub cluster: &'e Cluster,
+    /// The cluster's Windows nodes, when known.
+    pub nodes: Option<&'e crate::cluster::WindowsNodes>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e crate::policy::RuleParams,

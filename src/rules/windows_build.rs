@@ -42,6 +42,72 @@ pub static NODE_MISMATCH: Rule = Rule {
     check: check_node,
 };
 
+pub static NO_NODE: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-BUILD-NO-NODE",
+        title: "No Windows node in the cluster has the build the pod needs",
+        level: super::level::error,
+        intent_lost: false,
+        scope: Scope::Windows,
+        what: "Only when the cluster's Windows nodes are known (the webhook's cluster cache, a live `report`, or Node objects in the input): a `node.kubernetes.io/windows-build` selector, or a process-isolated image's Windows build, that no Windows node has.",
+        why: "The scheduler finds no node with the selected build, so the pod stays Pending forever; or the image's build matches no node, so a process-isolated container cannot start on any of them.",
+        source: "The scheduler's node selector matching and the Windows container version compatibility rules (Kubernetes documentation 'Windows containers in Kubernetes' > 'Windows OS version compatibility'; Microsoft, 'Windows container version compatibility'). The node builds come from the nodes' `node.kubernetes.io/windows-build` labels.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Use images built for a Windows build your nodes run (or select that build), add a node pool of the build the image needs, or run it under a Hyper-V RuntimeClass.",
+        example: "# the cluster's Windows nodes are all 10.0.20348 (ltsc2022)\ncontainers:\n- name: iis\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2019",
+        since: None,
+        until: None,
+    },
+    check: check_no_node,
+};
+
+fn check_no_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+    let Some(nodes) = cx.nodes else { return };
+    let builds = nodes.builds();
+    if builds.is_empty() {
+        return;
+    }
+    let known = || {
+        builds
+            .iter()
+            .map(|(b, node)| format!("{b} (node {node})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(selected) = cx
+        .spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(WINDOWS_BUILD_LABEL))
+    {
+        if !builds.contains_key(selected) {
+            out.report(
+                cx.spec_field(&["nodeSelector"]).map_key(WINDOWS_BUILD_LABEL),
+                format!(
+                    "no Windows node in the cluster has {WINDOWS_BUILD_LABEL}={selected} (the nodes have {}): the pod stays Pending",
+                    known()
+                ),
+            );
+        }
+        return;
+    }
+    if cx.host_process.all || cx.hyperv {
+        return;
+    }
+    for (c, image, build) in image_builds(cx) {
+        if !builds.contains_key(build.to_string().as_str()) {
+            out.report(
+                cx.container_field(&c, &["image"]),
+                format!(
+                    "image {image} needs Windows build {} but the cluster's Windows nodes have {}: a process-isolated container cannot start on any of them",
+                    describe(build),
+                    known()
+                ),
+            );
+        }
+    }
+}
+
 /// Each container with an image whose build is known, with that build.
 pub fn image_builds<'v, 'a>(
     cx: &Cx<'_, 'v, 'a>,
