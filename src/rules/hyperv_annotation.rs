@@ -4,7 +4,6 @@
 use super::hyperv::ISOLATION_ANNOTATION;
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::finding::Severity;
-use crate::path::FieldPath;
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {
@@ -34,7 +33,9 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if value != Some("hyperv") {
         return;
     }
-    let path = FieldPath::keys(cx.workload.kind.pod_metadata_path())
+    let path = cx
+        .workload
+        .pod_metadata_path()
         .key("annotations")
         .map_key(ISOLATION_ANNOTATION);
     let also = if cx.hyperv {
