@@ -616,6 +616,118 @@ mod tests {
     }
 
     #[test]
+    fn custom_resources_match_on_group_and_kind_in_any_version() {
+        assert_eq!(
+            Kind::from_type("argoproj.io/v1alpha1", "Rollout"),
+            Some(Kind::Rollout)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1beta1", "StatefulSet"),
+            Some(Kind::KruiseStatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "StatefulSet"),
+            Some(Kind::KruiseStatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps/v1", "StatefulSet"),
+            Some(Kind::StatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "DaemonSet"),
+            Some(Kind::KruiseDaemonSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "Deployment"),
+            None,
+            "OpenKruise has no Deployment"
+        );
+        assert_eq!(
+            Kind::from_type("keda.sh/v1alpha1", "ScaledJob"),
+            Some(Kind::ScaledJob)
+        );
+        assert_eq!(Kind::from_type("keda.sh/v1alpha1", "ScaledObject"), None);
+        assert_eq!(Kind::from_type("example.com/v1", "Rollout"), None);
+        assert_eq!(Kind::KruiseStatefulSet.as_str(), "StatefulSet");
+        for r in CUSTOM_RESOURCES {
+            assert_eq!(
+                Kind::from_type(&format!("{}/v9", r.group), r.name),
+                Some(r.kind)
+            );
+            assert!(r.kind.is_custom());
+        }
+        assert!(!Kind::Deployment.is_custom());
+    }
+
+    #[test]
+    fn advanced_cron_jobs_hold_a_job_or_a_broadcast_job_template() {
+        let read = |template: &str| {
+            let json = format!(
+                r#"{{"apiVersion":"apps.kruise.io/v1alpha1","kind":"AdvancedCronJob","metadata":{{"name":"n"}},
+                "spec":{{"schedule":"* * * * *","template":{template}}}}}"#
+            );
+            let v: ObjectView<'_> = serde_json::from_str(&json).unwrap();
+            let w = Workload::from_view(&v).unwrap();
+            (w.spec_path.to_string(), w.spec.and_then(|s| s.host_network))
+        };
+        assert_eq!(
+            read(r#"{"jobTemplate":{"spec":{"template":{"spec":{"hostNetwork":true}}}}}"#),
+            (
+                "spec.template.jobTemplate.spec.template.spec".into(),
+                Some(true)
+            )
+        );
+        assert_eq!(
+            read(r#"{"broadcastJobTemplate":{"spec":{"template":{"spec":{"hostNetwork":true}}}}}"#),
+            (
+                "spec.template.broadcastJobTemplate.spec.template.spec".into(),
+                Some(true)
+            )
+        );
+        assert_eq!(
+            read("{}"),
+            ("spec.template.jobTemplate.spec.template.spec".into(), None)
+        );
+    }
+
+    #[test]
+    fn a_declared_kind_needs_its_template() {
+        let templates = PodTemplates::new(vec![DeclaredKind {
+            group: "example.com".into(),
+            kind: "Worker".into(),
+            path: "spec.pod".into(),
+        }])
+        .unwrap();
+        assert_eq!(
+            templates.kind_of("example.com/v2", "Worker"),
+            Some(Kind::Declared)
+        );
+        assert_eq!(templates.kind_of("other.com/v1", "Worker"), None);
+        let ok = serde_json::json!({"apiVersion":"example.com/v1","kind":"Worker","metadata":{"name":"w"},
+            "spec":{"pod":{"metadata":{"labels":{"a":"b"}},"spec":{"hostPID":true}}}});
+        let view = templates.read(&ok).unwrap();
+        let w = Workload::from_view(&view).unwrap();
+        assert_eq!(w.kind, Kind::Declared);
+        assert_eq!(w.kind_name, "Worker");
+        assert_eq!(w.spec_path.to_string(), "spec.pod.spec");
+        assert_eq!(w.pod_metadata_path().to_string(), "spec.pod.metadata");
+        assert_eq!(w.spec.unwrap().host_pid, Some(true));
+        for (bad, problem) in [
+            (serde_json::json!({"pod": 3}), "is not an object"),
+            (
+                serde_json::json!({"pod": {"metadata": {}}}),
+                "has no pod spec",
+            ),
+            (serde_json::json!({}), "does not exist"),
+        ] {
+            let obj = serde_json::json!({"apiVersion":"example.com/v1","kind":"Worker","metadata":{"name":"w"},"spec":bad});
+            let e = templates.read(&obj).unwrap_err().to_string();
+            assert!(e.starts_with("Worker w: spec.pod "), "{e}");
+            assert!(e.contains(problem), "{e}");
+        }
+    }
+
+    #[test]
     fn finds_the_pod_spec_of_each_kind() {
         let cron: ObjectView<'_> = serde_json::from_str(
             r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"n"},
@@ -629,6 +741,9 @@ mod tests {
         );
         assert_eq!(w.spec.unwrap().host_pid, Some(true));
         assert_eq!(w.annotation("a"), Some("b"));
-        assert_eq!(Kind::CronJob.pod_metadata_path().last(), Some(&"metadata"));
+        assert_eq!(
+            w.pod_metadata_path().to_string(),
+            "spec.jobTemplate.spec.template.metadata"
+        );
     }
 }
