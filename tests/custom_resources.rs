@@ -502,3 +502,104 @@ fn pod_templates_in_a_policy_are_parsed_strictly() {
         assert!(err.contains(expected), "{entries}: {err}");
     }
 }
+
+/// `lint --fix` edits the template where each kind keeps it: a KEDA
+/// ScaledJob's `spec.jobTargetRef.template`, an OpenKruise AdvancedCronJob's
+/// broadcast-job template, and a declared Agones Fleet's nested template.
+#[test]
+fn lint_fix_edits_each_kind_at_its_template() {
+    let text = "\
+apiVersion: keda.sh/v1alpha1
+kind: ScaledJob
+metadata:
+  name: win-worker
+spec:
+  jobTargetRef:
+    template:
+      spec:
+        os:
+          name: windows
+        containers:
+          - name: worker
+            image: mcr.microsoft.com/dotnet/runtime:8.0-nanoserver-ltsc2022
+            securityContext:
+              windowsOptions: {runAsUserName: ContainerUser}
+              capabilities:
+                drop: [ALL]
+        restartPolicy: Never
+  triggers:
+    - type: cron
+      metadata: {timezone: Etc/UTC, start: 0 * * * *, end: 10 * * * *, desiredReplicas: \"1\"}
+---
+apiVersion: apps.kruise.io/v1alpha1
+kind: AdvancedCronJob
+metadata:
+  name: win-sweep
+spec:
+  schedule: \"*/5 * * * *\"
+  template:
+    broadcastJobTemplate:
+      spec:
+        template:
+          spec:
+            os:
+              name: windows
+            containers:
+              - name: sweep
+                image: mcr.microsoft.com/windows/nanoserver:ltsc2022
+            restartPolicy: Never
+";
+    let policy = Policy::default_policy();
+    let (fixed, outcome) = winadmit::fix::fix_text(text, &policy, &cx());
+    let fixed = fixed.unwrap_or_else(|| panic!("{outcome:?}"));
+    assert!(outcome.skipped.is_empty(), "{outcome:?}");
+    let docs: Vec<Value> = winadmit::source::parse(&fixed)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.value)
+        .collect();
+    let job = &docs[0]["spec"]["jobTargetRef"]["template"]["spec"];
+    assert_eq!(
+        job["nodeSelector"]["kubernetes.io/os"], "windows",
+        "{fixed}"
+    );
+    assert!(
+        job["containers"][0]["securityContext"]["capabilities"].is_null(),
+        "{fixed}"
+    );
+    assert_eq!(
+        docs[0]["spec"]["triggers"][0]["type"], "cron",
+        "the rest is untouched"
+    );
+    let sweep = &docs[1]["spec"]["template"]["broadcastJobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(
+        sweep["nodeSelector"]["kubernetes.io/os"], "windows",
+        "{fixed}"
+    );
+    // What was fixed is no longer reported, at the same paths.
+    let mut after = LintReport::default();
+    winadmit::lint::lint_text("fixed.yaml", &fixed, &policy, &cx(), &mut after);
+    assert!(
+        after.findings.iter().all(|f| f.rule != "WIN-CAPABILITIES"),
+        "{after:#?}"
+    );
+
+    // A declared kind: the Fleet's capabilities go, at their nested path.
+    let agones = agones();
+    let source = fixture("gameserver.yaml");
+    let (fixed, outcome) = winadmit::fix::fix_text(&source, &agones, &cx());
+    let fixed = fixed.unwrap_or_else(|| panic!("{outcome:?}"));
+    let docs = winadmit::source::parse(&fixed).unwrap();
+    let container = &docs[2].value["spec"]["template"]["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        container["securityContext"]["capabilities"].is_null(),
+        "{fixed}"
+    );
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    // The lines before the Fleet are as they were.
+    let fleet_at = source.find("kind: Fleet").unwrap();
+    assert_eq!(&fixed[..fleet_at], &source[..fleet_at]);
+}
