@@ -603,3 +603,103 @@ spec:
     let fleet_at = source.find("kind: Fleet").unwrap();
     assert_eq!(&fixed[..fleet_at], &source[..fleet_at]);
 }
+
+/// The HTTP doors themselves (`POST /validate`, `POST /mutate` on the
+/// server's router): the Rollout gets the Deployment's answer.
+#[tokio::test]
+async fn the_servers_routes_answer_a_rollout_like_its_deployment() {
+    use tower::ServiceExt as _;
+    let state = winadmit::server::ServerState::new(
+        Admission {
+            policy: Policy::default_policy(),
+            version: KubeVersion::LATEST,
+            namespaces: None,
+        },
+        winadmit::server::Limits::default(),
+    );
+    state.set_ready(true);
+    let router = winadmit::server::router(state);
+    let call = |path: &'static str, object: Value| {
+        let router = router.clone();
+        async move {
+            let req = axum::http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(admission_review(&object)))
+                .unwrap();
+            let resp = router.oneshot(req).await.unwrap();
+            assert_eq!(resp.status(), axum::http::StatusCode::OK);
+            let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+            v["response"]["uid"] = Value::Null;
+            v["response"].take()
+        }
+    };
+    let d = objects("deployment-windows.yaml").remove(0);
+    let r = objects("rollout-windows.yaml").remove(0);
+    for path in ["/validate", "/mutate"] {
+        let from_d = call(path, d.clone()).await;
+        let from_r = call(path, r.clone()).await;
+        let text = |v: &Value| v.to_string().replace("Rollout", "Deployment");
+        assert_eq!(text(&from_r), text(&from_d), "{path}");
+        if path == "/validate" {
+            assert_eq!(from_r["allowed"], json!(false));
+        } else {
+            assert!(from_r["patch"].is_string(), "{from_r:#}");
+        }
+    }
+}
+
+/// On UPDATE only what the update introduces is enforced, for custom
+/// resources as for Deployments: the old object is read at the same
+/// template path (built-in or declared).
+#[test]
+fn updates_enforce_only_what_they_introduce() {
+    let update = |policy: &Policy, old: &Value, new: &Value| {
+        let mut review: Value = serde_json::from_slice(&admission_review(new)).unwrap();
+        review["request"]["operation"] = json!("UPDATE");
+        review["request"]["oldObject"] = old.clone();
+        let adm = Admission {
+            policy: policy.clone(),
+            version: KubeVersion::LATEST,
+            namespaces: None,
+        };
+        let out = admission::review(
+            &adm,
+            Endpoint::Validate,
+            &serde_json::to_vec(&review).unwrap(),
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out.body).unwrap();
+        v["response"]["allowed"].as_bool().unwrap()
+    };
+    let relabel = |o: &Value| {
+        let mut o = o.clone();
+        o["metadata"]["labels"] = json!({"team": "games"});
+        o
+    };
+    let cases = [
+        (
+            Policy::default_policy(),
+            objects("rollout-windows.yaml").remove(0),
+        ),
+        (
+            Policy::default_policy(),
+            objects("scaledjob.yaml").remove(0),
+        ),
+        (agones(), objects("gameserver.yaml").remove(2)),
+    ];
+    for (policy, old) in cases {
+        // A label change on an object that already had hostNetwork: allowed.
+        assert!(update(&policy, &old, &relabel(&old)), "{old}");
+        // The same object newly given hostNetwork: denied.
+        let mut clean = old.to_string().replace("\"hostNetwork\":true,", "");
+        if !clean.contains("hostNetwork") {
+            clean = clean.replace(",\"hostNetwork\":true", "");
+        }
+        let clean: Value = serde_json::from_str(&clean).unwrap();
+        assert!(!clean.to_string().contains("hostNetwork"), "{clean}");
+        assert!(!update(&policy, &clean, &old), "{old}");
+    }
+}
