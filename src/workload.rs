@@ -158,34 +158,32 @@ impl Kind {
     #[must_use]
     pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
         let group = group_of(api_version);
-        let k = match kind {
-            "Pod" => Self::Pod,
-            "PodTemplate" => Self::PodTemplate,
-            "ReplicationController" => Self::ReplicationController,
-            "Deployment" => Self::Deployment,
-            "ReplicaSet" => Self::ReplicaSet,
-            "StatefulSet" => Self::StatefulSet,
-            "DaemonSet" => Self::DaemonSet,
-            "Job" => Self::Job,
-            "CronJob" => Self::CronJob,
-            _ => Self::Declared,
+        let core = match kind {
+            "Pod" => Some(Self::Pod),
+            "PodTemplate" => Some(Self::PodTemplate),
+            "ReplicationController" => Some(Self::ReplicationController),
+            "Deployment" => Some(Self::Deployment),
+            "ReplicaSet" => Some(Self::ReplicaSet),
+            "StatefulSet" => Some(Self::StatefulSet),
+            "DaemonSet" => Some(Self::DaemonSet),
+            "Job" => Some(Self::Job),
+            "CronJob" => Some(Self::CronJob),
+            _ => None,
         };
-        let served = match k {
+        let served = |k: &Self| match k {
             Self::Pod | Self::PodTemplate | Self::ReplicationController => group.is_empty(),
             Self::Deployment | Self::ReplicaSet | Self::DaemonSet => {
                 matches!(group, "apps" | "extensions")
             }
             Self::StatefulSet => group == "apps",
-            Self::Job | Self::CronJob => group == "batch",
-            _ => false,
+            _ => group == "batch",
         };
-        if served {
-            return Some(k);
-        }
-        CUSTOM_RESOURCES
-            .iter()
-            .find(|r| r.group == group && r.name == kind)
-            .map(|r| r.kind)
+        core.filter(served).or_else(|| {
+            CUSTOM_RESOURCES
+                .iter()
+                .find(|r| r.group == group && r.name == kind)
+                .map(|r| r.kind)
+        })
     }
 
     /// The kind's name (a declared kind's is the object's own).
@@ -208,13 +206,6 @@ impl Kind {
             Self::ScaledJob => "ScaledJob",
             Self::Declared => "CustomResource",
         }
-    }
-
-    /// Whether this is a custom resource (built in or declared), which the
-    /// webhook only sees when its rules name it.
-    #[must_use]
-    pub fn is_custom(self) -> bool {
-        CUSTOM_RESOURCES.iter().any(|r| r.kind == self) || self == Self::Declared
     }
 
     /// Where this kind's pod template is, and the template, in a parsed object.
@@ -654,9 +645,7 @@ mod tests {
                 Kind::from_type(&format!("{}/v9", r.group), r.name),
                 Some(r.kind)
             );
-            assert!(r.kind.is_custom());
         }
-        assert!(!Kind::Deployment.is_custom());
     }
 
     #[test]
