@@ -74,12 +74,16 @@ pub struct CustomResource {
 ///   Deployment has no template of its own).
 /// - OpenKruise CloneSet, Advanced StatefulSet, Advanced DaemonSet and
 ///   BroadcastJob each have `Template corev1.PodTemplateSpec json:"template"`
-///   in their spec (v1alpha1 and v1beta1). AdvancedCronJob's
+///   in their spec (read in `apis/apps/v1alpha1/{cloneset,daemonset,broadcastjob}_types.go`
+///   and `apis/apps/v1beta1/statefulset_types.go`; the group's other versions
+///   convert to and from these). AdvancedCronJob's
 ///   `Template CronJobTemplate json:"template"` holds either `jobTemplate`
 ///   (a `batch` `JobTemplateSpec`) or `broadcastJobTemplate` (a
 ///   `BroadcastJobTemplateSpec`, whose `spec` is a BroadcastJob spec), so its
 ///   pod template is `spec.template.jobTemplate.spec.template` or
-///   `spec.template.broadcastJobTemplate.spec.template`.
+///   `spec.template.broadcastJobTemplate.spec.template` (the same in
+///   `apis/apps/v1alpha1` and `apis/apps/v1beta1`; see also
+///   <https://openkruise.io/docs/user-manuals/advancedcronjob>).
 /// - KEDA `ScaledJobSpec.JobTargetRef *batchv1.JobSpec json:"jobTargetRef"`,
 ///   so its pod template is the Job spec's `template`.
 pub const CUSTOM_RESOURCES: [CustomResource; 7] = [
