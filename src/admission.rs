@@ -277,6 +277,8 @@ struct RawRequestIn<'a> {
     uid: Option<Text<'a>>,
     #[serde(borrow)]
     object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    old_object: Option<&'a RawValue>,
 }
 
 /// The checks every answerable envelope passes: a known version, the right
@@ -357,6 +359,17 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
 fn raw_object(body: &[u8]) -> Option<&RawValue> {
     let raw: RawReviewIn<'_> = serde_json::from_slice(body).ok()?;
     raw.request?.object
+}
+
+/// The request's `object` and `oldObject` as trees, for kinds whose pod
+/// template is at a path the policy declares (the view has no field for it).
+fn raw_objects(body: &[u8]) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
+    let Ok(raw) = serde_json::from_slice::<RawReviewIn<'_>>(body) else {
+        return (None, None);
+    };
+    let tree = |o: Option<&RawValue>| o.and_then(|o| serde_json::from_str(o.get()).ok());
+    let req = raw.request.unwrap_or_default();
+    (tree(req.object), tree(req.old_object))
 }
 
 #[derive(Deserialize, Default)]
@@ -525,7 +538,11 @@ fn respond(
     } else {
         format!("{group}/{version}")
     };
-    let Some(kind) = Kind::from_type(&api_version, &summary.kind) else {
+    let Some(kind) = adm
+        .policy
+        .pod_templates
+        .kind_of(&api_version, &summary.kind)
+    else {
         skip(summary, Verdict::Skipped, "kind is not a workload");
         return ok;
     };
@@ -542,11 +559,37 @@ fn respond(
             return ok;
         }
     };
-    let Some(view) = req.object.as_ref() else {
+    let Some(mut view) = req.object.as_ref() else {
         skip(summary, Verdict::Invalid, "request.object is missing");
         return invalid(types, &uid, "request.object is missing");
     };
     let policy = &adm.policy;
+    // A declared kind's template is read from the object as a tree: the
+    // view has no field for a path only the policy knows.
+    let trees = if kind == Kind::Declared {
+        raw_objects(body)
+    } else {
+        (None, None)
+    };
+    let declared = match &trees.0 {
+        Some(tree) => match policy.pod_templates.read(tree) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let reason = format!("winadmit: {e}");
+                skip(summary, Verdict::Invalid, reason.clone());
+                return invalid(types, &uid, &reason);
+            }
+        },
+        None => None,
+    };
+    if let Some(d) = &declared {
+        view = d;
+    }
+    let declared_old = trees
+        .1
+        .as_ref()
+        .and_then(|t| policy.pod_templates.read(t).ok());
+    let old_object = declared_old.as_ref().or(req.old_object.as_ref());
     if let Some(user) = &req.user_info
         && (!policy.exemptions.users.is_empty() || !policy.exemptions.groups.is_empty())
     {
@@ -569,6 +612,10 @@ fn respond(
         );
         return ok;
     };
+    if let Some(note) = workload.note() {
+        skip(summary, Verdict::Skipped, note);
+        return ok;
+    }
     let request_ns = text(req.namespace.as_ref());
     if workload.namespace.is_none() && !request_ns.is_empty() {
         workload.namespace = Some(request_ns);
@@ -600,8 +647,7 @@ fn respond(
             // admitted earlier (or under audit) must stay deletable,
             // labelable and finalizable.
             let preexisting = if update {
-                req.old_object
-                    .as_ref()
+                old_object
                     .map(|old| preexisting(adm, &cx, old, kind))
                     .unwrap_or_default()
             } else {
@@ -789,7 +835,7 @@ fn denial(workload: &Workload<'_, '_>, eval: &Evaluation, denied: &[&Finding]) -
     let _ = write!(
         m,
         "winadmit: {} {}{target} has {} problem(s) Windows nodes cannot run:",
-        workload.kind.as_str(),
+        workload.kind_name,
         workload.name,
         denied.len()
     );

@@ -208,6 +208,8 @@ pub enum Overlay {
     Audit,
     /// cert-manager TLS without matchConditions (Kubernetes < 1.28).
     NoMatchConditions,
+    /// cert-manager TLS, the webhooks also covering Argo Rollouts, OpenKruise and KEDA ScaledJobs.
+    CustomResources,
 }
 
 #[derive(Debug, Args)]

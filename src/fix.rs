@@ -12,7 +12,6 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::engine::Context;
@@ -21,8 +20,7 @@ use crate::patch::{self, MutationContext};
 use crate::path::escape_pointer;
 use crate::policy::Policy;
 use crate::source;
-use crate::view::ObjectView;
-use crate::workload::{Kind, Workload, type_of};
+use crate::workload::{Workload, type_of};
 use crate::yaml::Position;
 
 /// What fixing one file did.
@@ -59,10 +57,10 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         let Some((api, kind)) = type_of(&doc.value) else {
             continue;
         };
-        if Kind::from_type(api, kind).is_none() {
+        if policy.pod_templates.kind_of(api, kind).is_none() {
             continue;
         }
-        let Ok(view) = ObjectView::deserialize(&doc.value) else {
+        let Ok(view) = policy.pod_templates.read(&doc.value) else {
             continue;
         };
         let Some(workload) = Workload::from_view(&view) else {

@@ -3,16 +3,13 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
-use serde::Deserialize;
-
 use crate::engine::{self, Context, Evaluation};
 use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
 use crate::policy::Policy;
 use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
-use crate::view::ObjectView;
-use crate::workload::{Kind, Workload, type_of};
+use crate::workload::{Workload, type_of};
 
 /// Source positions to look up once a file's documents are evaluated:
 /// (YAML document, JSON Pointer), in the order the problems and findings
@@ -253,10 +250,10 @@ fn lint_document(
         }
         return;
     }
-    if Kind::from_type(api_version, kind).is_none() {
+    if policy.pod_templates.kind_of(api_version, kind).is_none() {
         return;
     }
-    let view = match ObjectView::deserialize(&doc.value) {
+    let view = match policy.pod_templates.read(&doc.value) {
         Ok(v) => v,
         Err(e) => {
             report.summary.input_errors += 1;
@@ -265,7 +262,7 @@ fn lint_document(
                 file: file.to_owned(),
                 line: None,
                 column: None,
-                message: format!("document {}: not a valid Kubernetes object: {e}", doc.index),
+                message: format!("document {}: {e}", doc.index),
             });
             return;
         }
@@ -274,6 +271,14 @@ fn lint_document(
         return;
     };
     report.summary.workloads += 1;
+    if let Some(note) = workload.note() {
+        report.notes.push(InputProblem {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            message: format!("document {}: {note}", doc.index),
+        });
+    }
     let eval = engine::evaluate(policy, &workload, cx);
     if eval.target.is_windows() {
         report.summary.windows_workloads += 1;
@@ -283,13 +288,13 @@ fn lint_document(
                 .pod_labels()
                 .into_iter()
                 .flat_map(crate::view::StrMap::iter),
-            format!("{}/{}", workload.kind.as_str(), workload.name),
+            format!("{}/{}", workload.kind_name, workload.name),
         );
     }
     report.checked.push(Checked {
         file: file.to_owned(),
         document: doc.index,
-        kind: workload.kind.as_str().to_owned(),
+        kind: workload.kind_name.to_owned(),
         namespace: workload.namespace.map(str::to_owned),
         name: workload.name.to_owned(),
     });
@@ -301,7 +306,7 @@ fn lint_document(
         report.summary.count(f.severity);
         let id = ObjectId {
             api_version: workload.api_version,
-            kind: workload.kind.as_str(),
+            kind: workload.kind_name,
             namespace: workload.namespace,
             name: workload.name,
         };

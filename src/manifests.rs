@@ -49,10 +49,12 @@ pub static FILES: &[(&str, &str)] = &[
     manifest!("components/cert-manager/certificates.yaml"),
     manifest!("components/audit/kustomization.yaml"),
     manifest!("components/no-match-conditions/kustomization.yaml"),
+    manifest!("components/custom-resources/kustomization.yaml"),
     manifest!("overlays/cert-manager/kustomization.yaml"),
     manifest!("overlays/self-signed/kustomization.yaml"),
     manifest!("overlays/audit/kustomization.yaml"),
     manifest!("overlays/no-match-conditions/kustomization.yaml"),
+    manifest!("overlays/custom-resources/kustomization.yaml"),
 ];
 
 #[derive(Debug, thiserror::Error)]

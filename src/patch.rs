@@ -289,7 +289,7 @@ fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str)
     {
         return;
     }
-    let meta = FieldPath::keys(workload.kind.pod_metadata_path());
+    let meta = workload.pod_metadata_path();
     let why = format!("winadmit set {key}={isolation}");
     let op = match (workload.pod_meta, workload.pod_annotations()) {
         (_, Some(_)) => PatchOp::Add {
@@ -370,7 +370,6 @@ fn mutate_doc(
     keep: &dyn Fn(&PatchOp) -> bool,
     set_os_name: bool,
 ) -> Option<(Mutation, Value)> {
-    use serde::Deserialize as _;
     let mut patched = doc.clone();
     let mut m = Mutation::default();
     let mut applied = 0;
@@ -392,7 +391,7 @@ fn mutate_doc(
             return Some((m, patched));
         }
         applied = m.ops.len();
-        let view = crate::view::ObjectView::deserialize(&patched).ok()?;
+        let view = policy.pod_templates.read(&patched).ok()?;
         let mut w = Workload::from_view(&view)?;
         if w.namespace.is_none() {
             w.namespace = namespace;
@@ -428,8 +427,7 @@ fn forbids_os_fields(
     doc: &Value,
     namespace: Option<&str>,
 ) -> bool {
-    use serde::Deserialize as _;
-    let Ok(view) = crate::view::ObjectView::deserialize(doc) else {
+    let Ok(view) = policy.pod_templates.read(doc) else {
         return false;
     };
     let Some(mut w) = Workload::from_view(&view) else {

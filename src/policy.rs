@@ -415,6 +415,8 @@ struct PolicyFile {
     params: Option<ParamsFile>,
     /// Read as a map and layered key by key over the current settings.
     mutation: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Custom resources with a pod template, beyond the built-in ones.
+    pod_templates: Option<Vec<crate::workload::DeclaredKind>>,
 }
 
 pub const POLICY_API_VERSION: &str = "winadmit.io/v1alpha1";
@@ -463,6 +465,9 @@ pub struct Policy {
     selectors: Vec<Selector>,
     pub params: RuleParams,
     pub mutation: Mutation,
+    /// Custom resources the policy names with their pod template path
+    /// (`podTemplates`); the built-in ones are in [`crate::workload::CUSTOM_RESOURCES`].
+    pub pod_templates: crate::workload::PodTemplates,
 }
 
 impl Policy {
@@ -524,6 +529,7 @@ impl Policy {
             selectors: Vec::new(),
             params: RuleParams::default(),
             mutation: Mutation::default(),
+            pod_templates: crate::workload::PodTemplates::default(),
         }
     }
 
@@ -639,6 +645,10 @@ impl Policy {
                 )));
             }
             self.mutation = m;
+        }
+        if let Some(entries) = file.pod_templates {
+            self.pod_templates =
+                crate::workload::PodTemplates::new(entries).map_err(|e| invalid(e.to_string()))?;
         }
         Ok(())
     }

@@ -176,6 +176,19 @@ pub struct ObjectView<'a> {
     pub spec: Option<Box<SpecView<'a>>>,
     #[serde(borrow)]
     pub template: Option<Box<TemplateView<'a>>>,
+    /// The pod template at a path the policy declares (`podTemplates`), for
+    /// kinds the view has no field for; filled in by
+    /// [`crate::workload::PodTemplates::read`], never by deserializing.
+    #[serde(skip)]
+    pub declared: Option<Box<DeclaredTemplate<'a>>>,
+}
+
+/// A pod template found at a declared path.
+#[derive(Debug)]
+pub struct DeclaredTemplate<'a> {
+    /// Where the template is, from the object root (`spec.podTemplate`).
+    pub path: crate::path::FieldPath,
+    pub template: TemplateView<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -194,6 +207,10 @@ pub struct MetaView<'a> {
 }
 
 /// A pod template: `metadata` plus a pod `spec`.
+///
+/// An OpenKruise AdvancedCronJob's `spec.template` is not a pod template
+/// but holds one of two job templates (`jobTemplate`, `broadcastJobTemplate`);
+/// they are read here too, so the parse stays single-pass.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TemplateView<'a> {
@@ -201,6 +218,10 @@ pub struct TemplateView<'a> {
     pub metadata: Option<MetaView<'a>>,
     #[serde(borrow)]
     pub spec: Option<SpecView<'a>>,
+    #[serde(borrow)]
+    pub job_template: Option<Box<JobTemplateView<'a>>>,
+    #[serde(borrow)]
+    pub broadcast_job_template: Option<Box<JobTemplateView<'a>>>,
 }
 
 /// `spec.jobTemplate` of a CronJob: `metadata` and a Job spec.
@@ -211,9 +232,10 @@ pub struct JobTemplateView<'a> {
     pub spec: Option<Box<SpecView<'a>>>,
 }
 
-/// A pod spec, plus the two fields by which workload specs nest a pod
-/// template (`template`, `jobTemplate`). One struct for all three keeps the
-/// parse single-pass whatever the kind; the kind decides which part is read.
+/// A pod spec, plus the fields by which workload specs nest a pod
+/// template (`template`, `jobTemplate`, KEDA ScaledJob's `jobTargetRef`, a
+/// Job spec). One struct for all keeps the parse single-pass whatever the
+/// kind; the kind decides which part is read.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SpecView<'a> {
@@ -221,6 +243,12 @@ pub struct SpecView<'a> {
     pub template: Option<Box<TemplateView<'a>>>,
     #[serde(borrow)]
     pub job_template: Option<Box<JobTemplateView<'a>>>,
+    #[serde(borrow)]
+    pub job_target_ref: Option<Box<SpecView<'a>>>,
+    /// Argo Rollouts' `spec.workloadRef`: the pod template lives in another
+    /// object.
+    #[serde(borrow)]
+    pub workload_ref: Option<WorkloadRefView<'a>>,
 
     #[serde(borrow)]
     pub node_selector: Option<StrMap<'a>>,
@@ -254,6 +282,16 @@ pub struct SpecView<'a> {
     pub ephemeral_containers: Option<Vec<ContainerView<'a>>>,
     #[serde(borrow)]
     pub volumes: Option<Vec<VolumeView<'a>>>,
+}
+
+/// Argo Rollouts' `spec.workloadRef` (an `ObjectRef`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadRefView<'a> {
+    #[serde(borrow)]
+    pub kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    pub name: Option<Str<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -5,7 +5,7 @@
 //! pod spec and report paths the user can find in their own manifest.
 
 use crate::path::FieldPath;
-use crate::view::{MetaView, ObjectView, SpecView, StrMap};
+use crate::view::{MetaView, ObjectView, SpecView, StrMap, TemplateView};
 
 /// An object's `apiVersion` and `kind`, when both are strings.
 #[must_use]
@@ -28,38 +28,169 @@ pub enum Kind {
     DaemonSet,
     Job,
     CronJob,
+    /// `argoproj.io` Rollout.
+    Rollout,
+    /// `apps.kruise.io` CloneSet.
+    CloneSet,
+    /// `apps.kruise.io` StatefulSet (OpenKruise's Advanced StatefulSet), not `apps` StatefulSet.
+    KruiseStatefulSet,
+    /// `apps.kruise.io` DaemonSet (OpenKruise's Advanced DaemonSet), not `apps` DaemonSet.
+    KruiseDaemonSet,
+    /// `apps.kruise.io` BroadcastJob.
+    BroadcastJob,
+    /// `apps.kruise.io` AdvancedCronJob.
+    AdvancedCronJob,
+    /// `keda.sh` ScaledJob.
+    ScaledJob,
+    /// A kind the policy names under `podTemplates`.
+    Declared,
+}
+
+/// A custom resource winadmit knows the pod template of without being told.
+#[derive(Debug, Clone, Copy)]
+pub struct CustomResource {
+    pub kind: Kind,
+    pub group: &'static str,
+    /// The kind's name (`StatefulSet` for [`Kind::KruiseStatefulSet`]).
+    pub name: &'static str,
+    /// The REST resource (`rollouts`), for webhook rules and list calls.
+    pub plural: &'static str,
+    /// Where the pod template is, from the object root, in Kubernetes
+    /// notation; alternatives are separated by ` or `.
+    pub template: &'static str,
+    /// Where that path was checked: the project's own API types.
+    pub source: &'static str,
+}
+
+/// The built-in table of custom resources with a pod template (owners
+/// before what they own: AdvancedCronJob makes BroadcastJobs), matched on
+/// group and kind in every version the group serves (their controllers
+/// convert between versions, and the template keeps its place in all of them).
+///
+/// Each path was checked against the project's API types (the Go structs
+/// their CRDs are generated from):
+/// - Argo Rollouts `RolloutSpec.Template corev1.PodTemplateSpec json:"template"`
+///   and `WorkloadRef *ObjectRef json:"workloadRef"` (a Rollout that points at a
+///   Deployment has no template of its own).
+/// - OpenKruise CloneSet, Advanced StatefulSet, Advanced DaemonSet and
+///   BroadcastJob each have `Template corev1.PodTemplateSpec json:"template"`
+///   in their spec (read in `apis/apps/v1alpha1/{cloneset,daemonset,broadcastjob}_types.go`
+///   and `apis/apps/v1beta1/statefulset_types.go`; the group's other versions
+///   convert to and from these). AdvancedCronJob's
+///   `Template CronJobTemplate json:"template"` holds either `jobTemplate`
+///   (a `batch` `JobTemplateSpec`) or `broadcastJobTemplate` (a
+///   `BroadcastJobTemplateSpec`, whose `spec` is a BroadcastJob spec), so its
+///   pod template is `spec.template.jobTemplate.spec.template` or
+///   `spec.template.broadcastJobTemplate.spec.template` (the same in
+///   `apis/apps/v1alpha1` and `apis/apps/v1beta1`; see also
+///   <https://openkruise.io/docs/user-manuals/advancedcronjob>).
+/// - KEDA `ScaledJobSpec.JobTargetRef *batchv1.JobSpec json:"jobTargetRef"`,
+///   so its pod template is the Job spec's `template`.
+pub const CUSTOM_RESOURCES: [CustomResource; 7] = [
+    CustomResource {
+        kind: Kind::Rollout,
+        group: "argoproj.io",
+        name: "Rollout",
+        plural: "rollouts",
+        template: "spec.template",
+        source: "https://github.com/argoproj/argo-rollouts/blob/master/pkg/apis/rollouts/v1alpha1/types.go",
+    },
+    CustomResource {
+        kind: Kind::CloneSet,
+        group: KRUISE,
+        name: "CloneSet",
+        plural: "clonesets",
+        template: "spec.template",
+        source: "https://github.com/openkruise/kruise/blob/master/apis/apps/v1alpha1/cloneset_types.go",
+    },
+    CustomResource {
+        kind: Kind::KruiseStatefulSet,
+        group: KRUISE,
+        name: "StatefulSet",
+        plural: "statefulsets",
+        template: "spec.template",
+        source: "https://github.com/openkruise/kruise/blob/master/apis/apps/v1beta1/statefulset_types.go",
+    },
+    CustomResource {
+        kind: Kind::KruiseDaemonSet,
+        group: KRUISE,
+        name: "DaemonSet",
+        plural: "daemonsets",
+        template: "spec.template",
+        source: "https://github.com/openkruise/kruise/blob/master/apis/apps/v1alpha1/daemonset_types.go",
+    },
+    CustomResource {
+        kind: Kind::AdvancedCronJob,
+        group: KRUISE,
+        name: "AdvancedCronJob",
+        plural: "advancedcronjobs",
+        template: "spec.template.jobTemplate.spec.template or spec.template.broadcastJobTemplate.spec.template",
+        source: "https://github.com/openkruise/kruise/blob/master/apis/apps/v1alpha1/advancedcronjob_types.go",
+    },
+    CustomResource {
+        kind: Kind::BroadcastJob,
+        group: KRUISE,
+        name: "BroadcastJob",
+        plural: "broadcastjobs",
+        template: "spec.template",
+        source: "https://github.com/openkruise/kruise/blob/master/apis/apps/v1alpha1/broadcastjob_types.go",
+    },
+    CustomResource {
+        kind: Kind::ScaledJob,
+        group: "keda.sh",
+        name: "ScaledJob",
+        plural: "scaledjobs",
+        template: "spec.jobTargetRef.template",
+        source: "https://github.com/kedacore/keda/blob/main/apis/keda/v1alpha1/scaledjob_types.go",
+    },
+];
+
+const KRUISE: &str = "apps.kruise.io";
+
+/// The group of an `apiVersion` (`""` for the core group).
+#[must_use]
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 impl Kind {
     /// The kind for an `apiVersion`/`kind` pair, in any API version the kind
     /// was ever served in. Custom resources that reuse a kind name in another
-    /// group (`example.com/v1 Deployment`) are not workloads.
+    /// group (`example.com/v1 Deployment`) are not workloads, unless they are
+    /// in [`CUSTOM_RESOURCES`]. Kinds a policy declares are found by
+    /// [`PodTemplates::kind_of`].
     #[must_use]
     pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        let k = match kind {
-            "Pod" => Self::Pod,
-            "PodTemplate" => Self::PodTemplate,
-            "ReplicationController" => Self::ReplicationController,
-            "Deployment" => Self::Deployment,
-            "ReplicaSet" => Self::ReplicaSet,
-            "StatefulSet" => Self::StatefulSet,
-            "DaemonSet" => Self::DaemonSet,
-            "Job" => Self::Job,
-            "CronJob" => Self::CronJob,
-            _ => return None,
+        let group = group_of(api_version);
+        let core = match kind {
+            "Pod" => Some(Self::Pod),
+            "PodTemplate" => Some(Self::PodTemplate),
+            "ReplicationController" => Some(Self::ReplicationController),
+            "Deployment" => Some(Self::Deployment),
+            "ReplicaSet" => Some(Self::ReplicaSet),
+            "StatefulSet" => Some(Self::StatefulSet),
+            "DaemonSet" => Some(Self::DaemonSet),
+            "Job" => Some(Self::Job),
+            "CronJob" => Some(Self::CronJob),
+            _ => None,
         };
-        let served = match k {
+        let served = |k: &Self| match k {
             Self::Pod | Self::PodTemplate | Self::ReplicationController => group.is_empty(),
             Self::Deployment | Self::ReplicaSet | Self::DaemonSet => {
                 matches!(group, "apps" | "extensions")
             }
             Self::StatefulSet => group == "apps",
-            Self::Job | Self::CronJob => group == "batch",
+            _ => group == "batch",
         };
-        served.then_some(k)
+        core.filter(served).or_else(|| {
+            CUSTOM_RESOURCES
+                .iter()
+                .find(|r| r.group == group && r.name == kind)
+                .map(|r| r.kind)
+        })
     }
 
+    /// The kind's name (a declared kind's is the object's own).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -68,32 +199,56 @@ impl Kind {
             Self::ReplicationController => "ReplicationController",
             Self::Deployment => "Deployment",
             Self::ReplicaSet => "ReplicaSet",
-            Self::StatefulSet => "StatefulSet",
-            Self::DaemonSet => "DaemonSet",
+            Self::StatefulSet | Self::KruiseStatefulSet => "StatefulSet",
+            Self::DaemonSet | Self::KruiseDaemonSet => "DaemonSet",
             Self::Job => "Job",
             Self::CronJob => "CronJob",
+            Self::Rollout => "Rollout",
+            Self::CloneSet => "CloneSet",
+            Self::BroadcastJob => "BroadcastJob",
+            Self::AdvancedCronJob => "AdvancedCronJob",
+            Self::ScaledJob => "ScaledJob",
+            Self::Declared => "CustomResource",
         }
     }
 
-    /// Path from the object root to its pod spec.
-    #[must_use]
-    pub fn spec_path(self) -> &'static [&'static str] {
+    /// Where this kind's pod template is, and the template, in a parsed object.
+    fn locate<'v, 'a>(self, obj: &'v ObjectView<'a>) -> (FieldPath, Option<&'v TemplateView<'a>>) {
+        let spec = obj.spec.as_deref();
+        let spec_template = || spec.and_then(|s| s.template.as_deref());
         match self {
-            Self::Pod => &["spec"],
-            Self::PodTemplate => &["template", "spec"],
-            Self::CronJob => &["spec", "jobTemplate", "spec", "template", "spec"],
-            _ => &["spec", "template", "spec"],
-        }
-    }
-
-    /// Path from the object root to the metadata of the pods it creates.
-    #[must_use]
-    pub fn pod_metadata_path(self) -> &'static [&'static str] {
-        match self {
-            Self::Pod => &["metadata"],
-            Self::PodTemplate => &["template", "metadata"],
-            Self::CronJob => &["spec", "jobTemplate", "spec", "template", "metadata"],
-            _ => &["spec", "template", "metadata"],
+            Self::Pod => (FieldPath::root(), None),
+            Self::PodTemplate => (FieldPath::keys(&["template"]), obj.template.as_deref()),
+            Self::CronJob => (
+                FieldPath::keys(&["spec", "jobTemplate", "spec", "template"]),
+                spec.and_then(|s| s.job_template.as_deref())
+                    .and_then(|j| j.spec.as_deref())
+                    .and_then(|s| s.template.as_deref()),
+            ),
+            Self::ScaledJob => (
+                FieldPath::keys(&["spec", "jobTargetRef", "template"]),
+                spec.and_then(|s| s.job_target_ref.as_deref())
+                    .and_then(|j| j.template.as_deref()),
+            ),
+            Self::AdvancedCronJob => {
+                let outer = spec_template();
+                let (key, job) = match outer.and_then(|t| t.broadcast_job_template.as_deref()) {
+                    Some(b) if outer.and_then(|t| t.job_template.as_deref()).is_none() => {
+                        ("broadcastJobTemplate", Some(b))
+                    }
+                    _ => ("jobTemplate", outer.and_then(|t| t.job_template.as_deref())),
+                };
+                (
+                    FieldPath::keys(&["spec", "template", key, "spec", "template"]),
+                    job.and_then(|j| j.spec.as_deref())
+                        .and_then(|s| s.template.as_deref()),
+                )
+            }
+            Self::Declared => match obj.declared.as_deref() {
+                Some(d) => (d.path.clone(), Some(&d.template)),
+                None => (FieldPath::root(), None),
+            },
+            _ => (FieldPath::keys(&["spec", "template"]), spec_template()),
         }
     }
 }
@@ -103,6 +258,8 @@ impl Kind {
 #[derive(Debug)]
 pub struct Workload<'v, 'a> {
     pub kind: Kind,
+    /// The object's own `kind` (what to show: a declared kind's name).
+    pub kind_name: &'v str,
     pub api_version: &'v str,
     pub name: &'v str,
     pub namespace: Option<&'v str>,
@@ -112,48 +269,55 @@ pub struct Workload<'v, 'a> {
     /// `None` when the object has no pod spec at all (an empty template):
     /// nothing to check, but not an error either.
     pub spec: Option<&'v SpecView<'a>>,
+    /// Where the pod template is (`metadata` and `spec`): the root for a Pod.
+    pub template_path: FieldPath,
     pub spec_path: FieldPath,
+    /// An Argo Rollout that takes its pod template from another workload
+    /// (`spec.workloadRef`): that workload's kind and name.
+    pub template_ref: Option<(&'v str, &'v str)>,
 }
 
 impl<'v, 'a> Workload<'v, 'a> {
     /// Reads the workload out of a parsed object, or `None` when the object
-    /// is not a kind winadmit checks.
+    /// is not a kind winadmit checks. Declared kinds are workloads once
+    /// [`PodTemplates::read`] has found their template.
     #[must_use]
     pub fn from_view(obj: &'v ObjectView<'a>) -> Option<Self> {
-        let kind = Kind::from_type(obj.api_version.as_deref()?, obj.kind.as_deref()?)?;
+        let api_version = obj.api_version.as_deref()?;
+        let kind_name = obj.kind.as_deref()?;
+        let kind = match Kind::from_type(api_version, kind_name) {
+            Some(k) => k,
+            None if obj.declared.is_some() => Kind::Declared,
+            None => return None,
+        };
         let meta = obj.metadata.as_ref();
-        let (pod_meta, spec) = match kind {
-            Kind::Pod => (meta, obj.spec.as_deref()),
-            Kind::PodTemplate => {
-                let t = obj.template.as_deref();
-                (
-                    t.and_then(|t| t.metadata.as_ref()),
-                    t.and_then(|t| t.spec.as_ref()),
-                )
-            }
-            Kind::CronJob => {
-                let t = obj
-                    .spec
-                    .as_deref()
-                    .and_then(|s| s.job_template.as_deref())
-                    .and_then(|j| j.spec.as_deref())
-                    .and_then(|s| s.template.as_deref());
-                (
-                    t.and_then(|t| t.metadata.as_ref()),
-                    t.and_then(|t| t.spec.as_ref()),
-                )
-            }
-            _ => {
-                let t = obj.spec.as_deref().and_then(|s| s.template.as_deref());
-                (
-                    t.and_then(|t| t.metadata.as_ref()),
-                    t.and_then(|t| t.spec.as_ref()),
-                )
-            }
+        let (template_path, pod_meta, spec) = if kind == Kind::Pod {
+            (FieldPath::root(), meta, obj.spec.as_deref())
+        } else {
+            let (path, t) = kind.locate(obj);
+            (
+                path,
+                t.and_then(|t| t.metadata.as_ref()),
+                t.and_then(|t| t.spec.as_ref()),
+            )
+        };
+        let template_ref = if kind == Kind::Rollout && spec.is_none() {
+            obj.spec
+                .as_deref()
+                .and_then(|s| s.workload_ref.as_ref())
+                .map(|r| {
+                    (
+                        r.kind.as_deref().unwrap_or("Deployment"),
+                        r.name.as_deref().unwrap_or_default(),
+                    )
+                })
+        } else {
+            None
         };
         Some(Self {
             kind,
-            api_version: obj.api_version.as_deref().unwrap_or_default(),
+            kind_name,
+            api_version,
             name: meta
                 .and_then(|m| m.name.as_deref().or(m.generate_name.as_deref()))
                 .unwrap_or_default(),
@@ -162,8 +326,28 @@ impl<'v, 'a> Workload<'v, 'a> {
             annotations: meta.and_then(|m| m.annotations.as_ref()),
             pod_meta,
             spec,
-            spec_path: FieldPath::keys(kind.spec_path()),
+            spec_path: template_path.key("spec"),
+            template_path,
+            template_ref,
         })
+    }
+
+    /// Path from the object root to the metadata of the pods it creates.
+    #[must_use]
+    pub fn pod_metadata_path(&self) -> FieldPath {
+        self.template_path.key("metadata")
+    }
+
+    /// Why there is nothing to check although the kind has a pod template:
+    /// an Argo Rollout whose template is another workload's
+    /// (`spec.workloadRef`). That workload is checked on its own.
+    #[must_use]
+    pub fn note(&self) -> Option<String> {
+        let (kind, name) = self.template_ref?;
+        Some(format!(
+            "{} {}: no pod template to check: spec.workloadRef takes it from {kind}/{name}, which is checked on its own",
+            self.kind_name, self.name
+        ))
     }
 
     /// An annotation on the object itself or on its pod template (the pod's
@@ -186,6 +370,215 @@ impl<'v, 'a> Workload<'v, 'a> {
     #[must_use]
     pub fn pod_labels(&self) -> Option<&'v StrMap<'a>> {
         self.pod_meta.and_then(|m| m.labels.as_ref())
+    }
+}
+
+/// One `podTemplates` entry of a policy: a kind winadmit is told the pod
+/// template path of.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredKind {
+    /// The API group (`example.com`), without version.
+    pub group: String,
+    pub kind: String,
+    /// Dotted keys from the object root to the pod template, the object
+    /// with `metadata` and `spec` (`spec.template`, `spec.worker.template`).
+    pub path: String,
+}
+
+/// The kinds a policy declares, checked and ready to look up.
+#[derive(Debug, Clone, Default)]
+pub struct PodTemplates {
+    declared: Vec<(DeclaredKind, FieldPath)>,
+}
+
+/// `podTemplates` in a policy is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum PodTemplatesError {
+    #[error("podTemplates[{index}]: {field} must not be empty")]
+    Empty { index: usize, field: &'static str },
+    #[error(
+        "podTemplates[{index}]: group {group:?} looks like an apiVersion; give the group alone (`{bare}`): every version is matched"
+    )]
+    Versioned {
+        index: usize,
+        group: String,
+        bare: String,
+    },
+    #[error(
+        "podTemplates[{index}]: path {path:?} is not dotted keys (`spec.template`); list indices and wildcards are not supported"
+    )]
+    Path { index: usize, path: String },
+    #[error(
+        "podTemplates[{index}]: {group} {kind} is built in (pod template at {builtin}); remove the entry"
+    )]
+    BuiltIn {
+        index: usize,
+        group: String,
+        kind: String,
+        builtin: String,
+    },
+    #[error("podTemplates[{index}]: {group} {kind} is declared twice; keep one entry")]
+    Duplicate {
+        index: usize,
+        group: String,
+        kind: String,
+    },
+}
+
+/// A workload object could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The object does not fit the shape of a Kubernetes object.
+    #[error("not a valid Kubernetes object: {0}")]
+    Invalid(#[source] serde_json::Error),
+    /// A declared kind's path does not lead to a pod template on this object.
+    #[error(
+        "{kind} {name}: {path} {problem}, but the policy's podTemplates says {group} {kind} keeps its pod template there; fix the object or the podTemplates entry"
+    )]
+    NoTemplate {
+        group: String,
+        kind: String,
+        name: String,
+        path: String,
+        problem: &'static str,
+    },
+}
+
+impl PodTemplates {
+    /// Checks a policy's `podTemplates` entries.
+    ///
+    /// # Errors
+    /// An entry is empty, names a version, has a path that is not dotted
+    /// keys, repeats another or names a built-in kind.
+    pub fn new(entries: Vec<DeclaredKind>) -> Result<Self, PodTemplatesError> {
+        let mut declared: Vec<(DeclaredKind, FieldPath)> = Vec::with_capacity(entries.len());
+        for (index, e) in entries.into_iter().enumerate() {
+            for (field, value) in [("group", &e.group), ("kind", &e.kind), ("path", &e.path)] {
+                if value.trim().is_empty() {
+                    return Err(PodTemplatesError::Empty { index, field });
+                }
+            }
+            if let Some((bare, _)) = e.group.split_once('/') {
+                return Err(PodTemplatesError::Versioned {
+                    index,
+                    bare: bare.to_owned(),
+                    group: e.group,
+                });
+            }
+            let keys: Vec<&str> = e.path.split('.').collect();
+            let valid_key = |k: &&str| {
+                !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            };
+            if !keys.iter().all(valid_key) {
+                return Err(PodTemplatesError::Path {
+                    index,
+                    path: e.path,
+                });
+            }
+            if let Some(k) = Kind::from_type(&format!("{}/v1", e.group), &e.kind) {
+                let builtin = CUSTOM_RESOURCES
+                    .iter()
+                    .find(|r| r.kind == k)
+                    .map_or("a place winadmit knows", |r| r.template);
+                return Err(PodTemplatesError::BuiltIn {
+                    index,
+                    builtin: builtin.to_owned(),
+                    group: e.group,
+                    kind: e.kind,
+                });
+            }
+            if declared
+                .iter()
+                .any(|(d, _)| d.group == e.group && d.kind == e.kind)
+            {
+                return Err(PodTemplatesError::Duplicate {
+                    index,
+                    group: e.group,
+                    kind: e.kind,
+                });
+            }
+            let path = FieldPath::keys(&keys);
+            declared.push((e, path));
+        }
+        Ok(Self { declared })
+    }
+
+    /// The declared entries, in policy order.
+    pub fn iter(&self) -> impl Iterator<Item = &DeclaredKind> {
+        self.declared.iter().map(|(d, _)| d)
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.declared.is_empty()
+    }
+
+    /// The declared entry for an `apiVersion`/`kind`, in any version.
+    #[must_use]
+    pub fn declared(&self, api_version: &str, kind: &str) -> Option<(&DeclaredKind, &FieldPath)> {
+        let group = group_of(api_version);
+        self.declared
+            .iter()
+            .find(|(d, _)| d.group == group && d.kind == kind)
+            .map(|(d, p)| (d, p))
+    }
+
+    /// The kind of an `apiVersion`/`kind`: built in or declared.
+    #[must_use]
+    pub fn kind_of(&self, api_version: &str, kind: &str) -> Option<Kind> {
+        Kind::from_type(api_version, kind)
+            .or_else(|| self.declared(api_version, kind).map(|_| Kind::Declared))
+    }
+
+    /// Reads an object into the view, with the pod template of a declared
+    /// kind found at its path.
+    ///
+    /// # Errors
+    /// The object is not a Kubernetes object, or it is of a declared kind
+    /// and its path does not hold a pod template (an object with a `spec`
+    /// object): that is an input error, not something to skip silently.
+    pub fn read<'a>(&self, value: &'a serde_json::Value) -> Result<ObjectView<'a>, ReadError> {
+        use serde::Deserialize as _;
+        let mut view = ObjectView::deserialize(value).map_err(ReadError::Invalid)?;
+        let Some((api_version, kind)) = type_of(value) else {
+            return Ok(view);
+        };
+        if Kind::from_type(api_version, kind).is_some() {
+            return Ok(view);
+        }
+        let Some((declared, path)) = self.declared(api_version, kind) else {
+            return Ok(view);
+        };
+        let no_template = |problem: &'static str| ReadError::NoTemplate {
+            group: declared.group.clone(),
+            kind: declared.kind.clone(),
+            name: value
+                .pointer("/metadata/name")
+                .or_else(|| value.pointer("/metadata/generateName"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("(unnamed)")
+                .to_owned(),
+            path: path.to_string(),
+            problem,
+        };
+        let at = value
+            .pointer(&path.pointer())
+            .ok_or_else(|| no_template("does not exist"))?;
+        if !at.is_object() {
+            return Err(no_template("is not an object"));
+        }
+        if !at.get("spec").is_some_and(serde_json::Value::is_object) {
+            return Err(no_template("has no pod spec (no `spec` object)"));
+        }
+        let template = TemplateView::deserialize(at).map_err(ReadError::Invalid)?;
+        view.declared = Some(Box::new(crate::view::DeclaredTemplate {
+            path: path.clone(),
+            template,
+        }));
+        Ok(view)
     }
 }
 
@@ -218,6 +611,116 @@ mod tests {
     }
 
     #[test]
+    fn custom_resources_match_on_group_and_kind_in_any_version() {
+        assert_eq!(
+            Kind::from_type("argoproj.io/v1alpha1", "Rollout"),
+            Some(Kind::Rollout)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1beta1", "StatefulSet"),
+            Some(Kind::KruiseStatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "StatefulSet"),
+            Some(Kind::KruiseStatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps/v1", "StatefulSet"),
+            Some(Kind::StatefulSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "DaemonSet"),
+            Some(Kind::KruiseDaemonSet)
+        );
+        assert_eq!(
+            Kind::from_type("apps.kruise.io/v1alpha1", "Deployment"),
+            None,
+            "OpenKruise has no Deployment"
+        );
+        assert_eq!(
+            Kind::from_type("keda.sh/v1alpha1", "ScaledJob"),
+            Some(Kind::ScaledJob)
+        );
+        assert_eq!(Kind::from_type("keda.sh/v1alpha1", "ScaledObject"), None);
+        assert_eq!(Kind::from_type("example.com/v1", "Rollout"), None);
+        assert_eq!(Kind::KruiseStatefulSet.as_str(), "StatefulSet");
+        for r in CUSTOM_RESOURCES {
+            assert_eq!(
+                Kind::from_type(&format!("{}/v9", r.group), r.name),
+                Some(r.kind)
+            );
+        }
+    }
+
+    #[test]
+    fn advanced_cron_jobs_hold_a_job_or_a_broadcast_job_template() {
+        let read = |template: &str| {
+            let json = format!(
+                r#"{{"apiVersion":"apps.kruise.io/v1alpha1","kind":"AdvancedCronJob","metadata":{{"name":"n"}},
+                "spec":{{"schedule":"* * * * *","template":{template}}}}}"#
+            );
+            let v: ObjectView<'_> = serde_json::from_str(&json).unwrap();
+            let w = Workload::from_view(&v).unwrap();
+            (w.spec_path.to_string(), w.spec.and_then(|s| s.host_network))
+        };
+        assert_eq!(
+            read(r#"{"jobTemplate":{"spec":{"template":{"spec":{"hostNetwork":true}}}}}"#),
+            (
+                "spec.template.jobTemplate.spec.template.spec".into(),
+                Some(true)
+            )
+        );
+        assert_eq!(
+            read(r#"{"broadcastJobTemplate":{"spec":{"template":{"spec":{"hostNetwork":true}}}}}"#),
+            (
+                "spec.template.broadcastJobTemplate.spec.template.spec".into(),
+                Some(true)
+            )
+        );
+        assert_eq!(
+            read("{}"),
+            ("spec.template.jobTemplate.spec.template.spec".into(), None)
+        );
+    }
+
+    #[test]
+    fn a_declared_kind_needs_its_template() {
+        let templates = PodTemplates::new(vec![DeclaredKind {
+            group: "example.com".into(),
+            kind: "Worker".into(),
+            path: "spec.pod".into(),
+        }])
+        .unwrap();
+        assert_eq!(
+            templates.kind_of("example.com/v2", "Worker"),
+            Some(Kind::Declared)
+        );
+        assert_eq!(templates.kind_of("other.com/v1", "Worker"), None);
+        let ok = serde_json::json!({"apiVersion":"example.com/v1","kind":"Worker","metadata":{"name":"w"},
+            "spec":{"pod":{"metadata":{"labels":{"a":"b"}},"spec":{"hostPID":true}}}});
+        let view = templates.read(&ok).unwrap();
+        let w = Workload::from_view(&view).unwrap();
+        assert_eq!(w.kind, Kind::Declared);
+        assert_eq!(w.kind_name, "Worker");
+        assert_eq!(w.spec_path.to_string(), "spec.pod.spec");
+        assert_eq!(w.pod_metadata_path().to_string(), "spec.pod.metadata");
+        assert_eq!(w.spec.unwrap().host_pid, Some(true));
+        for (bad, problem) in [
+            (serde_json::json!({"pod": 3}), "is not an object"),
+            (
+                serde_json::json!({"pod": {"metadata": {}}}),
+                "has no pod spec",
+            ),
+            (serde_json::json!({}), "does not exist"),
+        ] {
+            let obj = serde_json::json!({"apiVersion":"example.com/v1","kind":"Worker","metadata":{"name":"w"},"spec":bad});
+            let e = templates.read(&obj).unwrap_err().to_string();
+            assert!(e.starts_with("Worker w: spec.pod "), "{e}");
+            assert!(e.contains(problem), "{e}");
+        }
+    }
+
+    #[test]
     fn finds_the_pod_spec_of_each_kind() {
         let cron: ObjectView<'_> = serde_json::from_str(
             r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"n"},
@@ -231,6 +734,9 @@ mod tests {
         );
         assert_eq!(w.spec.unwrap().host_pid, Some(true));
         assert_eq!(w.annotation("a"), Some("b"));
-        assert_eq!(Kind::CronJob.pod_metadata_path().last(), Some(&"metadata"));
+        assert_eq!(
+            w.pod_metadata_path().to_string(),
+            "spec.jobTemplate.spec.template.metadata"
+        );
     }
 }

@@ -29,6 +29,7 @@ const OVERLAYS: &[(&str, &str)] = &[
     ("self-signed", "overlays/self-signed"),
     ("audit", "overlays/audit"),
     ("no-match-conditions", "overlays/no-match-conditions"),
+    ("custom-resources", "overlays/custom-resources"),
 ];
 
 fn manifests_dir() -> PathBuf {
@@ -632,6 +633,31 @@ fn check_wiring(name: &str, objects: &[Value]) {
             .chain(["batch/jobs CREATE".to_owned()])
             .collect()
         };
+        // The custom-resources overlay adds the built-in table of custom
+        // resources, every one of them (BroadcastJobs are mutated on CREATE
+        // only, like Jobs).
+        let mut wanted = wanted;
+        if name == "custom-resources" {
+            for r in winadmit::workload::CUSTOM_RESOURCES {
+                let ops = if path == "/mutate" && r.plural == "broadcastjobs" {
+                    "CREATE"
+                } else {
+                    both
+                };
+                wanted.insert(format!("{}/{} {ops}", r.group, r.plural));
+            }
+            for rule in hook["rules"].as_array().unwrap() {
+                if rule["apiGroups"][0] != ""
+                    && !["apps", "batch"].contains(&rule["apiGroups"][0].as_str().unwrap())
+                {
+                    assert_eq!(
+                        rule["apiVersions"],
+                        serde_json::json!(["*"]),
+                        "{name} {path}: every served version"
+                    );
+                }
+            }
+        }
         assert_eq!(covered, wanted, "{name} {path}");
         let excluded: BTreeMap<&str, (&str, Vec<&str>)> =
             hook["namespaceSelector"]["matchExpressions"]
@@ -1124,6 +1150,37 @@ fn match_conditions_send_what_may_target_windows() {
         }
     }
     assert!(wrong.is_empty(), "matchCondition mistakes: {wrong:#?}");
+}
+
+/// The custom resources' fixtures: the Windows ones (named `win-*`) are
+/// sent, wherever their kind keeps the pod template; the Linux ones are not.
+#[test]
+fn match_conditions_find_the_pod_template_of_custom_resources() {
+    let program = match_condition();
+    let dir = format!("{}/tests/fixtures/crd", env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for file in [
+        "rollout-windows.yaml",
+        "rollout-linux.yaml",
+        "cloneset.yaml",
+        "advanced-statefulset.yaml",
+        "advanced-daemonset.yaml",
+        "broadcastjob.yaml",
+        "advancedcronjob.yaml",
+        "scaledjob.yaml",
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        for doc in winadmit::source::parse(&text).unwrap() {
+            let name = doc.value["metadata"]["name"].as_str().unwrap();
+            assert_eq!(
+                sends(&program, &doc.value),
+                name.starts_with("win-"),
+                "{file} {name}"
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 15);
 }
 
 /// The safety property: every object of the real-world corpus that the

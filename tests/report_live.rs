@@ -263,3 +263,83 @@ fn bad_credentials_and_unreachable_servers_are_clear_errors() {
         text(&out.stderr)
     );
 }
+
+/// Custom resources with a pod template are listed when the cluster serves
+/// them (found through discovery), before the built-in kinds so their
+/// ReplicaSets and Pods fold into them; groups the cluster does not serve
+/// (KEDA here) are skipped without a word. Kinds a policy declares are
+/// listed the same way.
+#[test]
+fn lists_the_custom_resources_the_cluster_serves() {
+    let api = FakeApi::start(Behaviour {
+        fixtures: Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/live-crd"),
+        ),
+        ..Behaviour::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kc = api.kubeconfig(dir.path(), TOKEN);
+    let policy = format!(
+        "{}/tests/fixtures/crd/policy-agones.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = winadmit(&[
+        "report",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--policy",
+        &policy,
+        "--format",
+        "json",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = api.requests();
+    for path in [
+        "/apis/argoproj.io/v1alpha1/rollouts?",
+        "/apis/apps.kruise.io/v1beta1/clonesets?",
+        "/apis/apps.kruise.io/v1beta1/statefulsets?",
+        "/apis/agones.dev/v1/gameservers?",
+        "/apis/apps/v1/statefulsets?",
+    ] {
+        assert!(
+            requests.iter().any(|r| r.starts_with(path)),
+            "{path} not listed: {requests:#?}"
+        );
+    }
+    assert!(
+        requests.iter().any(|r| r == "/apis/keda.sh"),
+        "{requests:#?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.contains("scaledjobs")),
+        "KEDA is not served: {requests:#?}"
+    );
+    assert!(
+        !stderr.contains("keda") && !stderr.contains("error"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("rollouts.argoproj.io"), "{stderr}");
+
+    let names = essentials(&report);
+    let expected: BTreeSet<String> = [
+        "Rollout shop/win-web deny WIN-HOSTNETWORK@spec.template.spec.hostNetwork",
+        "CloneSet shop/win-sample deny WIN-HOSTNETWORK@spec.template.spec.hostNetwork",
+        "StatefulSet shop/db allow ",
+        "GameServer games/win-game deny WIN-HOSTNETWORK@spec.template.spec.hostNetwork",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    assert_eq!(names, expected, "{report:#}");
+    // The Rollout's ReplicaSet says nothing the Rollout does not: folded.
+    assert_eq!(report["summary"]["folded"], 1, "{report:#}");
+    let db = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "db")
+        .unwrap();
+    assert_eq!(db["apiVersion"], "apps.kruise.io/v1beta1");
+}

@@ -123,11 +123,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 
     // Live mode checks access before any output is written.
     let live = if from_file.is_empty() {
+        let custom: Vec<(String, String)> = crate::workload::CUSTOM_RESOURCES
+            .iter()
+            .map(|r| (r.group.to_owned(), r.name.to_owned()))
+            .chain(
+                pol.pod_templates
+                    .iter()
+                    .map(|d| (d.group.clone(), d.kind.clone())),
+            )
+            .collect();
         Some(live::Live::connect(
             kubeconfig.as_deref(),
             context.as_deref(),
             &namespaces,
             page_size,
+            &custom,
             &progress,
         )?)
     } else {

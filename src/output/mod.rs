@@ -152,5 +152,9 @@ pub struct LintReport {
     #[serde(skip)]
     pub checked: Vec<Checked>,
     pub input_errors: Vec<InputProblem>,
+    /// Things worth knowing that are neither findings nor errors (an Argo
+    /// Rollout whose pod template is another workload's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<InputProblem>,
     pub summary: Summary,
 }

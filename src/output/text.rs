@@ -30,6 +30,13 @@ pub fn render(report: &LintReport, color: bool) -> String {
             p.message
         );
     }
+    for n in &report.notes {
+        let at = match (n.line, n.column) {
+            (Some(l), Some(c)) => format!(":{l}:{c}"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "{}{at}: note: {}", n.file, n.message);
+    }
     for f in &report.findings {
         let label = match f.severity {
             Severity::Error => paint("1;31", &format!("error[{}]", f.rule)),

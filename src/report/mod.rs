@@ -16,6 +16,9 @@
 //! A Pod owned (controller `ownerReference`) by a ReplicaSet, Job, DaemonSet,
 //! StatefulSet or ReplicationController, a ReplicaSet owned by a Deployment
 //! and a Job owned by a CronJob are *folded* into their owner: not reported
+//! (likewise for the custom resources of [`crate::workload::CUSTOM_RESOURCES`]:
+//! a ReplicaSet of an Argo Rollout, a Job of a KEDA ScaledJob or OpenKruise
+//! AdvancedCronJob, a Pod of a CloneSet or BroadcastJob)
 //! on their own, only counted in `summary.folded`. They are reported anyway
 //! when they *differ* from the owner, meaning the report would say something
 //! different about them: a different set of findings (rule, severity and
@@ -38,7 +41,6 @@ use crate::output::{InputProblem, LintFinding, ObjectId};
 use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
-use crate::view::ObjectView;
 use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
@@ -123,6 +125,10 @@ pub struct ObjectReport {
     /// it was not folded into it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Why there was nothing to check (an Argo Rollout whose pod template
+    /// is another workload's, through `spec.workloadRef`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     pub targets_windows: bool,
     /// Why the object is (or is not) taken for a Windows workload, e.g.
     /// `nodeSelector kubernetes.io/os=windows`; `null` when nothing pins an OS.
@@ -374,7 +380,7 @@ impl<'p> ReportBuilder<'p> {
     /// remembered for the objects after them.
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
         let (api_version, kind) = type_of(value).unwrap_or_default();
-        let Some(_) = Kind::from_type(api_version, kind) else {
+        let Some(_) = self.policy.pod_templates.kind_of(api_version, kind) else {
             self.learn(value, api_version, kind);
             self.summary.other_objects += 1;
             return Added::Other;
@@ -385,17 +391,14 @@ impl<'p> ReportBuilder<'p> {
                 return Added::Other;
             }
         }
-        let view = match ObjectView::deserialize(value) {
+        let view = match self.policy.pod_templates.read(value) {
             Ok(v) => v,
             Err(e) => {
                 self.input_problem(InputProblem {
                     file: origin.file.to_owned(),
                     line: None,
                     column: None,
-                    message: format!(
-                        "document {}: not a valid Kubernetes object: {e}",
-                        origin.document
-                    ),
+                    message: format!("document {}: {e}", origin.document),
                 });
                 return Added::Other;
             }
@@ -407,7 +410,7 @@ impl<'p> ReportBuilder<'p> {
         self.summary.objects += 1;
         let (report, signature) = self.evaluate(value, &workload, origin);
         let self_key = owner_capable(workload.kind)
-            .then(|| object_key(workload.namespace, workload.kind.as_str(), workload.name));
+            .then(|| object_key(workload.namespace, workload.kind_name, workload.name));
         let owner = self
             .options
             .fold
@@ -578,7 +581,7 @@ impl<'p> ReportBuilder<'p> {
             .map(|f| {
                 let id = ObjectId {
                     api_version: workload.api_version,
-                    kind: workload.kind.as_str(),
+                    kind: workload.kind_name,
                     namespace: workload.namespace,
                     name: workload.name,
                 };
@@ -587,10 +590,11 @@ impl<'p> ReportBuilder<'p> {
             .collect();
         let report = ObjectReport {
             api_version: workload.api_version.to_owned(),
-            kind: workload.kind.as_str().to_owned(),
+            kind: workload.kind_name.to_owned(),
             namespace: workload.namespace.map(str::to_owned),
             name: workload.name.to_owned(),
             owner: None,
+            note: workload.note(),
             targets_windows: eval.target.is_windows(),
             target_reason: eval.target.reason(),
             verdict,
@@ -706,6 +710,13 @@ fn owner_capable(kind: Kind) -> bool {
             | Kind::Job
             | Kind::CronJob
             | Kind::ReplicationController
+            | Kind::Rollout
+            | Kind::CloneSet
+            | Kind::KruiseStatefulSet
+            | Kind::KruiseDaemonSet
+            | Kind::BroadcastJob
+            | Kind::AdvancedCronJob
+            | Kind::ScaledJob
     )
 }
 
@@ -725,10 +736,19 @@ fn controller_of(value: &Value, kind: Kind) -> Option<(String, String)> {
     let owns = match kind {
         Kind::Pod => matches!(
             owner_kind,
-            "ReplicaSet" | "Job" | "DaemonSet" | "StatefulSet" | "ReplicationController"
+            "ReplicaSet"
+                | "Job"
+                | "DaemonSet"
+                | "StatefulSet"
+                | "ReplicationController"
+                | "CloneSet"
+                | "BroadcastJob"
         ),
-        Kind::ReplicaSet => owner_kind == "Deployment",
-        Kind::Job => owner_kind == "CronJob",
+        // Argo Rollouts make ReplicaSets; KEDA ScaledJobs and OpenKruise
+        // AdvancedCronJobs make Jobs (the latter BroadcastJobs too).
+        Kind::ReplicaSet => matches!(owner_kind, "Deployment" | "Rollout"),
+        Kind::Job => matches!(owner_kind, "CronJob" | "ScaledJob" | "AdvancedCronJob"),
+        Kind::BroadcastJob => owner_kind == "AdvancedCronJob",
         _ => false,
     };
     owns.then(|| (owner_kind.to_owned(), owner_name.to_owned()))
@@ -739,7 +759,7 @@ fn controller_of(value: &Value, kind: Kind) -> Option<(String, String)> {
 /// targeting, exemption and skipped rules.
 fn signature(workload: &Workload<'_, '_>, eval: &Evaluation) -> u64 {
     let spec = workload.spec_path.to_string();
-    let meta = crate::path::FieldPath::keys(workload.kind.pod_metadata_path()).to_string();
+    let meta = workload.pod_metadata_path().to_string();
     let mut items: Vec<(&str, Severity, String)> = eval
         .findings
         .iter()

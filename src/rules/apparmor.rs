@@ -52,7 +52,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         .flat_map(super::super::view::StrMap::iter)
     {
         if key.starts_with(ANNOTATION_PREFIX) {
-            let mut path = crate::path::FieldPath::keys(cx.workload.kind.pod_metadata_path());
+            let mut path = cx.workload.pod_metadata_path();
             path = path.key("annotations").map_key(key);
             out.report(
                 path,

@@ -1,7 +1,6 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::path::FieldPath;
 
 /// The experimental annotation (Kubernetes 1.10-1.20, dockershim).
 pub const ISOLATION_ANNOTATION: &str = "experimental.windows.kubernetes.io/isolation-type";
@@ -32,7 +31,9 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         .and_then(|a| a.get(ISOLATION_ANNOTATION));
     let count = cx.spec.containers.as_ref().map_or(0, Vec::len);
     if value == Some("hyperv") && count > 1 {
-        let path = FieldPath::keys(cx.workload.kind.pod_metadata_path())
+        let path = cx
+            .workload
+            .pod_metadata_path()
             .key("annotations")
             .map_key(ISOLATION_ANNOTATION);
         out.report(

@@ -3,7 +3,6 @@
 
 use super::hyperv::ISOLATION_ANNOTATION;
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::path::FieldPath;
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {
@@ -33,7 +32,9 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if value != Some("hyperv") {
         return;
     }
-    let path = FieldPath::keys(cx.workload.kind.pod_metadata_path())
+    let path = cx
+        .workload
+        .pod_metadata_path()
         .key("annotations")
         .map_key(ISOLATION_ANNOTATION);
     let also = if cx.hyperv {

@@ -228,6 +228,21 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
     }
     // /api/v1[/namespaces/NS]/PLURAL or /apis/G/V[/namespaces/NS]/PLURAL
     let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    // Discovery (/apis/G, /apis/G/V): from discovery.json, a map from path
+    // to document, when the fixtures have one.
+    if parts.first() == Some(&"apis") && (2..=3).contains(&parts.len()) {
+        let docs: Value = std::fs::read_to_string(state.fixtures.join("discovery.json"))
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap_or(Value::Null);
+        return match docs.get(uri.path()) {
+            Some(doc) => axum::Json(doc.clone()).into_response(),
+            None => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+        };
+    }
     let rest = match parts.first() {
         Some(&"api") => &parts[2..],
         Some(&"apis") => &parts[3..],
@@ -275,7 +290,11 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
     if watching {
         return watch(&state, plural);
     }
-    let Ok(text) = std::fs::read_to_string(state.fixtures.join(format!("{plural}.json"))) else {
+    // A custom resource's list may be in PLURAL.GROUP.json (OpenKruise's
+    // statefulsets are not the apps group's).
+    let Ok(text) = std::fs::read_to_string(state.fixtures.join(format!("{plural}.{group}.json")))
+        .or_else(|_| std::fs::read_to_string(state.fixtures.join(format!("{plural}.json"))))
+    else {
         return status(
             404,
             "NotFound",

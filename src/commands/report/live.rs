@@ -115,17 +115,25 @@ pub(super) struct Live {
     /// `None`: all namespaces.
     namespaces: Vec<Option<String>>,
     page_size: u32,
+    /// Custom resources with a pod template that the cluster serves and the
+    /// identity may list, owners first ([`Live::discover`]).
+    custom: Vec<Resource>,
 }
 
 impl Live {
     /// Loads the kubeconfig (or in-cluster config), and checks with one
     /// small list call per resource that the cluster answers and allows
     /// listing, so a refusal is reported before any output is written.
+    ///
+    /// `custom` are the (group, kind) pairs of custom resources with a pod
+    /// template (the built-in table and the policy's `podTemplates`); the
+    /// ones the cluster serves are listed too, before the built-in kinds.
     pub fn connect(
         kubeconfig: Option<&Path>,
         context: Option<&str>,
         namespaces: &[String],
         page_size: u32,
+        custom: &[(String, String)],
         progress: &Progress,
     ) -> anyhow::Result<Self> {
         // kube's rustls needs a process-wide provider; another door may have
@@ -142,7 +150,7 @@ impl Live {
         let client = Client::try_from(config)
             .with_context(|| format!("cannot create a Kubernetes client for {server}"))?;
         drop(guard);
-        let live = Self {
+        let mut live = Self {
             runtime,
             client,
             server,
@@ -152,6 +160,7 @@ impl Live {
                 namespaces.iter().cloned().map(Some).collect()
             },
             page_size,
+            custom: Vec::new(),
         };
         for ns in &live.namespaces {
             for r in WORKLOADS {
@@ -160,13 +169,96 @@ impl Live {
                     .map_err(|e| live.describe(e, r, ns.as_deref()))?;
             }
         }
+        live.custom = live.discover(custom, progress);
+        let listed: Vec<&str> = live
+            .custom
+            .iter()
+            .map(|r| r.display)
+            .chain(WORKLOADS.iter().map(|r| r.plural))
+            .collect();
         progress.note(&format!(
             "connected to {}; listing {} in {}",
             live.server,
-            WORKLOADS.map(|r| r.plural).join(", "),
+            listed.join(", "),
             scope_list(&live.namespaces)
         ));
         Ok(live)
+    }
+
+    /// Finds which of the `(group, kind)` custom resources the cluster
+    /// serves, through the discovery API (`/apis/GROUP` for the preferred
+    /// version, then its resource list), and keeps those the identity may
+    /// list. A group or kind the cluster does not serve is skipped quietly:
+    /// most clusters have no Argo Rollouts, OpenKruise or KEDA. A list the
+    /// identity may not make is a note, and the report goes on without it.
+    fn discover(&self, custom: &[(String, String)], progress: &Progress) -> Vec<Resource> {
+        let mut found = Vec::new();
+        let mut groups: Vec<&str> = Vec::new();
+        for (g, _) in custom {
+            if !groups.contains(&g.as_str()) {
+                groups.push(g);
+            }
+        }
+        for group in groups {
+            let Some(group_version) = self.get_json(&format!("/apis/{group}")).and_then(|g| {
+                g.pointer("/preferredVersion/groupVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }) else {
+                continue;
+            };
+            let Some(list) = self.get_json(&format!("/apis/{group_version}")) else {
+                continue;
+            };
+            let served = list
+                .get("resources")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for (_, kind) in custom.iter().filter(|(g, _)| g == group) {
+                let Some(plural) = served
+                    .iter()
+                    .filter(|r| r.get("kind").and_then(Value::as_str) == Some(kind))
+                    .filter_map(|r| r.get("name").and_then(Value::as_str))
+                    .find(|name| !name.contains('/'))
+                else {
+                    continue;
+                };
+                // Once per discovered kind, for the life of this short CLI
+                // process: leaking keeps `Resource` a plain `Copy` value
+                // like the built-in table's.
+                let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+                let r = Resource {
+                    base: leak(format!("/apis/{group_version}")),
+                    plural: leak(plural.to_owned()),
+                    display: leak(format!("{plural}.{group}")),
+                    api_version: leak(group_version.clone()),
+                    kind: leak(kind.clone()),
+                };
+                let allowed = self.namespaces.iter().try_for_each(|ns| {
+                    self.runtime
+                        .block_on(self.page(r, ns.as_deref(), 1, None))
+                        .map(drop)
+                        .map_err(|e| self.describe(e, r, ns.as_deref()))
+                });
+                match allowed {
+                    Ok(()) => found.push(r),
+                    Err(e) => progress.note(&format!(
+                        "note: {e:#} (the report goes on without {})",
+                        r.display
+                    )),
+                }
+            }
+        }
+        found
+    }
+
+    /// A discovery document, or `None` when the cluster does not serve it
+    /// (or will not say).
+    fn get_json(&self, path: &str) -> Option<Value> {
+        let req = axum::http::Request::get(path).body(Vec::new()).ok()?;
+        let text = self.runtime.block_on(self.client.request_text(req)).ok()?;
+        serde_json::from_str(&text).ok()
     }
 
     pub fn server(&self) -> &str {
@@ -177,8 +269,9 @@ impl Live {
     pub fn run(self, driver: &mut Driver<'_>) -> anyhow::Result<()> {
         self.learn_cluster(driver);
         let mut document = 0usize;
+        let resources: Vec<Resource> = self.custom.iter().copied().chain(WORKLOADS).collect();
         for ns in &self.namespaces {
-            for r in WORKLOADS {
+            for &r in &resources {
                 let mut token: Option<String> = None;
                 let mut pages = 0usize;
                 let mut items = 0usize;
