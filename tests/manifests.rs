@@ -1299,3 +1299,113 @@ fn dockerfile_fits_the_deployment() {
         assert!(ignore.lines().any(|l| l == line), ".dockerignore: {line}");
     }
 }
+
+/// Does the engine act on this object (any finding, or Windows targeting)?
+fn engine_acts_on(object: &Value) -> bool {
+    use serde::Deserialize as _;
+    let view = winadmit::view::ObjectView::deserialize(object).unwrap();
+    let workload = winadmit::workload::Workload::from_view(&view).unwrap();
+    let eval = winadmit::engine::evaluate(
+        &Policy::default_policy(),
+        &workload,
+        &winadmit::engine::Context::default(),
+    );
+    eval.target.is_windows() || !eval.findings.is_empty()
+}
+
+/// The three objects the matchCondition used to keep from the webhook
+/// although the engine gives them a finding (issue 11).
+#[test]
+fn match_conditions_send_the_objects_they_used_to_skip() {
+    let program = match_condition();
+    for (what, spec) in [
+        (
+            "a Linux pod with a C:\\ hostPath (WIN-HOSTPATH-WINDOWS-PATH)",
+            serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"},
+                "containers": [{"name": "a", "image": "busybox:1.36"}],
+                "volumes": [{"name": "c", "hostPath": {"path": "C:\\k"}}]}),
+        ),
+        (
+            "a pod selecting only node.kubernetes.io/windows-build",
+            serde_json::json!({"nodeSelector": {"node.kubernetes.io/windows-build": "10.0.20348"},
+                "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+        ),
+        (
+            "an ltsc2022 image beside nginx (WIN-MIXED-OS)",
+            serde_json::json!({"containers": [
+                {"name": "a", "image": "contoso/app:1.0-ltsc2022"},
+                {"name": "b", "image": "nginx"}]}),
+        ),
+        (
+            "an AKS os-sku selector",
+            serde_json::json!({"nodeSelector": {"kubernetes.azure.com/os-sku": "Windows2022"},
+                "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+        ),
+    ] {
+        let object = pod(&spec);
+        assert!(engine_acts_on(&object), "{what}: the engine acts on it");
+        assert!(
+            sends(&program, &object),
+            "{what} is not sent to the webhook"
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// Over generated pods: whenever the engine gives any finding or takes
+    /// the pod for a Windows pod, the matchCondition sends it.
+    #[test]
+    fn match_conditions_cover_the_engine_on_generated_pods(
+        selector in proptest::sample::select(vec![
+            None,
+            Some(("kubernetes.io/os", "windows")),
+            Some(("kubernetes.io/os", "linux")),
+            Some(("beta.kubernetes.io/os", "windows")),
+            Some(("node.kubernetes.io/windows-build", "10.0.17763")),
+            Some(("kubernetes.azure.com/os-sku", "Windows2022")),
+            Some(("kubernetes.azure.com/os-sku", "Ubuntu")),
+            Some(("pool", "win")),
+        ]),
+        images in proptest::collection::vec(proptest::sample::select(vec![
+            "nginx", "busybox:1.36", "contoso/app:1.0-ltsc2022", "contoso/app:2.0",
+            "mcr.microsoft.com/windows/servercore:ltsc2019", "registry.k8s.io/pause:3.9",
+            "example.com/tool:10.0.20348.2527", "python:3.12-alpine",
+            "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0",
+        ]), 1..3),
+        host_path in proptest::sample::select(vec![None, Some("/proc"), Some("C:\\var\\log"), Some("\\\\.\\pipe\\x"), Some("/var/log")]),
+        host_process in proptest::bool::ANY,
+        host_network in proptest::bool::ANY,
+        os in proptest::sample::select(vec![None, Some("windows"), Some("linux")]),
+        runtime_class in proptest::bool::ANY,
+    ) {
+        let mut spec = serde_json::json!({
+            "containers": images.iter().enumerate()
+                .map(|(i, image)| serde_json::json!({"name": format!("c{i}"), "image": image}))
+                .collect::<Vec<_>>(),
+        });
+        if let Some((k, v)) = selector {
+            spec["nodeSelector"] = serde_json::json!({k: v});
+        }
+        if let Some(p) = host_path {
+            spec["volumes"] = serde_json::json!([{"name": "h", "hostPath": {"path": p}}]);
+        }
+        if host_process {
+            spec["securityContext"] = serde_json::json!({"windowsOptions": {"hostProcess": true}});
+        }
+        if host_network {
+            spec["hostNetwork"] = serde_json::json!(true);
+        }
+        if let Some(os) = os {
+            spec["os"] = serde_json::json!({"name": os});
+        }
+        if runtime_class {
+            spec["runtimeClassName"] = serde_json::json!("windows-2022");
+        }
+        let object = pod(&spec);
+        let program = match_condition();
+        if engine_acts_on(&object) {
+            proptest::prop_assert!(sends(&program, &object), "not sent: {}", object);
+        }
+    }
+}
