@@ -627,6 +627,14 @@ fn respond(
         let ns = workload.namespace?;
         adm.namespaces.as_ref()?.label(ns, key)
     };
+    // The webhook's reach is policy data: a namespace the manifests exclude
+    // by label is exempt here too (when a cache knows the labels).
+    if let Some(ns) = workload.namespace
+        && let Some(reason) = policy.exempt_namespace_labels(ns, ns_label)
+    {
+        skip(summary, Verdict::Exempt, reason);
+        return ok;
+    }
     // One snapshot for the whole review (and its settle rounds).
     let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
     let cx = Context {
@@ -757,12 +765,12 @@ fn validate(
             severity: f.severity,
             mode,
         });
-        match (mode, f.severity) {
+        match crate::decide::outcome(f.severity, mode) {
             // Advice is for lint and reports, never an admission warning.
-            (_, Severity::Info) => {}
-            (Mode::Audit, _) => audited.push(f.rule),
-            (Mode::Enforce, Severity::Error) => denied.push(f),
-            _ => warnings.push(warning(f)),
+            crate::decide::Outcome::Silent => {}
+            crate::decide::Outcome::Audit => audited.push(f.rule),
+            crate::decide::Outcome::Deny => denied.push(f),
+            crate::decide::Outcome::Warn => warnings.push(warning(f)),
         }
     }
     let mut r = ok;

@@ -11,6 +11,7 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+pub mod decide;
 pub mod engine;
 pub mod errors;
 pub mod finding;

@@ -158,6 +158,10 @@ pub struct Exemptions {
     /// Objects whose labels match any of these selectors are exempt.
     #[serde(default)]
     pub label_selectors: Vec<LabelSelector>,
+    /// Namespaces carrying any of these labels (key: value) are exempt: the
+    /// webhook's opt-out. The manifests' namespaceSelector excludes the same.
+    #[serde(default)]
+    pub namespace_labels: BTreeMap<String, String>,
 }
 
 /// What the mutating webhook (and `lint --fix`) may change.
@@ -738,6 +742,21 @@ impl Policy {
             .iter()
             .position(|s| s.matches(&labels))
             .map(|i| format!("labels match exemptions.labelSelectors[{i}]"))
+    }
+
+    /// Is a namespace with these labels exempt (the webhook's opt-out
+    /// label)? `label` looks a label of the namespace up. Returns the reason.
+    #[must_use]
+    pub fn exempt_namespace_labels(
+        &self,
+        namespace: &str,
+        label: impl Fn(&str) -> Option<String>,
+    ) -> Option<String> {
+        self.exemptions
+            .namespace_labels
+            .iter()
+            .find(|(k, v)| label(k).as_deref() == Some(v.as_str()))
+            .map(|(k, v)| format!("namespace {namespace} is labelled {k}={v}, which opts it out"))
     }
 
     /// Is this requesting user exempt? Returns the reason.

@@ -1409,3 +1409,37 @@ proptest::proptest! {
         }
     }
 }
+
+/// The webhooks' namespaceSelector is the policy's reach: the namespaces
+/// and opt-out labels the default policy exempts, so lint and report say
+/// "exempt" exactly for what the webhook never sees.
+#[test]
+fn namespace_selector_matches_the_policy_exemptions() {
+    let objects = manifests::build("", &|_| None).unwrap();
+    let policy = Policy::default_policy();
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let exprs = webhook(&objects, kind)["namespaceSelector"]["matchExpressions"].clone();
+        let mut names = Vec::new();
+        let mut labels = BTreeMap::new();
+        for e in exprs.as_array().unwrap() {
+            assert_eq!(e["operator"], "NotIn", "{e}");
+            let values: Vec<String> = e["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_owned())
+                .collect();
+            if e["key"] == "kubernetes.io/metadata.name" {
+                names = values;
+            } else {
+                assert_eq!(values.len(), 1, "{e}");
+                labels.insert(e["key"].as_str().unwrap().to_owned(), values[0].clone());
+            }
+        }
+        assert_eq!(names, policy.exemptions.namespaces, "{kind}");
+        assert_eq!(labels, policy.exemptions.namespace_labels, "{kind}");
+    }
+}

@@ -4,7 +4,8 @@
 //! This module is the pure part (no I/O, no clock, no client): objects in,
 //! [`ObjectReport`]s and a [`Summary`] out. It calls the same
 //! [`engine::evaluate`] and [`patch::mutation`] as `lint` and the webhook,
-//! and decides the verdict with [`admission_verdict`], so a report says
+//! and decides with [`crate::decide::decide`] (the settled patch, then the
+//! verdict after it), so a report says
 //! exactly what admission would do.
 //!
 //! The [`ReportBuilder`] takes objects one at a time and hands back the
@@ -38,7 +39,7 @@ use serde_json::Value;
 use crate::engine::{self, Context, Evaluation, Skipped};
 use crate::finding::{PatchOp, Severity};
 use crate::output::{InputProblem, LintFinding, ObjectId};
-use crate::patch::{self, MutationContext};
+use crate::patch::MutationContext;
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Kind, Workload, type_of};
@@ -48,60 +49,7 @@ pub mod format;
 pub mod http;
 pub mod stream;
 
-/// What admission would do with an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// Admitted without a word.
-    Allow,
-    /// Admitted, with warnings returned to the client.
-    Warn,
-    /// Rejected.
-    Deny,
-}
-
-impl Verdict {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Warn => "warn",
-            Self::Deny => "deny",
-        }
-    }
-}
-
-/// The verdict `/validate` gives an evaluated object, in the mode the
-/// namespace asks for (`None`: the policy's mode). Each finding is judged in
-/// its rule's mode ([`Policy::mode_for`]):
-///
-/// | finding  | enforce | warn | audit |
-/// |----------|---------|------|-------|
-/// | error    | deny    | warn | allow |
-/// | warning  | warn    | warn | allow |
-///
-/// The object gets the strongest of its findings' verdicts; an exempt
-/// object is allowed.
-#[must_use]
-pub fn admission_verdict(
-    policy: &Policy,
-    eval: &Evaluation,
-    namespace_mode: Option<Mode>,
-) -> Verdict {
-    if eval.exempt.is_some() {
-        return Verdict::Allow;
-    }
-    let mut verdict = Verdict::Allow;
-    for f in &eval.findings {
-        let v = match (f.severity, policy.mode_for(f.rule, namespace_mode)) {
-            (Severity::Info, _) | (_, Mode::Audit) => Verdict::Allow,
-            (Severity::Error, Mode::Enforce) => Verdict::Deny,
-            _ => Verdict::Warn,
-        };
-        verdict = verdict.max(v);
-    }
-    verdict
-}
+pub use crate::decide::Verdict;
 
 /// Where an object came from, for the `file`/`line`/`column`/`document`
 /// fields of its findings.
@@ -286,6 +234,8 @@ pub struct ReportBuilder<'p> {
     /// Namespace name -> its labels that matter (mode, isolation).
     namespace_modes: HashMap<String, Mode>,
     namespace_isolation: HashMap<String, String>,
+    /// Namespaces labelled with a policy opt-out label, with the label.
+    namespace_opt_out: HashMap<String, String>,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
     namespaces: BTreeMap<Option<String>, NamespaceSummary>,
@@ -328,6 +278,7 @@ impl<'p> ReportBuilder<'p> {
             options,
             namespace_modes: HashMap::new(),
             namespace_isolation: HashMap::new(),
+            namespace_opt_out: HashMap::new(),
             owners: HashMap::new(),
             pending: Vec::new(),
             namespaces: BTreeMap::new(),
@@ -351,6 +302,17 @@ impl<'p> ReportBuilder<'p> {
         labels: impl Iterator<Item = (&'l str, &'l str)>,
     ) {
         for (k, v) in labels {
+            if self
+                .policy
+                .exemptions
+                .namespace_labels
+                .get(k)
+                .map(String::as_str)
+                == Some(v)
+            {
+                self.namespace_opt_out
+                    .insert(namespace.to_owned(), format!("{k}={v}"));
+            }
             if k == self.policy.namespace_mode_label
                 && let Ok(mode) = v.parse::<Mode>()
             {
@@ -546,8 +508,13 @@ impl<'p> ReportBuilder<'p> {
             nodes: (!self.nodes.is_empty()).then_some(&self.nodes),
         };
         let mut eval = engine::evaluate(self.policy, workload, &cx);
-        if let Some(reason) = &self.user_exemption {
-            eval.exempt = Some(reason.clone());
+        let opt_out = workload.namespace.and_then(|ns| {
+            self.namespace_opt_out
+                .get(ns)
+                .map(|label| format!("namespace {ns} is labelled {label}, which opts it out"))
+        });
+        if let Some(reason) = self.user_exemption.clone().or(opt_out) {
+            eval.exempt = Some(reason);
             eval.findings.clear();
             eval.skipped.clear();
         }
@@ -556,7 +523,6 @@ impl<'p> ReportBuilder<'p> {
                 .namespace
                 .and_then(|ns| self.namespace_modes.get(ns).copied())
         });
-        let verdict = admission_verdict(self.policy, &eval, ns_mode);
         let mcx = MutationContext {
             create: self.create,
             namespace_isolation: workload
@@ -565,16 +531,20 @@ impl<'p> ReportBuilder<'p> {
                 .map(String::as_str),
             psa_restricted_before_1_25: false,
         };
-        let mutation = patch::mutation(self.policy, workload, &eval, mcx);
         let signature = signature(workload, &eval);
-        let patched_object = if self.options.patched_objects && !mutation.is_empty() {
-            let mut v = value.clone();
-            // The patch is generated against this very document; a failure
-            // would be a bug in patch generation, shown as no patched object.
-            patch::apply(&mut v, &mutation.ops).ok().map(|()| v)
-        } else {
-            None
+        // The same settled patch /mutate returns, and the verdict /validate
+        // gives once it is applied (mutating admission runs first).
+        let request = crate::decide::Request {
+            mutation: mcx,
+            namespace: workload.namespace,
+            namespace_mode: ns_mode,
+            keep: &|_| true,
         };
+        let decision = crate::decide::decide(self.policy, &cx, value, eval, &request);
+        let verdict = decision.verdict;
+        let eval = decision.evaluation;
+        let mutation = decision.patch;
+        let patched_object = decision.patched.filter(|_| self.options.patched_objects);
         let findings = eval
             .findings
             .iter()

@@ -1,0 +1,164 @@
+//! One decision for every door (issue 11): the report previews the settled
+//! patch `/mutate` returns and the verdict after it; the webhook's reach
+//! (excluded namespaces, the opt-out label) is policy data every door
+//! honours.
+
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+use winadmit::admission::{Admission, Endpoint, review};
+use winadmit::engine::Context;
+use winadmit::policy::Policy;
+use winadmit::report::ReportOptions;
+use winadmit::report::body::report_body;
+
+fn pod(namespace: &str, spec: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": namespace}, "spec": spec})
+}
+
+fn admission_review(object: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": object["metadata"]["namespace"], "operation": "CREATE", "object": object}
+    }))
+    .unwrap()
+}
+
+fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
+    let adm = Admission {
+        policy: policy.clone(),
+        cluster: winadmit::cluster::Cluster::default(),
+        namespaces: None,
+    };
+    let out = review(&adm, endpoint, &admission_review(object)).unwrap();
+    serde_json::from_slice::<Value>(&out.body).unwrap()["response"].clone()
+}
+
+fn mutate_patch(policy: &Policy, object: &Value) -> Vec<Value> {
+    use base64::Engine as _;
+    let r = webhook(policy, Endpoint::Mutate, object);
+    r["patch"].as_str().map_or_else(Vec::new, |p| {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    })
+}
+
+fn report(policy: &Policy, object: &Value) -> Value {
+    let body = serde_json::to_vec(object).unwrap();
+    let options = ReportOptions {
+        patched_objects: true,
+        ..ReportOptions::default()
+    };
+    let out = report_body(
+        policy,
+        &Context::default(),
+        &options,
+        "application/json",
+        &body,
+    )
+    .unwrap();
+    serde_json::to_value(&out).unwrap()["objects"][0].clone()
+}
+
+#[test]
+fn the_report_previews_the_settled_patch_mutate_returns() {
+    let policy = Policy::from_yaml("p.yaml", "mutation: {setOsName: true}\n").unwrap();
+    let object = pod(
+        "web",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+            "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+                "securityContext": {"allowPrivilegeEscalation": false},
+                "resources": {"limits": {"memory": "1Gi"}}}]}),
+    );
+    let patch = mutate_patch(&policy, &object);
+    assert_eq!(
+        patch.len(),
+        2,
+        "spec.os and the field it forbids: {patch:?}"
+    );
+    let r = report(&policy, &object);
+    let previewed: Vec<Value> = r["patch"].as_array().unwrap().clone();
+    assert_eq!(previewed, patch, "the report shows what /mutate returns");
+    // The previewed object is one the API server accepts: no forbidden field.
+    let patched = &r["patchedObject"];
+    assert_eq!(patched["spec"]["os"]["name"], "windows", "{r:#}");
+    assert!(
+        patched["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"].is_null(),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn the_reports_verdict_is_the_one_after_the_patch() {
+    // Errors the patch removes (fields the API server forbids with
+    // spec.os.name: windows, which have no effect) do not deny.
+    let object = pod(
+        "web",
+        json!({"os": {"name": "windows"},
+            "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+                "securityContext": {"privileged": false, "seccompProfile": {"type": "RuntimeDefault"}},
+                "resources": {"limits": {"memory": "1Gi"}}}]}),
+    );
+    let policy = Policy::default_policy();
+    assert_eq!(
+        webhook(&policy, Endpoint::Validate, &object)["allowed"],
+        false,
+        "as written, the object has errors"
+    );
+    let r = report(&policy, &object);
+    assert!(!r["patch"].as_array().unwrap().is_empty(), "{r:#}");
+    assert_eq!(r["verdict"], "warn", "{r:#}");
+    // /validate on the patched object allows it.
+    let patched = r["patchedObject"].clone();
+    assert_eq!(
+        webhook(&policy, Endpoint::Validate, &patched)["allowed"],
+        true
+    );
+}
+
+#[test]
+fn namespaces_the_webhook_never_sees_are_exempt_everywhere() {
+    let broken = json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true,
+        "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022"}]});
+    let policy = Policy::default_policy();
+    for ns in ["kube-system", "winadmit"] {
+        let object = pod(ns, broken.clone());
+        let r = report(&policy, &object);
+        assert_eq!(r["verdict"], "allow", "{ns}: {r:#}");
+        assert!(r["exempt"].as_str().unwrap().contains(ns), "{r:#}");
+        // lint agrees: no findings for an exempt object.
+        let view = winadmit::view::ObjectView::deserialize(&object).unwrap();
+        let w = winadmit::workload::Workload::from_view(&view).unwrap();
+        let eval = winadmit::engine::evaluate(&policy, &w, &Context::default());
+        assert!(eval.exempt.is_some() && eval.findings.is_empty(), "{ns}");
+        assert_eq!(
+            webhook(&policy, Endpoint::Validate, &object)["allowed"],
+            true
+        );
+    }
+    // A namespace labelled with the opt-out label, known from the input.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "legacy", "labels": {"winadmit.io/ignore": "true"}}});
+    let list =
+        json!({"apiVersion": "v1", "kind": "List", "items": [ns, pod("legacy", broken.clone())]});
+    let body = serde_json::to_vec(&list).unwrap();
+    let out = report_body(
+        &policy,
+        &Context::default(),
+        &ReportOptions::default(),
+        "application/json",
+        &body,
+    )
+    .unwrap();
+    let v: Value = serde_json::to_value(&out).unwrap();
+    let o = &v["objects"][0];
+    assert_eq!(o["verdict"], "allow", "{o:#}");
+    assert!(
+        o["exempt"].as_str().unwrap().contains("winadmit.io/ignore"),
+        "{o:#}"
+    );
+    // Elsewhere the same pod is denied.
+    assert_eq!(report(&policy, &pod("shop", broken))["verdict"], "deny");
+}
