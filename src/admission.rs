@@ -628,9 +628,9 @@ fn respond(
         adm.namespaces.as_ref()?.label(ns, key)
     };
     // The webhook's reach is policy data: a namespace the manifests exclude
-    // by label is exempt here too (when a cache knows the labels).
+    // is exempt here too (by label when a cache knows the labels).
     if let Some(ns) = workload.namespace
-        && let Some(reason) = policy.exempt_namespace_labels(ns, ns_label)
+        && let Some(reason) = policy.outside_reach(ns, ns_label)
     {
         skip(summary, Verdict::Exempt, reason);
         return ok;

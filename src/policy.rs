@@ -158,10 +158,22 @@ pub struct Exemptions {
     /// Objects whose labels match any of these selectors are exempt.
     #[serde(default)]
     pub label_selectors: Vec<LabelSelector>,
-    /// Namespaces carrying any of these labels (key: value) are exempt: the
-    /// webhook's opt-out. The manifests' namespaceSelector excludes the same.
+}
+
+/// Where the webhook is called at all: the manifests' namespaceSelector
+/// excludes these namespaces and namespaces with these labels. Objects
+/// there are still checked by `lint` (a broken manifest is broken wherever
+/// it goes), but `/validate`, `/mutate` and `report` treat them as exempt:
+/// the API server never asks the webhook about them.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Reach {
+    /// Namespaces the webhook is never called for.
     #[serde(default)]
-    pub namespace_labels: BTreeMap<String, String>,
+    pub excluded_namespaces: Vec<String>,
+    /// Namespace labels (key: value) that opt a namespace out.
+    #[serde(default)]
+    pub opt_out_namespace_labels: BTreeMap<String, String>,
 }
 
 /// What the mutating webhook (and `lint --fix`) may change.
@@ -416,6 +428,7 @@ struct PolicyFile {
     windows_runtime_classes: Option<Vec<String>>,
     rules: Option<BTreeMap<String, RuleSetting>>,
     exemptions: Option<Exemptions>,
+    reach: Option<Reach>,
     params: Option<ParamsFile>,
     /// Read as a map and layered key by key over the current settings.
     mutation: Option<serde_json::Map<String, serde_json::Value>>,
@@ -466,6 +479,8 @@ pub struct Policy {
     rule_modes: Vec<Option<Mode>>,
     pub runtime_classes: RuntimeClasses,
     pub exemptions: Exemptions,
+    /// Where the webhook is called at all (the manifests render it).
+    pub reach: Reach,
     selectors: Vec<Selector>,
     pub params: RuleParams,
     pub mutation: Mutation,
@@ -530,6 +545,7 @@ impl Policy {
             rule_modes: vec![None; rules::ALL.len()],
             runtime_classes: RuntimeClasses::default(),
             exemptions: Exemptions::default(),
+            reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
             mutation: Mutation::default(),
@@ -628,6 +644,9 @@ impl Policy {
             }
             self.selectors = selectors;
             self.exemptions = ex;
+        }
+        if let Some(r) = file.reach {
+            self.reach = r;
         }
         if let Some(p) = file.params {
             p.apply(&mut self.params);
@@ -744,19 +763,34 @@ impl Policy {
             .map(|i| format!("labels match exemptions.labelSelectors[{i}]"))
     }
 
-    /// Is a namespace with these labels exempt (the webhook's opt-out
-    /// label)? `label` looks a label of the namespace up. Returns the reason.
+    /// Is this namespace outside the webhook's reach (excluded by name, or
+    /// labelled with an opt-out label)? `label` looks a label of the
+    /// namespace up. Returns the reason.
     #[must_use]
-    pub fn exempt_namespace_labels(
+    pub fn outside_reach(
         &self,
         namespace: &str,
         label: impl Fn(&str) -> Option<String>,
     ) -> Option<String> {
-        self.exemptions
-            .namespace_labels
+        if self
+            .reach
+            .excluded_namespaces
+            .iter()
+            .any(|n| n == namespace)
+        {
+            return Some(format!(
+                "the webhook is not called for namespace {namespace} (reach.excludedNamespaces)"
+            ));
+        }
+        self.reach
+            .opt_out_namespace_labels
             .iter()
             .find(|(k, v)| label(k).as_deref() == Some(v.as_str()))
-            .map(|(k, v)| format!("namespace {namespace} is labelled {k}={v}, which opts it out"))
+            .map(|(k, v)| {
+                format!(
+                    "namespace {namespace} is labelled {k}={v}, which opts it out of the webhook"
+                )
+            })
     }
 
     /// Is this requesting user exempt? Returns the reason.

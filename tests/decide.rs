@@ -119,24 +119,29 @@ fn the_reports_verdict_is_the_one_after_the_patch() {
 }
 
 #[test]
-fn namespaces_the_webhook_never_sees_are_exempt_everywhere() {
+fn namespaces_outside_the_webhooks_reach_are_exempt_from_admission() {
     let broken = json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true,
         "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022"}]});
     let policy = Policy::default_policy();
     for ns in ["kube-system", "winadmit"] {
         let object = pod(ns, broken.clone());
+        // report: admission never sees it, so it is allowed and says why;
+        // the findings stay for the operator to read.
         let r = report(&policy, &object);
         assert_eq!(r["verdict"], "allow", "{ns}: {r:#}");
         assert!(r["exempt"].as_str().unwrap().contains(ns), "{r:#}");
-        // lint agrees: no findings for an exempt object.
-        let view = winadmit::view::ObjectView::deserialize(&object).unwrap();
-        let w = winadmit::workload::Workload::from_view(&view).unwrap();
-        let eval = winadmit::engine::evaluate(&policy, &w, &Context::default());
-        assert!(eval.exempt.is_some() && eval.findings.is_empty(), "{ns}");
+        assert!(!r["findings"].as_array().unwrap().is_empty(), "{r:#}");
+        assert!(r["patch"].as_array().unwrap().is_empty(), "{r:#}");
+        // The webhook, if it is called anyway, allows it.
         assert_eq!(
             webhook(&policy, Endpoint::Validate, &object)["allowed"],
             true
         );
+        // lint checks the manifest: broken is broken wherever it goes.
+        let view = winadmit::view::ObjectView::deserialize(&object).unwrap();
+        let w = winadmit::workload::Workload::from_view(&view).unwrap();
+        let eval = winadmit::engine::evaluate(&policy, &w, &Context::default());
+        assert!(eval.has_errors(), "{ns}");
     }
     // A namespace labelled with the opt-out label, known from the input.
     let ns = json!({"apiVersion": "v1", "kind": "Namespace",

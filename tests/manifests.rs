@@ -1439,7 +1439,7 @@ fn namespace_selector_matches_the_policy_exemptions() {
                 labels.insert(e["key"].as_str().unwrap().to_owned(), values[0].clone());
             }
         }
-        assert_eq!(names, policy.exemptions.namespaces, "{kind}");
-        assert_eq!(labels, policy.exemptions.namespace_labels, "{kind}");
+        assert_eq!(names, policy.reach.excluded_namespaces, "{kind}");
+        assert_eq!(labels, policy.reach.opt_out_namespace_labels, "{kind}");
     }
 }

@@ -159,7 +159,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             out,
             tempfile::tempfile().context("cannot create a scratch file for the text report")?,
         )),
-        ReportFormat::Policyreport => Box::new(PolicyReportSink::new(out)),
+        ReportFormat::Policyreport => {
+            // The facts behind the verdicts, at the top (a YAML comment:
+            // the PolicyReport schema has no place for them).
+            let mut out = out;
+            writeln!(out, "# winadmit target: {}", cx.cluster.summary())
+                .context("writing the report")?;
+            Box::new(PolicyReportSink::new(out))
+        }
         ReportFormat::Html => Box::new(HtmlSink::new(out, &title)?),
     };
     let mut driver = Driver {

@@ -234,8 +234,8 @@ pub struct ReportBuilder<'p> {
     /// Namespace name -> its labels that matter (mode, isolation).
     namespace_modes: HashMap<String, Mode>,
     namespace_isolation: HashMap<String, String>,
-    /// Namespaces labelled with a policy opt-out label, with the label.
-    namespace_opt_out: HashMap<String, String>,
+    /// The labels of namespaces that `reach.optOutNamespaceLabels` reads.
+    namespace_opt_out: HashMap<String, BTreeMap<String, String>>,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
     namespaces: BTreeMap<Option<String>, NamespaceSummary>,
@@ -302,16 +302,11 @@ impl<'p> ReportBuilder<'p> {
         labels: impl Iterator<Item = (&'l str, &'l str)>,
     ) {
         for (k, v) in labels {
-            if self
-                .policy
-                .exemptions
-                .namespace_labels
-                .get(k)
-                .map(String::as_str)
-                == Some(v)
-            {
+            if self.policy.reach.opt_out_namespace_labels.contains_key(k) {
                 self.namespace_opt_out
-                    .insert(namespace.to_owned(), format!("{k}={v}"));
+                    .entry(namespace.to_owned())
+                    .or_default()
+                    .insert(k.to_owned(), v.to_owned());
             }
             if k == self.policy.namespace_mode_label
                 && let Ok(mode) = v.parse::<Mode>()
@@ -508,15 +503,19 @@ impl<'p> ReportBuilder<'p> {
             nodes: (!self.nodes.is_empty()).then_some(&self.nodes),
         };
         let mut eval = engine::evaluate(self.policy, workload, &cx);
-        let opt_out = workload.namespace.and_then(|ns| {
-            self.namespace_opt_out
-                .get(ns)
-                .map(|label| format!("namespace {ns} is labelled {label}, which opts it out"))
-        });
-        if let Some(reason) = self.user_exemption.clone().or(opt_out) {
-            eval.exempt = Some(reason);
+        if let Some(reason) = &self.user_exemption {
+            eval.exempt = Some(reason.clone());
             eval.findings.clear();
             eval.skipped.clear();
+        }
+        // Outside the webhook's reach: admission never sees it, so the
+        // verdict is allow; the findings stay, for the operator to read.
+        let outside = workload.namespace.and_then(|ns| {
+            self.policy
+                .outside_reach(ns, |k| self.namespace_opt_out.get(ns)?.get(k).cloned())
+        });
+        if eval.exempt.is_none() {
+            eval.exempt = outside;
         }
         let ns_mode = self.options.mode.or_else(|| {
             workload
