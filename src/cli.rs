@@ -206,13 +206,17 @@ pub enum ModeChoice {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Read objects from files instead of a cluster (`-` reads stdin):
-    /// manifests, or `kubectl get pods,deploy,... -A -o json|yaml` output (repeatable).
+    /// Read objects from files or directories instead of a cluster (`-`
+    /// reads stdin): manifests, or `kubectl get pods,deploy,... -A -o
+    /// json|yaml` output. Directories are read recursively (.yaml, .yml,
+    /// .json), as `lint` reads them; give several paths after one flag or
+    /// repeat it.
     #[arg(
         long = "from-file",
-        value_name = "FILE|-",
+        value_name = "PATH|-",
         env = "WINADMIT_FROM_FILE",
-        value_delimiter = ','
+        value_delimiter = ',',
+        num_args = 1..
     )]
     pub from_file: Vec<PathBuf>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config).

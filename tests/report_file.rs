@@ -245,3 +245,62 @@ fn text_report_leads_with_the_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn from_file_takes_directories_and_several_paths_as_lint_does() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lint/dir");
+    let bad = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/lint/windows-bad.yaml"
+    );
+    // A directory, read recursively, like `lint DIR`.
+    let (from_dir, out) = json_report(
+        &["report", "--from-file", dir, "--format", "json", "-q"],
+        None,
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = |r: &Value| {
+        let mut n: Vec<String> = r["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("{}/{}", o["kind"], o["name"]))
+            .collect();
+        n.sort();
+        n
+    };
+    let lint = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(["lint", "--format", "json", dir])
+        .output()
+        .unwrap();
+    let lint: Value = serde_json::from_slice(&lint.stdout).unwrap();
+    assert_eq!(
+        from_dir["summary"]["objects"], lint["summary"]["objects"],
+        "report reads the same objects as lint: {from_dir}"
+    );
+    assert!(!names(&from_dir).is_empty());
+    // Several paths after one flag, and the flag repeated: the same.
+    let (several, _) = json_report(
+        &["report", "--from-file", dir, bad, "--format", "json", "-q"],
+        None,
+    );
+    let (repeated, _) = json_report(
+        &[
+            "report",
+            "--from-file",
+            dir,
+            "--from-file",
+            bad,
+            "--format",
+            "json",
+            "-q",
+        ],
+        None,
+    );
+    assert_eq!(names(&several), names(&repeated));
+    assert!(names(&several).len() > names(&from_dir).len());
+}

@@ -154,14 +154,33 @@ fn is_regular_file(p: &Path) -> bool {
 /// Expands directories (recursively, `.yaml`/`.yml`/`.json`, symlink loops
 /// reported, not followed forever) into files, in a stable order.
 fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
-    let mut inputs = Vec::new();
+    let (files, problems) = manifest_paths(paths);
+    for problem in problems {
+        report.summary.input_errors += 1;
+        report.input_errors.push(problem);
+    }
+    files
+        .into_iter()
+        .map(|p| {
+            if p.as_os_str() == "-" {
+                Input::Stdin
+            } else {
+                Input::File(p)
+            }
+        })
+        .collect()
+}
+
+/// The files to read for these paths: files and `-` as given, directories
+/// walked recursively for `.yaml`, `.yml` and `.json` files in a stable
+/// order (symbolic link loops reported, not followed). Shared by `lint`
+/// and `report --from-file`.
+pub(crate) fn manifest_paths(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<InputProblem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
     for path in paths {
-        if path.as_os_str() == "-" {
-            inputs.push(Input::Stdin);
-            continue;
-        }
-        if !path.is_dir() {
-            inputs.push(Input::File(path.clone()));
+        if path.as_os_str() == "-" || !path.is_dir() {
+            files.push(path.clone());
             continue;
         }
         let walker = walkdir::WalkDir::new(path)
@@ -170,7 +189,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
         for entry in walker {
             match entry {
                 Ok(e) if e.file_type().is_file() && is_manifest(e.path()) => {
-                    inputs.push(Input::File(e.into_path()));
+                    files.push(e.into_path());
                 }
                 Ok(_) => {}
                 Err(err) => {
@@ -180,8 +199,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
                     } else {
                         format!("cannot read directory entry: {err}")
                     };
-                    report.summary.input_errors += 1;
-                    report.input_errors.push(InputProblem {
+                    problems.push(InputProblem {
                         file,
                         line: None,
                         column: None,
@@ -191,7 +209,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
             }
         }
     }
-    inputs
+    (files, problems)
 }
 
 fn is_manifest(p: &Path) -> bool {

@@ -141,6 +141,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         )),
         None => Box::new(BufWriter::with_capacity(256 * 1024, std::io::stdout())),
     };
+    // Directories are walked as `lint` walks them.
+    let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
     let title = title(&from_file, live.as_ref());
     let sink: Box<dyn ReportSink> = match format {
         ReportFormat::Json => Box::new(JsonSink::new(out)?),
@@ -156,6 +158,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         sink,
         progress,
     };
+    for problem in walk_problems {
+        driver.builder.input_problem(problem);
+    }
     match live {
         Some(live) => live.run(&mut driver)?,
         None => file::run(&from_file, &mut driver),
@@ -185,21 +190,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
+/// The report's title: the cluster, or the input file when there is one,
+/// else how many (not every name: the heading must fit).
 fn title(files: &[PathBuf], live: Option<&live::Live>) -> String {
-    match live {
-        Some(l) => format!("winadmit dry-run report: cluster {}", l.server()),
-        None => {
-            let names: Vec<String> = files
-                .iter()
-                .map(|f| {
-                    if f.as_os_str() == "-" {
-                        "<stdin>".into()
-                    } else {
-                        f.display().to_string()
-                    }
-                })
-                .collect();
-            format!("winadmit dry-run report: {}", names.join(", "))
-        }
+    match (live, files) {
+        (Some(l), _) => format!("winadmit dry-run report: cluster {}", l.server()),
+        (None, [one]) if one.as_os_str() == "-" => "winadmit dry-run report: <stdin>".into(),
+        (None, [one]) => format!("winadmit dry-run report: {}", one.display()),
+        (None, many) => format!("winadmit dry-run report: {} files", many.len()),
     }
 }
