@@ -426,3 +426,39 @@ fn fix_writes_safe_fixes_and_reports_what_is_left() {
     );
     assert!(!String::from_utf8_lossy(&again.stdout).contains("fix(es) written"));
 }
+
+/// `winadmit ... | head`: the reader closes the pipe before winadmit
+/// writes; winadmit exits quietly (no message, exit 0), as ripgrep does.
+#[test]
+fn a_closed_stdout_pipe_ends_quietly() {
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/lint/windows-bad.yaml"
+    ))
+    .unwrap();
+    for args in [
+        &["lint", "-"][..],
+        &["lint", "--format", "json", "-"][..],
+        &["report", "--from-file", "-", "-q"][..],
+        &["report", "--from-file", "-", "-q", "--format", "html"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("WINADMIT_POLICY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the reading end first; winadmit writes only once stdin ends.
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(manifest.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

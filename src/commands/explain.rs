@@ -32,7 +32,7 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
         }
         RulesFormat::Markdown => markdown(),
     };
-    print!("{out}");
+    std::io::Write::write_all(&mut super::Stdout::new(), out.as_bytes())?;
     Ok(ExitCode::from(EXIT_CLEAN))
 }
 
@@ -46,7 +46,10 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             args.rule
         );
     };
-    print!("{}", explain_text(&rule.info));
+    std::io::Write::write_all(
+        &mut super::Stdout::new(),
+        explain_text(&rule.info).as_bytes(),
+    )?;
     Ok(ExitCode::from(EXIT_CLEAN))
 }
 

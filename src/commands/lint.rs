@@ -117,7 +117,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         LintFormat::Sarif => sarif::render(&report)?,
         LintFormat::Junit => junit::render(&report),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::Stdout::new();
     out.write_all(rendered.as_bytes())
         .context("writing the report to stdout")?;
     out.flush().ok();

@@ -16,6 +16,46 @@ pub const EXIT_CLEAN: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
 pub const EXIT_INPUT: u8 = 2;
 
+/// Standard output for reports: when the reader has gone (`winadmit lint
+/// ... | head`), the process ends quietly with exit 0, as ripgrep does,
+/// instead of reporting an error nobody asked for.
+pub(crate) struct Stdout(std::io::Stdout);
+
+impl Stdout {
+    pub(crate) fn new() -> Self {
+        Self(std::io::stdout())
+    }
+}
+
+impl std::io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        quiet_on_broken_pipe(self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        quiet_on_broken_pipe(self.0.flush())
+    }
+}
+
+fn quiet_on_broken_pipe<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+    if let Err(e) = &result
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(i32::from(EXIT_CLEAN));
+    }
+    result
+}
+
+/// Is this error (or its cause) a write to a closed pipe?
+#[must_use]
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Runs a parsed command line.
 ///
 /// # Errors

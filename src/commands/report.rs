@@ -139,7 +139,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             std::fs::File::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         )),
-        None => Box::new(BufWriter::with_capacity(256 * 1024, std::io::stdout())),
+        None => Box::new(BufWriter::with_capacity(256 * 1024, super::Stdout::new())),
     };
     // Directories are walked as `lint` walks them.
     let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
