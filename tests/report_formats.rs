@@ -205,6 +205,66 @@ fn objects_without_a_namespace_go_to_a_cluster_policy_report() {
     assert_eq!(reports[0].metadata.name, "winadmit-cluster");
 }
 
+#[test]
+fn linux_workloads_are_no_results_of_windows_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, namespace: shop}\nspec:\n  selector: {matchLabels: {app: n}}\n  template:\n    metadata: {labels: {app: n}}\n    spec:\n      nodeSelector: {kubernetes.io/os: linux}\n      containers: [{name: c, image: nginx}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: iis, namespace: shop}\nspec:\n  os: {name: windows}\n  nodeSelector: {kubernetes.io/os: windows}\n  containers: [{name: c, image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022, resources: {limits: {memory: 1Gi, cpu: 1}}}]\n",
+    )
+    .unwrap();
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--format",
+        "policyreport",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<PolicyReport> =
+        serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let results: Vec<&PolicyReportResult> = reports.iter().flat_map(|r| &r.results).collect();
+    let of = |name: &str| -> Vec<&PolicyReportResult> {
+        results
+            .iter()
+            .copied()
+            .filter(|r| r.resources[0].name.as_deref() == Some(name))
+            .collect()
+    };
+    let windows_rules: Vec<&str> = winadmit::rules::ALL
+        .iter()
+        .filter(|r| r.info.scope == winadmit::rules::Scope::Windows)
+        .map(|r| r.info.id)
+        .collect();
+    let linux = of("nginx");
+    assert!(!linux.is_empty(), "{text}");
+    for r in &linux {
+        let rule = r.rule.as_deref().unwrap_or_default();
+        assert_ne!(
+            rule, "all-rules",
+            "a Linux workload passes only the rules that apply to it: {text}"
+        );
+        assert!(
+            !windows_rules.contains(&rule),
+            "{rule} is a Windows rule: {text}"
+        );
+        if let Some(listed) = r.properties.get("rules") {
+            for id in listed.split(',') {
+                assert!(
+                    !windows_rules.contains(&id),
+                    "{id} listed for a Linux workload"
+                );
+            }
+        }
+    }
+    // A Windows workload without findings still passes every rule.
+    let windows = of("iis");
+    if windows.iter().all(|r| r.result == Some(ResultKind::Pass)) {
+        assert_eq!(windows[0].rule.as_deref(), Some("all-rules"), "{text}");
+    }
+}
+
 // --- HTML in headless Chromium ---
 
 fn chromium() -> Option<String> {
