@@ -279,25 +279,82 @@ fn chromium() -> Option<String> {
         .map(str::to_owned)
 }
 
+fn headless(browser: &str, profile: &Path, width: u32, height: u32) -> Command {
+    let mut c = Command::new(browser);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--window-size={width},{height}"));
+    c
+}
+
 fn dump_dom(browser: &str, page: &Path, profile: &Path) -> String {
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+    let out = headless(browser, profile, 1280, 1000)
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The page's layout at `width` CSS pixels, measured by a script appended
+/// to a copy of the page: `(scrollWidth, innerWidth, cells wider than
+/// their column or past the window, width of the first message cell)`.
+fn layout(browser: &str, page: &Path, profile: &Path, width: u32) -> (i64, i64, i64, i64) {
+    let probe = page.with_extension(format!("probe-{width}.html"));
+    let html = std::fs::read_to_string(page).unwrap();
+    let script = "<script>(function(){var de=document.documentElement,w=window.innerWidth,bad=0;\
+document.querySelectorAll('#findings td, #top-rules td').forEach(function(td){var b=td.getBoundingClientRect();\
+if(b.right>w+1||td.scrollWidth>td.clientWidth+1)bad++;});\
+var m=document.querySelector('#findings tbody tr td:nth-child(5)');\
+document.body.setAttribute('data-layout',[de.scrollWidth,w,bad,m?Math.round(m.getBoundingClientRect().width):0].join(' '));})();</script>";
+    std::fs::write(&probe, html.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let out = headless(browser, profile, width, 1000)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let at = dom
+        .find("data-layout=\"")
+        .unwrap_or_else(|| panic!("no layout measured at {width}px"))
+        + "data-layout=\"".len();
+    let v: Vec<i64> = dom[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (v[0], v[1], v[2], v[3])
+}
+
+/// A full-page screenshot at `width`, kept under the target directory for
+/// a person to look at.
+fn screenshot(browser: &str, page: &Path, profile: &Path, width: u32) -> std::path::PathBuf {
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("html-report-{width}.png"));
+    let _ = std::fs::remove_file(&png);
+    let out = headless(browser, profile, width, 2200)
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        png.is_file(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    png
 }
 
 #[test]
@@ -390,6 +447,61 @@ fn html_report_renders_its_chart_and_table_in_chromium() {
         "{dom}"
     );
     assert!(!dom.contains("<img"), "markup from data was rendered");
+
+    // The page an operator sends: a short title, the facts judged against,
+    // verdicts first, a legend, fixes, doc links, file:line, patches.
+    assert!(
+        html.contains("<title>winadmit dry-run report: 2 files</title>"),
+        "the title counts files instead of listing them"
+    );
+    assert!(
+        dom.contains("Kubernetes 1.") && dom.contains("--kubernetes-version"),
+        "target facts"
+    );
+    let summary_at = dom.find("id=\"verdicts\"").expect("verdict cards");
+    assert!(
+        summary_at < dom.find("id=\"findings\"").unwrap(),
+        "summary first"
+    );
+    assert!(dom.contains("class=\"card deny\""), "{dom}");
+    assert!(dom.contains("id=\"legend\""));
+    assert!(dom.contains("class=\"fix\""), "fix text");
+    assert!(
+        dom.contains("href=\"https://kubernetes.io/docs/concepts/windows/"),
+        "doc links"
+    );
+    assert!(
+        dom.contains("hostile.yaml:6"),
+        "file:line of a YAML source: {dom}"
+    );
+    assert!(dom.contains("<details><summary>"), "patches per object");
+    assert!(html.contains("@media print"), "print styles");
+    // Errors first: the first row is an error.
+    let first_row = &dom[dom.find("<tr data-rule=").unwrap()..];
+    assert!(
+        first_row[..200].contains("row-error"),
+        "{}",
+        &first_row[..200]
+    );
+
+    // Layout at two widths: no horizontal scroll, no clipped cell, and the
+    // message column wide enough to read.
+    for width in [1280, 1920] {
+        let (scroll, inner, clipped, message) =
+            layout(&browser, &page, &dir.path().join("profile"), width);
+        assert_eq!(inner, i64::from(width), "window size");
+        assert!(
+            scroll <= inner,
+            "horizontal scroll at {width}px: {scroll} > {inner}"
+        );
+        assert_eq!(clipped, 0, "cells clipped at {width}px");
+        assert!(
+            message >= 250,
+            "message column only {message}px at {width}px"
+        );
+        let png = screenshot(&browser, &page, &dir.path().join("profile"), width);
+        eprintln!("screenshot: {}", png.display());
+    }
 }
 
 // --- POST /report through the router (what the server will mount) ---

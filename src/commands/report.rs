@@ -144,6 +144,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     // Directories are walked as `lint` walks them.
     let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
     let title = title(&from_file, live.as_ref());
+    let facts = facts(&from_file, live.as_ref(), &policy, mode);
     let sink: Box<dyn ReportSink> = match format {
         ReportFormat::Json => Box::new(JsonSink::new(out)?),
         ReportFormat::Text => Box::new(TextSink::new(
@@ -151,7 +152,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             tempfile::tempfile().context("cannot create a scratch file for the text report")?,
         )),
         ReportFormat::Policyreport => Box::new(PolicyReportSink::new(out)),
-        ReportFormat::Html => Box::new(HtmlSink::new(out, &title)?),
+        ReportFormat::Html => Box::new(HtmlSink::new(out, &title, &facts)?),
     };
     let mut driver = Driver {
         builder: ReportBuilder::new(&pol, &cx, options),
@@ -188,6 +189,60 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         EXIT_CLEAN
     };
     Ok(ExitCode::from(code))
+}
+
+/// What the report judged and against what, for the HTML summary.
+fn facts(
+    files: &[PathBuf],
+    live: Option<&live::Live>,
+    policy: &crate::cli::PolicyArgs,
+    mode: Option<ModeChoice>,
+) -> Vec<(&'static str, String)> {
+    let input = match (live, files) {
+        (Some(l), _) => format!("cluster {}", l.server()),
+        (None, [one]) => one.display().to_string(),
+        (None, many) => {
+            let dirs: Vec<String> = many
+                .iter()
+                .filter_map(|f| f.parent())
+                .map(|d| d.display().to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            match dirs.as_slice() {
+                [one] => format!("{} files in {one}", many.len()),
+                _ => format!("{} files in {} folders", many.len(), dirs.len()),
+            }
+        }
+    };
+    let policies = if policy.policy.is_empty() {
+        "built-in default".to_owned()
+    } else {
+        policy
+            .policy
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    vec![
+        ("Input", input),
+        (
+            "Target",
+            format!(
+                "Kubernetes {} (change with --kubernetes-version)",
+                policy.kubernetes_version
+            ),
+        ),
+        ("Policy", policies),
+        (
+            "Mode",
+            mode.map_or("the policy's (or each namespace's label)".to_owned(), |m| {
+                format!("{m:?} (--mode preview)").to_lowercase()
+            }),
+        ),
+        ("winadmit", env!("CARGO_PKG_VERSION").to_owned()),
+    ]
 }
 
 /// The report's title: the cluster, or the input file when there is one,
