@@ -259,6 +259,9 @@ pub struct ReportArgs {
     /// No progress messages on stderr.
     #[arg(long, short = 'q', env = "WINADMIT_QUIET")]
     pub quiet: bool,
+    /// Colour in text output (auto: on a terminal, unless NO_COLOR is set).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
+    pub color: ColorChoice,
 }
 
 /// Where an optional endpoint (`/metrics`, `/report`) is served.

@@ -304,3 +304,38 @@ fn from_file_takes_directories_and_several_paths_as_lint_does() {
     assert_eq!(names(&several), names(&repeated));
     assert!(names(&several).len() > names(&from_dir).len());
 }
+
+#[test]
+fn text_report_colour_follows_lints_rules() {
+    let run = |extra: &[&str], no_color: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_winadmit"));
+        c.args(["report", "--from-file", KUBECTL_YAML, "-q"])
+            .args(extra);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    let always = run(&["--color", "always"], false);
+    assert!(always.contains("\x1b[1;31mDENY \x1b[0m"), "{always}");
+    assert!(always.contains("\x1b[1;31merror["), "{always}");
+    // `always` wins over NO_COLOR, as for lint.
+    assert!(run(&["--color", "always"], true).contains("\x1b["));
+    for plain in [
+        run(&["--color", "never"], false),
+        run(&[], false), // auto, not a terminal
+        run(&["--color", "auto"], true),
+    ] {
+        assert!(!plain.contains('\x1b'), "{plain}");
+        assert!(plain.contains("DENY "));
+    }
+    // The colour is only paint: the text is the same.
+    let strip = always
+        .replace("\x1b[1;31m", "")
+        .replace("\x1b[1;33m", "")
+        .replace("\x1b[32m", "")
+        .replace("\x1b[0m", "");
+    assert_eq!(strip, run(&["--color", "never"], false));
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
-use crate::cli::{ColorChoice, FailOn, LintArgs, LintFormat};
+use crate::cli::{FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
@@ -104,13 +104,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     }
     cross.finish(&pol, &cx, &mut report);
 
-    let use_color = match color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }
-    };
+    let use_color = super::use_color(color, std::io::stdout().is_terminal());
     let rendered = match format {
         LintFormat::Text => text::render(&report, use_color),
         LintFormat::Json => json::render(&report)?,

@@ -46,6 +46,18 @@ fn quiet_on_broken_pipe<T>(result: std::io::Result<T>) -> std::io::Result<T> {
     result
 }
 
+/// Whether text output gets ANSI colours: `--color always|never`, or on
+/// `auto` when it goes to a terminal and `NO_COLOR` is not set. The same
+/// rule for `lint` and `report`.
+#[must_use]
+pub fn use_color(choice: crate::cli::ColorChoice, to_terminal: bool) -> bool {
+    match choice {
+        crate::cli::ColorChoice::Always => true,
+        crate::cli::ColorChoice::Never => false,
+        crate::cli::ColorChoice::Auto => to_terminal && std::env::var_os("NO_COLOR").is_none(),
+    }
+}
+
 /// Is this error (or its cause) a write to a closed pipe?
 #[must_use]
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {

@@ -97,6 +97,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         page_size,
         no_fold,
         quiet,
+        color,
     } = args;
     if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
         anyhow::bail!(
@@ -150,6 +151,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         ReportFormat::Text => Box::new(TextSink::new(
             out,
             tempfile::tempfile().context("cannot create a scratch file for the text report")?,
+            super::use_color(
+                color,
+                output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            ),
         )),
         ReportFormat::Policyreport => Box::new(PolicyReportSink::new(out)),
         ReportFormat::Html => Box::new(HtmlSink::new(out, &title, &facts)?),
