@@ -37,6 +37,22 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     Report(ReportArgs),
+    /// Print a ready example to try winadmit with.
+    Example(ExampleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExampleArgs {
+    #[command(subcommand)]
+    pub what: ExampleKind,
+}
+
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub enum ExampleKind {
+    /// An AdmissionReview (JSON) of a Windows pod with problems, to send to
+    /// a running webhook: `winadmit example review > review.json`, then
+    /// `curl ... --data-binary @review.json https://localhost:8443/validate`.
+    Review,
 }
 
 /// Options shared by every command that evaluates workloads.

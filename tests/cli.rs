@@ -462,3 +462,37 @@ fn a_closed_stdout_pipe_ends_quietly() {
         assert!(stderr.is_empty(), "{args:?}: {stderr}");
     }
 }
+
+/// `winadmit example review` prints an AdmissionReview the webhook
+/// answers: denied by /validate, patched by /mutate. The README's quick
+/// start sends it with curl.
+#[test]
+fn example_review_is_a_review_the_webhook_denies_and_patches() {
+    use winadmit::admission::{Admission, Endpoint, review};
+    let out = winadmit(&["example", "review"]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let adm = Admission {
+        policy: winadmit::policy::Policy::default_policy(),
+        version: winadmit::version::KubeVersion::LATEST,
+        namespaces: None,
+    };
+    let answer = |endpoint| {
+        let o = review(&adm, endpoint, &out.stdout).expect("a valid AdmissionReview");
+        serde_json::from_slice::<serde_json::Value>(&o.body).unwrap()
+    };
+    let validated = answer(Endpoint::Validate);
+    assert_eq!(validated["response"]["allowed"], false, "{validated}");
+    assert_eq!(validated["response"]["status"]["code"], 403);
+    let mutated = answer(Endpoint::Mutate);
+    assert_eq!(mutated["response"]["patchType"], "JSONPatch", "{mutated}");
+
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let quick = &readme[readme.find("## Quick start").unwrap()..];
+    let quick = &quick[..quick[3..].find("\n## ").unwrap()];
+    assert!(quick.contains("example review > review.json"), "{quick}");
+    assert!(
+        quick.contains("--data-binary @review.json https://localhost:8443/validate"),
+        "{quick}"
+    );
+}

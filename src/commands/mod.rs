@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub mod certs;
+pub mod example;
 pub mod explain;
 pub mod lint;
 pub mod manifests;
@@ -81,5 +82,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
+        Command::Example(args) => example::run(args),
     }
 }
