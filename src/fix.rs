@@ -471,6 +471,8 @@ struct Writer<'t> {
     unit: usize,
     /// Extra indentation of block list items under their key (0 or `unit`).
     seq_indent: usize,
+    /// The file is JSON: flow values are written as JSON, not YAML.
+    json: bool,
 }
 
 type Diff = Result<(), String>;
@@ -483,7 +485,18 @@ impl<'t> Writer<'t> {
             nl: if text.contains("\r\n") { "\r\n" } else { "\n" },
             unit,
             seq_indent,
+            json: text.trim_start().starts_with(['{', '[']),
         }
+    }
+
+    /// A value in the file's flow style.
+    fn flow(&self, v: &Value, pretty: Option<(usize, usize)>) -> String {
+        flow_value(v, pretty, self.nl, !self.json)
+    }
+
+    /// A map key in the file's flow style.
+    fn flow_key(&self, k: &str) -> String {
+        if self.json { json_str(k) } else { block_key(k) }
     }
 
     fn diff(&self, node: &Node, old: &Value, new: &Value, at: &str, out: &mut Vec<Edit>) -> Diff {
@@ -501,7 +514,7 @@ impl<'t> Writer<'t> {
                 out.push(Edit {
                     start: node.start,
                     end: node.end,
-                    text: if node.is_flow() && self.in_json(node.start) {
+                    text: if self.json {
                         n.to_string()
                     } else {
                         block_scalar(n)
@@ -511,11 +524,6 @@ impl<'t> Writer<'t> {
             }
             _ => Err(at.to_owned()),
         }
-    }
-
-    /// Is this position inside JSON (a file starting with `{` or `[`)?
-    fn in_json(&self, _pos: usize) -> bool {
-        self.text.trim_start().starts_with(['{', '['])
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -558,7 +566,7 @@ impl<'t> Writer<'t> {
                 out.push(Edit {
                     start: e.value.start,
                     end: e.value.end,
-                    text: flow_value(n, None, self.nl),
+                    text: self.flow(n, None),
                 });
             } else {
                 let end = self.entry_end(entries, e, node)?;
@@ -624,7 +632,7 @@ impl<'t> Writer<'t> {
             let Some(first) = entries.first() else {
                 let body: Vec<String> = added
                     .iter()
-                    .map(|(k, v)| format!("{}: {}", json_str(k), flow_value(v, None, self.nl)))
+                    .map(|(k, v)| format!("{}: {}", self.flow_key(k), self.flow(v, None)))
                     .collect();
                 out.push(Edit {
                     start: node.start + 1,
@@ -649,9 +657,9 @@ impl<'t> Writer<'t> {
             };
             let mut text = String::new();
             for (k, v) in added {
-                text.push_str(&json_str(k));
+                text.push_str(&self.flow_key(k));
                 text.push_str(": ");
-                text.push_str(&flow_value(v, pretty, self.nl));
+                text.push_str(&self.flow(v, pretty));
                 text.push(',');
                 text.push_str(&sep);
             }
@@ -714,7 +722,7 @@ impl<'t> Writer<'t> {
                 let text = if items.is_empty() {
                     added
                         .iter()
-                        .map(|v| flow_value(v, None, self.nl))
+                        .map(|v| self.flow(v, None))
                         .collect::<Vec<_>>()
                         .join(", ")
                 } else {
@@ -725,7 +733,7 @@ impl<'t> Writer<'t> {
                     };
                     added
                         .iter()
-                        .map(|v| format!(",{sep}{}", flow_value(v, None, self.nl)))
+                        .map(|v| format!(",{sep}{}", self.flow(v, None)))
                         .collect::<String>()
                 };
                 let pos = items.last().map_or(node.start + 1, |l| l.end);
@@ -984,27 +992,28 @@ fn json_str(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
-/// A value in flow style (JSON, which YAML flow style reads too); pretty
-/// as `(indent, unit)` puts nested entries on their own lines.
-fn flow_value(v: &Value, pretty: Option<(usize, usize)>, nl: &str) -> String {
+/// A value in flow style: JSON, or YAML flow style (`{key: value}`, plain
+/// scalars where safe) when `yaml`; pretty as `(indent, unit)` puts nested
+/// entries on their own lines.
+fn flow_value(v: &Value, pretty: Option<(usize, usize)>, nl: &str, yaml: bool) -> String {
+    let inner = pretty.map(|(i, u)| (i + u, u));
     let (open, close, parts): (&str, &str, Vec<String>) = match v {
         Value::Object(m) if !m.is_empty() => (
             "{",
             "}",
             m.iter()
                 .map(|(k, x)| {
-                    let inner = pretty.map(|(i, u)| (i + u, u));
-                    format!("{}: {}", json_str(k), flow_value(x, inner, nl))
+                    let key = if yaml { block_key(k) } else { json_str(k) };
+                    format!("{key}: {}", flow_value(x, inner, nl, yaml))
                 })
                 .collect(),
         ),
         Value::Array(a) if !a.is_empty() => (
             "[",
             "]",
-            a.iter()
-                .map(|x| flow_value(x, pretty.map(|(i, u)| (i + u, u)), nl))
-                .collect(),
+            a.iter().map(|x| flow_value(x, inner, nl, yaml)).collect(),
         ),
+        v if yaml => return block_scalar(v),
         v => return v.to_string(),
     };
     match pretty {
@@ -1024,9 +1033,8 @@ fn block_scalar(v: &Value) -> String {
         Value::Null => "null".into(),
         Value::Object(m) if m.is_empty() => "{}".into(),
         Value::Array(a) if a.is_empty() => "[]".into(),
-        Value::Bool(_) | Value::Number(_) | Value::Object(_) | Value::Array(_) => {
-            flow_value(v, None, "\n")
-        }
+        Value::Bool(_) | Value::Number(_) => v.to_string(),
+        Value::Object(_) | Value::Array(_) => flow_value(v, None, "\n", true),
     }
 }
 
@@ -1206,6 +1214,31 @@ spec:
     emptyDir: {}
 ",
             "emptyDir: {{}} stays (it chooses the volume type)"
+        );
+    }
+
+    #[test]
+    fn yaml_flow_maps_get_yaml_flow_entries() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {os: {name: windows}, containers: [{name: c, image: x, securityContext: {capabilities: {drop: [ALL]}, runAsNonRoot: true}}]}\n";
+        let (fixed, outcome) = fix(text);
+        assert!(outcome.skipped.is_empty(), "{outcome:?}");
+        assert_eq!(
+            fixed.unwrap(),
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {nodeSelector: {kubernetes.io/os: windows}, os: {name: windows}, containers: [{name: c, image: x, securityContext: {runAsNonRoot: true}}]}\n"
+        );
+    }
+
+    #[test]
+    fn an_alias_whose_value_changes_is_written_out_and_the_anchor_stays() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nx-sc: &sc\n  capabilities:\n    drop: [ALL]\n  runAsNonRoot: true\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: x\n    securityContext: *sc\n";
+        let (fixed, outcome) = fix(text);
+        assert!(outcome.skipped.is_empty(), "{outcome:?}");
+        assert_eq!(
+            fixed.unwrap(),
+            text.replace(
+                "    securityContext: *sc\n",
+                "    securityContext:\n      runAsNonRoot: true\n"
+            )
         );
     }
 

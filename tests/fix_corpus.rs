@@ -201,3 +201,59 @@ fn fix_applies_every_settled_patch_in_the_corpus() {
         originals.len()
     );
 }
+
+/// Mangled copies of the corpus (cut short, a character dropped, a space,
+/// newline or brace inserted) never make `--fix` panic, and whatever it
+/// writes parses.
+#[test]
+fn fix_never_panics_on_mangled_manifests() {
+    let corpus = corpus_dir();
+    if !corpus.is_dir() {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_CORPUS").is_none_or(|v| v != "1"),
+            "WINADMIT_REQUIRE_CORPUS=1 but there is no corpus at {}",
+            corpus.display()
+        );
+        println!("SKIPPED: no corpus at {}", corpus.display());
+        return;
+    }
+    let policy = Policy::default_policy();
+    let cx = Context::default();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut tried = 0;
+    for file in manifests(&corpus) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let chars: Vec<char> = text.chars().collect();
+        if chars.is_empty() {
+            continue;
+        }
+        for _ in 0..12 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let at = usize::try_from(seed >> 33).unwrap() % chars.len();
+            let mut t = chars.clone();
+            match seed % 5 {
+                0 => t.truncate(at),
+                1 => {
+                    t.remove(at);
+                }
+                2 => t.insert(at, ' '),
+                3 => t.insert(at, '\n'),
+                _ => t.insert(at, '{'),
+            }
+            let mangled: String = t.into_iter().collect();
+            if let (Some(fixed), _) = winadmit::fix::fix_text(&mangled, &policy, &cx) {
+                assert!(
+                    source::parse(&fixed).is_ok(),
+                    "{}: a fix of a mangled copy does not parse",
+                    file.display()
+                );
+            }
+            tried += 1;
+        }
+    }
+    println!("{tried} mangled manifests");
+}
