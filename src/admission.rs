@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::engine::{self, Context, Evaluation};
-use crate::finding::{Finding, PatchOp, Severity};
+use crate::finding::{Finding, FixKind, PatchOp, Severity};
 use crate::patch::{self, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::rules;
@@ -40,7 +40,7 @@ use crate::workload::{Kind, Workload};
 pub const V1: &str = "admission.k8s.io/v1";
 /// `admission.k8s.io/v1beta1`, for old clusters.
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
-/// Kubernetes truncates long warnings; its guidance is 120 characters.
+/// Kubernetes' guidance for a warning's length: 120 characters.
 pub const MAX_WARNING_CHARS: usize = 120;
 /// Beyond this many warnings the rest are summarized in one line.
 pub const MAX_WARNINGS: usize = 20;
@@ -203,16 +203,65 @@ pub struct Summary {
     /// Why an object was skipped, exempt or invalid.
     pub note: Option<String>,
     pub patch_ops: usize,
+    /// The rules whose findings the patch fixes (mutating webhook).
+    pub patch_rules: Vec<&'static str>,
 }
 
 impl Summary {
-    /// The distinct rule ids found, comma-separated (for logs).
+    /// The distinct rule ids found, or behind the patch, comma-separated
+    /// (for logs).
     #[must_use]
     pub fn rule_ids(&self) -> String {
-        let mut ids: Vec<&str> = self.findings.iter().map(|c| c.rule).collect();
-        ids.dedup();
+        let mut ids: Vec<&str> = Vec::new();
+        for id in self
+            .findings
+            .iter()
+            .map(|c| c.rule)
+            .chain(self.patch_rules.iter().copied())
+        {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
         ids.join(",")
     }
+}
+
+/// The rules behind a patch: findings whose fix operations it holds, the
+/// scheduling findings when it changes node selection, and the rules the
+/// settled rounds name in their explanations.
+fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Vec<&'static str> {
+    let targeting = m
+        .ops
+        .iter()
+        .any(|op| patch::changes_targeting(op, spec_pointer));
+    let mut ids: Vec<&'static str> = Vec::new();
+    let mut add = |id: &'static str| {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    };
+    for f in &eval.findings {
+        let Some(fix) = &f.fix else { continue };
+        let behind = match fix.kind {
+            FixKind::Scheduling => targeting,
+            FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory => fix
+                .ops
+                .iter()
+                .any(|op| m.ops.iter().any(|o| o.path() == op.path())),
+        };
+        if behind {
+            add(f.rule);
+        }
+    }
+    for why in &m.explanations {
+        for rule in rules::ALL {
+            if why.contains(&format!("({}: ", rule.info.id)) {
+                add(rule.info.id);
+            }
+        }
+    }
+    ids
 }
 
 /// A serialized AdmissionReview response and its summary.
@@ -348,6 +397,7 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         findings: Vec::new(),
         note: Some(note),
         patch_ops: 0,
+        patch_rules: Vec::new(),
     };
     Ok(Outcome {
         body: encode(invalid(&types, uid, &reason)),
@@ -439,6 +489,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
         findings: Vec::new(),
         note: None,
         patch_ops: 0,
+        patch_rules: Vec::new(),
     };
     let response = respond(adm, endpoint, body, req, &types, &mut summary);
     Ok(Outcome {
@@ -709,6 +760,7 @@ fn respond(
             }
             summary.verdict = Verdict::Patched;
             summary.patch_ops = m.ops.len();
+            summary.patch_rules = patch_rules(&eval, &m, &spec);
             let mut r = match ok.with_patch(patch::to_json_patch(&m.ops)) {
                 Ok(r) => r,
                 Err(e) => {
@@ -717,7 +769,8 @@ fn respond(
                     return invalid(types, &uid, &reason);
                 }
             };
-            let mut warnings = m.explanations;
+            let mut warnings: Vec<String> =
+                m.explanations.into_iter().map(mutation_warning).collect();
             warnings.extend(m.notes);
             r.warnings = Some(cap_warnings(warnings));
             r
@@ -800,21 +853,99 @@ fn validate(
     r
 }
 
-/// One warning line: `RULE field: message`, at most 120 characters.
+/// The most a warning may have: the API server may cut longer ones.
+pub const MAX_WARNING_KEPT_CHARS: usize = 256;
+
+/// One warning line, written to fit: `RULE field: reason`. The rule id and
+/// the whole field path come first; the reason is the finding's message,
+/// else the rule's title, else the message cut at a word. Kubernetes'
+/// guidance (120 characters) is met when the path allows, the API
+/// server's limit (256) otherwise; a path too long for that is kept whole
+/// and the reason dropped. The full text stays in the report and logs.
 fn warning(f: &Finding) -> String {
-    truncate(format!("{} {}: {}", f.rule, f.field, f.message))
+    let head = format!("{} {}", f.rule, f.field);
+    let title = rules::find(f.rule).map(|r| r.info.title);
+    let clause = first_clause(&f.message);
+    fit_warning(&head, &[Some(f.message.as_str()), clause, title])
 }
 
-fn truncate(mut s: String) -> String {
-    if s.chars().count() > MAX_WARNING_CHARS {
-        let cut = s
-            .char_indices()
-            .nth(MAX_WARNING_CHARS - 3)
-            .map_or(s.len(), |(i, _)| i);
-        s.truncate(cut);
-        s.push_str("...");
+/// The reason's first clause (up to `, `, `; `, ` (` or `: `), when the
+/// reason has more.
+fn first_clause(s: &str) -> Option<&str> {
+    [", ", "; ", " (", ": "]
+        .iter()
+        .filter_map(|sep| s.match_indices(sep).map(|(i, _)| i).find(|i| *i >= 12))
+        .min()
+        .map(|i| &s[..i])
+}
+
+/// `RULE field: reason` with the first reason that fits (see [`warning`]).
+fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
+    let len = |s: &str| s.chars().count();
+    let room = |limit: usize| limit.saturating_sub(len(head) + 2);
+    for limit in [MAX_WARNING_CHARS, MAX_WARNING_KEPT_CHARS] {
+        for reason in reasons.iter().flatten() {
+            if len(reason) <= room(limit) {
+                return format!("{head}: {reason}");
+            }
+        }
     }
-    s
+    // A shortened reason, when enough of it fits to be worth reading.
+    let room = room(MAX_WARNING_KEPT_CHARS);
+    match reasons.iter().flatten().next() {
+        Some(reason) if room >= 24 => format!("{head}: {}", cut_at_word(reason, room)),
+        _ => head.to_owned(),
+    }
+}
+
+/// A mutation's explanation (`winadmit: what it did (RULE: field)`) as a
+/// warning that fits: rule and field first, as for findings. Explanations
+/// without a rule (node selection, tolerations) are short already.
+fn mutation_warning(why: String) -> String {
+    let rule_and_field = why.strip_suffix(')').and_then(|rest| {
+        rules::ALL.iter().find_map(|rule| {
+            let marker = format!(" ({}: ", rule.info.id);
+            let at = rest.rfind(&marker)?;
+            Some((rule, &rest[..at], &rest[at + marker.len()..]))
+        })
+    });
+    let Some((rule, what, field)) = rule_and_field else {
+        return truncate(why);
+    };
+    let title = format!("winadmit: fixed {}", rule.info.title);
+    fit_warning(
+        &format!("{} {field}", rule.info.id),
+        &[
+            Some(what),
+            what.strip_prefix("winadmit: "),
+            first_clause(what),
+            first_clause(what).and_then(|c| c.strip_prefix("winadmit: ")),
+            Some(&title),
+        ],
+    )
+}
+
+/// At most `max` characters of `s`, ending at a word boundary, with `…`.
+fn cut_at_word(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let keep: String = s.chars().take(max.saturating_sub(1)).collect();
+    let at_word = keep
+        .rfind(' ')
+        .filter(|i| *i >= keep.len() / 2)
+        .map_or(keep.as_str(), |i| &keep[..i]);
+    format!("{}…", at_word.trim_end_matches([' ', ',', ';', ':', '(']))
+}
+
+/// Other warnings (the mutation's explanations): kept under the API
+/// server's limit, cut at a word.
+fn truncate(s: String) -> String {
+    if s.chars().count() > MAX_WARNING_KEPT_CHARS {
+        cut_at_word(&s, MAX_WARNING_KEPT_CHARS)
+    } else {
+        s
+    }
 }
 
 fn cap_warnings(mut w: Vec<String>) -> Vec<String> {
@@ -878,11 +1009,73 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warnings_are_truncated_on_char_boundaries() {
-        let s = truncate("é".repeat(200));
-        assert_eq!(s.chars().count(), MAX_WARNING_CHARS);
-        assert!(s.ends_with("..."));
+    fn warnings_are_cut_on_char_boundaries_at_a_word() {
+        let s = truncate("é ".repeat(200));
+        assert!(s.chars().count() <= MAX_WARNING_KEPT_CHARS, "{s}");
+        assert!(s.ends_with("é…"), "{s}");
         assert_eq!(truncate("short".into()), "short");
+    }
+
+    #[test]
+    fn warnings_keep_the_rule_and_the_whole_path_first() {
+        let path = "spec.template.spec.containers[0].securityContext.windowsOptions.gmsaCredentialSpecName";
+        let head = format!("WIN-GMSA {path}");
+        let message = "gMSA credential spec \"webapp01\" is not found in the cluster: create the GMSACredentialSpec resource first, or remove the field";
+        // Too long for 120 with the message: the rule's title fits.
+        let pod =
+            "WIN-GMSA spec.containers[0].securityContext.windowsOptions.gmsaCredentialSpecName";
+        let w = fit_warning(
+            pod,
+            &[Some(message), Some("gMSA credential spec not found")],
+        );
+        assert_eq!(w, format!("{pod}: gMSA credential spec not found"));
+        assert!(w.chars().count() <= MAX_WARNING_CHARS);
+        let seccomp = "spec.template.spec.containers[0].securityContext.seccompProfile";
+        let w = mutation_warning(format!(
+            "winadmit: remove seccompProfile RuntimeDefault, which has no effect on Windows (WIN-SECCOMP: {seccomp})"
+        ));
+        assert_eq!(
+            w,
+            format!("WIN-SECCOMP {seccomp}: remove seccompProfile RuntimeDefault")
+        );
+        assert!(w.chars().count() <= MAX_WARNING_CHARS, "{w}");
+        // Neither fits 120: the message, under the API server's 256.
+        let w = fit_warning(
+            &head,
+            &[Some(message), Some("gMSA credential spec not found")],
+        );
+        assert_eq!(w, format!("{head}: {message}"));
+        // A long message is cut at a word, never inside the path.
+        let long = "word ".repeat(80);
+        let w = fit_warning(&head, &[Some(&long), None]);
+        assert!(w.starts_with(&format!("{head}: word")), "{w}");
+        assert!(w.ends_with("word…"), "{w}");
+        assert!(w.chars().count() <= MAX_WARNING_KEPT_CHARS);
+        // A path too long for any reason: the whole path, no reason.
+        let huge = format!("WIN-X metadata.annotations[{}]", "k".repeat(300));
+        assert_eq!(fit_warning(&huge, &[Some(message), Some("title")]), huge);
+    }
+
+    #[test]
+    fn a_patched_request_logs_the_rules_behind_the_patch() {
+        let adm = Admission {
+            policy: Policy::default_policy(),
+            cluster: crate::cluster::Cluster::default(),
+            namespaces: None,
+        };
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/admission/pod-windows-fixable.json"
+        ))
+        .unwrap();
+        let out = review(&adm, Endpoint::Mutate, &body).unwrap();
+        assert_eq!(out.summary.verdict, Verdict::Patched);
+        assert!(out.summary.patch_ops > 0);
+        let rules = out.summary.rule_ids();
+        assert!(!rules.is_empty(), "rules= must not be empty");
+        for id in rules.split(',') {
+            assert!(rules::find(id).is_some(), "{id} is a rule id");
+        }
     }
 
     #[test]

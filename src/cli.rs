@@ -37,6 +37,22 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     Report(ReportArgs),
+    /// Print a ready example to try winadmit with.
+    Example(ExampleArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExampleArgs {
+    #[command(subcommand)]
+    pub what: ExampleKind,
+}
+
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub enum ExampleKind {
+    /// An AdmissionReview (JSON) of a Windows pod with problems, to send to
+    /// a running webhook: `winadmit example review > review.json`, then
+    /// `curl ... --data-binary @review.json https://localhost:8443/validate`.
+    Review,
 }
 
 /// Options shared by every command that evaluates workloads.
@@ -252,13 +268,17 @@ pub enum ModeChoice {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Read objects from files instead of a cluster (`-` reads stdin):
-    /// manifests, or `kubectl get pods,deploy,... -A -o json|yaml` output (repeatable).
+    /// Read objects from files or directories instead of a cluster (`-`
+    /// reads stdin): manifests, or `kubectl get pods,deploy,... -A -o
+    /// json|yaml` output. Directories are read recursively (.yaml, .yml,
+    /// .json), as `lint` reads them; give several paths after one flag or
+    /// repeat it.
     #[arg(
         long = "from-file",
-        value_name = "FILE|-",
+        value_name = "PATH|-",
         env = "WINADMIT_FROM_FILE",
-        value_delimiter = ','
+        value_delimiter = ',',
+        num_args = 1..
     )]
     pub from_file: Vec<PathBuf>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config).
@@ -301,6 +321,9 @@ pub struct ReportArgs {
     /// No progress messages on stderr.
     #[arg(long, short = 'q', env = "WINADMIT_QUIET")]
     pub quiet: bool,
+    /// Colour in text output (auto: on a terminal, unless NO_COLOR is set).
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
+    pub color: ColorChoice,
 }
 
 /// Where an optional endpoint (`/metrics`, `/report`) is served.

@@ -130,7 +130,7 @@ pub fn mutation(
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
         if cx.psa_restricted_before_1_25 {
             m.notes.push(
-                "winadmit did not set spec.os.name=windows: this namespace enforces Pod Security restricted before v1.25, which would then refuse the pod".to_owned(),
+                "winadmit left spec.os unset: Pod Security restricted before v1.25 here would refuse the pod".to_owned(),
             );
         } else {
             m.push(

@@ -505,3 +505,73 @@ fn node_objects_in_the_input_are_the_cluster_facts() {
     );
     assert!(text.contains("error[WIN-BUILD-NO-NODE]"), "{text}");
 }
+
+/// `winadmit ... | head`: the reader closes the pipe before winadmit
+/// writes; winadmit exits quietly (no message, exit 0), as ripgrep does.
+#[test]
+fn a_closed_stdout_pipe_ends_quietly() {
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/lint/windows-bad.yaml"
+    ))
+    .unwrap();
+    for args in [
+        &["lint", "-"][..],
+        &["lint", "--format", "json", "-"][..],
+        &["report", "--from-file", "-", "-q"][..],
+        &["report", "--from-file", "-", "-q", "--format", "html"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("WINADMIT_POLICY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the reading end first; winadmit writes only once stdin ends.
+        drop(child.stdout.take());
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(manifest.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
+/// `winadmit example review` prints an AdmissionReview the webhook
+/// answers: denied by /validate, patched by /mutate. The README's quick
+/// start sends it with curl.
+#[test]
+fn example_review_is_a_review_the_webhook_denies_and_patches() {
+    use winadmit::admission::{Admission, Endpoint, review};
+    let out = winadmit(&["example", "review"]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
+    let adm = Admission {
+        policy: winadmit::policy::Policy::default_policy(),
+        cluster: winadmit::cluster::Cluster::default(),
+        namespaces: None,
+    };
+    let answer = |endpoint| {
+        let o = review(&adm, endpoint, &out.stdout).expect("a valid AdmissionReview");
+        serde_json::from_slice::<serde_json::Value>(&o.body).unwrap()
+    };
+    let validated = answer(Endpoint::Validate);
+    assert_eq!(validated["response"]["allowed"], false, "{validated}");
+    assert_eq!(validated["response"]["status"]["code"], 403);
+    let mutated = answer(Endpoint::Mutate);
+    assert_eq!(mutated["response"]["patchType"], "JSONPatch", "{mutated}");
+
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let quick = &readme[readme.find("## Quick start").unwrap()..];
+    let quick = &quick[..quick[3..].find("\n## ").unwrap()];
+    assert!(quick.contains("example review > review.json"), "{quick}");
+    assert!(
+        quick.contains("--data-binary @review.json https://localhost:8443/validate"),
+        "{quick}"
+    );
+}

@@ -249,3 +249,98 @@ fn text_report_leads_with_the_summary() {
         "{text}"
     );
 }
+
+#[test]
+fn from_file_takes_directories_and_several_paths_as_lint_does() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lint/dir");
+    let bad = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/lint/windows-bad.yaml"
+    );
+    // A directory, read recursively, like `lint DIR`.
+    let (from_dir, out) = json_report(
+        &["report", "--from-file", dir, "--format", "json", "-q"],
+        None,
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = |r: &Value| {
+        let mut n: Vec<String> = r["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| format!("{}/{}", o["kind"], o["name"]))
+            .collect();
+        n.sort();
+        n
+    };
+    let lint = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(["lint", "--format", "json", dir])
+        .output()
+        .unwrap();
+    let lint: Value = serde_json::from_slice(&lint.stdout).unwrap();
+    assert_eq!(
+        from_dir["summary"]["objects"], lint["summary"]["objects"],
+        "report reads the same objects as lint: {from_dir}"
+    );
+    assert!(!names(&from_dir).is_empty());
+    // Several paths after one flag, and the flag repeated: the same.
+    let (several, _) = json_report(
+        &["report", "--from-file", dir, bad, "--format", "json", "-q"],
+        None,
+    );
+    let (repeated, _) = json_report(
+        &[
+            "report",
+            "--from-file",
+            dir,
+            "--from-file",
+            bad,
+            "--format",
+            "json",
+            "-q",
+        ],
+        None,
+    );
+    assert_eq!(names(&several), names(&repeated));
+    assert!(names(&several).len() > names(&from_dir).len());
+}
+
+#[test]
+fn text_report_colour_follows_lints_rules() {
+    let run = |extra: &[&str], no_color: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_winadmit"));
+        c.args(["report", "--from-file", KUBECTL_YAML, "-q"])
+            .args(extra);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        } else {
+            c.env_remove("NO_COLOR");
+        }
+        String::from_utf8(c.output().unwrap().stdout).unwrap()
+    };
+    let always = run(&["--color", "always"], false);
+    assert!(always.contains("\x1b[1;31mDENY \x1b[0m"), "{always}");
+    assert!(always.contains("\x1b[1;31merror["), "{always}");
+    // `always` wins over NO_COLOR, as for lint.
+    assert!(run(&["--color", "always"], true).contains("\x1b["));
+    for plain in [
+        run(&["--color", "never"], false),
+        run(&[], false), // auto, not a terminal
+        run(&["--color", "auto"], true),
+    ] {
+        assert!(!plain.contains('\x1b'), "{plain}");
+        assert!(plain.contains("DENY "));
+    }
+    // The colour is only paint: the text is the same.
+    let strip = always
+        .replace("\x1b[1;31m", "")
+        .replace("\x1b[1;33m", "")
+        .replace("\x1b[1;36m", "")
+        .replace("\x1b[32m", "")
+        .replace("\x1b[0m", "");
+    assert_eq!(strip, run(&["--color", "never"], false));
+}

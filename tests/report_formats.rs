@@ -205,6 +205,66 @@ fn objects_without_a_namespace_go_to_a_cluster_policy_report() {
     assert_eq!(reports[0].metadata.name, "winadmit-cluster");
 }
 
+#[test]
+fn linux_workloads_are_no_results_of_windows_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: nginx, namespace: shop}\nspec:\n  selector: {matchLabels: {app: n}}\n  template:\n    metadata: {labels: {app: n}}\n    spec:\n      nodeSelector: {kubernetes.io/os: linux}\n      containers: [{name: c, image: nginx}]\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: iis, namespace: shop}\nspec:\n  os: {name: windows}\n  nodeSelector: {kubernetes.io/os: windows}\n  containers: [{name: c, image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022, resources: {limits: {memory: 1Gi, cpu: 1}}}]\n",
+    )
+    .unwrap();
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        f.to_str().unwrap(),
+        "--format",
+        "policyreport",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let reports: Vec<PolicyReport> =
+        serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let results: Vec<&PolicyReportResult> = reports.iter().flat_map(|r| &r.results).collect();
+    let of = |name: &str| -> Vec<&PolicyReportResult> {
+        results
+            .iter()
+            .copied()
+            .filter(|r| r.resources[0].name.as_deref() == Some(name))
+            .collect()
+    };
+    let windows_rules: Vec<&str> = winadmit::rules::ALL
+        .iter()
+        .filter(|r| r.info.scope == winadmit::rules::Scope::Windows)
+        .map(|r| r.info.id)
+        .collect();
+    let linux = of("nginx");
+    assert!(!linux.is_empty(), "{text}");
+    for r in &linux {
+        let rule = r.rule.as_deref().unwrap_or_default();
+        assert_ne!(
+            rule, "all-rules",
+            "a Linux workload passes only the rules that apply to it: {text}"
+        );
+        assert!(
+            !windows_rules.contains(&rule),
+            "{rule} is a Windows rule: {text}"
+        );
+        if let Some(listed) = r.properties.get("rules") {
+            for id in listed.split(',') {
+                assert!(
+                    !windows_rules.contains(&id),
+                    "{id} listed for a Linux workload"
+                );
+            }
+        }
+    }
+    // A Windows workload without findings still passes every rule.
+    let windows = of("iis");
+    if windows.iter().all(|r| r.result == Some(ResultKind::Pass)) {
+        assert_eq!(windows[0].rule.as_deref(), Some("all-rules"), "{text}");
+    }
+}
+
 // --- HTML in headless Chromium ---
 
 fn chromium() -> Option<String> {
@@ -219,25 +279,82 @@ fn chromium() -> Option<String> {
         .map(str::to_owned)
 }
 
+fn headless(browser: &str, profile: &Path, width: u32, height: u32) -> Command {
+    let mut c = Command::new(browser);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--window-size={width},{height}"));
+    c
+}
+
 fn dump_dom(browser: &str, page: &Path, profile: &Path) -> String {
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+    let out = headless(browser, profile, 1280, 1000)
         .arg("--dump-dom")
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The page's layout at `width` CSS pixels, measured by a script appended
+/// to a copy of the page: `(scrollWidth, innerWidth, cells wider than
+/// their column or past the window, width of the first message cell)`.
+fn layout(browser: &str, page: &Path, profile: &Path, width: u32) -> (i64, i64, i64, i64) {
+    let probe = page.with_extension(format!("probe-{width}.html"));
+    let html = std::fs::read_to_string(page).unwrap();
+    let script = "<script>(function(){var de=document.documentElement,w=window.innerWidth,bad=0;\
+document.querySelectorAll('#findings td, #top-rules td').forEach(function(td){var b=td.getBoundingClientRect();\
+if(b.right>w+1||td.scrollWidth>td.clientWidth+1)bad++;});\
+var m=document.querySelector('#findings tbody tr td:nth-child(5)');\
+document.body.setAttribute('data-layout',[de.scrollWidth,w,bad,m?Math.round(m.getBoundingClientRect().width):0].join(' '));})();</script>";
+    std::fs::write(&probe, html.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let out = headless(browser, profile, width, 1000)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let at = dom
+        .find("data-layout=\"")
+        .unwrap_or_else(|| panic!("no layout measured at {width}px"))
+        + "data-layout=\"".len();
+    let v: Vec<i64> = dom[at..]
+        .split('"')
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    (v[0], v[1], v[2], v[3])
+}
+
+/// A full-page screenshot at `width`, kept under the target directory for
+/// a person to look at.
+fn screenshot(browser: &str, page: &Path, profile: &Path, width: u32) -> std::path::PathBuf {
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("html-report-{width}.png"));
+    let _ = std::fs::remove_file(&png);
+    let out = headless(browser, profile, width, 2200)
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        png.is_file(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    png
 }
 
 #[test]
@@ -325,6 +442,61 @@ fn html_report_renders_its_chart_and_table_in_chromium() {
         "{dom}"
     );
     assert!(!dom.contains("<img"), "markup from data was rendered");
+
+    // The page an operator sends: a short title, the facts judged against,
+    // verdicts first, a legend, fixes, doc links, file:line, patches.
+    assert!(
+        html.contains("<title>winadmit dry-run report: 2 files</title>"),
+        "the title counts files instead of listing them"
+    );
+    assert!(
+        dom.contains("Kubernetes 1.") && dom.contains("--kubernetes-version"),
+        "target facts"
+    );
+    let summary_at = dom.find("id=\"verdicts\"").expect("verdict cards");
+    assert!(
+        summary_at < dom.find("id=\"findings\"").unwrap(),
+        "summary first"
+    );
+    assert!(dom.contains("class=\"card deny\""), "{dom}");
+    assert!(dom.contains("id=\"legend\""));
+    assert!(dom.contains("class=\"fix\""), "fix text");
+    assert!(
+        dom.contains("href=\"https://kubernetes.io/docs/concepts/windows/"),
+        "doc links"
+    );
+    assert!(
+        dom.contains("hostile.yaml:6"),
+        "file:line of a YAML source: {dom}"
+    );
+    assert!(dom.contains("<details><summary>"), "patches per object");
+    assert!(html.contains("@media print"), "print styles");
+    // Errors first: the first row is an error.
+    let first_row = &dom[dom.find("<tr data-rule=").unwrap()..];
+    assert!(
+        first_row[..200].contains("row-error"),
+        "{}",
+        &first_row[..200]
+    );
+
+    // Layout at two widths: no horizontal scroll, no clipped cell, and the
+    // message column wide enough to read.
+    for width in [1280, 1920] {
+        let (scroll, inner, clipped, message) =
+            layout(&browser, &page, &dir.path().join("profile"), width);
+        assert_eq!(inner, i64::from(width), "window size");
+        assert!(
+            scroll <= inner,
+            "horizontal scroll at {width}px: {scroll} > {inner}"
+        );
+        assert_eq!(clipped, 0, "cells clipped at {width}px");
+        assert!(
+            message >= 250,
+            "message column only {message}px at {width}px"
+        );
+        let png = screenshot(&browser, &page, &dir.path().join("profile"), width);
+        eprintln!("screenshot: {}", png.display());
+    }
 }
 
 // --- POST /report through the router (what the server will mount) ---

@@ -127,7 +127,7 @@ fn lists_every_workload_kind_page_by_page_and_folds_owned_pods() {
         // Windows by its RuntimeClass (listed from node.k8s.io).
         "CronJob batch/nightly warn WIN-MEMORY-LIMITS@spec.jobTemplate.spec.template.spec.containers[0].resources",
         "Pod ops/win-probe deny WIN-HOSTNETWORK@spec.hostNetwork,WIN-MEMORY-LIMITS@spec.containers[0].resources",
-        "DaemonSet kube-system/kube-proxy-windows allow ",
+        "DaemonSet kube-system/kube-proxy-windows allow WIN-MEMORY-LIMITS@spec.template.spec.containers[0].resources",
         "Deployment shop/shop-frontend allow ",
     ];
     let expected: BTreeSet<String> = expected.iter().map(|s| (*s).to_owned()).collect();

@@ -397,11 +397,29 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
     });
     assert_eq!((vs, rs), (200, 200), "{validated} {report}");
     let reported = &report["objects"][0];
-    let allowed = validated["response"]["allowed"].as_bool().unwrap();
+    // The report's verdict is the one after the settled patch (mutating
+    // admission runs first): /validate on the patched object agrees.
+    let after = if reported["patchedObject"].is_null() {
+        validated.clone()
+    } else {
+        let app = winadmit::server::router(winadmit::server::ServerState::new(
+            Admission {
+                policy: policy.clone(),
+                cluster: winadmit::cluster::Cluster::default(),
+                namespaces: None,
+            },
+            winadmit::server::Limits::default(),
+        ));
+        let body = review_of(&reported["patchedObject"]);
+        let (status, v) = rt.block_on(post(app, "/validate", body));
+        assert_eq!(status, 200, "{v}");
+        v
+    };
+    let allowed = after["response"]["allowed"].as_bool().unwrap();
     assert_eq!(
         reported["verdict"] == "deny",
         !allowed,
-        "{reported}\n{validated}\n{object}"
+        "{reported}\n{after}\n{object}"
     );
 
     let mut lint = winadmit::output::LintReport::default();

@@ -35,7 +35,7 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
         }
         RulesFormat::Markdown => markdown(),
     };
-    print!("{out}");
+    std::io::Write::write_all(&mut super::Stdout::new(), out.as_bytes())?;
     Ok(ExitCode::from(EXIT_CLEAN))
 }
 
@@ -49,7 +49,10 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             args.rule
         );
     };
-    print!("{}", explain_text(&rule.info));
+    std::io::Write::write_all(
+        &mut super::Stdout::new(),
+        explain_text(&rule.info).as_bytes(),
+    )?;
     Ok(ExitCode::from(EXIT_CLEAN))
 }
 

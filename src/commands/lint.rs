@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
-use crate::cli::{ColorChoice, FailOn, LintArgs, LintFormat};
+use crate::cli::{FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
@@ -107,20 +107,14 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     }
     cross.finish(&pol, &cx, &mut report);
 
-    let use_color = match color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }
-    };
+    let use_color = super::use_color(color, std::io::stdout().is_terminal());
     let rendered = match format {
         LintFormat::Text => text::render(&report, use_color),
         LintFormat::Json => json::render(&report)?,
         LintFormat::Sarif => sarif::render(&report)?,
         LintFormat::Junit => junit::render(&report),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::Stdout::new();
     out.write_all(rendered.as_bytes())
         .context("writing the report to stdout")?;
     out.flush().ok();
@@ -157,14 +151,33 @@ fn is_regular_file(p: &Path) -> bool {
 /// Expands directories (recursively, `.yaml`/`.yml`/`.json`, symlink loops
 /// reported, not followed forever) into files, in a stable order.
 fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
-    let mut inputs = Vec::new();
+    let (files, problems) = manifest_paths(paths);
+    for problem in problems {
+        report.summary.input_errors += 1;
+        report.input_errors.push(problem);
+    }
+    files
+        .into_iter()
+        .map(|p| {
+            if p.as_os_str() == "-" {
+                Input::Stdin
+            } else {
+                Input::File(p)
+            }
+        })
+        .collect()
+}
+
+/// The files to read for these paths: files and `-` as given, directories
+/// walked recursively for `.yaml`, `.yml` and `.json` files in a stable
+/// order (symbolic link loops reported, not followed). Shared by `lint`
+/// and `report --from-file`.
+pub(crate) fn manifest_paths(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<InputProblem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
     for path in paths {
-        if path.as_os_str() == "-" {
-            inputs.push(Input::Stdin);
-            continue;
-        }
-        if !path.is_dir() {
-            inputs.push(Input::File(path.clone()));
+        if path.as_os_str() == "-" || !path.is_dir() {
+            files.push(path.clone());
             continue;
         }
         let walker = walkdir::WalkDir::new(path)
@@ -173,7 +186,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
         for entry in walker {
             match entry {
                 Ok(e) if e.file_type().is_file() && is_manifest(e.path()) => {
-                    inputs.push(Input::File(e.into_path()));
+                    files.push(e.into_path());
                 }
                 Ok(_) => {}
                 Err(err) => {
@@ -183,8 +196,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
                     } else {
                         format!("cannot read directory entry: {err}")
                     };
-                    report.summary.input_errors += 1;
-                    report.input_errors.push(InputProblem {
+                    problems.push(InputProblem {
                         file,
                         line: None,
                         column: None,
@@ -194,7 +206,7 @@ fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
             }
         }
     }
-    inputs
+    (files, problems)
 }
 
 fn is_manifest(p: &Path) -> bool {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use crate::cli::{Cli, Command};
 
 pub mod certs;
+pub mod example;
 pub mod explain;
 pub mod lint;
 pub mod manifests;
@@ -37,6 +38,58 @@ pub fn load_policy(
     Ok((pol, cluster))
 }
 
+/// Standard output for reports: when the reader has gone (`winadmit lint
+/// ... | head`), the process ends quietly with exit 0, as ripgrep does,
+/// instead of reporting an error nobody asked for.
+pub(crate) struct Stdout(std::io::Stdout);
+
+impl Stdout {
+    pub(crate) fn new() -> Self {
+        Self(std::io::stdout())
+    }
+}
+
+impl std::io::Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        quiet_on_broken_pipe(self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        quiet_on_broken_pipe(self.0.flush())
+    }
+}
+
+fn quiet_on_broken_pipe<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+    if let Err(e) = &result
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(i32::from(EXIT_CLEAN));
+    }
+    result
+}
+
+/// Whether text output gets ANSI colours: `--color always|never`, or on
+/// `auto` when it goes to a terminal and `NO_COLOR` is not set. The same
+/// rule for `lint` and `report`.
+#[must_use]
+pub fn use_color(choice: crate::cli::ColorChoice, to_terminal: bool) -> bool {
+    match choice {
+        crate::cli::ColorChoice::Always => true,
+        crate::cli::ColorChoice::Never => false,
+        crate::cli::ColorChoice::Auto => to_terminal && std::env::var_os("NO_COLOR").is_none(),
+    }
+}
+
+/// Is this error (or its cause) a write to a closed pipe?
+#[must_use]
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Runs a parsed command line.
 ///
 /// # Errors
@@ -50,5 +103,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
+        Command::Example(args) => example::run(args),
     }
 }

@@ -97,6 +97,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         page_size,
         no_fold,
         quiet,
+        color,
     } = args;
     if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
         anyhow::bail!(
@@ -150,14 +151,21 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             std::fs::File::create(path)
                 .with_context(|| format!("cannot create {}", path.display()))?,
         )),
-        None => Box::new(BufWriter::with_capacity(256 * 1024, std::io::stdout())),
+        None => Box::new(BufWriter::with_capacity(256 * 1024, super::Stdout::new())),
     };
+    // Directories are walked as `lint` walks them.
+    let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
     let title = title(&from_file, live.as_ref());
+    let facts = facts(&from_file, live.as_ref(), &policy, &cx.cluster, mode);
     let sink: Box<dyn ReportSink> = match format {
         ReportFormat::Json => Box::new(JsonSink::new(out)?),
         ReportFormat::Text => Box::new(TextSink::new(
             out,
             tempfile::tempfile().context("cannot create a scratch file for the text report")?,
+            super::use_color(
+                color,
+                output.is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            ),
         )),
         ReportFormat::Policyreport => {
             // The facts behind the verdicts, at the top (a YAML comment:
@@ -167,13 +175,16 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                 .context("writing the report")?;
             Box::new(PolicyReportSink::new(out))
         }
-        ReportFormat::Html => Box::new(HtmlSink::new(out, &title)?),
+        ReportFormat::Html => Box::new(HtmlSink::new(out, &title, &facts)?),
     };
     let mut driver = Driver {
         builder: ReportBuilder::new(&pol, &cx, options),
         sink,
         progress,
     };
+    for problem in walk_problems {
+        driver.builder.input_problem(problem);
+    }
     match live {
         Some(live) => live.run(&mut driver)?,
         None => file::run(&from_file, &mut driver),
@@ -203,21 +214,68 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-fn title(files: &[PathBuf], live: Option<&live::Live>) -> String {
-    match live {
-        Some(l) => format!("winadmit dry-run report: cluster {}", l.server()),
-        None => {
-            let names: Vec<String> = files
+/// What the report judged and against what, for the HTML summary.
+fn facts(
+    files: &[PathBuf],
+    live: Option<&live::Live>,
+    policy: &crate::cli::PolicyArgs,
+    cluster: &crate::cluster::Cluster,
+    mode: Option<ModeChoice>,
+) -> Vec<(&'static str, String)> {
+    let input = match (live, files) {
+        (Some(l), _) => format!("cluster {}", l.server()),
+        (None, [one]) => one.display().to_string(),
+        (None, many) => {
+            let dirs: Vec<String> = many
                 .iter()
-                .map(|f| {
-                    if f.as_os_str() == "-" {
-                        "<stdin>".into()
-                    } else {
-                        f.display().to_string()
-                    }
-                })
+                .filter_map(|f| f.parent())
+                .map(|d| d.display().to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
                 .collect();
-            format!("winadmit dry-run report: {}", names.join(", "))
+            match dirs.as_slice() {
+                [one] => format!("{} files in {one}", many.len()),
+                _ => format!("{} files in {} folders", many.len(), dirs.len()),
+            }
         }
+    };
+    let policies = if policy.policy.is_empty() {
+        "built-in default".to_owned()
+    } else {
+        policy
+            .policy
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    vec![
+        ("Input", input),
+        (
+            "Target",
+            format!(
+                "{} (change with --kubernetes-version, --container-runtime, --strict)",
+                cluster.summary()
+            ),
+        ),
+        ("Policy", policies),
+        (
+            "Mode",
+            mode.map_or("the policy's (or each namespace's label)".to_owned(), |m| {
+                format!("{m:?} (--mode preview)").to_lowercase()
+            }),
+        ),
+        ("winadmit", env!("CARGO_PKG_VERSION").to_owned()),
+    ]
+}
+
+/// The report's title: the cluster, or the input file when there is one,
+/// else how many (not every name: the heading must fit).
+fn title(files: &[PathBuf], live: Option<&live::Live>) -> String {
+    match (live, files) {
+        (Some(l), _) => format!("winadmit dry-run report: cluster {}", l.server()),
+        (None, [one]) if one.as_os_str() == "-" => "winadmit dry-run report: <stdin>".into(),
+        (None, [one]) => format!("winadmit dry-run report: {}", one.display()),
+        (None, many) => format!("winadmit dry-run report: {} files", many.len()),
     }
 }

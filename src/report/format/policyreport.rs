@@ -4,7 +4,10 @@
 //! policy-reporter reads.
 //!
 //! Results: an error finding is `fail` (severity `high`), a warning finding
-//! `warn` (`medium`), an object without findings one `pass`, an exempt
+//! `warn` (`medium`), an object without findings one `pass` (`all-rules`
+//! for a Windows workload; `targeting`, naming the rules that check every
+//! workload, for one that does not target Windows: Windows rules do not
+//! apply to it, so it is no result of theirs), an exempt
 //! object and each rule skipped by annotation `skip`. To keep memory
 //! bounded and each report under the API server's object size limit, a
 //! namespace's results are written in reports of at most
@@ -175,14 +178,38 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         ));
     }
     if r.findings.is_empty() {
-        out.push(base(
-            "all-rules",
-            Outcome::Pass,
-            None,
-            "no Windows compatibility findings".into(),
-        ));
+        if r.targets_windows {
+            out.push(base(
+                "all-rules",
+                Outcome::Pass,
+                None,
+                "no Windows compatibility findings".into(),
+            ));
+        } else {
+            // Windows rules do not apply to a workload that does not target
+            // Windows: it passed only the rules that check every workload.
+            let ids = applicable_to_any_workload().join(",");
+            let mut res = base(
+                "targeting",
+                Outcome::Pass,
+                None,
+                "does not target Windows; no findings from the rules that check every workload"
+                    .into(),
+            );
+            res.properties.insert("rules".into(), ids);
+            out.push(res);
+        }
     }
     out
+}
+
+/// The rules that check workloads whatever OS they target.
+fn applicable_to_any_workload() -> Vec<&'static str> {
+    crate::rules::ALL
+        .iter()
+        .filter(|r| r.info.scope != crate::rules::Scope::Windows)
+        .map(|r| r.info.id)
+        .collect()
 }
 
 #[derive(Default)]

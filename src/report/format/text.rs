@@ -19,27 +19,40 @@ pub struct TextSink<W: Write, S: Read + Write + Seek> {
     spill: io::BufWriter<S>,
     listed: usize,
     quiet: usize,
+    color: bool,
 }
 
 impl<W: Write, S: Read + Write + Seek> TextSink<W, S> {
-    pub fn new(out: W, spill: S) -> Self {
+    /// `color` adds ANSI colours, as `lint` does (decided by `--color`
+    /// and `NO_COLOR` in the command).
+    pub fn new(out: W, spill: S, color: bool) -> Self {
         Self {
             out,
             spill: io::BufWriter::new(spill),
             listed: 0,
             quiet: 0,
+            color,
         }
+    }
+}
+
+/// Wraps `s` in an ANSI colour when `color` is on (the codes `lint` uses).
+fn paint(color: bool, code: &str, s: &str) -> String {
+    if color {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_owned()
     }
 }
 
 /// The lines for one object.
 #[must_use]
-pub fn object_text(r: &ObjectReport) -> String {
+pub fn object_text(r: &ObjectReport, color: bool) -> String {
     let mut s = String::new();
     let verdict = match r.verdict {
-        Verdict::Deny => "DENY ",
-        Verdict::Warn => "WARN ",
-        Verdict::Allow => "ALLOW",
+        Verdict::Deny => paint(color, "1;31", "DENY "),
+        Verdict::Warn => paint(color, "1;33", "WARN "),
+        Verdict::Allow => paint(color, "32", "ALLOW"),
     };
     let target = match (&r.target_reason, r.targets_windows) {
         (Some(reason), true) => format!("Windows ({reason})"),
@@ -61,20 +74,16 @@ pub fn object_text(r: &ObjectReport) -> String {
     }
     for f in &r.findings {
         let level = match f.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
+            Severity::Error => paint(color, "1;31", &format!("error[{}]", f.rule)),
+            Severity::Warning => paint(color, "1;33", &format!("warning[{}]", f.rule)),
+            Severity::Info => paint(color, "1;36", &format!("info[{}]", f.rule)),
         };
         let at = if f.line > 0 {
             format!(" ({}:{}:{})", f.file, f.line, f.column)
         } else {
             String::new()
         };
-        let _ = writeln!(
-            s,
-            "      {level}[{}] {}: {}{at}",
-            f.rule, f.field, f.message
-        );
+        let _ = writeln!(s, "      {level} {}: {}{at}", f.field, f.message);
     }
     for (op, why) in r.patch.iter().zip(&r.patch_reasons) {
         let name = match op {
@@ -99,7 +108,7 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
     fn object(&mut self, r: &ObjectReport) -> io::Result<()> {
         if worth_listing(r) {
             self.listed += 1;
-            self.spill.write_all(object_text(r).as_bytes())
+            self.spill.write_all(object_text(r, self.color).as_bytes())
         } else {
             self.quiet += 1;
             Ok(())
@@ -112,6 +121,7 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
             spill,
             listed,
             quiet,
+            color: _,
         } = *self;
         out.write_all(summary_text(summary).as_bytes())?;
         if listed > 0 {
