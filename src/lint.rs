@@ -3,7 +3,7 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
-use crate::engine::{self, Context, Evaluation};
+use crate::engine::{self, Context};
 use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
 use crate::policy::Policy;
 use crate::services::{self, WindowsPods};
@@ -20,13 +20,6 @@ struct Wants {
     findings: Vec<(usize, String)>,
     /// [`services::REPORTED_POINTERS`] of each Service recorded, in order.
     services: Vec<(usize, String)>,
-}
-
-/// One workload's verdict, with what identifies it.
-#[derive(Debug)]
-pub struct ObjectVerdict {
-    pub document: usize,
-    pub evaluation: Evaluation,
 }
 
 /// Collects the RuntimeClasses in a text (for Windows targeting by

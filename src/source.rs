@@ -166,16 +166,6 @@ pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<crate::yam
     crate::yaml::locate_many(text, wants)
 }
 
-/// Line and column (1-based) of the field a JSON Pointer names inside YAML
-/// document `yaml_doc`: the key's position for a map entry, the item's for
-/// a sequence entry, the deepest existing ancestor's for a missing field.
-#[must_use]
-pub fn locate(text: &str, yaml_doc: usize, pointer: &str) -> Option<(u64, u64)> {
-    locate_many(text, &[(yaml_doc, pointer)])
-        .remove(0)
-        .map(|p| (p.line, p.column))
-}
-
 /// `kind: List` (or `*List`, as `kubectl get -o yaml` writes) with `items`.
 fn is_list(v: &Value) -> bool {
     v.get("kind")
@@ -266,15 +256,18 @@ items:
         assert_eq!(docs[1].index, 1);
         assert_eq!(docs[1].pointer, "/items/0");
         assert_eq!(docs[1].value["metadata"]["name"], "a");
-        let loc = locate(
+        let doc = docs[1].yaml_doc;
+        let locs = locate_many(
             MULTI,
-            docs[1].yaml_doc,
-            "/items/0/spec/containers/0/securityContext/privileged",
+            &[
+                (doc, "/items/0/spec/containers/0/securityContext/privileged"),
+                // A missing field points at its deepest existing ancestor.
+                (doc, "/items/0/spec/hostNetwork"),
+            ],
         );
-        assert_eq!(loc, Some((19, 9)));
-        // A missing field points at its deepest existing ancestor.
-        let loc = locate(MULTI, docs[1].yaml_doc, "/items/0/spec/hostNetwork");
-        assert_eq!(loc, Some((15, 3)));
+        let at = |i: usize| locs[i].map(|p| (p.line, p.column));
+        assert_eq!(at(0), Some((19, 9)));
+        assert_eq!(at(1), Some((15, 3)));
     }
 
     #[test]
@@ -294,7 +287,8 @@ items:
         let docs = parse(text).unwrap();
         assert_eq!(docs[0].value["mode"], 420);
         assert_eq!(docs[0].value["name"], "b");
-        assert_eq!(locate(text, 0, "/mode"), Some((2, 1)));
+        let at = locate_many(text, &[(0, "/mode")])[0].map(|p| (p.line, p.column));
+        assert_eq!(at, Some((2, 1)));
     }
 
     #[test]

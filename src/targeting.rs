@@ -186,12 +186,6 @@ impl RuntimeClasses {
         self.by_name.get(name)
     }
 
-    /// The handler of a class, when known.
-    #[must_use]
-    pub fn handler_of(&self, name: &str) -> Option<&str> {
-        self.by_name.get(name).and_then(|i| i.handler.as_deref())
-    }
-
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
@@ -461,7 +455,10 @@ mod tests {
         let mut rc = RuntimeClasses::default();
         let (name, info) = RuntimeClasses::info_from_object(&bare).unwrap();
         rc.insert_info(name, info);
-        assert_eq!(rc.handler_of("hv"), Some("runhcs-wcow-hypervisor"));
+        assert_eq!(
+            rc.get("hv").and_then(|i| i.handler.as_deref()),
+            Some("runhcs-wcow-hypervisor")
+        );
         // A runhcs-wcow handler runs only on Windows (windows-truth section 3).
         assert_eq!(rc.os_of("hv"), Some(Os::Windows));
     }

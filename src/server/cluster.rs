@@ -707,7 +707,10 @@ mod tests {
         );
         feed(watcher::Event::Apply(hv));
         let now = c.runtime_classes().unwrap();
-        assert_eq!(now.handler_of("hv"), Some("runhcs-wcow-hypervisor"));
+        assert_eq!(
+            now.get("hv").and_then(|i| i.handler.as_deref()),
+            Some("runhcs-wcow-hypervisor")
+        );
         // A runhcs-wcow handler pins Windows even without a selector.
         assert_eq!(now.os_of("hv"), Some(Os::Windows));
         // A snapshot taken earlier is unchanged (a review in flight keeps its view).
