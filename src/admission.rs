@@ -405,6 +405,83 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
     })
 }
 
+/// What a door other than `/validate` and `/mutate` (the `/report`
+/// endpoint) reads of an AdmissionReview, decoded and checked by the same
+/// envelope code as the webhook.
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    pub operation: String,
+    pub namespace: Option<String>,
+    pub username: String,
+    pub groups: Vec<String>,
+    /// `request.object`, when present and not null.
+    pub object: Option<serde_json::Value>,
+}
+
+/// Decodes an AdmissionReview body as the webhook does.
+///
+/// # Errors
+/// The body is not an AdmissionReview the webhook would answer.
+pub fn envelope(body: &[u8]) -> Result<Envelope, ReviewError> {
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        uid: Option<Text<'a>>,
+        #[serde(borrow)]
+        namespace: Option<Text<'a>>,
+        #[serde(borrow)]
+        operation: Option<Text<'a>>,
+        #[serde(borrow)]
+        user_info: Option<UserInfoIn<'a>>,
+        #[serde(borrow)]
+        object: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Review<'a> {
+        #[serde(borrow, default)]
+        api_version: Option<Text<'a>>,
+        #[serde(borrow, default)]
+        kind: Option<Text<'a>>,
+        #[serde(borrow, default)]
+        request: Option<Request<'a>>,
+    }
+    let review: Review<'_> =
+        serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
+    let req = review.request.as_ref();
+    envelope_header(
+        review.api_version.as_ref(),
+        review.kind.as_ref(),
+        req.is_some(),
+        req.and_then(|r| r.uid.as_ref()),
+    )?;
+    let Some(req) = req else {
+        return Err(ReviewError::MissingRequest);
+    };
+    let object = match req.object {
+        Some(raw) => Some(
+            serde_json::from_str::<serde_json::Value>(raw.get())
+                .map_err(|e| ReviewError::Malformed(e.to_string()))?,
+        )
+        .filter(|o| !o.is_null()),
+        None => None,
+    };
+    let user = req.user_info.as_ref();
+    Ok(Envelope {
+        operation: text(req.operation.as_ref()).to_owned(),
+        namespace: Some(text(req.namespace.as_ref()).to_owned()).filter(|n| !n.is_empty()),
+        username: text(user.and_then(|u| u.username.as_ref())).to_owned(),
+        groups: user
+            .and_then(|u| u.groups.as_ref())
+            .into_iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect(),
+        object,
+    })
+}
+
 /// The request's object as raw JSON (re-read from the body).
 fn raw_object(body: &[u8]) -> Option<&RawValue> {
     let raw: RawReviewIn<'_> = serde_json::from_slice(body).ok()?;

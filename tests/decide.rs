@@ -167,3 +167,41 @@ fn namespaces_outside_the_webhooks_reach_are_exempt_from_admission() {
     // Elsewhere the same pod is denied.
     assert_eq!(report(&policy, &pod("shop", broken))["verdict"], "deny");
 }
+
+#[test]
+fn report_reads_admission_reviews_with_the_webhooks_decoder() {
+    let object = pod(
+        "web",
+        json!({"containers": [{"name": "c", "image": "nginx"}]}),
+    );
+    let mut body: Value = serde_json::from_slice(&admission_review(&object)).unwrap();
+    let decode = |review: &Value| {
+        report_body(
+            &Policy::default_policy(),
+            &Context::default(),
+            &ReportOptions::default(),
+            "application/json",
+            &serde_json::to_vec(review).unwrap(),
+        )
+    };
+    assert!(decode(&body).is_ok());
+    // What /validate refuses, /report refuses, with the same words.
+    body["apiVersion"] = json!("admission.k8s.io/v2");
+    let err = decode(&body).unwrap_err().to_string();
+    let adm = Admission {
+        policy: Policy::default_policy(),
+        cluster: winadmit::cluster::Cluster::default(),
+        namespaces: None,
+    };
+    let webhook_err = review(
+        &adm,
+        Endpoint::Validate,
+        &serde_json::to_vec(&body).unwrap(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains(&webhook_err), "{err} / {webhook_err}");
+    body["apiVersion"] = json!("admission.k8s.io/v1");
+    body["request"]["uid"] = json!("");
+    assert!(decode(&body).is_err(), "a review without a uid");
+}

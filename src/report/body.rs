@@ -104,7 +104,7 @@ pub fn report_body(
                         }
                     })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
-                let object = admission_object(policy, &mut builder, value)?;
+                let object = admission_object(policy, &mut builder, body)?;
                 if let Some(object) = object {
                     add(&mut builder, &object, 0, &mut objects);
                 }
@@ -168,42 +168,25 @@ fn add(
 
 /// The object of an AdmissionReview, with the request's namespace filled in
 /// (pods created with `generateName` often carry none), and the builder
-/// told about the operation and an exempt user.
+/// told about the operation and an exempt user. Decoded by the webhook's
+/// own envelope decoder ([`crate::admission::envelope`]).
 fn admission_object(
     policy: &Policy,
     builder: &mut ReportBuilder<'_>,
-    review: Value,
+    body: &[u8],
 ) -> Result<Option<Value>, ReportError> {
-    use kube::core::DynamicObject;
-    use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
-
-    let typed: AdmissionReview<DynamicObject> = serde_json::from_value(review.clone())
+    let env = crate::admission::envelope(body)
         .map_err(|e| ReportError::AdmissionReview(e.to_string()))?;
-    let req: AdmissionRequest<DynamicObject> =
-        typed
-            .try_into()
-            .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
-                ReportError::AdmissionReview(e.to_string())
-            })?;
-    let Value::Object(mut review) = review else {
-        unreachable!("an AdmissionReview decoded from it")
-    };
-    let mut object = review
-        .get_mut("request")
-        .and_then(|r| r.as_object_mut())
-        .and_then(|r| r.remove("object"))
-        .filter(|o| !o.is_null());
-    if let (Some(ns), Some(Value::Object(obj))) = (req.namespace.as_deref(), object.as_mut())
+    let mut object = env.object;
+    if let (Some(ns), Some(Value::Object(obj))) = (env.namespace.as_deref(), object.as_mut())
         && let Some(Value::Object(meta)) = obj.get_mut("metadata")
         && !meta.contains_key("namespace")
     {
         meta.insert("namespace".into(), Value::String(ns.to_owned()));
     }
-    builder.create = req.operation == Operation::Create;
-    let user = req.user_info.username.as_deref().unwrap_or_default();
-    let groups = req.user_info.groups.clone().unwrap_or_default();
-    builder.user_exemption = policy.exempt_user(user, &groups);
-    if req.operation == Operation::Delete {
+    builder.create = env.operation == "CREATE";
+    builder.user_exemption = policy.exempt_user(&env.username, &env.groups);
+    if env.operation == "DELETE" {
         return Ok(None);
     }
     Ok(object)
