@@ -75,6 +75,10 @@ pub trait NamespaceLabels: Send + Sync {
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
         None
     }
+    /// The cluster's Windows nodes, if the server watches them.
+    fn nodes(&self) -> Option<Arc<crate::cluster::WindowsNodes>> {
+        None
+    }
 }
 
 /// A shared view (the server's cache is also held by its watchers).
@@ -85,6 +89,10 @@ impl<T: NamespaceLabels + ?Sized> NamespaceLabels for Arc<T> {
 
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
         (**self).runtime_classes()
+    }
+
+    fn nodes(&self) -> Option<Arc<crate::cluster::WindowsNodes>> {
+        (**self).nodes()
     }
 }
 
@@ -765,10 +773,11 @@ fn respond(
     }
     // One snapshot for the whole review (and its settle rounds).
     let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
+    let nodes = adm.namespaces.as_ref().and_then(|n| n.nodes());
     let cx = Context {
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
-        nodes: None,
+        nodes: nodes.as_deref().filter(|n| !n.is_empty()),
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     if let Some(reason) = &eval.exempt {

@@ -544,3 +544,61 @@ async fn without_a_cluster_configuration_auto_runs_without_and_on_refuses_to_sta
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot read --kubeconfig"), "{stderr}");
 }
+
+/// The cluster's Windows nodes decide version-dependent verdicts: a subPath
+/// pod is denied on the Docker node pool and allowed on the containerd one,
+/// and an image build no node runs is an error.
+#[tokio::test]
+async fn windows_nodes_decide_version_dependent_verdicts() {
+    let (api, _dir, kubeconfig) = cluster_api(None);
+    let server = Server::start(
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--cluster-cache-sync-timeout",
+            "20s",
+        ],
+        &[],
+    );
+    server.wait_ready(Duration::from_secs(20)).await;
+    server.wait_log("cluster cache: first list complete").await;
+    let subpath = |pool: &str| {
+        json!({
+            "nodeSelector": {"kubernetes.io/os": "windows", "agentpool": pool},
+            "containers": [{
+                "name": "app",
+                "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+                "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                "volumeMounts": [{"name": "cfg", "mountPath": "C:\\app\\web.config", "subPath": "web.config"}]
+            }],
+            "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}]
+        })
+    };
+    let docker = server.validate("shop", subpath("dockerpool")).await;
+    assert_eq!(docker["allowed"], false, "{docker}");
+    let message = docker["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("[WIN-SUBPATH]") && message.contains("Windows node akswin-docker"),
+        "the denial names the node the fact came from: {message}"
+    );
+    let containerd = server.validate("shop", subpath("ctrdpool")).await;
+    assert_eq!(containerd["allowed"], true, "{containerd}");
+
+    // Every Windows node runs 10.0.20348: an ltsc2019 image can start on none.
+    let ltsc2019 = json!({
+        "nodeSelector": {"kubernetes.io/os": "windows", "agentpool": "ctrdpool"},
+        "containers": [{
+            "name": "app",
+            "image": "mcr.microsoft.com/windows/servercore:ltsc2019",
+            "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}
+        }]
+    });
+    let old = server.validate("shop", ltsc2019).await;
+    assert_eq!(old["allowed"], false, "{old}");
+    let message = old["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("[WIN-BUILD-NO-NODE]") && message.contains("10.0.20348"),
+        "{message}"
+    );
+    drop(api);
+}

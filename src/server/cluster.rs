@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
@@ -36,6 +37,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::admission::NamespaceLabels;
+use crate::cluster::{WindowsNode, WindowsNodes};
 use crate::policy::Policy;
 use crate::targeting::{RuntimeClassInfo, RuntimeClasses};
 
@@ -44,6 +46,8 @@ use crate::targeting::{RuntimeClassInfo, RuntimeClasses};
 pub enum Watched {
     Namespaces,
     RuntimeClasses,
+    /// Windows nodes only (label selector `kubernetes.io/os=windows`).
+    Nodes,
 }
 
 impl Watched {
@@ -53,6 +57,7 @@ impl Watched {
         match self {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses.node.k8s.io",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -61,6 +66,7 @@ impl Watched {
         match self {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses",
+            Self::Nodes => "nodes",
         }
     }
 
@@ -72,6 +78,9 @@ impl Watched {
             }
             Self::RuntimeClasses => {
                 "runtimeClassName only marks a pod as Windows through the policy's windowsRuntimeClasses until this succeeds"
+            }
+            Self::Nodes => {
+                "verdicts use the flags', the policy's or the default Kubernetes version and runtime, and no Windows builds are known, until this succeeds"
             }
         }
     }
@@ -206,12 +215,13 @@ impl<V> Mirror<V> {
 pub struct Synced {
     pub namespaces: bool,
     pub runtime_classes: bool,
+    pub nodes: bool,
 }
 
 impl Synced {
     #[must_use]
     pub fn all(self) -> bool {
-        self.namespaces && self.runtime_classes
+        self.namespaces && self.runtime_classes && self.nodes
     }
 }
 
@@ -223,6 +233,10 @@ pub struct ClusterCache {
     runtime_class_mirror: Mutex<Mirror<RuntimeClassInfo>>,
     /// The published snapshot of `runtime_class_mirror`.
     runtime_classes: ArcSwap<RuntimeClasses>,
+    /// The cluster's Windows nodes (a small projection of each).
+    node_mirror: Mutex<Mirror<WindowsNode>>,
+    /// The published snapshot of `node_mirror`.
+    nodes: ArcSwap<WindowsNodes>,
     synced: watch::Sender<Synced>,
 }
 
@@ -244,6 +258,8 @@ impl ClusterCache {
             namespaces: RwLock::new(Mirror::default()),
             runtime_class_mirror: Mutex::new(Mirror::default()),
             runtime_classes: ArcSwap::from_pointee(RuntimeClasses::default()),
+            node_mirror: Mutex::new(Mirror::default()),
+            nodes: ArcSwap::from_pointee(WindowsNodes::default()),
             synced: watch::channel(Synced::default()).0,
         }
     }
@@ -323,6 +339,37 @@ impl ClusterCache {
         n
     }
 
+    /// What winadmit keeps of a Node: only Windows nodes, projected
+    /// (name, labels, kubelet and runtime versions).
+    #[must_use]
+    pub fn node_entry(node: &Node) -> Option<(String, WindowsNode)> {
+        let value = serde_json::to_value(node).ok()?;
+        let n = WindowsNode::from_object(&value)?;
+        Some((n.name.clone(), n))
+    }
+
+    /// Applies a Node change, publishing a new snapshot when the data
+    /// changed; returns how many Windows nodes are cached.
+    pub fn apply_node(&self, change: Change<WindowsNode>) -> usize {
+        let done = matches!(change, Change::ListDone);
+        let mut m = self
+            .node_mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if m.apply(change) {
+            let snapshot = WindowsNodes {
+                nodes: m.iter().map(|(_, n)| n.clone()).collect(),
+            };
+            self.nodes.store(Arc::new(snapshot));
+        }
+        let n = m.len();
+        drop(m);
+        if done {
+            self.synced.send_modify(|s| s.nodes = true);
+        }
+        n
+    }
+
     /// The current RuntimeClasses snapshot.
     #[must_use]
     pub fn runtime_class_snapshot(&self) -> Arc<RuntimeClasses> {
@@ -355,6 +402,10 @@ impl NamespaceLabels for ClusterCache {
 
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
         Some(self.runtime_class_snapshot())
+    }
+
+    fn nodes(&self) -> Option<Arc<WindowsNodes>> {
+        Some(self.nodes.load_full())
     }
 }
 
@@ -432,11 +483,22 @@ pub fn spawn(client: Client, cache: Arc<ClusterCache>, metrics: ClusterMetrics) 
             .await;
         });
     }
-    let api: Api<RuntimeClass> = Api::all(client);
+    {
+        let cache = Arc::clone(&cache);
+        let metrics = metrics.clone();
+        let api: Api<RuntimeClass> = Api::all(client.clone());
+        tokio::spawn(async move {
+            run(api, Watched::RuntimeClasses, &metrics, move |ev| {
+                Change::from_event(ev, ClusterCache::runtime_class_entry)
+                    .map(|ch| cache.apply_runtime_class(ch))
+            })
+            .await;
+        });
+    }
+    let api: Api<Node> = Api::all(client);
     tokio::spawn(async move {
-        run(api, Watched::RuntimeClasses, &metrics, move |ev| {
-            Change::from_event(ev, ClusterCache::runtime_class_entry)
-                .map(|ch| cache.apply_runtime_class(ch))
+        run(api, Watched::Nodes, &metrics, move |ev| {
+            Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
         })
         .await;
     });
@@ -453,9 +515,12 @@ async fn run<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    // Nodes: only the Windows ones, so memory stays small in big clusters.
+    let config = match what {
+        Watched::Nodes => watcher::Config::default().labels("kubernetes.io/os=windows"),
+        _ => watcher::Config::default(),
+    };
+    let mut stream = watcher(api, config).default_backoff().boxed();
     // The last failure logged and when: a repeat is logged at debug level,
     // with a reminder at warn level every REWARN.
     let mut failing: Option<String> = None;
@@ -768,7 +833,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn wait_synced_needs_both_resources() {
+    async fn wait_synced_needs_every_resource() {
         let c = Arc::new(cache());
         let waiter = tokio::spawn({
             let c = Arc::clone(&c);
@@ -780,6 +845,10 @@ mod tests {
         assert!(!waiter.is_finished());
         c.apply_runtime_class(Change::Relist);
         c.apply_runtime_class(Change::ListDone);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the Windows nodes are not listed yet");
+        c.apply_node(Change::Relist);
+        c.apply_node(Change::ListDone);
         tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .unwrap()
