@@ -87,6 +87,13 @@ struct PendingService {
 }
 
 impl CrossObject {
+    /// Adds what the lint of a later part of the input recorded (files are
+    /// checked in parallel, each part with its own `CrossObject`).
+    pub fn absorb(&mut self, other: Self) {
+        self.windows.absorb(other.windows);
+        self.services.extend(other.services);
+    }
+
     /// Checks the Services seen against the Windows workloads seen and adds
     /// the findings to `report`, each after the findings of its own file
     /// that come before it.

@@ -47,6 +47,11 @@ pub struct WindowsPods {
 }
 
 impl WindowsPods {
+    /// Adds what another part of the input recorded.
+    pub fn absorb(&mut self, other: Self) {
+        self.pods.extend(other.pods);
+    }
+
     /// Records a Windows workload's pod template labels.
     pub fn add<'l>(
         &mut self,

@@ -575,3 +575,44 @@ fn example_review_is_a_review_the_webhook_denies_and_patches() {
         "{quick}"
     );
 }
+
+/// Files are linted on every core; the output is byte for byte the output
+/// of one pass in input order, in every format.
+#[test]
+fn parallel_lint_output_is_identical_to_one_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = std::fs::read_to_string(BAD).unwrap();
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector: {app: web}\n  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: 60\n";
+    for i in 0..40 {
+        let text = match i % 4 {
+            0 => bad.clone(),
+            1 => service.to_owned(),
+            2 => "apiVersion: v1\nkind: Pod\nmetadata: {name: broken\n".to_owned(),
+            _ => bad.replace("name: web", &format!("name: web-{i}")),
+        };
+        std::fs::write(dir.path().join(format!("m{i:02}.yaml")), text).unwrap();
+    }
+    let run = |threads: &str, format: &str| {
+        Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .args(["lint", "--format", format, dir.path().to_str().unwrap()])
+            .env("WINADMIT_LINT_THREADS", threads)
+            .env_remove("WINADMIT_POLICY")
+            .output()
+            .unwrap()
+    };
+    for format in ["text", "json", "sarif", "junit"] {
+        let one = run("1", format);
+        let many = run("8", format);
+        assert_eq!(
+            one.status.code(),
+            Some(2),
+            "{format}: broken files are input errors"
+        );
+        assert_eq!(one.status.code(), many.status.code(), "{format}");
+        assert!(one.stdout.len() > 1000, "{format}");
+        assert!(
+            one.stdout == many.stdout,
+            "{format}: parallel output differs from one pass"
+        );
+    }
+}

@@ -92,18 +92,31 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             eprintln!("winadmit: not fixed automatically: {s}");
         }
     }
+    // Files are checked on every core, in contiguous runs, and the parts
+    // joined in input order: the output is the same as one pass in order.
     // Services are checked against the Windows workloads of the whole
     // input, once every file is read.
-    let mut cross = CrossObject::default();
-    for (i, input) in inputs.iter().enumerate() {
-        match read(i) {
-            Ok(text) => lint_text_with(&input.name(), &text, &pol, &cx, &mut report, &mut cross),
-            Err(problem) => {
-                report.summary.files += 1;
-                report.summary.input_errors += 1;
-                report.input_errors.push(problem);
+    let lint_part = |range: std::ops::Range<usize>| {
+        let mut part = LintReport::default();
+        let mut cross = CrossObject::default();
+        for i in range {
+            match read(i) {
+                Ok(text) => {
+                    lint_text_with(&inputs[i].name(), &text, &pol, &cx, &mut part, &mut cross);
+                }
+                Err(problem) => {
+                    part.summary.files += 1;
+                    part.summary.input_errors += 1;
+                    part.input_errors.push(problem);
+                }
             }
         }
+        (part, cross)
+    };
+    let mut cross = CrossObject::default();
+    for (part, part_cross) in in_parallel(inputs.len(), &lint_part) {
+        report.absorb(part);
+        cross.absorb(part_cross);
     }
     cross.finish(&pol, &cx, &mut report);
 
@@ -277,4 +290,51 @@ fn decode(file: String, bytes: &[u8]) -> Result<String, InputProblem> {
             column: e.column,
             message: e.message,
         })
+}
+
+/// Runs `work` over `0..n` split into one contiguous run per core (a run
+/// per file at most), returning the parts in order.
+fn in_parallel<T: Send>(n: usize, work: &(dyn Fn(std::ops::Range<usize>) -> T + Sync)) -> Vec<T> {
+    // WINADMIT_LINT_THREADS caps the threads (1: one pass in order).
+    let cap = std::env::var("WINADMIT_LINT_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| *t > 0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(cap.unwrap_or(usize::MAX))
+        .min(n.max(1));
+    if threads <= 1 {
+        return vec![work(0..n)];
+    }
+    // Several runs per thread even out files of different sizes; each
+    // thread takes the next run not yet taken.
+    let runs = (threads * 4).min(n);
+    let bounds: Vec<std::ops::Range<usize>> = (0..runs)
+        .map(|r| (r * n / runs)..((r + 1) * n / runs))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<T>>> =
+        (0..runs).map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let r = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(range) = bounds.get(r) else { break };
+                    let part = work(range.clone());
+                    *results[r]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(part);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .filter_map(|m| {
+            m.into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        })
+        .collect()
 }

@@ -118,6 +118,53 @@ pub struct Summary {
     pub fixed: usize,
 }
 
+impl Summary {
+    /// Adds the counts of a later part of the input.
+    pub fn absorb(&mut self, other: &Self) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Self {
+            files,
+            objects,
+            workloads,
+            windows_workloads,
+            skipped,
+            errors,
+            warnings,
+            infos,
+            input_errors,
+            fixed,
+        } = other;
+        self.files += files;
+        self.objects += objects;
+        self.workloads += workloads;
+        self.windows_workloads += windows_workloads;
+        self.skipped += skipped;
+        self.errors += errors;
+        self.warnings += warnings;
+        self.infos += infos;
+        self.input_errors += input_errors;
+        self.fixed += fixed;
+    }
+}
+
+impl LintReport {
+    /// Appends the report of a later part of the input, keeping input order.
+    pub fn absorb(&mut self, other: Self) {
+        let Self {
+            findings,
+            checked,
+            input_errors,
+            notes,
+            summary,
+        } = other;
+        self.findings.extend(findings);
+        self.checked.extend(checked);
+        self.input_errors.extend(input_errors);
+        self.notes.extend(notes);
+        self.summary.absorb(&summary);
+    }
+}
+
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if signature
 fn is_zero(n: &usize) -> bool {
     *n == 0

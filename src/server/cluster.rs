@@ -846,7 +846,10 @@ mod tests {
         c.apply_runtime_class(Change::Relist);
         c.apply_runtime_class(Change::ListDone);
         tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "the Windows nodes are not listed yet");
+        assert!(
+            !waiter.is_finished(),
+            "the Windows nodes are not listed yet"
+        );
         c.apply_node(Change::Relist);
         c.apply_node(Change::ListDone);
         tokio::time::timeout(Duration::from_secs(5), waiter)
