@@ -114,8 +114,8 @@ th{cursor:pointer;background:#f6f8fa;user-select:none;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:' \25B2'} th[aria-sort=descending]::after{content:' \25BC'}
 #findings col.c-sev{width:6.5rem} #findings col.c-rule{width:11rem} #findings col.c-obj{width:22%} #findings col.c-field{width:22%}
 #top-rules col.c-n{width:5.5rem}
-td.sev-error{color:var(--err);font-weight:600} td.sev-warning{color:var(--warn);font-weight:600}
-tr.row-error td:first-child{border-left:4px solid #d73a49} tr.row-warning td:first-child{border-left:4px solid #dbab09}
+td.sev-error{color:var(--err);font-weight:600} td.sev-warning{color:var(--warn);font-weight:600} td.sev-info{color:#0366d6}
+tr.row-error td:first-child{border-left:4px solid #d73a49} tr.row-warning td:first-child{border-left:4px solid #dbab09} tr.row-info td:first-child{border-left:4px solid #0366d6}
 .v{display:inline-block;border-radius:3px;padding:0 .35rem;font-size:.75rem;font-weight:600}
 .v-deny{color:var(--err);background:var(--err-bg)} .v-warn{color:var(--warn);background:var(--warn-bg)} .v-allow{color:var(--ok);background:var(--ok-bg)}
 .src{color:var(--muted);font-size:.78rem;display:block}
@@ -155,7 +155,7 @@ const BODY: &str = r#"<noscript><p>This report draws its summary, charts and tab
 <h2>Findings, errors first</h2>
 <div class="controls">
 <input id="filter" type="search" placeholder="Filter (namespace, name, rule, field, message, file)">
-<select id="filter-severity"><option value="">any severity</option><option>error</option><option>warning</option></select>
+<select id="filter-severity"><option value="">any severity</option><option>error</option><option>warning</option><option>info</option></select>
 <select id="filter-verdict"><option value="">any verdict</option><option>deny</option><option>warn</option><option>allow</option></select>
 <span id="shown"></span>
 </div>
@@ -280,7 +280,7 @@ const SCRIPT: &str = r#"
   // Findings table: errors first, then by object and field.
   var LIMIT = 2000, sortCol = 0, sortDir = 1;
   var keys = [
-    function (r) { return (r.f.severity === 'error' ? '0' : '1') + objName(r.o) + r.f.field; },
+    function (r) { return (r.f.severity === 'error' ? '0' : r.f.severity === 'warning' ? '1' : '2') + objName(r.o) + r.f.field; },
     function (r) { return r.f.rule + objName(r.o); },
     function (r) { return objName(r.o) + r.f.field; },
     function (r) { return r.f.field; },
