@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
 use report_support::fake_api::{Behaviour, FakeApi, TOKEN, kubeconfig_for};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn winadmit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_winadmit"))
@@ -114,6 +114,13 @@ fn lists_every_workload_kind_page_by_page_and_folds_owned_pods() {
     );
 
     let s = &report["summary"];
+    // The facts behind the verdicts: the cluster's Windows node.
+    assert_eq!(s["target"]["kubernetesVersion"], "1.31", "{s}");
+    assert_eq!(
+        s["target"]["containerRuntimeFrom"],
+        json!({"from": "node", "detail": "akswin000000"}),
+        "{s}"
+    );
     assert_eq!(s["objects"], 14);
     assert_eq!(s["folded"], 8, "{s}");
     assert_eq!(s["reported"], 6);

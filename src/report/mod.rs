@@ -488,6 +488,11 @@ impl<'p> ReportBuilder<'p> {
             self.runtime_classes.insert_info(name, info);
         } else if let Some(node) = crate::cluster::WindowsNode::from_object(value) {
             self.nodes.nodes.push(node);
+            // The report's header names the facts the verdicts used.
+            let all: Vec<&crate::cluster::WindowsNode> = self.nodes.nodes.iter().collect();
+            self.summary.target = self
+                .cluster
+                .narrowed(&crate::cluster::WindowsNodes::learnt(&all));
         }
     }
 

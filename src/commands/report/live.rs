@@ -16,7 +16,6 @@ use serde_json::Value;
 use super::{Driver, Progress};
 use crate::report::Origin;
 use crate::report::stream::{self, StopError, StreamError};
-use crate::targeting::RuntimeClasses;
 
 /// A listable resource.
 #[derive(Debug, Clone, Copy)]
@@ -98,6 +97,13 @@ const NAMESPACES: Resource = Resource {
     display: "namespaces",
     api_version: "v1",
     kind: "Namespace",
+};
+const NODES: Resource = Resource {
+    base: "/api/v1",
+    plural: "nodes",
+    display: "nodes",
+    api_version: "v1",
+    kind: "Node",
 };
 const RUNTIME_CLASSES: Resource = Resource {
     base: "/apis/node.k8s.io/v1",
@@ -319,11 +325,12 @@ impl Live {
         Ok(())
     }
 
-    /// Namespace labels (mode, isolation) and RuntimeClasses, when the
+    /// Namespace labels (mode, isolation, opt-out), RuntimeClasses (with
+    /// their handlers) and the Windows nodes (versions, builds), when the
     /// identity may list them; the report is still right without them,
     /// only less precise, so a refusal is a note, not an error.
     fn learn_cluster(&self, driver: &mut Driver<'_>) {
-        for r in [NAMESPACES, RUNTIME_CLASSES] {
+        for r in [NAMESPACES, RUNTIME_CLASSES, NODES] {
             let mut token: Option<String> = None;
             loop {
                 let text = match self.runtime.block_on(self.page(
@@ -341,12 +348,11 @@ impl Live {
                         break;
                     }
                 };
+                // The same reader as for files: a RuntimeClass keeps its
+                // handler (Hyper-V relaxes the build rules), a Node is kept
+                // only if it is a Windows node.
                 let mut learn = |v: Value| {
-                    if r.plural == "namespaces" {
-                        driver.builder.learn_from(&v);
-                    } else if let Some((name, os)) = RuntimeClasses::from_object(&v) {
-                        driver.builder.runtime_class(name, os);
-                    }
+                    driver.builder.learn_from(&v);
                     Ok(())
                 };
                 match stream::for_each_item_of_type(
