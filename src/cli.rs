@@ -37,6 +37,18 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     Report(ReportArgs),
+    /// Print the rules as ValidatingAdmissionPolicy and MutatingAdmissionPolicy
+    /// objects: enforcement by the API server, no webhook.
+    AdmissionPolicy(AdmissionPolicyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AdmissionPolicyArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// What the policies do with error findings (default: the policy's mode).
+    #[arg(long, value_enum, env = "WINADMIT_MODE")]
+    pub mode: Option<ModeChoice>,
 }
 
 /// Options shared by every command that evaluates workloads.
@@ -208,6 +220,8 @@ pub enum Overlay {
     Audit,
     /// cert-manager TLS without matchConditions (Kubernetes < 1.28).
     NoMatchConditions,
+    /// No webhook: the rules as ValidatingAdmissionPolicy objects (1.30+).
+    AdmissionPolicy,
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         Overlay::SelfSigned => "overlays/self-signed",
         Overlay::Audit => "overlays/audit",
         Overlay::NoMatchConditions => "overlays/no-match-conditions",
+        Overlay::AdmissionPolicy => "overlays/admission-policy",
     };
 
     // secretGenerator files (`certs/tls.crt`, ...) come from --certs, by file name.

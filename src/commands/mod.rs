@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod admission_policy;
 pub mod certs;
 pub mod explain;
 pub mod lint;
@@ -50,5 +51,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
+        Command::AdmissionPolicy(args) => admission_policy::run(args),
     }
 }
