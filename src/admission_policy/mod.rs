@@ -104,7 +104,9 @@ pub fn cel_list<S: AsRef<str>>(items: &[S]) -> String {
 
 /// `(pod kind expr, CronJob expr, other templates expr)` chosen by kind.
 fn by_kind(pod: &str, cronjob: &str, template: &str) -> String {
-    format!("object.kind == 'Pod' ? {pod} : (object.kind == 'CronJob' ? {cronjob} : {template})")
+    format!(
+        "object.kind == 'Pod' ? ({pod}) : (object.kind == 'CronJob' ? ({cronjob}) : ({template}))"
+    )
 }
 
 const CONTAINER_LISTS: [&str; 3] = ["initContainers", "containers", "ephemeralContainers"];
@@ -362,8 +364,8 @@ fn paths(p: &Probe, pointer: bool) -> Vec<String> {
                     format!("{elem} + {}", cel_str(&suffix))
                 }
             }
-            Field::Suffixes(list) => format!("{list}.map(x, {elem} + x).join(', ')"),
-            Field::Absolute(list) => format!("{list}.join(', ')"),
+            Field::Suffixes(list) => format!("({list}).map(x, {elem} + x).join(', ')"),
+            Field::Absolute(list) => format!("({list}).join(', ')"),
         }
     };
     let hit = &p.hit;
