@@ -49,6 +49,9 @@ pub struct AdmissionPolicyArgs {
     /// What the policies do with error findings (default: the policy's mode).
     #[arg(long, value_enum, env = "WINADMIT_MODE")]
     pub mode: Option<ModeChoice>,
+    /// Leave out the MutatingAdmissionPolicy (e.g. where its API is not enabled).
+    #[arg(long)]
+    pub no_mutating: bool,
 }
 
 /// Options shared by every command that evaluates workloads.

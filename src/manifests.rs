@@ -53,6 +53,8 @@ pub static FILES: &[(&str, &str)] = &[
     manifest!("overlays/self-signed/kustomization.yaml"),
     manifest!("overlays/audit/kustomization.yaml"),
     manifest!("overlays/no-match-conditions/kustomization.yaml"),
+    manifest!("overlays/admission-policy/kustomization.yaml"),
+    manifest!("overlays/admission-policy/admission-policy.yaml"),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -607,7 +607,7 @@ fn strict_stance() {
 #[test]
 fn export_shape() {
     let policy = Policy::default_policy();
-    let e = admission_policy::export(&policy, &Cluster::default(), Some(Mode::Warn)).unwrap();
+    let e = admission_policy::export(&policy, &Cluster::default(), Some(Mode::Warn), true).unwrap();
     let kinds: Vec<(&str, &str)> = e
         .documents
         .iter()
@@ -654,13 +654,15 @@ fn export_shape() {
     assert_eq!(enforce["spec"]["validationActions"], json!(["Deny"]));
     // API versions by target.
     let at = |v: u16| {
-        admission_policy::export(&policy, &Cluster::at(KubeVersion::new(1, v)), None).map(|e| {
-            e.documents
-                .iter()
-                .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
-                .map(|d| d["apiVersion"].as_str().unwrap().to_owned())
-                .collect::<Vec<_>>()
-        })
+        admission_policy::export(&policy, &Cluster::at(KubeVersion::new(1, v)), None, true).map(
+            |e| {
+                e.documents
+                    .iter()
+                    .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
+                    .map(|d| d["apiVersion"].as_str().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            },
+        )
     };
     assert_eq!(at(36).unwrap(), ["admissionregistration.k8s.io/v1"]);
     assert_eq!(at(34).unwrap(), ["admissionregistration.k8s.io/v1beta1"]);
@@ -683,8 +685,71 @@ fn export_shape() {
 fn default_export_snapshot() {
     let policy = Policy::default_policy();
     let cluster = Cluster::default();
-    let e = admission_policy::export(&policy, &cluster, None).unwrap();
+    let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
     let mut out = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
     out.push_str(&winadmit::manifests::to_yaml(&e.documents).unwrap());
     insta::assert_snapshot!("default_export", out);
+}
+
+const OVERLAY: &str = "manifests/overlays/admission-policy";
+
+/// The committed overlay is the current export (`--no-mutating`, default
+/// policy, newest Kubernetes).
+#[test]
+fn overlay_file_is_current() {
+    let policy = Policy::default_policy();
+    let cluster = Cluster::default();
+    let e = admission_policy::export(&policy, &cluster, None, false).unwrap();
+    let mut want = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
+    want.push_str(&winadmit::manifests::to_yaml(&e.documents).unwrap());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(OVERLAY)
+        .join("admission-policy.yaml");
+    let got = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        got == want,
+        "{} is stale: run `cargo run -- admission-policy --no-mutating > {}`",
+        path.display(),
+        path.display()
+    );
+}
+
+/// `kubectl kustomize` renders the overlay, and `winadmit manifests
+/// --overlay admission-policy` gives the same objects: policies and
+/// bindings only, no webhook and no Deployment.
+#[test]
+fn overlay_renders_with_kustomize() {
+    let built = winadmit::manifests::build("overlays/admission-policy", &|_| None).unwrap();
+    let kinds: BTreeSet<&str> = built.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from([
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ])
+    );
+    let Ok(out) = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(OVERLAY))
+        .output()
+    else {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_KUBECTL").is_none(),
+            "kubectl is required (WINADMIT_REQUIRE_KUBECTL) but does not run"
+        );
+        eprintln!("SKIPPED: kubectl not found on PATH");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rendered =
+        winadmit::yaml::load(&text, winadmit::yaml::Limits::for_len(text.len())).unwrap();
+    assert_eq!(
+        winadmit::manifests::by_id(&rendered),
+        winadmit::manifests::by_id(&built)
+    );
 }

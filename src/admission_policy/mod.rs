@@ -586,7 +586,8 @@ fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
-/// Exports the policies for `cluster` in `mode` (`None`: the policy's).
+/// Exports the policies for `cluster` in `mode` (`None`: the policy's),
+/// with the MutatingAdmissionPolicy when `mutating` and the target has it.
 ///
 /// # Errors
 /// The target has no `ValidatingAdmissionPolicy` v1 (before 1.30).
@@ -594,6 +595,7 @@ pub fn export(
     policy: &Policy,
     cluster: &Cluster,
     mode: Option<Mode>,
+    mutating: bool,
 ) -> Result<Exported, ExportError> {
     let v = cluster.kubernetes_version;
     if v < VAP_SINCE {
@@ -712,7 +714,13 @@ pub fn export(
         }
     }
 
-    if v >= MAP_SINCE {
+    if !mutating {
+        gaps.push(Gap {
+            rule: "mutation",
+            reason: "left out (--no-mutating): use the mutating webhook, or generate without --no-mutating on 1.34+".into(),
+            partial: false,
+        });
+    } else if v >= MAP_SINCE {
         let api = if v >= KubeVersion::new(1, 36) {
             "v1"
         } else {

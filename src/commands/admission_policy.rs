@@ -16,14 +16,18 @@ use crate::policy::Mode;
 /// An unreadable policy or a write error; a target older than 1.30 exits 2
 /// with an explanation.
 pub fn run(args: AdmissionPolicyArgs) -> anyhow::Result<ExitCode> {
-    let AdmissionPolicyArgs { policy, mode } = args;
+    let AdmissionPolicyArgs {
+        policy,
+        mode,
+        no_mutating,
+    } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
     let mode = mode.map(|m| match m {
         ModeChoice::Enforce => Mode::Enforce,
         ModeChoice::Warn => Mode::Warn,
         ModeChoice::Audit => Mode::Audit,
     });
-    let exported = match admission_policy::export(&pol, &cluster, mode) {
+    let exported = match admission_policy::export(&pol, &cluster, mode, !no_mutating) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("winadmit: {e}");
