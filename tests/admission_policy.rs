@@ -246,6 +246,12 @@ fn engine_outcome(
         if !exported.contains(f.rule) {
             continue;
         }
+        // Rules for any pod are exported for Windows-targeted pods only
+        // (listed as partly exported by the command).
+        let rule = winadmit::rules::find(f.rule).unwrap();
+        if rule.info.scope == winadmit::rules::Scope::Any && !out.matched {
+            continue;
+        }
         let to = match f.severity {
             Severity::Error => &mut out.deny,
             Severity::Warning => &mut out.warn,
@@ -474,6 +480,28 @@ fn features() -> Vec<(&'static str, Value)> {
         (
             "annotations",
             json!({"container.apparmor.security.beta.kubernetes.io/app": "runtime/default"}),
+        ),
+        (
+            "annotations",
+            json!({"experimental.windows.kubernetes.io/isolation-type": "hyperv"}),
+        ),
+        (
+            "pod",
+            json!({"dnsConfig": {"searches": ["a.svc", "b.svc"]}}),
+        ),
+        ("podsc", json!({"runAsNonRoot": true})),
+        (
+            "podsc",
+            json!({"runAsNonRoot": true, "windowsOptions": {"runAsUserName": "containeradministrator"}}),
+        ),
+        (
+            "sc",
+            json!({"runAsNonRoot": true, "windowsOptions": {"runAsUserName": "ContainerAdministrator"}}),
+        ),
+        ("sc", json!({"runAsNonRoot": false})),
+        (
+            "sc",
+            json!({"windowsOptions": {"hostProcess": true, "runAsUserName": "NT AUTHORITY\\Local service"}}),
         ),
         (
             "annotations",

@@ -488,6 +488,14 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 partial: true,
             });
         }
+        // HostProcess is itself a Windows signal, so that rule loses nothing.
+        if rule.info.scope == rules::Scope::Any && id != "WIN-HOSTPROCESS" {
+            gaps.push(Gap {
+                rule: id,
+                reason: "checked on Windows-targeted pods only (the policies match those); the webhook also checks pods with no OS targeting".into(),
+                partial: true,
+            });
+        }
         let anys: Vec<String> = probes.iter().flat_map(any).collect();
         let lists: Vec<String> = probes.iter().flat_map(|p| paths(p, false)).collect();
         let fix = rule.info.fix.replace('`', "");

@@ -3,6 +3,7 @@
 //! exported. Mirrors the rule files in `src/rules/` at one target cluster;
 //! `tests/admission_policy.rs` checks the two agree on the corpus.
 
+use super::cel_str;
 use crate::cluster::Cluster;
 use crate::policy::Policy;
 use crate::version::KubeVersion;
@@ -422,6 +423,101 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                 &["dnsPolicy"],
             )],
             "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
+        ),
+        "WIN-HOSTPROCESS-USER" => {
+            let pod_user = "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.runAsUserName) && variables.spec.securityContext.windowsOptions.runAsUserName != ''";
+            let own_user = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.runAsUserName) && c.securityContext.windowsOptions.runAsUserName != ''";
+            cel(
+                vec![Probe::new(
+                    Scope::Container,
+                    format!(
+                        "variables.anyHostProcess && !({pod_user}) && {C_HOST_PROCESS} && !({own_user})"
+                    ),
+                    &["securityContext", "windowsOptions", "runAsUserName"],
+                )],
+                "HostProcess container has no runAsUserName (pod or container): the image's user does not exist on the host",
+            )
+        }
+        "WIN-HOSTPROCESS-NONROOT" => cel(
+            vec![
+                Probe::new(
+                    Scope::Pod,
+                    format!(
+                        "variables.anyHostProcess && {} && variables.spec.securityContext.runAsNonRoot == true",
+                        pod_sc("runAsNonRoot")
+                    ),
+                    &["securityContext", "runAsNonRoot"],
+                ),
+                Probe::new(
+                    Scope::Container,
+                    format!(
+                        "variables.anyHostProcess && {C_HOST_PROCESS} && {} && c.securityContext.runAsNonRoot == true",
+                        c_sc("runAsNonRoot")
+                    ),
+                    &["securityContext", "runAsNonRoot"],
+                ),
+            ],
+            "runAsNonRoot: true is not enforced for HostProcess containers (SYSTEM and service accounts pass the check)",
+        ),
+        "WIN-NONROOT-ADMIN" => {
+            let non_root = "(has(c.securityContext) && has(c.securityContext.runAsNonRoot) ? c.securityContext.runAsNonRoot : (has(variables.spec.securityContext) && has(variables.spec.securityContext.runAsNonRoot) && variables.spec.securityContext.runAsNonRoot)) == true";
+            let own_set = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.runAsUserName)";
+            let admin = "matches('^(?i)containeradministrator$')";
+            let pod_user = "variables.spec.securityContext.windowsOptions.runAsUserName";
+            let pod_set = "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.runAsUserName)";
+            let inherits = format!("{non_root} && !({own_set})");
+            cel(
+                vec![
+                    Probe::new(
+                        Scope::Container,
+                        format!(
+                            "{non_root} && {own_set} && c.securityContext.windowsOptions.runAsUserName.{admin}"
+                        ),
+                        &["securityContext", "windowsOptions", "runAsUserName"],
+                    ),
+                    Probe::new(
+                        Scope::Pod,
+                        format!(
+                            "{pod_set} && {pod_user}.{admin} && (variables.initContainers.exists(c, {inherits}) || variables.containers.exists(c, {inherits}) || variables.ephemeralContainers.exists(c, {inherits}))"
+                        ),
+                        &["securityContext", "windowsOptions", "runAsUserName"],
+                    ),
+                ],
+                "a container that must run as non-root has runAsUserName ContainerAdministrator: the kubelet refuses to start it",
+            )
+        }
+        "WIN-HYPERV" | "WIN-HYPERV-ANNOTATION" => {
+            let key = cel_str(crate::rules::hyperv::ISOLATION_ANNOTATION);
+            let mut hit = format!(
+                "{key} in variables.podAnnotations && variables.podAnnotations[{key}] == 'hyperv'"
+            );
+            if id == "WIN-HYPERV" {
+                hit.push_str(" && size(variables.containers) > 1");
+            }
+            cel(
+                vec![Probe {
+                    scope: Scope::Pod,
+                    container_hit: None,
+                    hit,
+                    field: Field::Absolute(format!(
+                        "[variables.metaPrefix + '.annotations[' + {key} + ']']"
+                    )),
+                    removable: false,
+                }],
+                if id == "WIN-HYPERV" {
+                    "Hyper-V isolation by annotation supports one container per pod"
+                } else {
+                    "the Hyper-V isolation annotation has no effect (the HyperVContainer feature gate was removed in 1.21): the pod runs process-isolated; use a RuntimeClass with a Hyper-V handler"
+                },
+            )
+        }
+        "WIN-DNS-SEARCHES" => cel(
+            vec![Probe::new(
+                Scope::Pod,
+                "has(variables.spec.dnsConfig) && has(variables.spec.dnsConfig.searches) && size(variables.spec.dnsConfig.searches) > 1",
+                &["dnsConfig", "searches"],
+            )],
+            "Windows uses only one DNS search suffix (the pod namespace's) and ignores the rest: use fully qualified names",
         ),
         "WIN-HOSTPROCESS" => host_process(cluster, policy),
         "WIN-OS-FIELDS" => os_fields(v),
