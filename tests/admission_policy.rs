@@ -491,6 +491,18 @@ fn features() -> Vec<(&'static str, Value)> {
         ),
         ("podsc", json!({"runAsNonRoot": true})),
         (
+            "volumes",
+            json!([
+                {"name": "a", "hostPath": {"path": "/proc"}},
+                {"name": "b", "hostPath": {"path": "/processes"}},
+                {"name": "c", "hostPath": {"path": "/var/lib/docker/"}},
+                {"name": "d", "hostPath": {"path": "/var/run/docker.sock", "type": "Socket"}},
+                {"name": "e", "hostPath": {"path": "\\\\.\\pipe\\containerd", "type": "Socket"}},
+                {"name": "f", "hostPath": {"path": "C:\\k", "type": "CharDevice"}},
+                {"name": "g", "hostPath": {"path": "/dev/sda", "type": "BlockDevice"}}
+            ]),
+        ),
+        (
             "podsc",
             json!({"runAsNonRoot": true, "windowsOptions": {"runAsUserName": "containeradministrator"}}),
         ),

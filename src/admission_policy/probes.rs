@@ -94,6 +94,22 @@ const SUBPATH: &str =
     "((has(m.subPath) && m.subPath != '') || (has(m.subPathExpr) && m.subPathExpr != ''))";
 const SUBPATH_KEY: &str = "[(has(m.subPath) && m.subPath != '' ? '.subPath' : '.subPathExpr')]";
 
+/// `rules::host_path_os::is_windows_path` as a regular expression: a drive
+/// (`C:`, `C:\\...`, `c:/...`), a UNC path or a device path.
+const WINDOWS_PATH: &str = r"(?s)^([A-Za-z]:([\\/].*)?|\\\\.*|//\./.*|//\?/.*)$";
+
+/// Escapes the RE2 metacharacters of `s`.
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(ch) {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 /// A pod-level security-context field Windows ignores.
 fn pod_field(key: &'static str, keys: &'static [&'static str]) -> Probe {
     Probe::new(Scope::Pod, pod_sc(key), keys)
@@ -518,6 +534,41 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                 &["dnsConfig", "searches"],
             )],
             "Windows uses only one DNS search suffix (the pod namespace's) and ignores the rest: use fully qualified names",
+        ),
+        "WIN-HOSTPATH-LINUX-PATH" => {
+            let prefixes: Vec<String> = policy
+                .params
+                .linux_host_paths
+                .iter()
+                .map(|p| regex_escape(p.trim_end_matches('/')))
+                .collect();
+            if prefixes.is_empty() {
+                return Export::Gap("params.linuxHostPaths is empty: nothing to check");
+            }
+            // The path, or the path under a prefix, with trailing slashes allowed.
+            let re = format!("^({})(/.*)?$", prefixes.join("|"));
+            cel(
+                vec![Probe::new(
+                    Scope::Volume,
+                    format!(
+                        "has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({})",
+                        cel_str(&format!("(?s){re}"))
+                    ),
+                    &["hostPath", "path"],
+                )],
+                "hostPath names a location that exists only on Linux hosts; a Windows node resolves it to an empty directory on C:",
+            )
+        }
+        "WIN-HOSTPATH-LINUX-DEVICE" => cel(
+            vec![Probe::new(
+                Scope::Volume,
+                format!(
+                    "has(v.hostPath) && has(v.hostPath.path) && has(v.hostPath.type) && v.hostPath.type in ['Socket', 'CharDevice', 'BlockDevice'] && !v.hostPath.path.matches({})",
+                    cel_str(WINDOWS_PATH)
+                ),
+                &["hostPath", "type"],
+            )],
+            "a hostPath socket or device on a Linux path does not exist on a Windows node: the mount fails (FailedMount)",
         ),
         "WIN-HOSTPROCESS" => host_process(cluster, policy),
         "WIN-OS-FIELDS" => os_fields(v),
