@@ -689,7 +689,7 @@ fn export_shape() {
     let enforce = e
         .documents
         .iter()
-        .find(|d| d["metadata"]["name"] == "winadmit-errors-enforce")
+        .find(|d| d["metadata"]["name"] == "winadmit-errors-ns-enforce")
         .unwrap();
     assert_eq!(enforce["spec"]["validationActions"], json!(["Deny"]));
     // API versions by target.
@@ -791,5 +791,174 @@ fn overlay_renders_with_kustomize() {
     assert_eq!(
         winadmit::manifests::by_id(&rendered),
         winadmit::manifests::by_id(&built)
+    );
+}
+
+const EXEMPTING_POLICY: &str = "\
+rules:
+  WIN-HOSTNETWORK: {mode: audit}
+  WIN-NFS: {severity: warning}
+exemptions:
+  namespaces: [kube-system]
+  users: [system:serviceaccount:kube-system:daemon-set-controller]
+  groups: [platform-admins]
+  labelSelectors:
+    - matchLabels: {team: infra}
+    - matchExpressions: [{key: tier, operator: In, values: [node]}]
+";
+
+/// Policy exemptions and per-rule settings: label selectors in the CEL (and
+/// the same verdict as the engine), namespaces in the bindings, users in a
+/// match condition, a rule's own mode in its own policy.
+#[test]
+fn exemptions_and_rule_settings() {
+    let policy = Policy::from_yaml("exempting.yaml", EXEMPTING_POLICY).unwrap();
+    let cluster = Cluster::default();
+    let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
+    let named = |name: &str| {
+        e.documents
+            .iter()
+            .find(|d| d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let ids: BTreeSet<(&str, &str)> = e
+        .documents
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ids.len(), e.documents.len(), "names are unique per kind");
+    // WIN-HOSTNETWORK has its own mode: its own policy, bound with Audit.
+    let own = named("winadmit-errors-always-audit");
+    assert_eq!(own["spec"]["validations"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        named("winadmit-errors-always-audit")["kind"],
+        "ValidatingAdmissionPolicy"
+    );
+    let bindings: Vec<&Value> = e
+        .documents
+        .iter()
+        .filter(|d| d["kind"] == "ValidatingAdmissionPolicyBinding")
+        .collect();
+    for b in &bindings {
+        let exprs = b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+            .as_array()
+            .unwrap();
+        assert!(
+            exprs.contains(&json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]})),
+            "{b}"
+        );
+    }
+    let conditions = admission_policy::match_conditions(&policy, &cluster);
+    assert!(conditions.iter().any(|(n, e)| *n == "user-not-exempt"
+        && e.contains("daemon-set-controller")
+        && e.contains("platform-admins")));
+
+    let docs: Vec<(String, Value)> = [
+        ("team=infra on the object", json!({"team": "infra"}), json!({})),
+        ("tier=node on the pods", json!({}), json!({"tier": "node"})),
+        ("tier=web", json!({}), json!({"tier": "web"})),
+        ("no labels", json!({}), json!({})),
+    ]
+    .into_iter()
+    .map(|(name, labels, pod_labels)| {
+        (
+            name.to_owned(),
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                   "metadata": {"name": "d", "labels": labels},
+                   "spec": {"template": {"metadata": {"labels": pod_labels},
+                            "spec": {"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true,
+                                     "volumes": [{"name": "n", "nfs": {"server": "s", "path": "/"}}],
+                                     "containers": [{"name": "a", "image": "x", "securityContext": {"runAsUser": 1}}]}}}}),
+        )
+    })
+    .collect();
+    big_stack(move || {
+        let c = compiled(&policy, &cluster);
+        let exported: BTreeSet<&str> = c.validations.iter().map(|(v, _, _)| v.rule).collect();
+        for (name, doc) in &docs {
+            let want = engine_outcome(&policy, &cluster, &exported, doc).unwrap();
+            assert_eq!(c.outcome(doc), want, "{name}");
+            let exempt = name.contains('=') && !name.contains("web");
+            assert_eq!(
+                want.deny.is_empty() && want.warn.is_empty(),
+                exempt,
+                "{name}: {want:?}"
+            );
+            if !exempt {
+                assert!(
+                    want.warn.contains_key("WIN-NFS"),
+                    "{name}: the policy lowers WIN-NFS"
+                );
+            }
+        }
+    });
+}
+
+/// The command: YAML on stdout with the gaps as a comment, the gaps on
+/// stderr, exit 0; a target without ValidatingAdmissionPolicy exits 2 and
+/// says what to do.
+#[test]
+fn command_output_and_exit_codes() {
+    let bin = env!("CARGO_BIN_EXE_winadmit");
+    let out = std::process::Command::new(bin)
+        .args([
+            "admission-policy",
+            "--mode",
+            "warn",
+            "--kubernetes-version",
+            "1.34",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stdout.starts_with("# winadmit "), "{stdout}");
+    assert!(stdout.contains("mode warn"));
+    assert!(
+        stdout.contains("admissionregistration.k8s.io/v1beta1"),
+        "MAP v1beta1 at 1.34"
+    );
+    let (validations, gaps) = admission_policy::validations(
+        &Policy::default_policy(),
+        &Cluster::at(KubeVersion::new(1, 34)),
+    );
+    assert!(!validations.is_empty());
+    for g in &gaps {
+        assert!(
+            stderr.contains(&format!("winadmit: {} ", g.rule)),
+            "{} not on stderr",
+            g.rule
+        );
+        assert!(
+            stdout.contains(&format!("#   {} (", g.rule)),
+            "{} not in the header",
+            g.rule
+        );
+    }
+    let docs =
+        winadmit::yaml::load(&stdout, winadmit::yaml::Limits::for_len(stdout.len())).unwrap();
+    assert!(docs.iter().all(|d| {
+        d["apiVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("admissionregistration.k8s.io/")
+    }));
+
+    let old = std::process::Command::new(bin)
+        .args(["admission-policy", "--kubernetes-version", "1.29"])
+        .output()
+        .unwrap();
+    assert_eq!(old.status.code(), Some(2));
+    assert!(old.stdout.is_empty());
+    let msg = String::from_utf8(old.stderr).unwrap();
+    assert!(
+        msg.contains("1.30") && msg.contains("winadmit manifests"),
+        "{msg}"
     );
 }

@@ -621,7 +621,11 @@ pub fn export(
     if !errors.is_empty() {
         let mut bindings = Vec::new();
         for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
-            bindings.push((mode_name(m).to_owned(), actions(m), Some(mode_name(m))));
+            bindings.push((
+                format!("ns-{}", mode_name(m)),
+                actions(m),
+                Some(mode_name(m)),
+            ));
         }
         bindings.push(("default".to_owned(), actions(mode), None));
         groups.push(Group {
@@ -638,7 +642,7 @@ pub fn export(
             .collect();
         if !own.is_empty() {
             groups.push(Group {
-                name: format!("winadmit-errors-{}", mode_name(m)),
+                name: format!("winadmit-errors-always-{}", mode_name(m)),
                 validations: own,
                 bindings: vec![("all".into(), actions(m), None)],
             });
