@@ -666,10 +666,13 @@ pub fn export(
     let label = &policy.namespace_mode_label;
     let exempt_ns = &policy.exemptions.namespaces;
     let namespace_selector = |value: Option<&str>, all_modes: bool| -> Value {
-        let mut exprs = Vec::new();
-        if !exempt_ns.is_empty() {
-            exprs.push(json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": exempt_ns}));
-        }
+        // As the webhooks: never kube-system, nor namespaces that opt out.
+        let mut skipped = vec!["kube-system".to_owned()];
+        skipped.extend(exempt_ns.iter().filter(|n| *n != "kube-system").cloned());
+        let mut exprs = vec![
+            json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": skipped}),
+            json!({"key": "winadmit.io/ignore", "operator": "NotIn", "values": ["true"]}),
+        ];
         match value {
             Some(v) => exprs.push(json!({"key": label, "operator": "In", "values": [v]})),
             None if !all_modes => exprs.push(
