@@ -962,3 +962,59 @@ fn command_output_and_exit_codes() {
         "{msg}"
     );
 }
+
+/// Every exported object reads as its Kubernetes type and writes back the
+/// same: no unknown or misspelt fields, nothing the API would drop.
+#[test]
+fn exported_objects_are_valid_kubernetes_objects() {
+    use k8s_openapi::api::admissionregistration::{v1, v1beta1};
+    fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) {
+        let typed: T = serde_json::from_value(doc.clone())
+            .unwrap_or_else(|e| panic!("{e}: {}", doc["metadata"]["name"]));
+        let back = serde_json::to_value(&typed).unwrap();
+        assert_eq!(
+            &back, doc,
+            "{} does not round-trip",
+            doc["metadata"]["name"]
+        );
+    }
+    let policy = Policy::from_yaml("exempting.yaml", EXEMPTING_POLICY).unwrap();
+    for v in [30, 34, 36, 37] {
+        let cluster = Cluster::at(KubeVersion::new(1, v));
+        let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
+        for d in &e.documents {
+            match (
+                d["apiVersion"].as_str().unwrap(),
+                d["kind"].as_str().unwrap(),
+            ) {
+                ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+                    round_trip::<v1::ValidatingAdmissionPolicy>(d);
+                }
+                ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+                    round_trip::<v1::ValidatingAdmissionPolicyBinding>(d);
+                }
+                ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy") => {
+                    round_trip::<v1::MutatingAdmissionPolicy>(d);
+                }
+                ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding") => {
+                    round_trip::<v1::MutatingAdmissionPolicyBinding>(d);
+                }
+                ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicy") => {
+                    round_trip::<v1beta1::MutatingAdmissionPolicy>(d);
+                }
+                ("admissionregistration.k8s.io/v1beta1", "MutatingAdmissionPolicyBinding") => {
+                    round_trip::<v1beta1::MutatingAdmissionPolicyBinding>(d);
+                }
+                other => panic!("unexpected {other:?} at 1.{v}"),
+            }
+            // The API's limits: 64 match conditions, names of at most 63 characters.
+            let spec = &d["spec"];
+            assert!(spec["matchConditions"].as_array().map_or(0, Vec::len) <= 64);
+            for list in ["matchConditions", "variables"] {
+                for item in spec[list].as_array().into_iter().flatten() {
+                    assert!(item["name"].as_str().unwrap().len() <= 63);
+                }
+            }
+        }
+    }
+}
