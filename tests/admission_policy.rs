@@ -77,10 +77,14 @@ fn context(env: &Arc<Env>) -> Context<'static, 'static> {
 
 fn compile(env: &Env, source: &str) -> Program {
     // `JSONPatch{op: ..., path: ..., value: ...}` as a map, for the test.
-    let source = source
-        .replace("JSONPatch{op: ", "{'op': ")
-        .replace(", path: ", ", 'path': ")
-        .replace(", value: ", ", 'value': ");
+    let source = if source.contains("JSONPatch{") {
+        source
+            .replace("JSONPatch{op: ", "{'op': ")
+            .replace(", path: ", ", 'path': ")
+            .replace(", value: ", ", 'value': ")
+    } else {
+        source.to_owned()
+    };
     env.compile(&source)
         .unwrap_or_else(|e| panic!("CEL does not compile: {e:?}\n{source}"))
 }
@@ -90,6 +94,7 @@ struct Compiled {
     env: Arc<Env>,
     variables: Vec<(&'static str, Program)>,
     conditions: Vec<(&'static str, Program)>,
+    mutation_conditions: Vec<(&'static str, Program)>,
     validations: Vec<(Validation, Program, Program)>,
     mutations: Vec<(&'static str, Program)>,
 }
@@ -106,9 +111,25 @@ fn compiled(policy: &Policy, cluster: &Cluster) -> Compiled {
             .into_iter()
             .map(|(n, e)| (n, compile(&env, &e)))
             .collect(),
-        mutations: validations
-            .iter()
-            .filter_map(|v| v.removals.as_ref().map(|r| (v.rule, compile(&env, r))))
+        mutation_conditions: admission_policy::mutation_match_conditions(policy, cluster)
+            .into_iter()
+            .map(|(n, e)| (n, compile(&env, &e)))
+            .collect(),
+        mutations: policy
+            .mutation
+            .inject_node_selector
+            .then(|| {
+                (
+                    "nodeSelector",
+                    compile(&env, admission_policy::NODE_SELECTOR),
+                )
+            })
+            .into_iter()
+            .chain(
+                validations
+                    .iter()
+                    .filter_map(|v| v.removals.as_ref().map(|r| (v.rule, compile(&env, r)))),
+            )
             .collect(),
         validations: validations
             .into_iter()
@@ -139,13 +160,21 @@ fn to_json(v: &CelValue) -> Value {
 impl Compiled {
     /// The context with `object`, `request` and the policy's variables.
     fn bind(&self, object: &Value) -> Option<Context<'static, 'static>> {
+        self.bind_with(&self.conditions, object)
+    }
+
+    fn bind_with(
+        &self,
+        conditions: &[(&'static str, Program)],
+        object: &Value,
+    ) -> Option<Context<'static, 'static>> {
         let mut cx = context(&self.env);
         cx.add_variable_from_value("object", cel::to_value(object).unwrap());
         cx.add_variable_from_value(
             "request",
             cel::to_value(json!({"userInfo": {"username": "someone", "groups": []}})).unwrap(),
         );
-        for (name, cond) in &self.conditions {
+        for (name, cond) in conditions {
             match cond.execute(&cx) {
                 Ok(CelValue::Bool(true)) => {}
                 Ok(CelValue::Bool(false)) => return None,
@@ -203,12 +232,16 @@ impl Compiled {
     }
 
     /// The object after the exported mutation (JSON Patch removals).
+    /// The mutations apply in order, each to the object the previous one
+    /// produced (as the API server applies a MutatingAdmissionPolicy's
+    /// mutations), so a removal can see what an earlier one left.
     fn mutate(&self, object: &Value) -> Value {
         let mut doc = object.clone();
-        let Some(cx) = self.bind(object) else {
+        if self.bind_with(&self.mutation_conditions, object).is_none() {
             return doc;
-        };
+        }
         for (rule, program) in &self.mutations {
+            let cx = self.bind_with(&[], &doc).unwrap();
             let ops = to_json(
                 &program
                     .execute(&cx)
@@ -264,8 +297,8 @@ fn engine_outcome(
     Some(out)
 }
 
-/// The engine's settled patch, restricted to what the export mutates
-/// (removals from the exported rules; the node selector is compared apart).
+/// The engine's settled patch, restricted to what the export mutates: the
+/// node selector and the removals.
 fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
     let cx = EngineContext {
         cluster: cluster.clone(),
@@ -280,7 +313,11 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
         },
         doc,
         None,
-        &|op| matches!(op, winadmit::finding::PatchOp::Remove { .. }),
+        &|op| {
+            matches!(op, winadmit::finding::PatchOp::Remove { .. })
+                || op.path().ends_with("/nodeSelector")
+                || op.path().ends_with("/nodeSelector/kubernetes.io~1os")
+        },
     );
     let mut out = doc.clone();
     patch::apply(&mut out, &m.ops).unwrap();
@@ -490,6 +527,15 @@ fn features() -> Vec<(&'static str, Value)> {
             json!({"dnsConfig": {"searches": ["a.svc", "b.svc"]}}),
         ),
         ("podsc", json!({"runAsNonRoot": true})),
+        (
+            "pod",
+            json!({"nodeSelector": {"kubernetes.io/os": "linux", "beta.kubernetes.io/os": "linux"}}),
+        ),
+        ("pod", json!({"os": {"name": "linux"}})),
+        (
+            "pod",
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}}),
+        ),
         (
             "volumes",
             json!([
@@ -1017,4 +1063,53 @@ fn exported_objects_are_valid_kubernetes_objects() {
             }
         }
     }
+}
+
+/// With `params.windowsTaint`, WIN-TAINT-TOLERATION is exported and agrees
+/// with the engine on tolerations of every shape.
+#[test]
+fn taint_toleration_with_a_policy_taint() {
+    let policy = Policy::from_yaml(
+        "taint.yaml",
+        "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n",
+    )
+    .unwrap();
+    let cluster = Cluster::default();
+    let tolerations = [
+        json!(null),
+        json!([]),
+        json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]),
+        json!([{"key": "os", "value": "windows"}]),
+        json!([{"key": "os", "operator": "Exists"}]),
+        json!([{"operator": "Exists"}]),
+        json!([{"key": "os", "value": "linux"}]),
+        json!([{"key": "os", "operator": "Exists", "effect": "NoExecute"}]),
+        json!([{"key": "other", "operator": "Exists"}]),
+    ];
+    let docs: Vec<(String, Value)> = tolerations
+        .iter()
+        .map(|t| {
+            let mut spec = json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+                                  "containers": [{"name": "a", "image": "x"}]});
+            if !t.is_null() {
+                spec["tolerations"] = t.clone();
+            }
+            (
+                t.to_string(),
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}),
+            )
+        })
+        .collect();
+    big_stack(move || {
+        let c = compiled(&policy, &cluster);
+        let exported: BTreeSet<&str> = c.validations.iter().map(|(v, _, _)| v.rule).collect();
+        assert!(exported.contains("WIN-TAINT-TOLERATION"));
+        let mut flagged = 0;
+        for (name, doc) in &docs {
+            let want = engine_outcome(&policy, &cluster, &exported, doc).unwrap();
+            flagged += usize::from(want.warn.contains_key("WIN-TAINT-TOLERATION"));
+            assert_eq!(c.outcome(doc), want, "{name}");
+        }
+        assert_eq!(flagged, 5, "untolerated shapes");
+    });
 }

@@ -280,6 +280,46 @@ pub fn match_conditions(policy: &Policy, cluster: &Cluster) -> Vec<(&'static str
     out
 }
 
+/// The match conditions of the mutating policy: those of the validating
+/// ones, and no Linux signal (the engine does not mutate a pod whose
+/// targeting contradicts itself: it may land on Linux).
+#[must_use]
+pub fn mutation_match_conditions(
+    policy: &Policy,
+    cluster: &Cluster,
+) -> Vec<(&'static str, String)> {
+    let mut out = match_conditions(policy, cluster);
+    let mut signals = vec![
+        "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'linux') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'linux'))".to_owned(),
+    ];
+    if cluster.version_at_least(1, 23) {
+        signals.push("has(s.os) && has(s.os.name) && s.os.name == 'linux'".to_owned());
+    }
+    let terms =
+        "s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    signals.push(format!(
+        "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
+    ));
+    let classes = policy.runtime_classes.names_for(Os::Linux);
+    if !classes.is_empty() {
+        signals.push(format!(
+            "has(s.runtimeClassName) && s.runtimeClassName in {}",
+            cel_list(&classes)
+        ));
+    }
+    let spec = by_kind(
+        "object.spec",
+        "object.spec.jobTemplate.spec.template.spec",
+        "object.spec.template.spec",
+    );
+    let any: Vec<String> = signals.into_iter().map(|s| format!("({s})")).collect();
+    out.push((
+        "no-linux-targeting",
+        format!("![{spec}].exists(s, {})", any.join(" || ")),
+    ));
+    out
+}
+
 /// The engine's Windows signals (`targeting::classify`) as CEL over the spec `s`.
 fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
     let mut signals = vec![
@@ -488,8 +528,10 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 partial: true,
             });
         }
-        // HostProcess is itself a Windows signal, so that rule loses nothing.
-        if rule.info.scope == rules::Scope::Any && id != "WIN-HOSTPROCESS" {
+        // HostProcess and a contradiction both carry a Windows signal.
+        if rule.info.scope == rules::Scope::Any
+            && !matches!(id, "WIN-HOSTPROCESS" | "WIN-OS-CONFLICT")
+        {
             gaps.push(Gap {
                 rule: id,
                 reason: "checked on Windows-targeted pods only (the policies match those); the webhook also checks pods with no OS targeting".into(),
@@ -537,6 +579,10 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
     }
     (out, gaps)
 }
+
+/// The mutation that adds `kubernetes.io/os: windows` to the node selector
+/// of a Windows-targeted pod spec without an OS label (a CEL list of `JSONPatch`).
+pub const NODE_SELECTOR: &str = "variables.exempt ? [] : (!has(variables.spec.nodeSelector) ? [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector', value: {'kubernetes.io/os': 'windows'}}] : (('kubernetes.io/os' in variables.spec.nodeSelector) ? [] : [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector/kubernetes.io~1os', value: 'windows'}]))";
 
 /// A 64-bit FNV-1a hash, hex: stable across builds and platforms.
 fn fnv(text: &str) -> String {
@@ -743,8 +789,9 @@ pub fn export(
         };
         let mut mutations = Vec::new();
         if policy.mutation.inject_node_selector {
-            mutations.push(json!({"patchType": "JSONPatch", "jsonPatch": {"expression":
-                "!has(variables.spec.nodeSelector) ? [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector', value: {'kubernetes.io/os': 'windows'}}] : (('kubernetes.io/os' in variables.spec.nodeSelector) ? [] : [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector/kubernetes.io~1os', value: 'windows'}])"}}));
+            mutations.push(
+                json!({"patchType": "JSONPatch", "jsonPatch": {"expression": NODE_SELECTOR}}),
+            );
         }
         for x in &all {
             if let Some(r) = &x.removals {
@@ -792,7 +839,7 @@ pub fn export(
                     "failurePolicy": "Fail",
                     "reinvocationPolicy": "IfNeeded",
                     "matchConstraints": match_constraints(),
-                    "matchConditions": conditions,
+                    "matchConditions": named(&mutation_match_conditions(policy, cluster)),
                     "variables": vars,
                     "mutations": mutations,
                 }

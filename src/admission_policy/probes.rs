@@ -570,9 +570,91 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             )],
             "a hostPath socket or device on a Linux path does not exist on a Windows node: the mount fails (FailedMount)",
         ),
+        "WIN-OS-CONFLICT" => os_conflict(cluster, policy),
+        "WIN-TAINT-TOLERATION" => {
+            let Some(taint) = &policy.params.windows_taint else {
+                return Export::Gap(
+                    "needs the Windows node taint: set params.windowsTaint (the webhook learns it from the nodes)",
+                );
+            };
+            let (key, value, effect) = (
+                cel_str(&taint.key),
+                cel_str(taint.value.as_deref().unwrap_or_default()),
+                cel_str(&taint.effect),
+            );
+            let tolerates = format!(
+                "(!has(t.effect) || t.effect == '' || t.effect == {effect}) && (((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists') || (has(t.key) && t.key == {key} && ((has(t.operator) && t.operator == 'Exists') || ((!has(t.operator) || t.operator in ['Equal', '']) && (has(t.value) ? t.value : '') == {value}))))"
+            );
+            cel(
+                vec![Probe::new(
+                    Scope::Pod,
+                    format!(
+                        "!(has(variables.spec.tolerations) && variables.spec.tolerations.exists(t, {tolerates}))"
+                    ),
+                    &["tolerations"],
+                )],
+                "no toleration for the Windows node taint: the pod cannot be scheduled onto Windows nodes",
+            )
+        }
         "WIN-HOSTPROCESS" => host_process(cluster, policy),
         "WIN-OS-FIELDS" => os_fields(v),
         _ => Export::Gap(gap_reason(id)),
+    }
+}
+
+/// `WIN-OS-CONFLICT`: a Linux signal on a pod the match conditions found
+/// Windows-targeted. Each Linux signal is reported at its field.
+fn os_conflict(cluster: &Cluster, policy: &Policy) -> Export {
+    let selector = |key: &str| {
+        let k = cel_str(key);
+        Probe {
+            scope: Scope::Pod,
+            container_hit: None,
+            hit: format!(
+                "has(variables.spec.nodeSelector) && {k} in variables.spec.nodeSelector && variables.spec.nodeSelector[{k}] == 'linux'"
+            ),
+            field: Field::Suffixes(format!("[{}]", cel_str(&format!(".nodeSelector[{key}]")))),
+            removable: false,
+        }
+    };
+    let mut probes = vec![
+        selector(crate::targeting::OS_LABEL),
+        selector(crate::targeting::BETA_OS_LABEL),
+    ];
+    if cluster.version_at_least(1, 23) {
+        probes.push(Probe::new(
+            Scope::Pod,
+            "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'linux'",
+            &["os", "name"],
+        ));
+    }
+    let terms = "variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    probes.push(Probe::new(
+        Scope::Pod,
+        format!(
+            "has(variables.spec.affinity) && has(variables.spec.affinity.nodeAffinity) && has(variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
+        ),
+        &["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+    ));
+    let linux_classes = policy
+        .runtime_classes
+        .names_for(crate::targeting::Os::Linux);
+    if !linux_classes.is_empty() {
+        probes.push(Probe::new(
+            Scope::Pod,
+            format!(
+                "has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
+                super::cel_list(&linux_classes)
+            ),
+            &["runtimeClassName"],
+        ));
+    }
+    Export::Cel {
+        probes,
+        message: "targets linux, but the pod also targets windows: no node matches both",
+        partial: Some(
+            "RuntimeClasses are known by the policy's lists only; the webhook also reads the cluster's RuntimeClasses",
+        ),
     }
 }
 
@@ -804,9 +886,6 @@ fn os_fields(v: KubeVersion) -> Export {
 /// Why a rule is not exported.
 fn gap_reason(id: &str) -> &'static str {
     match id {
-        "WIN-OS-CONFLICT" => {
-            "compares every OS signal, including the OS of the pod's RuntimeClass, which needs the RuntimeClass objects (live facts); not exported"
-        }
         "WIN-OS-INVALID" => {
             "the API server validates spec.os itself (Required / NotSupported); nothing to add"
         }
@@ -819,23 +898,17 @@ fn gap_reason(id: &str) -> &'static str {
             "judges Linux-targeted pods; the exported policies only match Windows-targeted pods"
         }
         "WIN-MIXED-OS" => {
-            "needs to know which OS each image is built for (the policy's image globs and tag knowledge); not exported"
+            "needs to know which OS each image is built for (the policy's image globs and tag knowledge)"
         }
         "WIN-BUILD-MIXED" | "WIN-BUILD-NODE-MISMATCH" => {
             "needs each image's Windows build (tag tables, registry manifests) and, with live facts, the nodes' builds"
-        }
-        "WIN-TAINT-TOLERATION" => {
-            "needs the Windows node taint (params.windowsTaint or the live nodes' taints)"
         }
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
             "judges Services by the pods behind them: needs live facts"
         }
         "WIN-WINDOWSOPTIONS-FORMAT" => {
-            "parses gMSA credential specs and user names; not exported in this version"
+            "parses gMSA credential specs and user names: left to the webhook in this version"
         }
-        "WIN-NONROOT-ADMIN" => {
-            "needs the image's default user when runAsUserName is unset; not exported in this version"
-        }
-        _ => "not exported in this version: use the webhook or `winadmit lint` for it",
+        _ => "left to the webhook in this version",
     }
 }
