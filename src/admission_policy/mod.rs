@@ -449,21 +449,41 @@ fn mount_container(p: &Probe) -> String {
     }
 }
 
-/// The probe finds something: a CEL bool.
-fn any(p: &Probe) -> Vec<String> {
-    let hit = &p.hit;
-    match p.scope {
-        Scope::Pod => vec![format!("({hit})")],
-        Scope::Volume => vec![format!("variables.volumes.exists(v, {hit})")],
-        Scope::Container => CONTAINER_LISTS
+/// Some probe finds something: CEL bools to `||`. The probes of one scope
+/// share one comprehension per list, so a rule costs at most one pass over
+/// each container list and one over the volumes, whatever its probe count.
+fn any(probes: &[Probe]) -> Vec<String> {
+    let of = |scope: Scope| -> Vec<String> {
+        probes
             .iter()
-            .map(|l| format!("variables.{l}.exists(c, {hit})"))
-            .collect(),
-        Scope::Mount => CONTAINER_LISTS
-            .iter()
-            .map(|l| format!("variables.{l}.exists(c, {})", mount_container(p)))
-            .collect(),
+            .filter(|p| p.scope == scope)
+            .map(|p| match scope {
+                Scope::Mount => format!("({})", mount_container(p)),
+                _ => format!("({})", p.hit),
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    let pod = of(Scope::Pod);
+    if !pod.is_empty() {
+        out.push(pod.join(" || "));
     }
+    let volume = of(Scope::Volume);
+    if !volume.is_empty() {
+        out.push(format!(
+            "variables.volumes.exists(v, {})",
+            volume.join(" || ")
+        ));
+    }
+    let mut container = of(Scope::Container);
+    container.extend(of(Scope::Mount));
+    if !container.is_empty() {
+        let body = container.join(" || ");
+        for l in CONTAINER_LISTS {
+            out.push(format!("variables.{l}.exists(c, {body})"));
+        }
+    }
+    out
 }
 
 /// The rule was skipped by annotation with a reason: the pod template's
@@ -538,7 +558,7 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 partial: true,
             });
         }
-        let anys: Vec<String> = probes.iter().flat_map(any).collect();
+        let anys = any(&probes);
         let lists: Vec<String> = probes.iter().flat_map(|p| paths(p, false)).collect();
         let fix = rule.info.fix.replace('`', "");
         let expression = format!(
