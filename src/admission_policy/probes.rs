@@ -907,7 +907,7 @@ fn gap_reason(id: &str) -> &'static str {
             "judges Services by the pods behind them: needs live facts"
         }
         "WIN-WINDOWSOPTIONS-FORMAT" => {
-            "parses gMSA credential specs and user names: left to the webhook in this version"
+            "mirrors the API server's own validation of windowsOptions (gMSA names and specs, runAsUserName), which refuses these objects itself; nothing to add"
         }
         _ => "left to the webhook in this version",
     }
