@@ -213,6 +213,10 @@ impl Compiled {
                 Ok(CelValue::String(s)) => s.as_str().to_owned(),
                 other => panic!("{} message: {other:?}", v.rule),
             };
+            assert!(
+                !message.contains('\n') && !message.trim().is_empty(),
+                "the API server ignores empty or multi-line messages: {message:?}"
+            );
             let (paths, _) = message
                 .split_once(": ")
                 .unwrap_or_else(|| panic!("{message}"));

@@ -560,7 +560,14 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
         }
         let anys = any(&probes);
         let lists: Vec<String> = probes.iter().flat_map(|p| paths(p, false)).collect();
-        let fix = rule.info.fix.replace('`', "");
+        // One line: the API server ignores a message with line breaks.
+        let fix = rule
+            .info
+            .fix
+            .replace('`', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let expression = format!(
             "variables.exempt || {} || !({})",
             skip(id),
