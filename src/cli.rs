@@ -39,6 +39,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Print a ready example to try winadmit with.
     Example(ExampleArgs),
+    /// Print the rules as ValidatingAdmissionPolicy and MutatingAdmissionPolicy
+    /// objects: enforcement by the API server, no webhook.
+    AdmissionPolicy(AdmissionPolicyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -53,6 +56,18 @@ pub enum ExampleKind {
     /// a running webhook: `winadmit example review > review.json`, then
     /// `curl ... --data-binary @review.json https://localhost:8443/validate`.
     Review,
+}
+
+#[derive(Debug, Args)]
+pub struct AdmissionPolicyArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// What the policies do with error findings (default: the policy's mode).
+    #[arg(long, value_enum, env = "WINADMIT_MODE")]
+    pub mode: Option<ModeChoice>,
+    /// Leave out the MutatingAdmissionPolicy (e.g. where its API is not enabled).
+    #[arg(long)]
+    pub no_mutating: bool,
 }
 
 /// Options shared by every command that evaluates workloads.
@@ -226,6 +241,8 @@ pub enum Overlay {
     NoMatchConditions,
     /// cert-manager TLS, the webhooks also covering Argo Rollouts, OpenKruise and KEDA ScaledJobs.
     CustomResources,
+    /// No webhook: the rules as ValidatingAdmissionPolicy objects (1.30+).
+    AdmissionPolicy,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@
 //! [`engine::evaluate`], and encode output.
 
 pub mod admission;
+pub mod admission_policy;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

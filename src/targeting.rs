@@ -191,6 +191,19 @@ impl RuntimeClasses {
         self.by_name.is_empty()
     }
 
+    /// The names of the classes known to pin `os`, sorted.
+    #[must_use]
+    pub fn names_for(&self, os: Os) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .by_name
+            .keys()
+            .map(String::as_str)
+            .filter(|n| self.os_of(n) == Some(os))
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Reads a RuntimeClass object (`node.k8s.io`, any version): its name and
     /// the OS its `scheduling.nodeSelector` pins, if any.
     #[must_use]

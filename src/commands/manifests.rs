@@ -28,6 +28,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         Overlay::Audit => "overlays/audit",
         Overlay::NoMatchConditions => "overlays/no-match-conditions",
         Overlay::CustomResources => "overlays/custom-resources",
+        Overlay::AdmissionPolicy => "overlays/admission-policy",
     };
 
     // secretGenerator files (`certs/tls.crt`, ...) come from --certs, by file name.

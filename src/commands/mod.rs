@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod admission_policy;
 pub mod certs;
 pub mod example;
 pub mod explain;
@@ -104,5 +105,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
         Command::Example(args) => example::run(args),
+        Command::AdmissionPolicy(args) => admission_policy::run(args),
     }
 }
