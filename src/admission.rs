@@ -45,6 +45,10 @@ pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 pub const MAX_WARNING_CHARS: usize = 120;
 /// Beyond this many warnings the rest are summarized in one line.
 pub const MAX_WARNINGS: usize = 20;
+/// The denial message lists at most this many findings, then says how many
+/// more there are: a pod with thousands of containers must not get a
+/// message of megabytes (the API server stores it in events and logs).
+pub const MAX_DENIAL_FINDINGS: usize = 50;
 
 /// Which webhook is being called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -653,7 +657,7 @@ fn respond(
                     return invalid(types, &uid, &reason);
                 }
             };
-            r.warnings = Some(cap_warnings(m.explanations));
+            r.warnings = Some(cap_warnings(m.explanations, 0));
             r
         }
     }
@@ -690,7 +694,9 @@ fn validate(
     summary: &mut Summary,
 ) -> AdmissionResponse {
     let mut denied: Vec<&Finding> = Vec::new();
+    // Only the first warnings are rendered; the rest are counted.
     let mut warnings: Vec<String> = Vec::new();
+    let mut more_warnings = 0;
     let mut audited: Vec<&str> = Vec::new();
     for f in findings {
         let mode = policy.mode_for(f.rule, ns_mode);
@@ -700,14 +706,18 @@ fn validate(
             mode,
         });
         match (mode, f.severity) {
-            (Mode::Audit, _) => audited.push(f.rule),
+            (Mode::Audit, _) => {
+                if !audited.contains(&f.rule) {
+                    audited.push(f.rule);
+                }
+            }
             (Mode::Enforce, Severity::Error) => denied.push(f),
-            _ => warnings.push(warning(f)),
+            _ if warnings.len() < MAX_WARNINGS => warnings.push(warning(f)),
+            _ => more_warnings += 1,
         }
     }
     let mut r = ok;
     if !audited.is_empty() {
-        audited.dedup();
         r.audit_annotations
             .insert("winadmit.io/audit".to_owned(), audited.join(","));
     }
@@ -727,7 +737,7 @@ fn validate(
         r.result.status = Some(StatusSummary::Failure);
     }
     if !warnings.is_empty() {
-        r.warnings = Some(cap_warnings(warnings));
+        r.warnings = Some(cap_warnings(warnings, more_warnings));
     }
     r
 }
@@ -749,15 +759,22 @@ fn truncate(mut s: String) -> String {
     s
 }
 
-fn cap_warnings(mut w: Vec<String>) -> Vec<String> {
+/// At most [`MAX_WARNINGS`] lines of at most [`MAX_WARNING_CHARS`]: the
+/// first warnings, then one line counting the rest (`more` of them were
+/// already left out by the caller).
+fn cap_warnings(mut w: Vec<String>, more: usize) -> Vec<String> {
+    let total = w.len() + more;
+    if total > MAX_WARNINGS {
+        w.truncate(MAX_WARNINGS - 1);
+        w.shrink_to_fit();
+    }
     for s in &mut w {
         *s = truncate(std::mem::take(s));
     }
-    if w.len() > MAX_WARNINGS {
-        let more = w.len() - (MAX_WARNINGS - 1);
-        w.truncate(MAX_WARNINGS - 1);
+    if total > MAX_WARNINGS {
+        let more = total - (MAX_WARNINGS - 1);
         w.push(format!(
-            "winadmit: {more} more warning(s); run `winadmit lint` on the manifest"
+            "winadmit: and {more} more warning(s): run `winadmit report` or `winadmit lint` on the object for all of them"
         ));
     }
     w
@@ -766,7 +783,7 @@ fn cap_warnings(mut w: Vec<String>) -> Vec<String> {
 /// The denial message, as kubectl prints it after
 /// `admission webhook "..." denied the request: `.
 fn denial(workload: &Workload<'_, '_>, eval: &Evaluation, denied: &[&Finding]) -> String {
-    let mut m = String::with_capacity(256 + denied.len() * 160);
+    let mut m = String::with_capacity(256 + denied.len().min(MAX_DENIAL_FINDINGS) * 160);
     let target = eval
         .target
         .reason()
@@ -780,11 +797,20 @@ fn denial(workload: &Workload<'_, '_>, eval: &Evaluation, denied: &[&Finding]) -
         denied.len()
     );
     let mut rules_seen: Vec<&'static str> = Vec::new();
-    for f in denied {
-        let _ = write!(m, "\n- {}: {} [{}]", f.field, f.message, f.rule);
+    for (i, f) in denied.iter().enumerate() {
+        if i < MAX_DENIAL_FINDINGS {
+            let _ = write!(m, "\n- {}: {} [{}]", f.field, f.message, f.rule);
+        }
         if !rules_seen.contains(&f.rule) {
             rules_seen.push(f.rule);
         }
+    }
+    if denied.len() > MAX_DENIAL_FINDINGS {
+        let _ = write!(
+            m,
+            "\n- and {} more: run `winadmit report` (or `winadmit lint`) on the object for all of them",
+            denied.len() - MAX_DENIAL_FINDINGS
+        );
     }
     m.push_str("\nHow to fix:");
     for id in rules_seen {
@@ -819,8 +845,14 @@ mod tests {
 
     #[test]
     fn too_many_warnings_are_summarized() {
-        let w = cap_warnings((0..30).map(|i| format!("w{i}")).collect());
+        let w = cap_warnings((0..30).map(|i| format!("w{i}")).collect(), 0);
         assert_eq!(w.len(), MAX_WARNINGS);
-        assert!(w.last().unwrap().contains("11 more"));
+        assert!(w.last().unwrap().contains("and 11 more"));
+        let w = cap_warnings((0..20).map(|i| format!("w{i}")).collect(), 10);
+        assert_eq!(w.len(), MAX_WARNINGS);
+        assert!(w.last().unwrap().contains("and 11 more"));
+        let w = cap_warnings((0..20).map(|i| format!("w{i}")).collect(), 0);
+        assert_eq!(w.len(), MAX_WARNINGS);
+        assert_eq!(w.last().unwrap(), "w19");
     }
 }

@@ -6,6 +6,8 @@
 //! (field absent, empty, or present), and a patched object yields no new
 //! patch, so reinvocation is safe.
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
 
 use crate::engine::Evaluation;
@@ -31,11 +33,14 @@ pub struct MutationContext<'c> {
 pub struct Mutation {
     pub ops: Vec<PatchOp>,
     pub explanations: Vec<String>,
+    /// The paths [`Mutation::push`] has added, so de-duplication is a hash
+    /// lookup (a scan made a pod with thousands of fixes quadratic).
+    pushed: HashSet<String>,
 }
 
 impl Mutation {
     fn push(&mut self, op: PatchOp, why: impl Into<String>) {
-        if self.ops.iter().any(|o| o.path() == op.path()) {
+        if !self.pushed.insert(op.path().to_owned()) {
             return;
         }
         self.ops.push(op);
