@@ -349,7 +349,7 @@ pub struct ServeArgs {
     /// Time for a client to complete the TLS handshake.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once; at the cap the connection idle the longest is closed for a new one (new clients wait only when all are busy).
     #[arg(
         long,
         value_name = "N",
@@ -357,6 +357,9 @@ pub struct ServeArgs {
         default_value_t = 1024
     )]
     pub max_connections: usize,
+    /// Close a connection with no request in progress for this long: silent after the TLS handshake, idle HTTP/1.1 keep-alive, HTTP/2 with no open stream (PINGs do not count).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// On SIGTERM, keep serving with /readyz false this long before closing the listener.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
     pub drain_delay: Duration,
