@@ -248,6 +248,8 @@ pub struct ReportArgs {
     /// Objects per list call against the cluster.
     #[arg(long, value_name = "N", default_value_t = 500, env = "WINADMIT_PAGE_SIZE", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,
+    #[command(flatten)]
+    pub deadlines: ApiDeadlines,
     /// Report every owned Pod, ReplicaSet and Job on its own instead of
     /// folding it into its controller.
     #[arg(long, env = "WINADMIT_NO_FOLD")]
@@ -408,6 +410,20 @@ pub struct ClusterCacheArgs {
     /// /readyz waits at most this long for the cache's first list of both resources.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_CLUSTER_CACHE_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub cluster_cache_sync_timeout: Duration,
+}
+
+/// Deadlines for every call to the Kubernetes API server (`report`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ApiDeadlines {
+    /// Time to connect to the API server (TCP and TLS).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// Time the API server may stay silent while answering a call.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub read_timeout: Duration,
+    /// Time for one whole API call (one page of a list), however the server trickles it.
+    #[arg(long = "api-timeout", value_name = "DURATION", env = "WINADMIT_API_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub call_timeout: Duration,
 }
 
 /// Parses `500ms`, `10s`, `2m` or a bare number of seconds.

@@ -95,6 +95,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         fail_on,
         mode,
         page_size,
+        deadlines,
         no_fold,
         quiet,
     } = args;
@@ -127,6 +128,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             context.as_deref(),
             &namespaces,
             page_size,
+            deadlines,
             &progress,
         )?)
     } else {

@@ -453,7 +453,9 @@ async fn run<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    let mut stream = watcher(api, watcher::Config::default())
+    // The API server ends each watch after WATCH_SECONDS, so a healthy
+    // watch is never silent for READ_TIMEOUT; a silent server is cut off.
+    let mut stream = watcher(api, watcher::Config::default().timeout(WATCH_SECONDS))
         .default_backoff()
         .boxed();
     // The last failure logged and when: a repeat is logged at debug level,
@@ -507,6 +509,14 @@ async fn run<K>(
         }
     }
 }
+
+/// Time to connect (TCP and TLS) to the API server.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest silence accepted from the API server within one call: above the
+/// server-side watch timeout, so only a stalled server hits it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(WATCH_SECONDS as u64 + 30);
+/// The server-side timeout of each watch call (`timeoutSeconds`).
+const WATCH_SECONDS: u32 = 60;
 
 /// How often a failure that persists is logged again at warn level.
 const REWARN: Duration = Duration::from_secs(300);
