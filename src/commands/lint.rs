@@ -11,7 +11,7 @@ use crate::cli::{ColorChoice, FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
-use crate::output::{InputProblem, LintReport, json, junit, sarif, text};
+use crate::output::{InputProblem, LintReport, junit, sarif, text};
 use crate::policy::Policy;
 use crate::source;
 use crate::targeting::RuntimeClasses;
@@ -111,15 +111,24 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    let rendered = match format {
-        LintFormat::Text => text::render(&report, use_color),
-        LintFormat::Json => json::render(&report)?,
-        LintFormat::Sarif => sarif::render(&report)?,
-        LintFormat::Junit => junit::render(&report),
-    };
-    let mut out = std::io::stdout().lock();
-    out.write_all(rendered.as_bytes())
-        .context("writing the report to stdout")?;
+    // Written as it is rendered: no second copy of a large report.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match format {
+        LintFormat::Text => out
+            .write_all(text::render(&report, use_color).as_bytes())
+            .context("writing the report to stdout")?,
+        LintFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)
+                .context("writing the report to stdout")?;
+            out.write_all(b"\n")
+                .context("writing the report to stdout")?;
+        }
+        LintFormat::Sarif => sarif::write(&report, &sarif::current_dir(), &mut out)
+            .context("writing the report to stdout")?,
+        LintFormat::Junit => {
+            junit::write(&report, &mut out).context("writing the report to stdout")?
+        }
+    }
     out.flush().ok();
 
     let failing = report.findings.iter().any(|f| match fail_on {
