@@ -113,22 +113,17 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     };
     // Written as it is rendered: no second copy of a large report.
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    match format {
-        LintFormat::Text => out
-            .write_all(text::render(&report, use_color).as_bytes())
-            .context("writing the report to stdout")?,
-        LintFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)
-                .context("writing the report to stdout")?;
-            out.write_all(b"\n")
-                .context("writing the report to stdout")?;
+    let written = match format {
+        LintFormat::Text => out.write_all(text::render(&report, use_color).as_bytes()),
+        LintFormat::Json => serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n")),
+        LintFormat::Sarif => {
+            sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
         }
-        LintFormat::Sarif => sarif::write(&report, &sarif::current_dir(), &mut out)
-            .context("writing the report to stdout")?,
-        LintFormat::Junit => {
-            junit::write(&report, &mut out).context("writing the report to stdout")?
-        }
-    }
+        LintFormat::Junit => junit::write(&report, &mut out),
+    };
+    written.context("writing the report to stdout")?;
     out.flush().ok();
 
     let failing = report.findings.iter().any(|f| match fail_on {
