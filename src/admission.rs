@@ -280,6 +280,8 @@ struct RawRequestIn<'a> {
     #[serde(borrow)]
     uid: Option<Text<'a>>,
     #[serde(borrow)]
+    namespace: Option<Text<'a>>,
+    #[serde(borrow)]
     object: Option<&'a RawValue>,
 }
 
@@ -316,7 +318,7 @@ fn envelope_header<'t>(
 
 /// The one-pass decode failed: if the envelope itself is sound and has a
 /// uid, answer `invalid` to that uid; otherwise it is a 400.
-fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError> {
+fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError> {
     let raw: RawReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let req = raw.request.as_ref();
@@ -339,10 +341,11 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         err.line(),
         err.column()
     );
-    let summary = Summary {
+    let namespace = text(req.and_then(|r| r.namespace.as_ref()));
+    let mut summary = Summary {
         uid: uid.to_owned(),
         kind: String::new(),
-        namespace: String::new(),
+        namespace: namespace.to_owned(),
         name: String::new(),
         operation: String::new(),
         dry_run: false,
@@ -351,6 +354,35 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         note: Some(note),
         patch_ops: 0,
     };
+    // Audit and warn never deny: an object that cannot be read is allowed,
+    // and the audit log (or the warning) says why.
+    let policy = &adm.policy;
+    let ns_mode = adm
+        .namespaces
+        .as_ref()
+        .filter(|_| !namespace.is_empty())
+        .and_then(|n| n.label(namespace, &policy.namespace_mode_label))
+        .and_then(|v| v.parse::<Mode>().ok());
+    let mode = ns_mode.unwrap_or(policy.mode);
+    if mode != Mode::Enforce {
+        let mut r = allow(&types, uid);
+        r.audit_annotations.insert(
+            "winadmit.io/unreadable".to_owned(),
+            format!("{what} could not be read; allowed in {mode:?} mode").to_lowercase(),
+        );
+        if mode == Mode::Warn {
+            r.warnings = Some(vec![truncate(format!("winadmit: {reason}"))]);
+        }
+        summary.verdict = if mode == Mode::Warn {
+            Verdict::Warned
+        } else {
+            Verdict::Audited
+        };
+        return Ok(Outcome {
+            body: encode(r),
+            summary,
+        });
+    }
     Ok(Outcome {
         body: encode(invalid(&types, uid, &reason)),
         summary,
@@ -407,7 +439,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
     }
     let envelope: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
-        Err(e) => return recover(body, &e),
+        Err(e) => return recover(adm, body, &e),
     };
     let (types, uid) = envelope_header(
         envelope.api_version.as_ref(),
