@@ -143,5 +143,8 @@ pub struct LintReport {
     #[serde(skip)]
     pub checked: Vec<Checked>,
     pub input_errors: Vec<InputProblem>,
+    /// Readable input with a problem worth a warning (a duplicate key).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_warnings: Vec<InputProblem>,
     pub summary: Summary,
 }

@@ -49,17 +49,20 @@ pub fn write(report: &LintReport, root: &Path, out: &mut dyn Write) -> serde_jso
         .enumerate()
         .map(|(i, r)| (r.info.id, i))
         .collect();
-    let notifications: Vec<Value> = report
+    let problems = report
         .input_errors
         .iter()
-        .map(|p| {
+        .map(|p| ("error", p))
+        .chain(report.input_warnings.iter().map(|p| ("warning", p)));
+    let notifications: Vec<Value> = problems
+        .map(|(level, p)| {
             let mut loc =
                 json!({ "physicalLocation": { "artifactLocation": Artifact::of(&p.file, root) } });
             if let Some(line) = p.line {
                 loc["physicalLocation"]["region"] =
                     json!({ "startLine": line, "startColumn": p.column.unwrap_or(1) });
             }
-            json!({ "level": "error", "message": { "text": p.message }, "locations": [loc] })
+            json!({ "level": level, "message": { "text": p.message }, "locations": [loc] })
         })
         .collect();
     let log = Log {
