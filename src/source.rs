@@ -111,9 +111,8 @@ pub fn split_documents(text: &str) -> Vec<(u64, &str)> {
     let mut chunks = Vec::new();
     let mut start = 0usize;
     let mut start_line = 0u64;
-    let mut line = 0u64;
     let mut offset = 0usize;
-    for l in text.split_inclusive('\n') {
+    for (line, l) in (0u64..).zip(text.split_inclusive('\n')) {
         let is_marker =
             l.starts_with("---") && l[3..].chars().next().is_none_or(char::is_whitespace);
         if is_marker && offset > start {
@@ -122,7 +121,6 @@ pub fn split_documents(text: &str) -> Vec<(u64, &str)> {
             start_line = line;
         }
         offset += l.len();
-        line += 1;
     }
     if offset > start || chunks.is_empty() {
         chunks.push((start_line, &text[start..]));
