@@ -337,3 +337,47 @@ async fn silent_and_ping_only_connections_are_closed_when_idle() {
     .await;
     assert_eq!(status, 200);
 }
+
+/// `--request-timeout` covers the review itself, not only reading the body:
+/// a review still computing when it passes is answered 408 with a
+/// Kubernetes `Status` (so the API server applies `failurePolicy`). The
+/// body is in memory here, so only the work can take the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_outliving_the_request_timeout_gets_408_with_a_status() {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+    use tower::ServiceExt as _;
+    use winadmit::admission::Admission;
+    use winadmit::server::{self, Limits, ServerState};
+
+    let state = ServerState::new(
+        Admission {
+            policy: winadmit::policy::Policy::default_policy(),
+            version: winadmit::version::KubeVersion::LATEST,
+            namespaces: None,
+        },
+        Limits {
+            request_timeout: Duration::from_millis(1),
+            ..Limits::default()
+        },
+    );
+    let req = Request::post("/mutate")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(huge_review(16_000)))
+        .unwrap();
+    let resp = server::router(state).oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 408);
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Timeout");
+    assert_eq!(status["code"], 408);
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("--request-timeout")
+    );
+}

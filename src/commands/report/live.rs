@@ -350,7 +350,7 @@ impl Live {
             CallError::Kube(e) => e,
             CallError::Timeout(t) => {
                 return anyhow!(
-                    "timed out: the API server at {} did not finish answering the list of {what} in {scope} within {t:?} (--api-timeout); check that the cluster is healthy, or raise --api-timeout / lower --page-size",
+                    "timed out: the API server at {} did not finish answering within {t:?} (--api-timeout) when asked to list {what} in {scope}; check that the cluster is healthy, or raise --api-timeout / lower --page-size",
                     self.server
                 );
             }
@@ -390,7 +390,7 @@ impl Live {
                 let chain = error_chain(&other);
                 if chain.contains("timed out") {
                     return anyhow!(
-                        "timed out: the API server at {} did not answer the list of {what} in {scope} (no data within --read-timeout {:?}, or no connection within --connect-timeout {:?}): {chain:#}; check that the cluster is up and reachable",
+                        "timed out: the API server at {} did not answer when asked to list {what} in {scope} (no data within --read-timeout {:?}, or no connection within --connect-timeout {:?}): {chain:#}; check that the cluster is up and reachable",
                         self.server,
                         self.deadlines.read_timeout,
                         self.deadlines.connect_timeout
