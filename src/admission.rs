@@ -44,6 +44,10 @@ pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
 pub const MAX_WARNING_CHARS: usize = 120;
 /// Beyond this many warnings the rest are summarized in one line.
 pub const MAX_WARNINGS: usize = 20;
+/// The denial message lists at most this many findings, then says how many
+/// more there are: a pod with thousands of containers must not get a
+/// message of megabytes (the API server stores it in events and logs).
+pub const MAX_DENIAL_FINDINGS: usize = 50;
 
 /// Which webhook is being called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -333,6 +337,8 @@ struct RawRequestIn<'a> {
     #[serde(borrow)]
     uid: Option<Text<'a>>,
     #[serde(borrow)]
+    namespace: Option<Text<'a>>,
+    #[serde(borrow)]
     object: Option<&'a RawValue>,
     #[serde(borrow)]
     old_object: Option<&'a RawValue>,
@@ -371,7 +377,7 @@ fn envelope_header<'t>(
 
 /// The one-pass decode failed: if the envelope itself is sound and has a
 /// uid, answer `invalid` to that uid; otherwise it is a 400.
-fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError> {
+fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError> {
     let raw: RawReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let req = raw.request.as_ref();
@@ -394,10 +400,11 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         err.line(),
         err.column()
     );
-    let summary = Summary {
+    let namespace = text(req.and_then(|r| r.namespace.as_ref()));
+    let mut summary = Summary {
         uid: uid.to_owned(),
         kind: String::new(),
-        namespace: String::new(),
+        namespace: namespace.to_owned(),
         name: String::new(),
         operation: String::new(),
         dry_run: false,
@@ -407,6 +414,35 @@ fn recover(body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError>
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
+    // Audit and warn never deny: an object that cannot be read is allowed,
+    // and the audit log (or the warning) says why.
+    let policy = &adm.policy;
+    let ns_mode = adm
+        .namespaces
+        .as_ref()
+        .filter(|_| !namespace.is_empty())
+        .and_then(|n| n.label(namespace, &policy.namespace_mode_label))
+        .and_then(|v| v.parse::<Mode>().ok());
+    let mode = ns_mode.unwrap_or(policy.mode);
+    if mode != Mode::Enforce {
+        let mut r = allow(&types, uid);
+        r.audit_annotations.insert(
+            "winadmit.io/unreadable".to_owned(),
+            format!("{what} could not be read; allowed in {mode:?} mode").to_lowercase(),
+        );
+        if mode == Mode::Warn {
+            r.warnings = Some(vec![truncate(format!("winadmit: {reason}"))]);
+        }
+        summary.verdict = if mode == Mode::Warn {
+            Verdict::Warned
+        } else {
+            Verdict::Audited
+        };
+        return Ok(Outcome {
+            body: encode(r),
+            summary,
+        });
+    }
     Ok(Outcome {
         body: encode(invalid(&types, uid, &reason)),
         summary,
@@ -551,7 +587,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
     }
     let envelope: ReviewIn<'_> = match serde_json::from_slice(body) {
         Ok(e) => e,
-        Err(e) => return recover(body, &e),
+        Err(e) => return recover(adm, body, &e),
     };
     let (types, uid) = envelope_header(
         envelope.api_version.as_ref(),
@@ -840,7 +876,7 @@ fn respond(
                 summary.verdict = Verdict::Allowed;
                 let mut r = ok;
                 if !m.notes.is_empty() {
-                    r.warnings = Some(cap_warnings(m.notes));
+                    r.warnings = Some(cap_warnings(m.notes, 0));
                 }
                 return r;
             }
@@ -858,7 +894,7 @@ fn respond(
             let mut warnings: Vec<String> =
                 m.explanations.into_iter().map(mutation_warning).collect();
             warnings.extend(m.notes);
-            r.warnings = Some(cap_warnings(warnings));
+            r.warnings = Some(cap_warnings(warnings, 0));
             r
         }
     }
@@ -895,7 +931,9 @@ fn validate(
     summary: &mut Summary,
 ) -> AdmissionResponse {
     let mut denied: Vec<&Finding> = Vec::new();
+    // Only the first warnings are rendered; the rest are counted.
     let mut warnings: Vec<String> = Vec::new();
+    let mut more_warnings = 0;
     let mut audited: Vec<&str> = Vec::new();
     for f in findings {
         let mode = policy.mode_for(f.rule, ns_mode);
@@ -907,14 +945,20 @@ fn validate(
         match crate::decide::outcome(f.severity, mode) {
             // Advice is for lint and reports, never an admission warning.
             crate::decide::Outcome::Silent => {}
-            crate::decide::Outcome::Audit => audited.push(f.rule),
+            crate::decide::Outcome::Audit => {
+                if !audited.contains(&f.rule) {
+                    audited.push(f.rule);
+                }
+            }
             crate::decide::Outcome::Deny => denied.push(f),
-            crate::decide::Outcome::Warn => warnings.push(warning(f)),
+            crate::decide::Outcome::Warn if warnings.len() < MAX_WARNINGS => {
+                warnings.push(warning(f));
+            }
+            crate::decide::Outcome::Warn => more_warnings += 1,
         }
     }
     let mut r = ok;
     if !audited.is_empty() {
-        audited.dedup();
         r.audit_annotations
             .insert("winadmit.io/audit".to_owned(), audited.join(","));
     }
@@ -934,7 +978,7 @@ fn validate(
         r.result.status = Some(StatusSummary::Failure);
     }
     if !warnings.is_empty() {
-        r.warnings = Some(cap_warnings(warnings));
+        r.warnings = Some(cap_warnings(warnings, more_warnings));
     }
     r
 }
@@ -1034,15 +1078,22 @@ fn truncate(s: String) -> String {
     }
 }
 
-fn cap_warnings(mut w: Vec<String>) -> Vec<String> {
+/// At most [`MAX_WARNINGS`] lines of at most [`MAX_WARNING_CHARS`]: the
+/// first warnings, then one line counting the rest (`more` of them were
+/// already left out by the caller).
+fn cap_warnings(mut w: Vec<String>, more: usize) -> Vec<String> {
+    let total = w.len() + more;
+    if total > MAX_WARNINGS {
+        w.truncate(MAX_WARNINGS - 1);
+        w.shrink_to_fit();
+    }
     for s in &mut w {
         *s = truncate(std::mem::take(s));
     }
-    if w.len() > MAX_WARNINGS {
-        let more = w.len() - (MAX_WARNINGS - 1);
-        w.truncate(MAX_WARNINGS - 1);
+    if total > MAX_WARNINGS {
+        let more = total - (MAX_WARNINGS - 1);
         w.push(format!(
-            "winadmit: {more} more warning(s); run `winadmit lint` on the manifest"
+            "winadmit: and {more} more warning(s): run `winadmit report` or `winadmit lint` on the object for all of them"
         ));
     }
     w
@@ -1051,7 +1102,7 @@ fn cap_warnings(mut w: Vec<String>) -> Vec<String> {
 /// The denial message, as kubectl prints it after
 /// `admission webhook "..." denied the request: `.
 fn denial(workload: &Workload<'_, '_>, eval: &Evaluation, denied: &[&Finding]) -> String {
-    let mut m = String::with_capacity(256 + denied.len() * 160);
+    let mut m = String::with_capacity(256 + denied.len().min(MAX_DENIAL_FINDINGS) * 160);
     let target = eval
         .target
         .reason()
@@ -1065,11 +1116,20 @@ fn denial(workload: &Workload<'_, '_>, eval: &Evaluation, denied: &[&Finding]) -
         denied.len()
     );
     let mut rules_seen: Vec<&'static str> = Vec::new();
-    for f in denied {
-        let _ = write!(m, "\n- {}: {} [{}]", f.field, f.message, f.rule);
+    for (i, f) in denied.iter().enumerate() {
+        if i < MAX_DENIAL_FINDINGS {
+            let _ = write!(m, "\n- {}: {} [{}]", f.field, f.message, f.rule);
+        }
         if !rules_seen.contains(&f.rule) {
             rules_seen.push(f.rule);
         }
+    }
+    if denied.len() > MAX_DENIAL_FINDINGS {
+        let _ = write!(
+            m,
+            "\n- and {} more: run `winadmit report` (or `winadmit lint`) on the object for all of them",
+            denied.len() - MAX_DENIAL_FINDINGS
+        );
     }
     m.push_str("\nHow to fix:");
     for id in rules_seen {
@@ -1166,8 +1226,14 @@ mod tests {
 
     #[test]
     fn too_many_warnings_are_summarized() {
-        let w = cap_warnings((0..30).map(|i| format!("w{i}")).collect());
+        let w = cap_warnings((0..30).map(|i| format!("w{i}")).collect(), 0);
         assert_eq!(w.len(), MAX_WARNINGS);
-        assert!(w.last().unwrap().contains("11 more"));
+        assert!(w.last().unwrap().contains("and 11 more"));
+        let w = cap_warnings((0..20).map(|i| format!("w{i}")).collect(), 10);
+        assert_eq!(w.len(), MAX_WARNINGS);
+        assert!(w.last().unwrap().contains("and 11 more"));
+        let w = cap_warnings((0..20).map(|i| format!("w{i}")).collect(), 0);
+        assert_eq!(w.len(), MAX_WARNINGS);
+        assert_eq!(w.last().unwrap(), "w19");
     }
 }

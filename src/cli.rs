@@ -331,6 +331,8 @@ pub struct ReportArgs {
     /// Objects per list call against the cluster.
     #[arg(long, value_name = "N", default_value_t = 500, env = "WINADMIT_PAGE_SIZE", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub page_size: u32,
+    #[command(flatten)]
+    pub deadlines: ApiDeadlines,
     /// Report every owned Pod, ReplicaSet and Job on its own instead of
     /// folding it into its controller.
     #[arg(long, env = "WINADMIT_NO_FOLD")]
@@ -435,7 +437,7 @@ pub struct ServeArgs {
     /// Time for a client to complete the TLS handshake.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
-    /// Connections served at once; more wait in the listen backlog.
+    /// Connections served at once; at the cap the connection idle the longest is closed for a new one (new clients wait only when all are busy).
     #[arg(
         long,
         value_name = "N",
@@ -443,6 +445,9 @@ pub struct ServeArgs {
         default_value_t = 1024
     )]
     pub max_connections: usize,
+    /// Close a connection with no request in progress for this long: silent after the TLS handshake, idle HTTP/1.1 keep-alive, HTTP/2 with no open stream (PINGs do not count).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
     /// On SIGTERM, keep serving with /readyz false this long before closing the listener.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
     pub drain_delay: Duration,
@@ -491,6 +496,20 @@ pub struct ClusterCacheArgs {
     /// /readyz waits at most this long for the cache's first list of both resources.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_CLUSTER_CACHE_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub cluster_cache_sync_timeout: Duration,
+}
+
+/// Deadlines for every call to the Kubernetes API server (`report`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ApiDeadlines {
+    /// Time to connect to the API server (TCP and TLS).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// Time the API server may stay silent while answering a call.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub read_timeout: Duration,
+    /// Time for one whole API call (one page of a list), however the server trickles it.
+    #[arg(long = "api-timeout", value_name = "DURATION", env = "WINADMIT_API_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub call_timeout: Duration,
 }
 
 /// Parses `500ms`, `10s`, `2m` or a bare number of seconds.

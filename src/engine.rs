@@ -156,14 +156,14 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         if sink.findings.len() > before
             && let Some(reason) = skip_reason(workload, info.id)
         {
-            sink.findings.truncate(before);
+            sink.truncate(before);
             skipped.push(Skipped {
                 rule: info.id.to_owned(),
                 reason: reason.to_owned(),
             });
         }
     }
-    eval.findings = sink.findings;
+    eval.findings = sink.into_findings();
     eval.skipped = skipped;
     eval.hyperv = hyperv;
     eval

@@ -160,20 +160,109 @@ pub fn lint_text_with(
     cross: &mut CrossObject,
 ) {
     report.summary.files += 1;
-    let first_problem = report.input_errors.len();
-    let docs = match source::parse(text) {
-        Ok(d) => d,
-        Err(e) => {
-            report.summary.input_errors += 1;
-            report.input_errors.push(InputProblem {
-                file: file.to_owned(),
-                line: e.line,
-                column: e.column,
-                message: format!("invalid YAML: {}", e.message),
-            });
-            return;
+    match source::parse_with_duplicates(text) {
+        Ok((docs, duplicates)) => {
+            lint_documents(
+                file,
+                text,
+                docs,
+                Offsets::default(),
+                policy,
+                cx,
+                report,
+                cross,
+            );
+            warn_duplicates(file, &duplicates, 0, report);
         }
-    };
+        Err(e) => {
+            let chunks = source::split_documents(text);
+            if chunks.len() < 2 {
+                report.summary.input_errors += 1;
+                report.input_errors.push(InputProblem {
+                    file: file.to_owned(),
+                    line: e.line,
+                    column: e.column,
+                    message: format!("invalid YAML: {}", e.message),
+                });
+                return;
+            }
+            // A broken document does not hide the others: each `---`
+            // document is read on its own, the broken one reported.
+            let mut index = 0;
+            for (lines_before, chunk) in chunks {
+                match source::parse_with_duplicates(chunk) {
+                    Ok((docs, duplicates)) => {
+                        let n = docs.len();
+                        let at = Offsets {
+                            lines: lines_before,
+                            index,
+                        };
+                        lint_documents(file, chunk, docs, at, policy, cx, report, cross);
+                        warn_duplicates(file, &duplicates, lines_before, report);
+                        index += n;
+                    }
+                    Err(e) => {
+                        report.summary.input_errors += 1;
+                        report.input_errors.push(InputProblem {
+                            file: file.to_owned(),
+                            line: e.line.map(|l| l + lines_before),
+                            column: e.column,
+                            message: format!(
+                                "invalid YAML: {} (this document is skipped; the file's other documents are linted)",
+                                e.message
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a part of a file starts: lines before it, objects before it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Offsets {
+    lines: u64,
+    index: usize,
+}
+
+/// An input warning per key that appears twice in a map.
+fn warn_duplicates(
+    file: &str,
+    duplicates: &[crate::yaml::DuplicateKey],
+    lines_before: u64,
+    report: &mut LintReport,
+) {
+    for d in duplicates {
+        report.input_warnings.push(InputProblem {
+            file: file.to_owned(),
+            line: Some(d.line + lines_before),
+            column: Some(d.column),
+            message: format!(
+                "duplicate key `{}`: the last value is used, as kubectl does, but the API server refuses duplicate fields in JSON and warns on YAML; keep one",
+                d.key
+            ),
+        });
+    }
+}
+
+/// Lints the objects of one text (a file, or one `---` part of it) and
+/// finds the positions of what it reports.
+#[allow(clippy::too_many_arguments)] // the lint state, passed through
+fn lint_documents(
+    file: &str,
+    text: &str,
+    mut docs: Vec<source::Document>,
+    at: Offsets,
+    policy: &Policy,
+    cx: &Context<'_>,
+    report: &mut LintReport,
+    cross: &mut CrossObject,
+) {
+    for d in &mut docs {
+        d.index += at.index;
+    }
+    let first_problem = report.input_errors.len();
     let first = report.findings.len();
     let first_service = cross.services.len();
     let mut wants = Wants::default();
@@ -190,23 +279,23 @@ pub fn lint_text_with(
             .chain(&wants.services)
             .map(|(d, p)| (*d, p.as_str()))
             .collect();
-        let mut at = source::locate_many(text, &refs).into_iter();
+        let mut found = source::locate_many(text, &refs).into_iter();
         for p in &mut report.input_errors[first_problem..] {
-            if let Some(at) = at.next().flatten() {
-                p.line = Some(at.line);
-                p.column = Some(at.column);
+            if let Some(pos) = found.next().flatten() {
+                p.line = Some(pos.line + at.lines);
+                p.column = Some(pos.column);
             }
         }
         for f in &mut report.findings[first..] {
-            if let Some(at) = at.next().flatten() {
-                f.line = at.line;
-                f.column = at.column;
+            if let Some(pos) = found.next().flatten() {
+                f.line = pos.line + at.lines;
+                f.column = pos.column;
             }
         }
         for s in &mut cross.services[first_service..] {
-            s.positions = (&mut at)
+            s.positions = (&mut found)
                 .take(services::REPORTED_POINTERS.len())
-                .map(|p| p.map(|p| (p.line, p.column)))
+                .map(|p| p.map(|p| (p.line + at.lines, p.column)))
                 .collect();
         }
     }

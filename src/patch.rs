@@ -6,6 +6,8 @@
 //! (field absent, empty, or present), and a patched object yields no new
 //! patch, so reinvocation is safe.
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
 
 use crate::engine::Evaluation;
@@ -58,11 +60,14 @@ pub struct Mutation {
     pub explanations: Vec<String>,
     /// Warnings about changes not made (e.g. `spec.os` left unset).
     pub notes: Vec<String>,
+    /// The paths [`Mutation::push`] has added, so de-duplication is a hash
+    /// lookup (a scan made a pod with thousands of fixes quadratic).
+    pushed: HashSet<String>,
 }
 
 impl Mutation {
     fn push(&mut self, op: PatchOp, why: impl Into<String>) {
-        if self.ops.iter().any(|o| o.path() == op.path()) {
+        if !self.pushed.insert(op.path().to_owned()) {
             return;
         }
         self.ops.push(op);

@@ -262,7 +262,27 @@ pub struct Taint {
     pub key: String,
     #[serde(default)]
     pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    #[serde(deserialize_with = "taint_effect")]
     pub effect: String,
+}
+
+/// The effects a Kubernetes taint (and a toleration) can name.
+pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+/// The operators a Kubernetes toleration can use.
+pub const TOLERATION_OPERATORS: [&str; 2] = ["Exists", "Equal"];
+
+/// A taint's `effect`, one of [`TAINT_EFFECTS`] (refused at load otherwise:
+/// a pod with any other effect is rejected by the API server).
+fn taint_effect<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let effect = String::deserialize(d)?;
+    if TAINT_EFFECTS.contains(&effect.as_str()) {
+        Ok(effect)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "unknown taint effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute"
+        )))
+    }
 }
 
 impl Taint {
@@ -455,6 +475,14 @@ pub enum PolicyError {
     UnknownRule { path: PathBuf, id: String },
     #[error("invalid policy {path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A problem at a known place in the file.
+    #[error("invalid policy {path}:{line}:{column}: {message}")]
+    At {
+        path: PathBuf,
+        line: u64,
+        column: u64,
+        message: String,
+    },
     #[error("policy directory {path} holds no .yaml or .yml files")]
     EmptyDir { path: PathBuf },
 }
@@ -561,23 +589,23 @@ impl Policy {
         let file: PolicyFile = if text.trim().is_empty() {
             PolicyFile::default()
         } else {
-            serde_saphyr::from_str(text).map_err(|e| parse(e.to_string()))?
+            serde_saphyr::from_str(text)
+                .map_err(|e| parse_error(path, &e).unwrap_or_else(|| parse(e.to_string())))?
         };
-        let invalid = |message: String| PolicyError::Invalid {
-            path: path.to_owned(),
-            message,
-        };
+        // Errors found after parsing, at the key they concern.
+        let at = |pointer: &str, message: String| located(path, text, pointer, message);
         if let Some(v) = &file.api_version
             && v != POLICY_API_VERSION
         {
-            return Err(invalid(format!(
-                "apiVersion must be {POLICY_API_VERSION}, not {v}"
-            )));
+            return Err(at(
+                "/apiVersion",
+                format!("apiVersion must be {POLICY_API_VERSION}, not {v}"),
+            ));
         }
         if let Some(k) = &file.kind
             && k != "Policy"
         {
-            return Err(invalid(format!("kind must be Policy, not {k}")));
+            return Err(at("/kind", format!("kind must be Policy, not {k}")));
         }
         if let Some(p) = file.profile {
             let instead = match p {
@@ -599,7 +627,7 @@ impl Policy {
         if let Some(c) = file.cluster {
             if let Some(v) = c.kubernetes_version {
                 crate::cluster::check_version(v)
-                    .map_err(|e| invalid(format!("cluster.kubernetesVersion: {e}")))?;
+                    .map_err(|e| at("/cluster/kubernetesVersion", e.to_string()))?;
                 self.cluster.kubernetes_version = Some(v);
             }
             if c.container_runtime.is_some() {
@@ -623,10 +651,13 @@ impl Policy {
         }
         for (id, setting) in file.rules.unwrap_or_default() {
             let Some(i) = rules::ALL.iter().position(|r| r.info.id == id) else {
-                return Err(PolicyError::UnknownRule {
-                    path: path.to_owned(),
-                    id,
-                });
+                let pointer = format!("/rules/{}", crate::path::escape_pointer(&id));
+                return Err(at(
+                    &pointer,
+                    format!(
+                        "unknown rule id `{id}` under `rules` (run `winadmit rules` for the list)"
+                    ),
+                ));
             };
             if let Some(level) = setting.level {
                 self.levels[i] = Some(level);
@@ -638,8 +669,12 @@ impl Policy {
         if let Some(ex) = file.exemptions {
             let mut selectors = Vec::with_capacity(ex.label_selectors.len());
             for (n, s) in ex.label_selectors.iter().enumerate() {
-                let sel = Selector::try_from(s.clone())
-                    .map_err(|e| invalid(format!("exemptions.labelSelectors[{n}]: {e}")))?;
+                let sel = Selector::try_from(s.clone()).map_err(|e| {
+                    at(
+                        &format!("/exemptions/labelSelectors/{n}"),
+                        format!("exemptions.labelSelectors[{n}]: {e}"),
+                    )
+                })?;
                 selectors.push(sel);
             }
             self.selectors = selectors;
@@ -654,24 +689,46 @@ impl Policy {
         if let Some(keys) = file.mutation {
             let mut merged =
                 serde_json::to_value(&self.mutation).expect("mutation settings serialize");
+            let known: Vec<String> = merged
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            for (key, value) in &keys {
+                let pointer = format!("/mutation/{}", crate::path::escape_pointer(key));
+                if !known.contains(key) {
+                    return Err(at(
+                        &pointer,
+                        format!(
+                            "unknown key `mutation.{key}`: expected one of {}",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                if key == "tolerations" {
+                    check_tolerations(value).map_err(|(at_pointer, message)| {
+                        at(&format!("{pointer}{at_pointer}"), message)
+                    })?;
+                }
+            }
             if let Some(current) = merged.as_object_mut() {
                 current.extend(keys);
             }
-            let m: Mutation =
-                serde_json::from_value(merged).map_err(|e| invalid(format!("mutation: {e}")))?;
+            let m: Mutation = serde_json::from_value(merged)
+                .map_err(|e| at("/mutation", format!("mutation: {e}")))?;
             if let Some(iso) = &m.isolation
                 && iso != "process"
                 && iso != "hyperv"
             {
-                return Err(invalid(format!(
-                    "mutation.isolation must be process or hyperv, not {iso}"
-                )));
+                return Err(at(
+                    "/mutation/isolation",
+                    format!("mutation.isolation must be process or hyperv, not {iso}"),
+                ));
             }
             self.mutation = m;
         }
         if let Some(entries) = file.pod_templates {
-            self.pod_templates =
-                crate::workload::PodTemplates::new(entries).map_err(|e| invalid(e.to_string()))?;
+            self.pod_templates = crate::workload::PodTemplates::new(entries)
+                .map_err(|e| at("/podTemplates", e.to_string()))?;
         }
         Ok(())
     }
@@ -818,6 +875,130 @@ impl std::str::FromStr for Mode {
             )),
         }
     }
+}
+
+/// A YAML error in the project's words, at its line and column: one
+/// document per policy file, each key once. `None`: no position known.
+fn parse_error(path: &Path, e: &serde_saphyr::Error) -> Option<PolicyError> {
+    use serde_saphyr::Error as E;
+    let loc = e.location()?;
+    let message = match e.without_snippet() {
+        E::MultipleDocuments { .. } => "a policy file holds one YAML document, and another starts here: split it into two files (--policy takes a directory) or remove the `---`".to_owned(),
+        E::DuplicateMappingKey { key, .. } => match key {
+            Some(k) => format!("duplicate key `{k}`: each key may appear once in a map; keep one"),
+            None => "duplicate key: each key may appear once in a map; keep one".to_owned(),
+        },
+        other => {
+            // The parser's text without its own position prefix.
+            let text = other.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let message = match first.split_once(": ") {
+                Some((pos, rest)) if pos.starts_with("line ") => rest,
+                _ => first,
+            };
+            // The position is already in front.
+            match message.rsplit_once(" at line ") {
+                Some((m, _)) => m.to_owned(),
+                None => message.to_owned(),
+            }
+        }
+    };
+    Some(PolicyError::At {
+        path: path.to_owned(),
+        line: loc.line(),
+        column: loc.column(),
+        message,
+    })
+}
+
+/// An error at the key a JSON Pointer names in the policy text (or its
+/// deepest existing ancestor); without a position if none is found.
+fn located(path: &Path, text: &str, pointer: &str, message: String) -> PolicyError {
+    match crate::yaml::locate_many(text, &[(0, pointer)])
+        .first()
+        .copied()
+        .flatten()
+    {
+        Some(pos) => PolicyError::At {
+            path: path.to_owned(),
+            line: pos.line,
+            column: pos.column,
+            message,
+        },
+        None => PolicyError::Invalid {
+            path: path.to_owned(),
+            message,
+        },
+    }
+}
+
+/// `mutation.tolerations`: each a Kubernetes `Toleration` the API server
+/// accepts (operator `Exists` or `Equal`, effect `NoSchedule`,
+/// `PreferNoSchedule`, `NoExecute` or empty for all; `Exists` with no
+/// value; no key only with `Exists`). The error: a pointer below the list,
+/// and the message.
+fn check_tolerations(value: &serde_json::Value) -> Result<(), (String, String)> {
+    use k8s_openapi::api::core::v1::Toleration;
+    let Some(items) = value.as_array() else {
+        return Err((
+            String::new(),
+            "mutation.tolerations must be a list of tolerations".to_owned(),
+        ));
+    };
+    for (i, item) in items.iter().enumerate() {
+        let here = |field: &str| {
+            if field.is_empty() {
+                format!("/{i}")
+            } else {
+                format!("/{i}/{field}")
+            }
+        };
+        let name = format!("mutation.tolerations[{i}]");
+        let t: Toleration = serde_json::from_value(item.clone())
+            .map_err(|e| (here(""), format!("{name}: not a toleration: {e}")))?;
+        if let Some(fields) = item.as_object() {
+            let allowed = ["key", "operator", "value", "effect", "tolerationSeconds"];
+            if let Some(k) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
+                return Err((
+                    here(k),
+                    format!(
+                        "{name}: unknown field `{k}`: expected key, operator, value, effect or tolerationSeconds"
+                    ),
+                ));
+            }
+        }
+        let operator = t.operator.as_deref().unwrap_or("Equal");
+        if !TOLERATION_OPERATORS.contains(&operator) {
+            return Err((
+                here("operator"),
+                format!("{name}.operator: unknown operator `{operator}`: expected Exists or Equal"),
+            ));
+        }
+        if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty())
+            && !TAINT_EFFECTS.contains(&effect)
+        {
+            return Err((
+                here("effect"),
+                format!(
+                    "{name}.effect: unknown effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute (or leave it out for all)"
+                ),
+            ));
+        }
+        if operator == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
+            return Err((
+                here("value"),
+                format!("{name}.value: must be empty with operator Exists"),
+            ));
+        }
+        if t.key.as_deref().unwrap_or_default().is_empty() && operator != "Exists" {
+            return Err((
+                here("operator"),
+                format!("{name}: a toleration without a key must use operator Exists"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The files a `--policy` argument names: the file itself, or a directory's

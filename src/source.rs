@@ -100,8 +100,44 @@ fn memchr_nul(bytes: &[u8]) -> Option<usize> {
 /// # Errors
 /// The text is not valid YAML (or JSON), or exceeds a parser budget.
 pub fn parse(text: &str) -> Result<Vec<Document>, InputError> {
+    parse_with_duplicates(text).map(|(docs, _)| docs)
+}
+
+/// The YAML documents of a text, split at `---` lines at the start of a
+/// line: (number of lines before the chunk, the chunk). For reading the
+/// documents around a broken one; a single chunk when there is no `---`.
+#[must_use]
+pub fn split_documents(text: &str) -> Vec<(u64, &str)> {
+    let mut chunks = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 0u64;
+    let mut offset = 0usize;
+    for (line, l) in (0u64..).zip(text.split_inclusive('\n')) {
+        let is_marker =
+            l.starts_with("---") && l[3..].chars().next().is_none_or(char::is_whitespace);
+        if is_marker && offset > start {
+            chunks.push((start_line, &text[start..offset]));
+            start = offset;
+            start_line = line;
+        }
+        offset += l.len();
+    }
+    if offset > start || chunks.is_empty() {
+        chunks.push((start_line, &text[start..]));
+    }
+    chunks
+}
+
+/// [`parse`], also returning the keys that appear twice in a map (the last
+/// value is used, as kubectl does).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_with_duplicates(
+    text: &str,
+) -> Result<(Vec<Document>, Vec<crate::yaml::DuplicateKey>), InputError> {
     let limits = crate::yaml::Limits::for_len(text.len());
-    let docs = match crate::yaml::load(text, limits) {
+    let (docs, duplicates) = match crate::yaml::load_with_duplicates(text, limits) {
         Ok(docs) => docs,
         // The parser rejects tabs at the start of continuation lines inside
         // quoted multi-line scalars, which YAML allows (and real manifests
@@ -109,7 +145,8 @@ pub fn parse(text: &str) -> Result<Vec<Document>, InputError> {
         // with those tabs turned into spaces: columns stay the same, and the
         // only values that change are script bodies no rule reads.
         Err(e) if e.message.contains("tab") && text.contains("\n\t") => {
-            crate::yaml::load(&retab(text), limits).map_err(|_| from_yaml_error(e))?
+            crate::yaml::load_with_duplicates(&retab(text), limits)
+                .map_err(|_| from_yaml_error(e))?
         }
         Err(e) => return Err(from_yaml_error(e)),
     };
@@ -143,7 +180,7 @@ pub fn parse(text: &str) -> Result<Vec<Document>, InputError> {
             value,
         });
     }
-    Ok(out)
+    Ok((out, duplicates))
 }
 
 fn from_yaml_error(e: crate::yaml::YamlError) -> InputError {

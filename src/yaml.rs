@@ -51,8 +51,22 @@ enum Frame {
     Map {
         map: Map<String, Value>,
         key: Option<String>,
+        /// Where the current key starts (line, column).
+        key_at: (u64, u64),
         anchor: usize,
     },
+}
+
+/// A key that appears twice in one map: the last value is used (as kubectl
+/// does), but the API server refuses duplicate fields in JSON and warns on
+/// YAML, so `lint` says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    /// The document (0-based) and the position of the second key.
+    pub document: usize,
+    pub line: u64,
+    pub column: u64,
+    pub key: String,
 }
 
 struct Builder {
@@ -61,6 +75,8 @@ struct Builder {
     root: Option<Value>,
     nodes: usize,
     limits: Limits,
+    document: usize,
+    duplicates: Vec<DuplicateKey>,
 }
 
 fn error_at(span: &Span, message: impl Into<String>) -> YamlError {
@@ -76,6 +92,17 @@ fn error_at(span: &Span, message: impl Into<String>) -> YamlError {
 /// # Errors
 /// Invalid YAML, or a limit exceeded.
 pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
+    load_with_duplicates(text, limits).map(|(docs, _)| docs)
+}
+
+/// [`load`], also returning the keys that appear twice in a map.
+///
+/// # Errors
+/// Invalid YAML, or a limit exceeded.
+pub fn load_with_duplicates(
+    text: &str,
+    limits: Limits,
+) -> Result<(Vec<Value>, Vec<DuplicateKey>), YamlError> {
     let mut docs = Vec::new();
     let mut b = Builder {
         stack: Vec::new(),
@@ -83,6 +110,8 @@ pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
         root: None,
         nodes: 0,
         limits,
+        document: 0,
+        duplicates: Vec::new(),
     };
     for item in Parser::new_from_str(text) {
         let (event, span) = item.map_err(|e| YamlError {
@@ -95,15 +124,21 @@ pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
                 b.root = None;
                 b.anchors.clear();
             }
-            Event::DocumentEnd => docs.push(b.root.take().unwrap_or(Value::Null)),
+            Event::DocumentEnd => {
+                docs.push(b.root.take().unwrap_or(Value::Null));
+                b.document += 1;
+            }
             Event::Scalar(text, style, anchor, tag) => {
                 b.count(1, &span)?;
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    key: key @ None,
+                    key_at,
+                    ..
                 }) = b.stack.last_mut()
                 {
                     // Keys are strings whatever they look like (`9000:`, `true:`).
                     *key = Some(text.into_owned());
+                    *key_at = (span.start.line() as u64, span.start.col() as u64 + 1);
                     if anchor != 0 {
                         b.anchors
                             .insert(anchor, Value::String(key.clone().unwrap_or_default()));
@@ -125,6 +160,7 @@ pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
                 b.stack.push(Frame::Map {
                     map: Map::new(),
                     key: None,
+                    key_at: (0, 0),
                     anchor,
                 });
             }
@@ -150,7 +186,7 @@ pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
             _ => {}
         }
     }
-    Ok(docs)
+    Ok((docs, b.duplicates))
 }
 
 impl Builder {
@@ -193,8 +229,11 @@ impl Builder {
             None => self.root = Some(value),
             Some(Frame::Seq { items, .. }) => items.push(value),
             Some(Frame::Map {
-                key: key @ None, ..
+                key: key @ None,
+                key_at,
+                ..
             }) => {
+                *key_at = (span.start.line() as u64, span.start.col() as u64 + 1);
                 // An alias or collection used as a key.
                 match value {
                     Value::String(s) => *key = Some(s),
@@ -204,13 +243,22 @@ impl Builder {
                     other => *key = Some(other.to_string()),
                 }
             }
-            Some(Frame::Map { map, key, .. }) => {
+            Some(Frame::Map {
+                map, key, key_at, ..
+            }) => {
                 let k = key.take().unwrap_or_default();
                 if k == "<<" {
                     merge(map, value);
                 } else {
-                    // Duplicate keys: the last wins, as in kubectl.
-                    map.insert(k, value);
+                    // Duplicate keys: the last wins, as in kubectl; noted.
+                    if map.insert(k.clone(), value).is_some() {
+                        self.duplicates.push(DuplicateKey {
+                            document: self.document,
+                            line: key_at.0,
+                            column: key_at.1,
+                            key: k,
+                        });
+                    }
                 }
             }
         }

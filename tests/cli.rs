@@ -89,8 +89,20 @@ fn sarif_output() {
     for r in v["runs"][0]["results"].as_array().unwrap() {
         let i = r["ruleIndex"].as_u64().unwrap() as usize;
         assert_eq!(rules[i]["id"], r["ruleId"]);
+        // Relative to the working directory, which %SRCROOT% names.
+        let artifact = &r["locations"][0]["physicalLocation"]["artifactLocation"];
+        assert_eq!(artifact["uriBaseId"], "%SRCROOT%");
     }
-    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+    let mut v = v;
+    let root = &mut v["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"];
+    let cwd = std::env::current_dir().unwrap();
+    assert_eq!(
+        root.as_str().unwrap().trim_end_matches('/'),
+        format!("file://{}", cwd.display()),
+    );
+    // The working directory differs from machine to machine.
+    *root = "file:///SRCROOT/".into();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap() + "\n");
 }
 
 #[test]

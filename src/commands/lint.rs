@@ -11,7 +11,7 @@ use crate::cli::{FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
-use crate::output::{InputProblem, LintReport, json, junit, sarif, text};
+use crate::output::{InputProblem, LintReport, junit, sarif, text};
 use crate::source;
 use crate::targeting::RuntimeClasses;
 
@@ -121,15 +121,20 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     cross.finish(&pol, &cx, &mut report);
 
     let use_color = super::use_color(color, std::io::stdout().is_terminal());
-    let rendered = match format {
-        LintFormat::Text => text::render(&report, use_color),
-        LintFormat::Json => json::render(&report)?,
-        LintFormat::Sarif => sarif::render(&report)?,
-        LintFormat::Junit => junit::render(&report),
+    // Written as it is rendered: no second copy of a large report. A closed
+    // pipe ends the process quietly (super::Stdout).
+    let mut out = std::io::BufWriter::new(super::Stdout::new());
+    let written = match format {
+        LintFormat::Text => out.write_all(text::render(&report, use_color).as_bytes()),
+        LintFormat::Json => serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n")),
+        LintFormat::Sarif => {
+            sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
+        }
+        LintFormat::Junit => junit::write(&report, &mut out),
     };
-    let mut out = super::Stdout::new();
-    out.write_all(rendered.as_bytes())
-        .context("writing the report to stdout")?;
+    written.context("writing the report to stdout")?;
     out.flush().ok();
 
     let failing = report.findings.iter().any(|f| match fail_on {

@@ -95,6 +95,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         fail_on,
         mode,
         page_size,
+        deadlines,
         no_fold,
         quiet,
         color,
@@ -139,6 +140,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             &namespaces,
             page_size,
             &custom,
+            deadlines,
             &progress,
         )?)
     } else {

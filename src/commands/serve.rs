@@ -37,6 +37,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         header_timeout,
         handshake_timeout,
         max_connections,
+        idle_timeout,
         drain_delay,
         shutdown_timeout,
         worker_threads,
@@ -76,6 +77,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         handshake_timeout,
         header_timeout,
         max_connections,
+        idle_timeout,
     };
     let state = ServerState::new(
         Admission {
@@ -94,11 +96,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
+    // Idle blocking-pool threads (where reviews run) exit soon: a thread's
+    // exit hands its allocator caches back, so the memory of a large review
+    // is returned to the OS within seconds.
+    rt.thread_keep_alive(std::time::Duration::from_secs(2));
     if let Some(n) = worker_threads {
         rt.worker_threads(n.max(1));
     }
     let rt = rt.build().context("cannot start the async runtime")?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         if let Some(cluster) = cluster {
             cluster.start(&state)?;
         }
@@ -182,7 +188,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         drop(stop_rx);
         anyhow::Ok(())
-    })?;
+    });
+    // The drain already waited up to --shutdown-timeout: do not wait again
+    // for reviews still computing on the blocking pool.
+    rt.shutdown_background();
+    served?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }

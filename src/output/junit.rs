@@ -1,34 +1,56 @@
 //! `--format junit`: one test case per checked workload (failing when it has
 //! error findings) plus one per unreadable input, for CI test reports.
+//!
+//! Written straight to the output, and linear in the size of the report:
+//! findings are grouped by (file, document) once, not searched per test case.
 
-use std::fmt::Write;
+use std::collections::HashMap;
+use std::io::{self, Write};
 
-use super::LintReport;
+use super::{LintFinding, LintReport};
 use crate::finding::Severity;
 
+/// The report as a string (tests, small reports).
 #[must_use]
 pub fn render(report: &LintReport) -> String {
+    let mut out = Vec::new();
+    write(report, &mut out).expect("writing to a Vec cannot fail");
+    String::from_utf8(out).expect("the report is UTF-8")
+}
+
+/// Writes the report to `out`.
+///
+/// # Errors
+/// Writing to `out` fails.
+pub fn write(report: &LintReport, out: &mut dyn Write) -> io::Result<()> {
+    let mut by_document: HashMap<(&str, usize), Vec<&LintFinding>> = HashMap::new();
+    for f in &report.findings {
+        by_document
+            .entry((f.file.as_str(), f.document))
+            .or_default()
+            .push(f);
+    }
     let failures = report
         .checked
         .iter()
         .filter(|c| {
-            report.findings.iter().any(|f| {
-                f.file == c.file && f.document == c.document && f.severity == Severity::Error
-            })
+            by_document
+                .get(&(c.file.as_str(), c.document))
+                .is_some_and(|fs| fs.iter().any(|f| f.severity == Severity::Error))
         })
         .count();
     let tests = report.checked.len() + report.input_errors.len();
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
+    let errors = report.input_errors.len();
+    writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>")?;
+    writeln!(
         out,
-        "<testsuites name=\"winadmit\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{}\">",
-        report.input_errors.len()
-    );
-    let _ = writeln!(
+        "<testsuites name=\"winadmit\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">"
+    )?;
+    writeln!(
         out,
-        "  <testsuite name=\"winadmit lint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{}\">",
-        report.input_errors.len()
-    );
+        "  <testsuite name=\"winadmit lint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">"
+    )?;
+    let none = Vec::new();
     for c in &report.checked {
         let ns = c
             .namespace
@@ -36,90 +58,88 @@ pub fn render(report: &LintReport) -> String {
             .map(|n| format!("{n}/"))
             .unwrap_or_default();
         let name = format!("{} {ns}{} (document {})", c.kind, c.name, c.document);
-        let _ = write!(
+        write!(
             out,
             "    <testcase classname=\"{}\" name=\"{}\"",
-            escape(&c.file),
-            escape(&name)
-        );
-        let mine: Vec<_> = report
-            .findings
-            .iter()
-            .filter(|f| f.file == c.file && f.document == c.document)
-            .collect();
+            Escaped(&c.file),
+            Escaped(&name)
+        )?;
+        let mine = by_document
+            .get(&(c.file.as_str(), c.document))
+            .unwrap_or(&none);
         if mine.is_empty() {
-            out.push_str("/>\n");
+            writeln!(out, "/>")?;
             continue;
         }
-        out.push_str(">\n");
-        let errors: Vec<_> = mine
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .collect();
-        if !errors.is_empty() {
-            let body: Vec<String> = errors
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{}:{}:{}: error[{}] {}: {}\nfix: {}",
-                        f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
-                    )
-                })
-                .collect();
-            let _ = writeln!(
+        writeln!(out, ">")?;
+        let mut errors = mine.iter().filter(|f| f.severity == Severity::Error);
+        if let Some(first) = errors.clone().next() {
+            let n = errors.clone().count();
+            write!(
                 out,
-                "      <failure message=\"{} Windows incompatibilit{}\" type=\"{}\">{}</failure>",
-                errors.len(),
-                if errors.len() == 1 { "y" } else { "ies" },
-                escape(errors[0].rule),
-                escape(&body.join("\n\n"))
-            );
+                "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
+                if n == 1 { "y" } else { "ies" },
+                Escaped(first.rule)
+            )?;
+            let mut sep = "";
+            for f in errors.by_ref() {
+                let text = format!(
+                    "{}:{}:{}: error[{}] {}: {}\nfix: {}",
+                    f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
+                );
+                write!(out, "{sep}{}", Escaped(&text))?;
+                sep = "\n\n";
+            }
+            writeln!(out, "</failure>")?;
         }
-        let warnings: Vec<String> = mine
+        let mut warnings = mine
             .iter()
             .filter(|f| f.severity == Severity::Warning)
-            .map(|f| {
-                format!(
+            .peekable();
+        if warnings.peek().is_some() {
+            write!(out, "      <system-out>")?;
+            let mut sep = "";
+            for f in warnings {
+                let text = format!(
                     "{}:{}:{}: warning[{}] {}: {}",
                     f.file, f.line, f.column, f.rule, f.field, f.message
-                )
-            })
-            .collect();
-        if !warnings.is_empty() {
-            let _ = writeln!(
-                out,
-                "      <system-out>{}</system-out>",
-                escape(&warnings.join("\n"))
-            );
+                );
+                write!(out, "{sep}{}", Escaped(&text))?;
+                sep = "\n";
+            }
+            writeln!(out, "</system-out>")?;
         }
-        out.push_str("    </testcase>\n");
+        writeln!(out, "    </testcase>")?;
     }
     for p in &report.input_errors {
-        let _ = writeln!(
+        writeln!(
             out,
             "    <testcase classname=\"{}\" name=\"read {}\">\n      <error message=\"{}\" type=\"input\"/>\n    </testcase>",
-            escape(&p.file),
-            escape(&p.file),
-            escape(&p.message)
-        );
+            Escaped(&p.file),
+            Escaped(&p.file),
+            Escaped(&p.message)
+        )?;
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    writeln!(out, "  </testsuite>\n</testsuites>")
 }
 
-/// XML attribute and text escaping.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() && c != '\n' && c != '\t' => {}
-            c => out.push(c),
+/// XML attribute and text escaping, written as it is displayed.
+struct Escaped<'s>(&'s str);
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        for ch in self.0.chars() {
+            match ch {
+                '&' => f.write_str("&amp;")?,
+                '<' => f.write_str("&lt;")?,
+                '>' => f.write_str("&gt;")?,
+                '"' => f.write_str("&quot;")?,
+                '\'' => f.write_str("&apos;")?,
+                c if c.is_control() && c != '\n' && c != '\t' => {}
+                c => f.write_char(c)?,
+            }
         }
+        Ok(())
     }
-    out
 }

@@ -155,12 +155,14 @@ impl LintReport {
             checked,
             input_errors,
             notes,
+            input_warnings,
             summary,
         } = other;
         self.findings.extend(findings);
         self.checked.extend(checked);
         self.input_errors.extend(input_errors);
         self.notes.extend(notes);
+        self.input_warnings.extend(input_warnings);
         self.summary.absorb(&summary);
     }
 }
@@ -203,5 +205,8 @@ pub struct LintReport {
     /// Rollout whose pod template is another workload's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<InputProblem>,
+    /// Readable input with a problem worth a warning (a duplicate key).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_warnings: Vec<InputProblem>,
     pub summary: Summary,
 }

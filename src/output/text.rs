@@ -16,19 +16,23 @@ pub fn render(report: &LintReport, color: bool) -> String {
         }
     };
     let mut out = String::new();
-    for p in &report.input_errors {
+    let problems = report
+        .input_errors
+        .iter()
+        .map(|p| (p, paint("1;31", "input error")))
+        .chain(
+            report
+                .input_warnings
+                .iter()
+                .map(|p| (p, paint("1;33", "input warning"))),
+        );
+    for (p, label) in problems {
         let at = match (p.line, p.column) {
             (Some(l), Some(c)) => format!(":{l}:{c}"),
             (Some(l), None) => format!(":{l}"),
             _ => String::new(),
         };
-        let _ = writeln!(
-            out,
-            "{}{at}: {}: {}",
-            p.file,
-            paint("1;31", "input error"),
-            p.message
-        );
+        let _ = writeln!(out, "{}{at}: {label}: {}", p.file, p.message);
     }
     for n in &report.notes {
         let at = match (n.line, n.column) {

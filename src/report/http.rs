@@ -34,6 +34,11 @@ pub trait ReportState: Clone + Send + Sync + 'static {
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
         None
     }
+    /// Slots that bound how many reports (and reviews) are computed at
+    /// once; `None`: unbounded.
+    fn slots(&self) -> Option<Arc<tokio::sync::Semaphore>> {
+        None
+    }
 }
 
 /// A ready-made state: a fixed policy.
@@ -92,7 +97,12 @@ pub async fn report_handler<S: ReportState>(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let permit = match state.slots() {
+        Some(slots) => slots.acquire_owned().await.ok(),
+        None => None,
+    };
     let work = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         let policy = state.policy();
         let rc = state.runtime_classes();
         let cx = Context {

@@ -7,6 +7,8 @@
 //! Kubernetes versions in which it applies. `winadmit explain`, `winadmit
 //! rules` and `docs/rules.md` are rendered from these fields.
 
+use std::collections::HashMap;
+
 use crate::cluster::Cluster;
 use crate::finding::{Finding, Fix, FixKind, PatchOp, Severity};
 use crate::path::FieldPath;
@@ -372,6 +374,9 @@ pub struct Sink {
     pub(crate) rule: &'static str,
     pub(crate) severity: Severity,
     pub(crate) findings: Vec<Finding>,
+    /// How many findings each field has, so [`Sink::has_field`] is a hash
+    /// lookup: a scan made evaluation quadratic in the number of containers.
+    fields: HashMap<FieldPath, usize>,
 }
 
 impl Sink {
@@ -381,7 +386,25 @@ impl Sink {
             rule: "",
             severity: Severity::Error,
             findings: Vec::new(),
+            fields: HashMap::new(),
         }
+    }
+
+    /// Drops the findings after the first `len` (a rule the workload opted out of).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        for f in self.findings.drain(len.min(self.findings.len())..) {
+            if let Some(n) = self.fields.get_mut(&f.field) {
+                *n -= 1;
+                if *n == 0 {
+                    self.fields.remove(&f.field);
+                }
+            }
+        }
+    }
+
+    /// The findings reported so far.
+    pub(crate) fn into_findings(self) -> Vec<Finding> {
+        self.findings
     }
 
     pub fn report(&mut self, field: FieldPath, message: impl Into<String>) {
@@ -423,6 +446,7 @@ impl Sink {
     }
 
     fn push(&mut self, field: FieldPath, message: String, fix: Option<Fix>) {
+        *self.fields.entry(field.clone()).or_insert(0) += 1;
         self.findings.push(Finding {
             rule: self.rule,
             severity: self.severity,
@@ -435,7 +459,7 @@ impl Sink {
     /// Was this exact field already reported (by any rule so far)?
     #[must_use]
     pub fn has_field(&self, field: &FieldPath) -> bool {
-        self.findings.iter().any(|f| &f.field == field)
+        self.fields.contains_key(field)
     }
 }
 

@@ -515,21 +515,57 @@ async fn run<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
+    // The API server ends each watch after WATCH_SECONDS, so a healthy
+    // watch is never silent for READ_TIMEOUT; a silent server is cut off.
     // Nodes: only the Windows ones, so memory stays small in big clusters.
-    let config = match what {
-        Watched::Nodes => watcher::Config::default().labels("kubernetes.io/os=windows"),
-        _ => watcher::Config::default(),
+    let start = || {
+        let config = watcher::Config::default().timeout(WATCH_SECONDS);
+        let config = match what {
+            Watched::Nodes => config.labels("kubernetes.io/os=windows"),
+            _ => config,
+        };
+        watcher(api.clone(), config).default_backoff().boxed()
     };
-    let mut stream = watcher(api, config).default_backoff().boxed();
+    let mut stream = start();
     // The last failure logged and when: a repeat is logged at debug level,
     // with a reminder at warn level every REWARN.
     let mut failing: Option<String> = None;
     let mut warned = Instant::now();
     let mut synced_once = false;
-    while let Some(item) = stream.next().await {
+    // While a list is in progress each page must arrive within LIST_PAGE:
+    // a server that trickles bytes defeats the read timeout, not this.
+    let mut listing = true;
+    loop {
+        let item = if listing {
+            match tokio::time::timeout(LIST_PAGE, stream.next()).await {
+                Ok(item) => item,
+                Err(_) => {
+                    metrics.error(what, "list");
+                    tracing::warn!(
+                        resource = what.as_str(),
+                        verb = "list",
+                        "cluster cache: cannot list {}: the API server sent no complete page within {:?}; {}; listing again",
+                        what.as_str(),
+                        LIST_PAGE,
+                        what.without()
+                    );
+                    stream = start();
+                    continue;
+                }
+            }
+        } else {
+            stream.next().await
+        };
+        let Some(item) = item else { break };
         match item {
             Ok(event) => {
+                if matches!(event, watcher::Event::Init) {
+                    listing = true;
+                }
                 let done = matches!(event, watcher::Event::InitDone);
+                if done {
+                    listing = false;
+                }
                 if let Some(n) = apply(event) {
                     metrics.objects(what, n);
                     if done {
@@ -572,6 +608,16 @@ async fn run<K>(
         }
     }
 }
+
+/// Time to connect (TCP and TLS) to the API server.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest silence accepted from the API server within one call: above the
+/// server-side watch timeout, so only a stalled server hits it.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(WATCH_SECONDS as u64 + 30);
+/// The server-side timeout of each watch call (`timeoutSeconds`).
+const WATCH_SECONDS: u32 = 60;
+/// Longest wait for one page of a list (however the server trickles it).
+const LIST_PAGE: Duration = Duration::from_secs(60);
 
 /// How often a failure that persists is logged again at warn level.
 const REWARN: Duration = Duration::from_secs(300);

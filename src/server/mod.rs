@@ -14,8 +14,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::timeout::TimeoutLayer;
 
 use crate::admission::{self, Admission, Endpoint};
 
@@ -38,8 +38,14 @@ pub struct Limits {
     /// Time for a client to send a request's headers (HTTP/1.1), including
     /// idle keep-alive time between requests.
     pub header_timeout: Duration,
-    /// Connections served at once; further clients wait in the backlog.
+    /// Connections served at once. At the cap, the connection idle the
+    /// longest is closed for the new one; clients wait in the backlog only
+    /// when every connection has a request in progress.
     pub max_connections: usize,
+    /// Time a connection may go without a request in progress (after the
+    /// handshake, between requests, an HTTP/2 connection with no stream:
+    /// PINGs do not count) before it is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -50,6 +56,7 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -61,6 +68,10 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub limits: Limits,
     ready: AtomicBool,
+    /// Reviews evaluated at once, off the I/O threads (on tokio's blocking
+    /// pool): one per CPU. Further reviews wait for a slot, within their
+    /// `--request-timeout`, while health checks and metrics keep answering.
+    review_slots: Arc<Semaphore>,
     /// Readiness also waits for the cluster cache's first list (bounded by
     /// `--cluster-cache-sync-timeout`).
     cluster_pending: AtomicBool,
@@ -76,6 +87,7 @@ impl ServerState {
             metrics: Metrics::new(),
             limits,
             ready: AtomicBool::new(false),
+            review_slots: Arc::new(Semaphore::new(review_slots())),
             cluster_pending: AtomicBool::new(false),
         })
     }
@@ -94,6 +106,43 @@ impl ServerState {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst) && !self.cluster_pending.load(Ordering::SeqCst)
     }
+
+    /// Runs CPU-bound work `f` on the blocking pool once a review slot is
+    /// free. The slot stays taken until `f` returns, even when the caller
+    /// has given up (timed out): so abandoned work still counts, and the
+    /// pool stays bounded. `None` when `f` panicked (logged).
+    pub async fn run_bounded<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let permit = Arc::clone(&self.review_slots).acquire_owned().await.ok()?;
+        let task = tokio::task::spawn_blocking(move || {
+            let out = f();
+            drop(permit);
+            out
+        });
+        match task.await {
+            Ok(out) => Some(out),
+            Err(e) => {
+                let detail = e.try_into_panic().ok().map_or_else(
+                    || "cancelled".to_owned(),
+                    |p| {
+                        p.downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                            .unwrap_or_else(|| "unknown panic".to_owned())
+                    },
+                );
+                tracing::error!(panic = %detail, "review panicked; answered 500");
+                None
+            }
+        }
+    }
+}
+
+/// One review slot per CPU (at least one).
+fn review_slots() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// `POST /report` over the server's policy and the cluster cache's
@@ -117,6 +166,9 @@ impl crate::report::http::ReportState for ServerReportState {
             .namespaces
             .as_ref()
             .and_then(|n| n.runtime_classes())
+    }
+    fn slots(&self) -> Option<Arc<Semaphore>> {
+        Some(Arc::clone(&self.state.review_slots))
     }
 }
 
@@ -203,15 +255,50 @@ pub fn metrics_router(state: Arc<ServerState>) -> Router {
 }
 
 /// The middleware every router gets: a panic becomes a logged 500 and the
-/// server keeps serving; a request that takes too long (a stalled body)
-/// gets 408.
+/// server keeps serving; a request that takes longer than
+/// `--request-timeout` (a stalled body, or a review that does not finish)
+/// gets 408 with a Kubernetes `Status` body, which the API server reports
+/// as a failed webhook call, so the webhook's `failurePolicy` applies.
 pub fn layers(router: Router, limits: &Limits) -> Router {
+    let timeout = limits.request_timeout;
     router
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            limits.request_timeout,
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| async move {
+                let path = req.uri().path().to_owned();
+                match tokio::time::timeout(timeout, next.run(req)).await {
+                    Ok(resp) => resp,
+                    Err(_) => timed_out(&path, timeout),
+                }
+            },
         ))
         .layer(CatchPanicLayer::custom(panic_response))
+}
+
+/// The answer to a request that ran out of `--request-timeout`.
+fn timed_out(path: &str, timeout: Duration) -> Response {
+    let message = format!(
+        "winadmit did not answer {path} within {timeout:?} (--request-timeout): the request body \
+         was too slow or the review too large; the webhook's failurePolicy decides"
+    );
+    tracing::warn!(path, timeout = ?timeout, "request timed out; answered 408");
+    let status = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Timeout",
+        "code": 408,
+    });
+    (
+        StatusCode::REQUEST_TIMEOUT,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        status.to_string(),
+    )
+        .into_response()
 }
 
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -280,7 +367,7 @@ async fn validate(
     _: JsonContentType,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    admit(&state, Endpoint::Validate, body)
+    admit(state, Endpoint::Validate, body).await
 }
 
 async fn mutate(
@@ -288,10 +375,14 @@ async fn mutate(
     _: JsonContentType,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    admit(&state, Endpoint::Mutate, body)
+    admit(state, Endpoint::Mutate, body).await
 }
 
-fn admit(state: &ServerState, endpoint: Endpoint, body: Result<Bytes, BytesRejection>) -> Response {
+async fn admit(
+    state: Arc<ServerState>,
+    endpoint: Endpoint,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let body = match body {
         Ok(b) => b,
         Err(rej) => {
@@ -316,7 +407,19 @@ fn admit(state: &ServerState, endpoint: Endpoint, body: Result<Bytes, BytesRejec
     };
     let _in_flight = state.metrics.in_flight();
     let start = Instant::now();
-    let result = admission::review(&state.admission, endpoint, &body);
+    let shared = Arc::clone(&state);
+    let work = state.run_bounded(move || {
+        let result = admission::review(&shared.admission, endpoint, &body);
+        // The body is freed on this thread, right away.
+        drop(body);
+        result
+    });
+    let Some(result) = work.await else {
+        return plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal error: the webhook failed on this request (logged); it keeps serving\n",
+        );
+    };
     let elapsed = start.elapsed();
     match result {
         Ok(outcome) => {

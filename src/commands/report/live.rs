@@ -14,6 +14,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use super::{Driver, Progress};
+use crate::cli::ApiDeadlines;
 use crate::report::Origin;
 use crate::report::stream::{self, StopError, StreamError};
 
@@ -118,6 +119,7 @@ pub(super) struct Live {
     runtime: tokio::runtime::Runtime,
     client: Client,
     server: String,
+    deadlines: ApiDeadlines,
     /// `None`: all namespaces.
     namespaces: Vec<Option<String>>,
     page_size: u32,
@@ -140,6 +142,7 @@ impl Live {
         namespaces: &[String],
         page_size: u32,
         custom: &[(String, String)],
+        deadlines: ApiDeadlines,
         progress: &Progress,
     ) -> anyhow::Result<Self> {
         // kube's rustls needs a process-wide provider; another door may have
@@ -149,7 +152,10 @@ impl Live {
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
-        let config = runtime.block_on(load_config(kubeconfig, context))?;
+        let mut config = runtime.block_on(load_config(kubeconfig, context))?;
+        config.connect_timeout = Some(deadlines.connect_timeout);
+        config.read_timeout = Some(deadlines.read_timeout);
+        config.write_timeout = Some(deadlines.read_timeout);
         let server = config.cluster_url.to_string();
         // The client spawns its buffer task on the current runtime.
         let guard = runtime.enter();
@@ -160,6 +166,7 @@ impl Live {
             runtime,
             client,
             server,
+            deadlines,
             namespaces: if namespaces.is_empty() {
                 vec![None]
             } else {
@@ -168,10 +175,14 @@ impl Live {
             page_size,
             custom: Vec::new(),
         };
+        progress.note(&format!(
+            "connecting to {} (checking that each workload kind may be listed)",
+            live.server
+        ));
         for ns in &live.namespaces {
             for r in WORKLOADS {
                 live.runtime
-                    .block_on(live.page(r, ns.as_deref(), 1, None))
+                    .block_on(live.page(r, ns.as_deref(), 1, None, progress))
                     .map_err(|e| live.describe(e, r, ns.as_deref()))?;
             }
         }
@@ -243,7 +254,7 @@ impl Live {
                 };
                 let allowed = self.namespaces.iter().try_for_each(|ns| {
                     self.runtime
-                        .block_on(self.page(r, ns.as_deref(), 1, None))
+                        .block_on(self.page(r, ns.as_deref(), 1, None, progress))
                         .map(drop)
                         .map_err(|e| self.describe(e, r, ns.as_deref()))
                 });
@@ -284,7 +295,13 @@ impl Live {
                 loop {
                     let text = self
                         .runtime
-                        .block_on(self.page(r, ns.as_deref(), self.page_size, token.as_deref()))
+                        .block_on(self.page(
+                            r,
+                            ns.as_deref(),
+                            self.page_size,
+                            token.as_deref(),
+                            &driver.progress,
+                        ))
                         .map_err(|e| self.describe(e, r, ns.as_deref()))?;
                     pages += 1;
                     let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
@@ -338,6 +355,7 @@ impl Live {
                     None,
                     self.page_size,
                     token.as_deref(),
+                    &driver.progress,
                 )) {
                     Ok(t) => t,
                     Err(e) => {
@@ -368,7 +386,41 @@ impl Live {
         }
     }
 
+    /// One list call, bounded by `--api-timeout` as a whole (the client
+    /// bounds connecting and each silence by `--connect-timeout` and
+    /// `--read-timeout`); says on stderr when it is slow.
     async fn page(
+        &self,
+        r: Resource,
+        namespace: Option<&str>,
+        limit: u32,
+        token: Option<&str>,
+        progress: &Progress,
+    ) -> Result<String, CallError> {
+        let call = self.list_call(r, namespace, limit, token);
+        tokio::pin!(call);
+        let deadline = tokio::time::Instant::now() + self.deadlines.call_timeout;
+        let started = std::time::Instant::now();
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SLOW_CALL, SLOW_CALL);
+        loop {
+            tokio::select! {
+                r = &mut call => return r.map_err(CallError::Kube),
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(CallError::Timeout(self.deadlines.call_timeout));
+                }
+                _ = tick.tick() => progress.note(&format!(
+                    "still waiting for {} to list {} in {} ({}s; gives up after {:?}, --api-timeout)",
+                    self.server,
+                    r.display,
+                    scope(namespace),
+                    started.elapsed().as_secs(),
+                    self.deadlines.call_timeout
+                )),
+            }
+        }
+    }
+
+    async fn list_call(
         &self,
         r: Resource,
         namespace: Option<&str>,
@@ -390,9 +442,18 @@ impl Live {
     }
 
     /// A list call failed: say which verb on which resource, and what to do.
-    fn describe(&self, err: kube::Error, r: Resource, namespace: Option<&str>) -> anyhow::Error {
+    fn describe(&self, err: CallError, r: Resource, namespace: Option<&str>) -> anyhow::Error {
         let scope = scope(namespace);
         let what = r.display;
+        let err = match err {
+            CallError::Kube(e) => e,
+            CallError::Timeout(t) => {
+                return anyhow!(
+                    "timed out: the API server at {} did not finish answering within {t:?} (--api-timeout) when asked to list {what} in {scope}; check that the cluster is healthy, or raise --api-timeout / lower --page-size",
+                    self.server
+                );
+            }
+        };
         match err {
             kube::Error::Api(status) => {
                 let detail = if status.message.is_empty() {
@@ -426,6 +487,14 @@ impl Live {
             }
             other => {
                 let chain = error_chain(&other);
+                if chain.contains("timed out") {
+                    return anyhow!(
+                        "timed out: the API server at {} did not answer when asked to list {what} in {scope} (no data within --read-timeout {:?}, or no connection within --connect-timeout {:?}): {chain:#}; check that the cluster is up and reachable",
+                        self.server,
+                        self.deadlines.read_timeout,
+                        self.deadlines.connect_timeout
+                    );
+                }
                 anyhow!(
                     "cannot reach the Kubernetes API server at {} to list {what} in {scope}: {chain:#}; check the kubeconfig's server address and that the cluster is up",
                     self.server
@@ -433,6 +502,16 @@ impl Live {
             }
         }
     }
+}
+
+/// How often a slow call is reported on stderr.
+const SLOW_CALL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why one API call failed.
+pub(super) enum CallError {
+    Kube(kube::Error),
+    /// `--api-timeout` passed before the whole answer arrived.
+    Timeout(std::time::Duration),
 }
 
 fn scope(namespace: Option<&str>) -> String {

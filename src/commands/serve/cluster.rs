@@ -106,6 +106,12 @@ impl Prepared {
             cache,
             sync_timeout,
         } = self;
+        let mut config = config;
+        // Every call has deadlines: a silent or trickling API server makes
+        // the watcher fail and retry (logged), never hang for good.
+        config.connect_timeout = Some(cluster::CONNECT_TIMEOUT);
+        config.read_timeout = Some(cluster::READ_TIMEOUT);
+        config.write_timeout = Some(cluster::READ_TIMEOUT);
         let server = config.cluster_url.to_string();
         let client = Client::try_from(config).with_context(|| {
             format!("cannot create a Kubernetes client for {server} (--kubeconfig, or --cluster-cache off)")
