@@ -12,10 +12,9 @@ use serde_json::{Value, json};
 
 use crate::engine::Evaluation;
 use crate::finding::{FixKind, PatchOp};
-use crate::path::{FieldPath, escape_pointer};
+use crate::path::escape_pointer;
 use crate::policy::Policy;
-use crate::rules::hyperv as hyperv_annotation;
-use crate::targeting::{OS_LABEL, Os};
+use crate::targeting::OS_LABEL;
 use crate::view::SpecView;
 use crate::workload::Workload;
 
@@ -80,22 +79,7 @@ impl Mutation {
     }
 }
 
-/// The operation that adds `kubernetes.io/os: windows` to a pod spec's
-/// node selector, whether or not the selector exists.
-#[must_use]
-pub fn add_node_selector(spec_path: &FieldPath, spec: &SpecView<'_>) -> PatchOp {
-    if spec.node_selector.is_some() {
-        PatchOp::Add {
-            path: spec_path.key("nodeSelector").map_key(OS_LABEL).pointer(),
-            value: json!(Os::Windows.as_str()),
-        }
-    } else {
-        PatchOp::Add {
-            path: spec_path.key("nodeSelector").pointer(),
-            value: json!({ OS_LABEL: Os::Windows.as_str() }),
-        }
-    }
-}
+pub use crate::targeting::add_node_selector;
 
 /// The patch the mutating webhook returns (and `lint --fix` applies) for a
 /// workload already evaluated. Non-Windows workloads are never patched.
@@ -150,10 +134,11 @@ pub fn mutation(
     let mut tolerations = settings.tolerations.clone();
     if settings.tolerate_windows_taint
         && let Some(taint) = &policy.params.windows_taint
-        && !spec.tolerations.iter().flatten().any(|t| {
-            crate::rules::windows_taint::tolerates(t, taint)
-                != crate::rules::windows_taint::Tolerates::No
-        })
+        && !spec
+            .tolerations
+            .iter()
+            .flatten()
+            .any(|t| crate::tolerations::tolerates(t, taint) != crate::tolerations::Tolerates::No)
     {
         tolerations.push(taint.toleration());
     }
@@ -286,7 +271,7 @@ fn add_tolerations(
 }
 
 fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str) {
-    let key = hyperv_annotation::ISOLATION_ANNOTATION;
+    let key = crate::targeting::ISOLATION_ANNOTATION;
     if workload
         .pod_annotations()
         .and_then(|a| a.get(key))

@@ -17,7 +17,9 @@ use serde::Deserialize;
 use crate::cluster::{Cluster, Runtime, Stance};
 use crate::finding::Severity;
 use crate::rules;
+pub use crate::rules::params::RuleParams;
 use crate::targeting::{Os, RuntimeClasses};
+pub use crate::tolerations::{TAINT_EFFECTS, TOLERATION_OPERATORS, Taint};
 use crate::version::KubeVersion;
 
 /// The embedded default policy.
@@ -230,77 +232,6 @@ impl Default for Mutation {
     }
 }
 
-/// Parameters rules read.
-#[derive(Debug, Clone, Default)]
-pub struct RuleParams {
-    /// Image name patterns that mark an image as a Windows image
-    /// (`*` matches any run of characters).
-    pub windows_images: Vec<String>,
-    /// Repositories (after `docker.io/` and `library/` are stripped; `*`
-    /// wildcards) whose images only run on Linux. Only images known to have
-    /// no Windows variant belong here: multi-OS images (pause, agnhost, CSI
-    /// sidecars) must not.
-    pub linux_images: Vec<String>,
-    /// Tag words (split at `-` and `_`) that mark a Linux image whatever its
-    /// repository: `alpine`, `bookworm`, `ubuntu`, ...
-    pub linux_tag_words: Vec<String>,
-    /// The taint the cluster puts on Windows nodes, if any.
-    pub windows_taint: Option<Taint>,
-    /// RuntimeClass handlers that run Hyper-V isolated containers.
-    pub hyperv_runtime_handlers: Vec<String>,
-    /// RuntimeClass names known to use a Hyper-V handler (for the webhook,
-    /// which may not see the RuntimeClass objects).
-    pub hyperv_runtime_classes: Vec<String>,
-    /// hostPath prefixes that only exist on Linux hosts (`/proc`, `/sys`, ...).
-    pub linux_host_paths: Vec<String>,
-}
-
-/// A node taint: `{key, value, effect}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Taint {
-    pub key: String,
-    #[serde(default)]
-    pub value: Option<String>,
-    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
-    #[serde(deserialize_with = "taint_effect")]
-    pub effect: String,
-}
-
-/// The effects a Kubernetes taint (and a toleration) can name.
-pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-/// The operators a Kubernetes toleration can use.
-pub const TOLERATION_OPERATORS: [&str; 2] = ["Exists", "Equal"];
-
-/// A taint's `effect`, one of [`TAINT_EFFECTS`] (refused at load otherwise:
-/// a pod with any other effect is rejected by the API server).
-fn taint_effect<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let effect = String::deserialize(d)?;
-    if TAINT_EFFECTS.contains(&effect.as_str()) {
-        Ok(effect)
-    } else {
-        Err(serde::de::Error::custom(format!(
-            "unknown taint effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute"
-        )))
-    }
-}
-
-impl Taint {
-    /// The toleration that tolerates exactly this taint.
-    #[must_use]
-    pub fn toleration(&self) -> serde_json::Value {
-        let mut t = serde_json::json!({"key": self.key, "effect": self.effect});
-        match &self.value {
-            Some(v) => {
-                t["operator"] = "Equal".into();
-                t["value"] = v.clone().into();
-            }
-            None => t["operator"] = "Exists".into(),
-        }
-        t
-    }
-}
-
 /// `params` as written in one policy file: each key replaces the value
 /// layered so far, keys left out keep it.
 #[derive(Debug, Default, Deserialize)]
@@ -358,78 +289,6 @@ impl ParamsFile {
             to.linux_host_paths = v;
         }
     }
-}
-
-impl RuleParams {
-    /// Is this image a Windows image by the policy's patterns?
-    #[must_use]
-    pub fn is_windows_image(&self, image: &str) -> bool {
-        let image = lowercase(image);
-        self.windows_images.iter().any(|p| glob_match(p, &image))
-    }
-
-    /// Is this image known to run only on Linux? Conservative: a Windows
-    /// image by the patterns, or one whose tag names a Windows base
-    /// (`nanoserver`, `windowsservercore`, `windows`, `ltsc2022`, ...), is
-    /// never Linux.
-    #[must_use]
-    pub fn is_linux_image(&self, image: &str) -> bool {
-        if self.is_windows_image(image) || crate::windows_builds::image_build(image).is_some() {
-            return false;
-        }
-        let lower = lowercase(image);
-        let (repository, tag) = crate::windows_builds::split_image(&lower);
-        let words = || tag.into_iter().flat_map(|t| t.split(['-', '_']));
-        let windows_word = |w: &str| {
-            w.contains("windows")
-                || w.contains("nanoserver")
-                || w.contains("servercore")
-                || w == "win"
-        };
-        if words().any(windows_word) {
-            return false;
-        }
-        self.linux_images.iter().any(|p| glob_match(p, repository))
-            || words().any(|w| self.linux_tag_words.iter().any(|l| l == w))
-    }
-
-    /// Is this RuntimeClass (by name, or by its handler when known) a
-    /// Hyper-V isolated one?
-    #[must_use]
-    pub fn is_hyperv_runtime(&self, class: &str, handler: Option<&str>) -> bool {
-        self.hyperv_runtime_classes.iter().any(|c| c == class)
-            || handler.is_some_and(|h| self.hyperv_runtime_handlers.iter().any(|x| x == h))
-    }
-}
-
-/// Image names are lowercase by the registry grammar: allocate only for the
-/// odd one that is not (this runs for every container of every pod).
-fn lowercase(image: &str) -> std::borrow::Cow<'_, str> {
-    if image.bytes().any(|b| b.is_ascii_uppercase()) {
-        image.to_ascii_lowercase().into()
-    } else {
-        image.into()
-    }
-}
-
-/// Matches `*` wildcards (any run of characters, including `/`).
-pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
-    let mut parts = pattern.split('*');
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = text.strip_prefix(first) else {
-        return false;
-    };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    rest.ends_with(last)
 }
 
 /// One policy file as written: every key optional, unknown keys rejected.
@@ -1231,6 +1090,6 @@ mod tests {
         assert!(p.is_windows_image("mcr.microsoft.com/windows/servercore:ltsc2022"));
         assert!(p.is_windows_image("example.com/base/NanoServer:1809"));
         assert!(!p.is_windows_image("nginx:1.25"));
-        assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "axxbyy"));
+        assert!(crate::glob::glob_match("a*b*c", "axxbyyc"));
     }
 }

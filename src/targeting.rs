@@ -302,6 +302,30 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
     t
 }
 
+/// The experimental Hyper-V isolation annotation (Kubernetes 1.10-1.20,
+/// dockershim).
+pub const ISOLATION_ANNOTATION: &str = "experimental.windows.kubernetes.io/isolation-type";
+
+/// The operation that adds `kubernetes.io/os: windows` to a pod spec's
+/// node selector, whether or not the selector exists.
+#[must_use]
+pub fn add_node_selector(
+    spec_path: &crate::path::FieldPath,
+    spec: &SpecView<'_>,
+) -> crate::finding::PatchOp {
+    if spec.node_selector.is_some() {
+        crate::finding::PatchOp::Add {
+            path: spec_path.key("nodeSelector").map_key(OS_LABEL).pointer(),
+            value: serde_json::json!(Os::Windows.as_str()),
+        }
+    } else {
+        crate::finding::PatchOp::Add {
+            path: spec_path.key("nodeSelector").pointer(),
+            value: serde_json::json!({ OS_LABEL: Os::Windows.as_str() }),
+        }
+    }
+}
+
 /// The AKS node label naming the node image's OS SKU.
 pub const OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
 

@@ -172,7 +172,7 @@ impl BuildTable {
                 let repository = repository.to_ascii_lowercase();
                 self.repositories
                     .iter()
-                    .any(|p| crate::policy::glob_match(p, &repository))
+                    .any(|p| crate::glob::glob_match(p, &repository))
             })
         };
         let mut after_marker = false;

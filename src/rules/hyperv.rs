@@ -2,8 +2,7 @@
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 
-/// The experimental annotation (Kubernetes 1.10-1.20, dockershim).
-pub const ISOLATION_ANNOTATION: &str = "experimental.windows.kubernetes.io/isolation-type";
+pub use crate::targeting::ISOLATION_ANNOTATION;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

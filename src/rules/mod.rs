@@ -42,6 +42,7 @@ mod mount_propagation;
 mod nfs;
 mod nonroot_admin;
 mod os_spec;
+pub mod params;
 mod pod_resources;
 mod privileged;
 mod proc_mount;
@@ -303,7 +304,7 @@ pub struct Cx<'e, 'v, 'a> {
     pub nodes: Option<&'e crate::cluster::WindowsNodes>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
-    pub params: &'e crate::policy::RuleParams,
+    pub params: &'e params::RuleParams,
     /// What is known of the pod's RuntimeClass (from the input, the cluster
     /// or the policy), if it names one.
     pub runtime_class: Option<&'e crate::targeting::RuntimeClassInfo>,

@@ -60,5 +60,5 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 /// node selector, whether or not the selector exists.
 #[must_use]
 pub fn node_selector_op(cx: &Cx<'_, '_, '_>) -> PatchOp {
-    crate::patch::add_node_selector(&cx.workload.spec_path, cx.spec)
+    crate::targeting::add_node_selector(&cx.workload.spec_path, cx.spec)
 }

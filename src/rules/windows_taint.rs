@@ -3,8 +3,7 @@
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::finding::{Fix, FixKind, PatchOp};
-use crate::policy::Taint;
-use crate::view::TolerationView;
+use crate::tolerations::{Taint, Tolerates, tolerates};
 
 pub static MISSING: Rule = Rule {
     info: RuleInfo {
@@ -43,49 +42,6 @@ pub static LINUX_TOLERATES: Rule = Rule {
     },
     check: check_linux,
 };
-
-/// How a toleration matches a taint, as the scheduler decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tolerates {
-    No,
-    /// Names the taint's key.
-    ByKey,
-    /// `operator: Exists` with no key: tolerates every taint.
-    Wildcard,
-}
-
-/// Does `t` tolerate `taint`? (Kubernetes `Toleration.ToleratesTaint`.)
-#[must_use]
-pub fn tolerates(t: &TolerationView<'_>, taint: &Taint) -> Tolerates {
-    let effect = t.effect.as_deref().unwrap_or_default();
-    if !effect.is_empty() && effect != taint.effect {
-        return Tolerates::No;
-    }
-    let key = t.key.as_deref().unwrap_or_default();
-    let operator = t.operator.as_deref().unwrap_or("Equal");
-    if key.is_empty() {
-        return if operator == "Exists" {
-            Tolerates::Wildcard
-        } else {
-            Tolerates::No
-        };
-    }
-    if key != taint.key {
-        return Tolerates::No;
-    }
-    let matched = match operator {
-        "Exists" => true,
-        "Equal" | "" => {
-            t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default()
-        }
-        _ => false,
-    };
-    if matched {
-        Tolerates::ByKey
-    } else {
-        Tolerates::No
-    }
-}
 
 fn best(cx: &Cx<'_, '_, '_>, taint: &Taint) -> Tolerates {
     let mut best = Tolerates::No;

@@ -1,0 +1,85 @@
+//! The parameters rules read (the policy's `params`), as the rules' own
+//! type: the policy fills it in, the rules never read the policy.
+
+use crate::tolerations::Taint;
+
+/// Parameters rules read.
+#[derive(Debug, Clone, Default)]
+pub struct RuleParams {
+    /// Image name patterns that mark an image as a Windows image
+    /// (`*` matches any run of characters).
+    pub windows_images: Vec<String>,
+    /// Repositories (after `docker.io/` and `library/` are stripped; `*`
+    /// wildcards) whose images only run on Linux. Only images known to have
+    /// no Windows variant belong here: multi-OS images (pause, agnhost, CSI
+    /// sidecars) must not.
+    pub linux_images: Vec<String>,
+    /// Tag words (split at `-` and `_`) that mark a Linux image whatever its
+    /// repository: `alpine`, `bookworm`, `ubuntu`, ...
+    pub linux_tag_words: Vec<String>,
+    /// The taint the cluster puts on Windows nodes, if any.
+    pub windows_taint: Option<Taint>,
+    /// RuntimeClass handlers that run Hyper-V isolated containers.
+    pub hyperv_runtime_handlers: Vec<String>,
+    /// RuntimeClass names known to use a Hyper-V handler (for the webhook,
+    /// which may not see the RuntimeClass objects).
+    pub hyperv_runtime_classes: Vec<String>,
+    /// hostPath prefixes that only exist on Linux hosts (`/proc`, `/sys`, ...).
+    pub linux_host_paths: Vec<String>,
+}
+
+impl RuleParams {
+    /// Is this image a Windows image by the policy's patterns?
+    #[must_use]
+    pub fn is_windows_image(&self, image: &str) -> bool {
+        let image = lowercase(image);
+        self.windows_images
+            .iter()
+            .any(|p| crate::glob::glob_match(p, &image))
+    }
+
+    /// Is this image known to run only on Linux? Conservative: a Windows
+    /// image by the patterns, or one whose tag names a Windows base
+    /// (`nanoserver`, `windowsservercore`, `windows`, `ltsc2022`, ...), is
+    /// never Linux.
+    #[must_use]
+    pub fn is_linux_image(&self, image: &str) -> bool {
+        if self.is_windows_image(image) || crate::windows_builds::image_build(image).is_some() {
+            return false;
+        }
+        let lower = lowercase(image);
+        let (repository, tag) = crate::windows_builds::split_image(&lower);
+        let words = || tag.into_iter().flat_map(|t| t.split(['-', '_']));
+        let windows_word = |w: &str| {
+            w.contains("windows")
+                || w.contains("nanoserver")
+                || w.contains("servercore")
+                || w == "win"
+        };
+        if words().any(windows_word) {
+            return false;
+        }
+        self.linux_images
+            .iter()
+            .any(|p| crate::glob::glob_match(p, repository))
+            || words().any(|w| self.linux_tag_words.iter().any(|l| l == w))
+    }
+
+    /// Is this RuntimeClass (by name, or by its handler when known) a
+    /// Hyper-V isolated one?
+    #[must_use]
+    pub fn is_hyperv_runtime(&self, class: &str, handler: Option<&str>) -> bool {
+        self.hyperv_runtime_classes.iter().any(|c| c == class)
+            || handler.is_some_and(|h| self.hyperv_runtime_handlers.iter().any(|x| x == h))
+    }
+}
+
+/// Image names are lowercase by the registry grammar: allocate only for the
+/// odd one that is not (this runs for every container of every pod).
+fn lowercase(image: &str) -> std::borrow::Cow<'_, str> {
+    if image.bytes().any(|b| b.is_ascii_uppercase()) {
+        image.to_ascii_lowercase().into()
+    } else {
+        image.into()
+    }
+}
