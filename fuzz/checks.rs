@@ -73,7 +73,7 @@ pub fn admission_review(data: &[u8]) {
 
 /// YAML/JSON manifest loading and linting: any bytes are linted or refused
 /// with an input error; never a panic, never a hang (the budgets in
-/// `yaml::Limits` bound the work).
+/// `yaml::ParseLimits` bound the work).
 pub fn manifest_load(data: &[u8]) {
     let Ok(text) = source::decode(data) else {
         return;

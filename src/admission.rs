@@ -157,7 +157,7 @@ pub enum ReviewError {
 
 /// The outcome of one review, for the response, logs and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
+pub enum ReviewVerdict {
     /// Allowed with no findings (or findings only the warn mode shows).
     Allowed,
     /// Allowed, with warnings returned.
@@ -177,7 +177,7 @@ pub enum Verdict {
     Invalid,
 }
 
-impl Verdict {
+impl ReviewVerdict {
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -203,14 +203,14 @@ pub struct Counted {
 
 /// What a review decided, with the identity of the object (no contents).
 #[derive(Debug, Clone)]
-pub struct Summary {
+pub struct ReviewSummary {
     pub uid: String,
     pub kind: String,
     pub namespace: String,
     pub name: String,
     pub operation: String,
     pub dry_run: bool,
-    pub verdict: Verdict,
+    pub verdict: ReviewVerdict,
     pub findings: Vec<Counted>,
     /// Why an object was skipped, exempt or invalid.
     pub note: Option<String>,
@@ -219,7 +219,7 @@ pub struct Summary {
     pub patch_rules: Vec<&'static str>,
 }
 
-impl Summary {
+impl ReviewSummary {
     /// The distinct rule ids found, or behind the patch, comma-separated
     /// (for logs).
     #[must_use]
@@ -280,7 +280,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
 #[derive(Debug)]
 pub struct Outcome {
     pub body: Vec<u8>,
-    pub summary: Summary,
+    pub summary: ReviewSummary,
 }
 
 #[derive(Deserialize)]
@@ -401,14 +401,14 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outc
         err.column()
     );
     let namespace = text(req.and_then(|r| r.namespace.as_ref()));
-    let mut summary = Summary {
+    let mut summary = ReviewSummary {
         uid: uid.to_owned(),
         kind: String::new(),
         namespace: namespace.to_owned(),
         name: String::new(),
         operation: String::new(),
         dry_run: false,
-        verdict: Verdict::Invalid,
+        verdict: ReviewVerdict::Invalid,
         findings: Vec::new(),
         note: Some(note),
         patch_ops: 0,
@@ -434,9 +434,9 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outc
             r.warnings = Some(vec![truncate(format!("winadmit: {reason}"))]);
         }
         summary.verdict = if mode == Mode::Warn {
-            Verdict::Warned
+            ReviewVerdict::Warned
         } else {
-            Verdict::Audited
+            ReviewVerdict::Audited
         };
         return Ok(Outcome {
             body: encode(r),
@@ -599,14 +599,14 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
         return Err(ReviewError::MissingRequest);
     };
     let gvk = req.kind.as_ref();
-    let mut summary = Summary {
+    let mut summary = ReviewSummary {
         uid: uid.to_owned(),
         kind: text(gvk.and_then(|k| k.kind.as_ref())).to_owned(),
         namespace: text(req.namespace.as_ref()).to_owned(),
         name: text(req.name.as_ref()).to_owned(),
         operation: text(req.operation.as_ref()).to_owned(),
         dry_run: req.dry_run.unwrap_or(false),
-        verdict: Verdict::Allowed,
+        verdict: ReviewVerdict::Allowed,
         findings: Vec::new(),
         note: None,
         patch_ops: 0,
@@ -676,7 +676,7 @@ fn invalid(types: &TypeMeta, uid: &str, reason: &str) -> AdmissionResponse {
     r
 }
 
-fn skip(summary: &mut Summary, verdict: Verdict, note: impl Into<String>) {
+fn skip(summary: &mut ReviewSummary, verdict: ReviewVerdict, note: impl Into<String>) {
     summary.verdict = verdict;
     summary.note = Some(note.into());
 }
@@ -688,7 +688,7 @@ fn respond(
     body: &[u8],
     req: &RequestIn<'_>,
     types: &TypeMeta,
-    summary: &mut Summary,
+    summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
     let uid = summary.uid.clone();
     let ok = allow(types, &uid);
@@ -696,7 +696,7 @@ fn respond(
     if matches!(operation, "DELETE" | "CONNECT") {
         skip(
             summary,
-            Verdict::Skipped,
+            ReviewVerdict::Skipped,
             format!("{operation} is not checked"),
         );
         return ok;
@@ -715,7 +715,7 @@ fn respond(
         .pod_templates
         .kind_of(&api_version, &summary.kind)
     else {
-        skip(summary, Verdict::Skipped, "kind is not a workload");
+        skip(summary, ReviewVerdict::Skipped, "kind is not a workload");
         return ok;
     };
     let sub_resource = text(req.sub_resource.as_ref());
@@ -725,14 +725,14 @@ fn respond(
         other => {
             skip(
                 summary,
-                Verdict::Skipped,
+                ReviewVerdict::Skipped,
                 format!("subresource {other} is not checked"),
             );
             return ok;
         }
     };
     let Some(mut view) = req.object.as_ref() else {
-        skip(summary, Verdict::Invalid, "request.object is missing");
+        skip(summary, ReviewVerdict::Invalid, "request.object is missing");
         return invalid(types, &uid, "request.object is missing");
     };
     let policy = &adm.policy;
@@ -748,7 +748,7 @@ fn respond(
             Ok(v) => Some(v),
             Err(e) => {
                 let reason = format!("winadmit: {e}");
-                skip(summary, Verdict::Invalid, reason.clone());
+                skip(summary, ReviewVerdict::Invalid, reason.clone());
                 return invalid(types, &uid, &reason);
             }
         },
@@ -772,20 +772,20 @@ fn respond(
             .map(ToString::to_string)
             .collect();
         if let Some(reason) = policy.exempt_user(text(user.username.as_ref()), &groups) {
-            skip(summary, Verdict::Exempt, reason);
+            skip(summary, ReviewVerdict::Exempt, reason);
             return ok;
         }
     }
     let Some(mut workload) = Workload::from_view(view) else {
         skip(
             summary,
-            Verdict::Skipped,
+            ReviewVerdict::Skipped,
             "request.object is not a workload (apiVersion/kind)",
         );
         return ok;
     };
     if let Some(note) = workload.note() {
-        skip(summary, Verdict::Skipped, note);
+        skip(summary, ReviewVerdict::Skipped, note);
         return ok;
     }
     let request_ns = text(req.namespace.as_ref());
@@ -804,7 +804,7 @@ fn respond(
     if let Some(ns) = workload.namespace
         && let Some(reason) = policy.outside_reach(ns, ns_label)
     {
-        skip(summary, Verdict::Exempt, reason);
+        skip(summary, ReviewVerdict::Exempt, reason);
         return ok;
     }
     // One snapshot for the whole review (and its settle rounds).
@@ -817,7 +817,7 @@ fn respond(
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     if let Some(reason) = &eval.exempt {
-        skip(summary, Verdict::Exempt, reason.clone());
+        skip(summary, ReviewVerdict::Exempt, reason.clone());
         return ok;
     }
     let update = operation == "UPDATE";
@@ -873,21 +873,21 @@ fn respond(
                 m = patch::settle(policy, &cx, mcx, &doc, ns, &keep);
             }
             if m.is_empty() {
-                summary.verdict = Verdict::Allowed;
+                summary.verdict = ReviewVerdict::Allowed;
                 let mut r = ok;
                 if !m.notes.is_empty() {
                     r.warnings = Some(cap_warnings(m.notes, 0));
                 }
                 return r;
             }
-            summary.verdict = Verdict::Patched;
+            summary.verdict = ReviewVerdict::Patched;
             summary.patch_ops = m.ops.len();
             summary.patch_rules = patch_rules(&eval, &m, &spec);
             let mut r = match ok.with_patch(patch::to_json_patch(&m.ops)) {
                 Ok(r) => r,
                 Err(e) => {
                     let reason = format!("internal error: cannot serialize the patch: {e}");
-                    skip(summary, Verdict::Invalid, reason.clone());
+                    skip(summary, ReviewVerdict::Invalid, reason.clone());
                     return invalid(types, &uid, &reason);
                 }
             };
@@ -928,7 +928,7 @@ fn validate(
     findings: &[&Finding],
     ns_mode: Option<Mode>,
     ok: AdmissionResponse,
-    summary: &mut Summary,
+    summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
     let mut denied: Vec<&Finding> = Vec::new();
     // Only the first warnings are rendered; the rest are counted.
@@ -963,13 +963,13 @@ fn validate(
             .insert("winadmit.io/audit".to_owned(), audited.join(","));
     }
     summary.verdict = if !denied.is_empty() {
-        Verdict::Denied
+        ReviewVerdict::Denied
     } else if !warnings.is_empty() {
-        Verdict::Warned
+        ReviewVerdict::Warned
     } else if !audited.is_empty() {
-        Verdict::Audited
+        ReviewVerdict::Audited
     } else {
-        Verdict::Allowed
+        ReviewVerdict::Allowed
     };
     if !denied.is_empty() {
         r = r.deny(denial(workload, eval, &denied));
@@ -1215,7 +1215,7 @@ mod tests {
         ))
         .unwrap();
         let out = review(&adm, Endpoint::Mutate, &body).unwrap();
-        assert_eq!(out.summary.verdict, Verdict::Patched);
+        assert_eq!(out.summary.verdict, ReviewVerdict::Patched);
         assert!(out.summary.patch_ops > 0);
         let rules = out.summary.rule_ids();
         assert!(!rules.is_empty(), "rules= must not be empty");

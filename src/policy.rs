@@ -181,7 +181,7 @@ pub struct Reach {
 /// What the mutating webhook (and `lint --fix`) may change.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Mutation {
+pub struct MutationSettings {
     /// Add `nodeSelector: {kubernetes.io/os: windows}` to Windows-targeted
     /// pods that lack it.
     pub inject_node_selector: bool,
@@ -215,7 +215,7 @@ fn yes() -> bool {
     true
 }
 
-impl Default for Mutation {
+impl Default for MutationSettings {
     fn default() -> Self {
         Self {
             inject_node_selector: true,
@@ -370,7 +370,7 @@ pub struct Policy {
     pub reach: Reach,
     selectors: Vec<Selector>,
     pub params: RuleParams,
-    pub mutation: Mutation,
+    pub mutation: MutationSettings,
     /// Custom resources the policy names with their pod template path
     /// (`podTemplates`); the built-in ones are in [`crate::workload::CUSTOM_RESOURCES`].
     pub pod_templates: crate::workload::PodTemplates,
@@ -435,7 +435,7 @@ impl Policy {
             reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
-            mutation: Mutation::default(),
+            mutation: MutationSettings::default(),
             pod_templates: crate::workload::PodTemplates::default(),
         }
     }
@@ -572,7 +572,7 @@ impl Policy {
             if let Some(current) = merged.as_object_mut() {
                 current.extend(keys);
             }
-            let m: Mutation = serde_json::from_value(merged)
+            let m: MutationSettings = serde_json::from_value(merged)
                 .map_err(|e| at("/mutation", format!("mutation: {e}")))?;
             if let Some(iso) = &m.isolation
                 && iso != "process"

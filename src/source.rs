@@ -136,7 +136,7 @@ pub fn split_documents(text: &str) -> Vec<(u64, &str)> {
 pub fn parse_with_duplicates(
     text: &str,
 ) -> Result<(Vec<Document>, Vec<crate::yaml::DuplicateKey>), InputError> {
-    let limits = crate::yaml::Limits::for_len(text.len());
+    let limits = crate::yaml::ParseLimits::for_len(text.len());
     let (docs, duplicates) = match crate::yaml::load_with_duplicates(text, limits) {
         Ok(docs) => docs,
         // The parser rejects tabs at the start of continuation lines inside

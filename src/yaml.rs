@@ -23,16 +23,16 @@ pub struct YamlError {
     pub message: String,
 }
 
-/// Limits that keep hostile input bounded in time and memory.
+/// ParseLimits that keep hostile input bounded in time and memory.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct ParseLimits {
     /// Nodes created, alias copies included.
     pub max_nodes: usize,
     pub max_depth: usize,
 }
 
-impl Limits {
-    /// Limits scaled to the input: a real 30 MB bundle has millions of
+impl ParseLimits {
+    /// ParseLimits scaled to the input: a real 30 MB bundle has millions of
     /// nodes; an alias bomb is a few hundred bytes that expand to billions.
     #[must_use]
     pub fn for_len(len: usize) -> Self {
@@ -74,7 +74,7 @@ struct Builder {
     anchors: HashMap<usize, Value>,
     root: Option<Value>,
     nodes: usize,
-    limits: Limits,
+    limits: ParseLimits,
     document: usize,
     duplicates: Vec<DuplicateKey>,
 }
@@ -91,7 +91,7 @@ fn error_at(span: &Span, message: impl Into<String>) -> YamlError {
 ///
 /// # Errors
 /// Invalid YAML, or a limit exceeded.
-pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
+pub fn load(text: &str, limits: ParseLimits) -> Result<Vec<Value>, YamlError> {
     load_with_duplicates(text, limits).map(|(docs, _)| docs)
 }
 
@@ -101,7 +101,7 @@ pub fn load(text: &str, limits: Limits) -> Result<Vec<Value>, YamlError> {
 /// Invalid YAML, or a limit exceeded.
 pub fn load_with_duplicates(
     text: &str,
-    limits: Limits,
+    limits: ParseLimits,
 ) -> Result<(Vec<Value>, Vec<DuplicateKey>), YamlError> {
     let mut docs = Vec::new();
     let mut b = Builder {
@@ -539,7 +539,9 @@ mod tests {
     use serde_json::json;
 
     fn one(text: &str) -> Value {
-        load(text, Limits::for_len(text.len())).unwrap().remove(0)
+        load(text, ParseLimits::for_len(text.len()))
+            .unwrap()
+            .remove(0)
     }
 
     #[test]
@@ -564,16 +566,16 @@ mod tests {
 
     #[test]
     fn documents_and_limits() {
-        let docs = load("a: 1\n---\n---\nb: 2\n", Limits::for_len(0)).unwrap();
+        let docs = load("a: 1\n---\n---\nb: 2\n", ParseLimits::for_len(0)).unwrap();
         assert_eq!(docs, vec![json!({"a": 1}), Value::Null, json!({"b": 2})]);
         let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
         assert!(
-            load(&deep, Limits::for_len(deep.len()))
+            load(&deep, ParseLimits::for_len(deep.len()))
                 .unwrap_err()
                 .message
                 .contains("nesting")
         );
-        let e = load("a: [1, 2\n", Limits::for_len(9)).unwrap_err();
+        let e = load("a: [1, 2\n", ParseLimits::for_len(9)).unwrap_err();
         assert!(e.line >= 1 && !e.message.is_empty(), "{e:?}");
     }
 

@@ -428,7 +428,7 @@ fn corpus_agrees_with_the_engine() {
 fn load(path: &Path) -> Vec<(String, Value)> {
     let text = std::fs::read_to_string(path).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    let Ok(values) = winadmit::yaml::load(&text, winadmit::yaml::Limits::for_len(text.len()))
+    let Ok(values) = winadmit::yaml::load(&text, winadmit::yaml::ParseLimits::for_len(text.len()))
     else {
         return Vec::new();
     };
@@ -840,7 +840,7 @@ fn overlay_renders_with_kustomize() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     let rendered =
-        winadmit::yaml::load(&text, winadmit::yaml::Limits::for_len(text.len())).unwrap();
+        winadmit::yaml::load(&text, winadmit::yaml::ParseLimits::for_len(text.len())).unwrap();
     assert_eq!(
         winadmit::manifests::by_id(&rendered),
         winadmit::manifests::by_id(&built)
@@ -995,7 +995,7 @@ fn command_output_and_exit_codes() {
         );
     }
     let docs =
-        winadmit::yaml::load(&stdout, winadmit::yaml::Limits::for_len(stdout.len())).unwrap();
+        winadmit::yaml::load(&stdout, winadmit::yaml::ParseLimits::for_len(stdout.len())).unwrap();
     assert!(docs.iter().all(|d| {
         d["apiVersion"]
             .as_str()

@@ -99,7 +99,7 @@ pub struct InputProblem {
 /// Counts for the summary line and the JSON `summary`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Summary {
+pub struct LintSummary {
     pub files: usize,
     /// Kubernetes objects read.
     pub objects: usize,
@@ -118,7 +118,7 @@ pub struct Summary {
     pub fixed: usize,
 }
 
-impl Summary {
+impl LintSummary {
     /// Adds the counts of a later part of the input.
     pub fn absorb(&mut self, other: &Self) {
         // Destructured so that a new field cannot be forgotten here.
@@ -182,7 +182,7 @@ pub struct Checked {
     pub name: String,
 }
 
-impl Summary {
+impl LintSummary {
     /// Counts one finding.
     pub fn count(&mut self, severity: crate::finding::Severity) {
         match severity {
@@ -208,5 +208,5 @@ pub struct LintReport {
     /// Readable input with a problem worth a warning (a duplicate key).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub input_warnings: Vec<InputProblem>,
-    pub summary: Summary,
+    pub summary: LintSummary,
 }

@@ -2,7 +2,7 @@
 //! every workload in a cluster, a file, or a `POST /report` body.
 //!
 //! This module is the pure part (no I/O, no clock, no client): objects in,
-//! [`ObjectReport`]s and a [`Summary`] out. It calls the same
+//! [`ObjectReport`]s and a [`ReportSummary`] out. It calls the same
 //! [`engine::evaluate`] and [`patch::mutation`] as `lint` and the webhook,
 //! and decides with [`crate::decide::decide`] (the settled patch, then the
 //! verdict after it), so a report says
@@ -181,7 +181,7 @@ pub struct VerdictCounts {
 /// reported objects (folded objects are counted in `folded` only).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Summary {
+pub struct ReportSummary {
     /// The target cluster the verdicts are about, with where each fact came from.
     pub target: crate::cluster::Cluster,
     /// `--mode`, when the report previews one.
@@ -240,7 +240,7 @@ pub struct ReportBuilder<'p> {
     pending: Vec<Pending>,
     namespaces: BTreeMap<Option<String>, NamespaceSummary>,
     rules: HashMap<&'static str, RuleSummary>,
-    summary: Summary,
+    summary: ReportSummary,
     input_problems: Vec<InputProblem>,
     /// The operation is a CREATE (fields immutable on pods may be set by
     /// the patch). Reports of existing objects preview a fresh apply: `true`.
@@ -265,10 +265,10 @@ pub enum Added {
 impl<'p> ReportBuilder<'p> {
     #[must_use]
     pub fn new(policy: &'p Policy, cx: &Context<'_>, options: ReportOptions) -> Self {
-        let summary = Summary {
+        let summary = ReportSummary {
             target: cx.cluster.clone(),
             mode: options.mode,
-            ..Summary::default()
+            ..ReportSummary::default()
         };
         Self {
             policy,
@@ -381,7 +381,7 @@ impl<'p> ReportBuilder<'p> {
                 match self.owners.get(&owner_key) {
                     Some(entry) => {
                         let same = entry.signature == signature;
-                        self.settle(report, signature, self_key, same)
+                        self.fold_or_report(report, signature, self_key, same)
                     }
                     None => {
                         self.pending.push(Pending {
@@ -394,12 +394,12 @@ impl<'p> ReportBuilder<'p> {
                     }
                 }
             }
-            None => self.settle(report, signature, self_key, false),
+            None => self.fold_or_report(report, signature, self_key, false),
         }
     }
 
     /// Registers an object as a possible owner and either folds or reports it.
-    fn settle(
+    fn fold_or_report(
         &mut self,
         report: ObjectReport,
         signature: u64,
@@ -431,7 +431,7 @@ impl<'p> ReportBuilder<'p> {
                     Some(entry) => {
                         let same = entry.signature == p.signature;
                         if let Added::Report(r) =
-                            self.settle(p.report, p.signature, p.self_key, same)
+                            self.fold_or_report(p.report, p.signature, p.self_key, same)
                         {
                             out.push(*r);
                         }
@@ -444,7 +444,8 @@ impl<'p> ReportBuilder<'p> {
             }
         }
         for p in std::mem::take(&mut self.pending) {
-            if let Added::Report(r) = self.settle(p.report, p.signature, p.self_key, false) {
+            if let Added::Report(r) = self.fold_or_report(p.report, p.signature, p.self_key, false)
+            {
                 out.push(*r);
             }
         }
@@ -652,7 +653,7 @@ impl<'p> ReportBuilder<'p> {
 #[derive(Debug)]
 pub struct Finished {
     pub objects: Vec<ObjectReport>,
-    pub summary: Summary,
+    pub summary: ReportSummary,
     pub input_errors: Vec<InputProblem>,
 }
 
@@ -665,7 +666,7 @@ pub struct Report {
     pub kind: &'static str,
     pub objects: Vec<ObjectReport>,
     pub input_errors: Vec<InputProblem>,
-    pub summary: Summary,
+    pub summary: ReportSummary,
 }
 
 /// `apiVersion` of the JSON report.

@@ -15,7 +15,11 @@ fn windows_pod(name: &str, extra: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns"}, "spec": spec})
 }
 
-fn run(policy: &Policy, options: ReportOptions, objects: &[Value]) -> (Vec<ObjectReport>, Summary) {
+fn run(
+    policy: &Policy,
+    options: ReportOptions,
+    objects: &[Value],
+) -> (Vec<ObjectReport>, ReportSummary) {
     let cx = Context::default();
     let mut b = ReportBuilder::new(policy, &cx, options);
     let mut out = Vec::new();

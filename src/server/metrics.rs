@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::admission::{Endpoint, Summary};
+use crate::admission::{Endpoint, ReviewSummary};
 
 type Labels2 = [(&'static str, &'static str); 2];
 type Labels3 = [(&'static str, &'static str); 3];
@@ -93,7 +93,7 @@ impl Metrics {
     }
 
     /// Records one answered review.
-    pub fn observe(&self, endpoint: Endpoint, summary: &Summary, elapsed: Duration) {
+    pub fn observe(&self, endpoint: Endpoint, summary: &ReviewSummary, elapsed: Duration) {
         let ep = endpoint.as_str();
         self.requests
             .get_or_create(&[("endpoint", ep), ("verdict", summary.verdict.as_str())])

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 
 use super::ReportSink;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, Summary};
+use crate::report::{ObjectReport, ReportSummary};
 
 /// Escapes text for HTML element content and attribute values.
 #[must_use]
@@ -438,7 +438,7 @@ impl<W: Write> ReportSink for HtmlSink<W> {
 
     fn finish(
         mut self: Box<Self>,
-        summary: &Summary,
+        summary: &ReportSummary,
         input_errors: &[InputProblem],
     ) -> io::Result<()> {
         self.out

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::ReportSink;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, REPORT_API_VERSION, REPORT_KIND, Summary};
+use crate::report::{ObjectReport, REPORT_API_VERSION, REPORT_KIND, ReportSummary};
 
 /// Streams a JSON report to `out`.
 pub struct JsonSink<W: Write> {
@@ -37,7 +37,7 @@ impl<W: Write> ReportSink for JsonSink<W> {
 
     fn finish(
         mut self: Box<Self>,
-        summary: &Summary,
+        summary: &ReportSummary,
         input_errors: &[InputProblem],
     ) -> io::Result<()> {
         self.out.write_all(b"\n],\"inputErrors\":")?;

@@ -5,7 +5,7 @@
 
 use std::io;
 
-use super::{ObjectReport, Summary};
+use super::{ObjectReport, ReportSummary};
 use crate::output::InputProblem;
 
 pub mod html;
@@ -25,7 +25,11 @@ pub trait ReportSink {
     ///
     /// # Errors
     /// Writing fails.
-    fn finish(self: Box<Self>, summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()>;
+    fn finish(
+        self: Box<Self>,
+        summary: &ReportSummary,
+        input_errors: &[InputProblem],
+    ) -> io::Result<()>;
 }
 
 /// Does a report need `patchedObject`s? Only JSON shows them.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::ReportSink;
 use crate::finding::Severity;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, Summary};
+use crate::report::{ObjectReport, ReportSummary};
 
 pub const API_VERSION: &str = "wgpolicyk8s.io/v1alpha2";
 /// `source` and `policy` of every result.
@@ -39,7 +39,7 @@ pub struct PolicyReport {
     pub api_version: String,
     pub kind: String,
     pub metadata: ReportMeta,
-    pub summary: ReportSummary,
+    pub summary: ResultCounts,
     pub results: Vec<ReportResult>,
 }
 
@@ -55,7 +55,7 @@ pub struct ReportMeta {
 /// Counts of results by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReportSummary {
+pub struct ResultCounts {
     pub pass: u64,
     pub fail: u64,
     pub warn: u64,
@@ -254,7 +254,7 @@ impl<W: Write> PolicyReportSink<W> {
 /// Builds report number `n` (from 1) of a namespace (`None`: the cluster report).
 #[must_use]
 pub fn build(namespace: Option<&str>, n: usize, results: Vec<ReportResult>) -> PolicyReport {
-    let mut summary = ReportSummary::default();
+    let mut summary = ResultCounts::default();
     for r in &results {
         match r.result {
             Outcome::Pass => summary.pass += 1,
@@ -323,7 +323,7 @@ impl<W: Write> ReportSink for PolicyReportSink<W> {
 
     fn finish(
         mut self: Box<Self>,
-        _summary: &Summary,
+        _summary: &ReportSummary,
         input_errors: &[InputProblem],
     ) -> io::Result<()> {
         let mut keys: Vec<Option<String>> = self

@@ -8,7 +8,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use super::ReportSink;
 use crate::finding::Severity;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, Summary, Verdict};
+use crate::report::{ObjectReport, ReportSummary, Verdict};
 
 /// How many rules the "top rules" table shows.
 pub const TOP_RULES: usize = 10;
@@ -115,7 +115,11 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
         }
     }
 
-    fn finish(self: Box<Self>, summary: &Summary, input_errors: &[InputProblem]) -> io::Result<()> {
+    fn finish(
+        self: Box<Self>,
+        summary: &ReportSummary,
+        input_errors: &[InputProblem],
+    ) -> io::Result<()> {
         let Self {
             mut out,
             spill,
@@ -160,7 +164,7 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
 
 /// The summary block: totals, namespaces, top rules.
 #[must_use]
-pub fn summary_text(s: &Summary) -> String {
+pub fn summary_text(s: &ReportSummary) -> String {
     let mut out = String::new();
     let mode = s
         .mode
