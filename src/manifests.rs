@@ -629,7 +629,7 @@ pub fn customize(objects: &mut [Value], c: &Customization<'_>) -> Result<(), Man
             if obj
                 .pointer(&format!(
                     "/metadata/annotations/{}",
-                    INJECT_CA_ANNOTATION.replace('/', "~1")
+                    crate::path::escape_pointer(INJECT_CA_ANNOTATION)
                 ))
                 .is_some()
             {
@@ -672,7 +672,7 @@ fn set_namespace(obj: &mut Value, ns: &str) {
     if is_webhook_configuration(obj) {
         let key = format!(
             "/metadata/annotations/{}",
-            INJECT_CA_ANNOTATION.replace('/', "~1")
+            crate::path::escape_pointer(INJECT_CA_ANNOTATION)
         );
         if let Some(v) = obj.pointer_mut(&key)
             && let Some((old_ns, cert)) = v.as_str().and_then(|s| s.split_once('/'))
