@@ -849,55 +849,91 @@ fn respond(
                 .isolation_namespace_label
                 .as_deref()
                 .and_then(ns_label);
-            let psa_old = crate::patch::psa_restricted_before_1_25(
-                ns_label(crate::patch::PSA_ENFORCE_LABEL).as_deref(),
-                ns_label(crate::patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
-            );
-            let mcx = MutationContext {
+            let input = MutateInput {
+                body,
                 create: operation == "CREATE",
-                namespace_isolation: isolation.as_deref(),
-                psa_restricted_before_1_25: psa_old,
+                // A pod's spec is immutable but for ephemeral containers.
+                pod_update: kind == Kind::Pod && update,
+                ephemeral,
+                isolation: isolation.as_deref(),
+                psa_restricted_before_1_25: crate::patch::psa_restricted_before_1_25(
+                    ns_label(crate::patch::PSA_ENFORCE_LABEL).as_deref(),
+                    ns_label(crate::patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
+                ),
+                request_ns,
             };
-            // A pod's spec is immutable but for ephemeral containers.
-            let pod_update = kind == Kind::Pod && update;
-            let keep = |op: &PatchOp| {
-                !pod_update || (ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
-            };
-            let mut m = patch::mutation(policy, &workload, &eval, mcx);
-            m.retain(&keep);
-            let spec = workload.spec_path.pointer();
-            if m.ops.iter().any(|op| patch::changes_targeting(op, &spec))
-                && let Some(doc) = raw_object(body).and_then(|o| serde_json::from_str(o.get()).ok())
-            {
-                let ns = (!request_ns.is_empty()).then_some(request_ns);
-                m = patch::settle(policy, &cx, mcx, &doc, ns, &keep);
-            }
-            if m.is_empty() {
-                summary.verdict = ReviewVerdict::Allowed;
-                let mut r = ok;
-                if !m.notes.is_empty() {
-                    r.warnings = Some(cap_warnings(m.notes, 0));
-                }
-                return r;
-            }
-            summary.verdict = ReviewVerdict::Patched;
-            summary.patch_ops = m.ops.len();
-            summary.patch_rules = patch_rules(&eval, &m, &spec);
-            let mut r = match ok.with_patch(patch::to_json_patch(&m.ops)) {
-                Ok(r) => r,
-                Err(e) => {
-                    let reason = format!("internal error: cannot serialize the patch: {e}");
-                    skip(summary, ReviewVerdict::Invalid, reason.clone());
-                    return invalid(types, &uid, &reason);
-                }
-            };
-            let mut warnings: Vec<String> =
-                m.explanations.into_iter().map(mutation_warning).collect();
-            warnings.extend(m.notes);
-            r.warnings = Some(cap_warnings(warnings, 0));
-            r
+            mutate_response(policy, &cx, &workload, &eval, &input, types, summary)
         }
     }
+}
+
+/// What `/mutate` needs of the request beyond the evaluated workload.
+struct MutateInput<'r> {
+    /// The whole AdmissionReview body (the object is re-read from it to
+    /// settle a patch that changes targeting).
+    body: &'r [u8],
+    create: bool,
+    pod_update: bool,
+    ephemeral: bool,
+    /// The namespace's isolation label value.
+    isolation: Option<&'r str>,
+    psa_restricted_before_1_25: bool,
+    request_ns: &'r str,
+}
+
+/// `/mutate`'s answer: the settled patch and its explanations.
+fn mutate_response(
+    policy: &Policy,
+    cx: &Context<'_>,
+    workload: &Workload<'_, '_>,
+    eval: &Evaluation,
+    input: &MutateInput<'_>,
+    types: &TypeMeta,
+    summary: &mut ReviewSummary,
+) -> AdmissionResponse {
+    let uid = summary.uid.clone();
+    let ok = allow(types, &uid);
+    let mcx = MutationContext {
+        create: input.create,
+        namespace_isolation: input.isolation,
+        psa_restricted_before_1_25: input.psa_restricted_before_1_25,
+    };
+    let keep = |op: &PatchOp| {
+        !input.pod_update
+            || (input.ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
+    };
+    let mut m = patch::mutation(policy, workload, eval, mcx);
+    m.retain(&keep);
+    let spec = workload.spec_path.pointer();
+    if m.ops.iter().any(|op| patch::changes_targeting(op, &spec))
+        && let Some(doc) = raw_object(input.body).and_then(|o| serde_json::from_str(o.get()).ok())
+    {
+        let ns = (!input.request_ns.is_empty()).then_some(input.request_ns);
+        m = patch::settle(policy, cx, mcx, &doc, ns, &keep);
+    }
+    if m.is_empty() {
+        summary.verdict = ReviewVerdict::Allowed;
+        let mut r = ok;
+        if !m.notes.is_empty() {
+            r.warnings = Some(cap_warnings(m.notes, 0));
+        }
+        return r;
+    }
+    summary.verdict = ReviewVerdict::Patched;
+    summary.patch_ops = m.ops.len();
+    summary.patch_rules = patch_rules(eval, &m, &spec);
+    let mut r = match ok.with_patch(patch::to_json_patch(&m.ops)) {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("internal error: cannot serialize the patch: {e}");
+            skip(summary, ReviewVerdict::Invalid, reason.clone());
+            return invalid(types, &uid, &reason);
+        }
+    };
+    let mut warnings: Vec<String> = m.explanations.into_iter().map(mutation_warning).collect();
+    warnings.extend(m.notes);
+    r.warnings = Some(cap_warnings(warnings, 0));
+    r
 }
 
 /// The (rule, field) pairs the old object of an UPDATE already had.
