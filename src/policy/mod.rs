@@ -22,8 +22,11 @@ use crate::targeting::{Os, RuntimeClasses};
 pub use crate::tolerations::{TAINT_EFFECTS, TOLERATION_OPERATORS, Taint};
 use crate::version::KubeVersion;
 
+mod load;
+use load::{check_tolerations, located, parse_error, policy_files};
+
 /// The embedded default policy.
-pub const DEFAULT_POLICY: &str = include_str!("../policies/default.yaml");
+pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.yaml");
 
 /// Annotation prefix by which a workload opts out of one rule, with the
 /// reason as its value: `winadmit.io/skip.WIN-SUBPATH: "containerd 1.7 mounts subPath fine"`.
@@ -734,160 +737,6 @@ impl std::str::FromStr for Mode {
             )),
         }
     }
-}
-
-/// A YAML error in the project's words, at its line and column: one
-/// document per policy file, each key once. `None`: no position known.
-fn parse_error(path: &Path, e: &serde_saphyr::Error) -> Option<PolicyError> {
-    use serde_saphyr::Error as E;
-    let loc = e.location()?;
-    let message = match e.without_snippet() {
-        E::MultipleDocuments { .. } => "a policy file holds one YAML document, and another starts here: split it into two files (--policy takes a directory) or remove the `---`".to_owned(),
-        E::DuplicateMappingKey { key, .. } => match key {
-            Some(k) => format!("duplicate key `{k}`: each key may appear once in a map; keep one"),
-            None => "duplicate key: each key may appear once in a map; keep one".to_owned(),
-        },
-        other => {
-            // The parser's text without its own position prefix.
-            let text = other.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            let message = match first.split_once(": ") {
-                Some((pos, rest)) if pos.starts_with("line ") => rest,
-                _ => first,
-            };
-            // The position is already in front.
-            match message.rsplit_once(" at line ") {
-                Some((m, _)) => m.to_owned(),
-                None => message.to_owned(),
-            }
-        }
-    };
-    Some(PolicyError::At {
-        path: path.to_owned(),
-        line: loc.line(),
-        column: loc.column(),
-        message,
-    })
-}
-
-/// An error at the key a JSON Pointer names in the policy text (or its
-/// deepest existing ancestor); without a position if none is found.
-fn located(path: &Path, text: &str, pointer: &str, message: String) -> PolicyError {
-    match crate::yaml::locate_many(text, &[(0, pointer)])
-        .first()
-        .copied()
-        .flatten()
-    {
-        Some(pos) => PolicyError::At {
-            path: path.to_owned(),
-            line: pos.line,
-            column: pos.column,
-            message,
-        },
-        None => PolicyError::Invalid {
-            path: path.to_owned(),
-            message,
-        },
-    }
-}
-
-/// `mutation.tolerations`: each a Kubernetes `Toleration` the API server
-/// accepts (operator `Exists` or `Equal`, effect `NoSchedule`,
-/// `PreferNoSchedule`, `NoExecute` or empty for all; `Exists` with no
-/// value; no key only with `Exists`). The error: a pointer below the list,
-/// and the message.
-fn check_tolerations(value: &serde_json::Value) -> Result<(), (String, String)> {
-    use k8s_openapi::api::core::v1::Toleration;
-    let Some(items) = value.as_array() else {
-        return Err((
-            String::new(),
-            "mutation.tolerations must be a list of tolerations".to_owned(),
-        ));
-    };
-    for (i, item) in items.iter().enumerate() {
-        let here = |field: &str| {
-            if field.is_empty() {
-                format!("/{i}")
-            } else {
-                format!("/{i}/{field}")
-            }
-        };
-        let name = format!("mutation.tolerations[{i}]");
-        let t: Toleration = serde_json::from_value(item.clone())
-            .map_err(|e| (here(""), format!("{name}: not a toleration: {e}")))?;
-        if let Some(fields) = item.as_object() {
-            let allowed = ["key", "operator", "value", "effect", "tolerationSeconds"];
-            if let Some(k) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
-                return Err((
-                    here(k),
-                    format!(
-                        "{name}: unknown field `{k}`: expected key, operator, value, effect or tolerationSeconds"
-                    ),
-                ));
-            }
-        }
-        let operator = t.operator.as_deref().unwrap_or("Equal");
-        if !TOLERATION_OPERATORS.contains(&operator) {
-            return Err((
-                here("operator"),
-                format!("{name}.operator: unknown operator `{operator}`: expected Exists or Equal"),
-            ));
-        }
-        if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty())
-            && !TAINT_EFFECTS.contains(&effect)
-        {
-            return Err((
-                here("effect"),
-                format!(
-                    "{name}.effect: unknown effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute (or leave it out for all)"
-                ),
-            ));
-        }
-        if operator == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
-            return Err((
-                here("value"),
-                format!("{name}.value: must be empty with operator Exists"),
-            ));
-        }
-        if t.key.as_deref().unwrap_or_default().is_empty() && operator != "Exists" {
-            return Err((
-                here("operator"),
-                format!("{name}: a toleration without a key must use operator Exists"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The files a `--policy` argument names: the file itself, or a directory's
-/// `.yaml`/`.yml` files in name order.
-fn policy_files(path: &Path) -> Result<Vec<PathBuf>, PolicyError> {
-    let meta = std::fs::metadata(path).map_err(|source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let read = |source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(read)? {
-        let p = entry.map_err(read)?.path();
-        if p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
-            files.push(p);
-        }
-    }
-    if files.is_empty() {
-        return Err(PolicyError::EmptyDir {
-            path: path.to_owned(),
-        });
-    }
-    files.sort();
-    Ok(files)
 }
 
 #[cfg(test)]
