@@ -52,6 +52,7 @@ fn report(file: &str, policy: &Policy) -> (Vec<ObjectReport>, Vec<String>) {
         patched_objects: true,
         fold: false,
         namespaces: Vec::new(),
+        namespace_lookup: None,
     };
     let mut b = ReportBuilder::new(policy, &cx(), options);
     let mut out = Vec::new();

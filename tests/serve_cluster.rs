@@ -314,6 +314,15 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
     assert_eq!(status, 200, "{body}");
     let report: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(report["objects"][0]["verdict"], "deny", "{body}");
+    // ...and the namespaces' mode labels: `legacy` is labelled warn.
+    let mut legacy = pod.clone();
+    legacy["metadata"]["namespace"] = json!("legacy");
+    let (status, body) = server
+        .request("POST", "/report", serde_json::to_vec(&legacy).unwrap())
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(report["objects"][0]["verdict"], "warn", "{body}");
 
     // The cache's metrics.
     let (_, metrics) = server.request("GET", "/metrics", Vec::new()).await;

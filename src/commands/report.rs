@@ -115,6 +115,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         patched_objects: wants_patched_objects(format),
         fold: !no_fold,
         namespaces: namespaces.clone(),
+        // Namespace objects are listed (live) or read from the files.
+        namespace_lookup: None,
     };
     let cx = Context {
         cluster,

@@ -34,6 +34,10 @@ pub trait ReportState: Clone + Send + Sync + 'static {
     fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
         None
     }
+    /// The cluster's namespace labels, if the server watches them.
+    fn namespace_labels(&self) -> Option<Arc<dyn crate::admission::NamespaceLabels>> {
+        None
+    }
     /// Slots that bound how many reports (and reviews) are computed at
     /// once; `None`: unbounded.
     fn slots(&self) -> Option<Arc<tokio::sync::Semaphore>> {
@@ -115,6 +119,7 @@ pub async fn report_handler<S: ReportState>(
             patched_objects: true,
             fold: true,
             namespaces: Vec::new(),
+            namespace_lookup: state.namespace_labels().map(crate::report::NamespaceLookup),
         };
         report_body(&policy, &cx, &options, &content_type, &body)
     });

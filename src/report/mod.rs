@@ -126,6 +126,17 @@ impl ObjectReport {
     }
 }
 
+/// The labels of the cluster's namespaces, when a door knows them (the
+/// webhook's cache for `POST /report`).
+#[derive(Clone)]
+pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::admission::NamespaceLabels>);
+
+impl std::fmt::Debug for NamespaceLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NamespaceLookup")
+    }
+}
+
 /// Options that change what a report says.
 #[derive(Debug, Clone, Default)]
 pub struct ReportOptions {
@@ -139,6 +150,9 @@ pub struct ReportOptions {
     pub fold: bool,
     /// Only report objects in these namespaces (empty: all).
     pub namespaces: Vec<String>,
+    /// Namespace labels (mode, opt-out) for namespaces the input does not
+    /// carry as objects.
+    pub namespace_lookup: Option<NamespaceLookup>,
 }
 
 /// Counts for one namespace (`namespace: null` for objects without one).
@@ -517,16 +531,26 @@ impl<'p> ReportBuilder<'p> {
         // Outside the webhook's reach: admission never sees it, so the
         // verdict is allow; the findings stay, for the operator to read.
         let outside = workload.namespace.and_then(|ns| {
-            self.policy
-                .outside_reach(ns, |k| self.namespace_opt_out.get(ns)?.get(k).cloned())
+            self.policy.outside_reach(ns, |k| {
+                self.namespace_opt_out
+                    .get(ns)
+                    .and_then(|labels| labels.get(k).cloned())
+                    .or_else(|| self.options.namespace_lookup.as_ref()?.0.label(ns, k))
+            })
         });
         if eval.exempt.is_none() {
             eval.exempt = outside;
         }
         let ns_mode = self.options.mode.or_else(|| {
-            workload
-                .namespace
-                .and_then(|ns| self.namespace_modes.get(ns).copied())
+            let ns = workload.namespace?;
+            self.namespace_modes.get(ns).copied().or_else(|| {
+                let lookup = self.options.namespace_lookup.as_ref()?;
+                lookup
+                    .0
+                    .label(ns, &self.policy.namespace_mode_label)?
+                    .parse()
+                    .ok()
+            })
         });
         let mcx = MutationContext {
             create: self.create,

@@ -170,6 +170,20 @@ impl crate::report::http::ReportState for ServerReportState {
     fn slots(&self) -> Option<Arc<Semaphore>> {
         Some(Arc::clone(&self.state.review_slots))
     }
+
+    fn namespace_labels(&self) -> Option<Arc<dyn crate::admission::NamespaceLabels>> {
+        self.state.admission.namespaces.as_ref()?;
+        Some(Arc::new(ServerNamespaces(Arc::clone(&self.state))))
+    }
+}
+
+/// The server's namespace labels (its cluster cache), for `POST /report`.
+struct ServerNamespaces(Arc<ServerState>);
+
+impl crate::admission::NamespaceLabels for ServerNamespaces {
+    fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        self.0.admission.namespaces.as_ref()?.label(namespace, key)
+    }
 }
 
 /// The optional endpoints the webhook's HTTPS router serves besides
