@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cluster::{Cluster, WindowsNodes};
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
-use crate::rules::{self, Cx, HostProcess, Scope, Sink};
+use crate::rules::{self, Cx, Scope, Sink};
 use crate::targeting::{self, RuntimeClasses, Target};
 use crate::version::KubeVersion;
 use crate::view::SpecView;
@@ -193,39 +193,7 @@ fn labels_of(workload: &Workload<'_, '_>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// HostProcess settings: containers inherit the pod's value unless they set their own.
-#[must_use]
-pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
-    let pod = spec
-        .security_context
-        .as_ref()
-        .and_then(|s| s.windows_options.as_ref())
-        .and_then(|w| w.host_process);
-    let mut any = false;
-    let mut all = true;
-    let mut count = 0;
-    let lists = [
-        &spec.init_containers,
-        &spec.containers,
-        &spec.ephemeral_containers,
-    ];
-    for c in lists.into_iter().flatten().flatten() {
-        count += 1;
-        let own = c
-            .security_context
-            .as_ref()
-            .and_then(|s| s.windows_options.as_ref())
-            .and_then(|w| w.host_process);
-        let effective = own.or(pod).unwrap_or(false);
-        any |= effective;
-        all &= effective;
-    }
-    HostProcess {
-        pod,
-        any,
-        all: all && count > 0,
-    }
-}
+pub use crate::targeting::host_process;
 
 /// How a pod spec targets an OS, resolving RuntimeClasses through the
 /// policy and then the context.

@@ -286,7 +286,8 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
     if let Some(value) = selects(OS_SKU_LABEL).filter(|v| WINDOWS_OS_SKUS.contains(&v.as_str())) {
         add(Os::Windows, Signal::OsSku { value });
     }
-    if uses_host_process(spec) {
+    let hp = host_process(spec);
+    if hp.pod == Some(true) || hp.any {
         add(Os::Windows, Signal::HostProcess);
     }
     if let Some(name) = spec.runtime_class_name.as_deref()
@@ -333,31 +334,56 @@ pub const OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
 pub const WINDOWS_OS_SKUS: &[&str] =
     &["Windows2019", "Windows2022", "Windows2025", "WindowsAnnual"];
 
-/// Does `windowsOptions.hostProcess: true` appear on the pod or a container?
-fn uses_host_process(spec: &SpecView<'_>) -> bool {
+/// Is this a HostProcess pod? Computed once per evaluation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostProcess {
+    /// `spec.securityContext.windowsOptions.hostProcess`.
+    pub pod: Option<bool>,
+    /// Some container sets `hostProcess: true` (or inherits it).
+    pub any: bool,
+    /// Every container is HostProcess (explicitly or through the pod).
+    pub all: bool,
+}
+
+/// Is this container HostProcess: its own `windowsOptions.hostProcess`, else
+/// the pod's (`pod`)?
+#[must_use]
+pub fn is_host_process_container(c: &crate::view::ContainerView<'_>, pod: Option<bool>) -> bool {
+    c.security_context
+        .as_ref()
+        .and_then(|s| s.windows_options.as_ref())
+        .and_then(|w| w.host_process)
+        .or(pod)
+        .unwrap_or(false)
+}
+
+/// HostProcess settings: containers inherit the pod's value unless they set their own.
+#[must_use]
+pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
     let pod = spec
         .security_context
         .as_ref()
         .and_then(|s| s.windows_options.as_ref())
         .and_then(|w| w.host_process);
-    if pod == Some(true) {
-        return true;
-    }
-    [
+    let mut any = false;
+    let mut all = true;
+    let mut count = 0;
+    let lists = [
         &spec.init_containers,
         &spec.containers,
         &spec.ephemeral_containers,
-    ]
-    .into_iter()
-    .flatten()
-    .flatten()
-    .any(|c| {
-        c.security_context
-            .as_ref()
-            .and_then(|s| s.windows_options.as_ref())
-            .and_then(|w| w.host_process)
-            == Some(true)
-    })
+    ];
+    for c in lists.into_iter().flatten().flatten() {
+        count += 1;
+        let effective = is_host_process_container(c, pod);
+        any |= effective;
+        all &= effective;
+    }
+    HostProcess {
+        pod,
+        any,
+        all: all && count > 0,
+    }
 }
 
 /// Does every required node-affinity term ask for `key` (`In` or `Exists`)?

@@ -26,11 +26,7 @@ pub static RULE: Rule = Rule {
 /// Is this container HostProcess (its own value, else the pod's)?
 #[must_use]
 pub fn is_host_process(cx: &Cx<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
-    c.security_context()
-        .and_then(|s| s.windows_options.as_ref())
-        .and_then(|w| w.host_process)
-        .or(cx.host_process.pod)
-        .unwrap_or(false)
+    crate::targeting::is_host_process_container(c.container, cx.host_process.pod)
 }
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {

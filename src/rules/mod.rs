@@ -278,16 +278,7 @@ impl<'v, 'a> ContainerRef<'v, 'a> {
     }
 }
 
-/// Is this a HostProcess pod? Computed once per evaluation.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HostProcess {
-    /// `spec.securityContext.windowsOptions.hostProcess`.
-    pub pod: Option<bool>,
-    /// Some container sets `hostProcess: true` (or inherits it).
-    pub any: bool,
-    /// Every container is HostProcess (explicitly or through the pod).
-    pub all: bool,
-}
+pub use crate::targeting::HostProcess;
 
 /// Everything a rule may read: the workload, its pod spec, how it is
 /// targeted, the Kubernetes version, and helpers to build field paths.
