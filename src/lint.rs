@@ -26,36 +26,29 @@ struct Wants {
 /// `runtimeClassName` within the same input, and their handlers for
 /// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
-    if !text.contains("RuntimeClass") {
-        return;
-    }
-    if let Ok(docs) = source::parse(text) {
-        for d in docs {
-            if let Some((name, info)) = RuntimeClasses::info_from_object(&d.value) {
-                into.insert_info(name, info);
-            }
-        }
-    }
+    collect_cluster_objects(text, into, &mut crate::cluster::WindowsNodes::default());
 }
 
-/// Adds the Windows Node objects of a text (e.g. `kubectl get nodes -o
-/// yaml` given to lint) to `into`.
-pub fn collect_nodes(text: &str, into: &mut crate::cluster::WindowsNodes) {
-    if !text.contains("Node") {
+/// Collects, in one parse of the text, its RuntimeClasses and its Windows
+/// Node objects (e.g. `kubectl get nodes -o yaml` given to lint; `List`
+/// items are expanded by [`source::parse`]).
+pub fn collect_cluster_objects(
+    text: &str,
+    runtime_classes: &mut RuntimeClasses,
+    nodes: &mut crate::cluster::WindowsNodes,
+) {
+    // Files that name neither kind are not parsed twice.
+    if !text.contains("RuntimeClass") && !text.contains("Node") {
         return;
     }
-    if let Ok(docs) = source::parse(text) {
-        for d in docs {
-            let items = d.value.get("items").and_then(serde_json::Value::as_array);
-            let values: Vec<&serde_json::Value> = match items {
-                Some(items) => items.iter().collect(),
-                None => vec![&d.value],
-            };
-            for v in values {
-                if let Some(n) = crate::cluster::WindowsNode::from_object(v) {
-                    into.nodes.push(n);
-                }
-            }
+    let Ok(docs) = source::parse(text) else {
+        return;
+    };
+    for d in docs {
+        if let Some((name, info)) = RuntimeClasses::info_from_object(&d.value) {
+            runtime_classes.insert_info(name, info);
+        } else if let Some(n) = crate::cluster::WindowsNode::from_object(&d.value) {
+            nodes.nodes.push(n);
         }
     }
 }

@@ -10,7 +10,7 @@ use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
 use crate::cli::{FailOn, LintArgs, LintFormat};
 use crate::engine::Context;
 use crate::finding::Severity;
-use crate::lint::{CrossObject, collect_runtime_classes, lint_text_with};
+use crate::lint::{CrossObject, collect_cluster_objects, lint_text_with};
 use crate::output::{InputProblem, LintReport, junit, sarif, text};
 use crate::source;
 use crate::targeting::RuntimeClasses;
@@ -75,8 +75,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let mut nodes = crate::cluster::WindowsNodes::default();
     for i in 0..inputs.len() {
         if let Ok(text) = read(i) {
-            collect_runtime_classes(&text, &mut runtime_classes);
-            crate::lint::collect_nodes(&text, &mut nodes);
+            collect_cluster_objects(&text, &mut runtime_classes, &mut nodes);
         }
     }
     let cx = Context {
