@@ -247,9 +247,9 @@ fn cluster_api(forbid: Option<&'static str>) -> (FakeApi, tempfile::TempDir, Pat
     (api, dir, kubeconfig)
 }
 
-#[tokio::test]
-async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
-    let (api, _dir, kubeconfig) = cluster_api(None);
+/// The server against the fake cluster, ready and with its cache listed.
+async fn serve_with_cluster() -> (FakeApi, tempfile::TempDir, Server) {
+    let (api, dir, kubeconfig) = cluster_api(None);
     let server = Server::start(
         &[
             "--kubeconfig",
@@ -262,6 +262,12 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
     server.wait_ready(Duration::from_secs(20)).await;
     // Ready means listed: no polling needed from here on.
     server.wait_log("cluster cache: first list complete").await;
+    (api, dir, server)
+}
+
+#[tokio::test]
+async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
+    let (api, _dir, server) = serve_with_cluster().await;
 
     // The default (enforce) denies; the namespace's warn label allows with warnings.
     let shop = server
@@ -559,18 +565,7 @@ async fn without_a_cluster_configuration_auto_runs_without_and_on_refuses_to_sta
 /// and an image build no node runs is an error.
 #[tokio::test]
 async fn windows_nodes_decide_version_dependent_verdicts() {
-    let (api, _dir, kubeconfig) = cluster_api(None);
-    let server = Server::start(
-        &[
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--cluster-cache-sync-timeout",
-            "20s",
-        ],
-        &[],
-    );
-    server.wait_ready(Duration::from_secs(20)).await;
-    server.wait_log("cluster cache: first list complete").await;
+    let (api, _dir, server) = serve_with_cluster().await;
     let subpath = |pool: &str| {
         json!({
             "nodeSelector": {"kubernetes.io/os": "windows", "agentpool": pool},
