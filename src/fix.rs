@@ -16,14 +16,15 @@
 //! The fixed text must parse back to exactly that object, or the object's
 //! edits are dropped and it is reported as not fixed.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::{Map, Value};
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span, StructureStyle};
 
+use crate::decide;
 use crate::engine::Context;
-use crate::patch::{self, MutationContext};
 use crate::policy::Policy;
 use crate::source;
 use crate::workload::{Workload, type_of};
@@ -135,26 +136,24 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         let Some(workload) = Workload::from_view(&view) else {
             continue;
         };
-        // The same settled patch the mutating webhook would send on CREATE.
-        let mcx = MutationContext {
-            create: true,
-            namespace_isolation: None,
-            psa_restricted_before_1_25: false,
+        // The decision's settled patch: what the mutating webhook would
+        // send on CREATE.
+        let tree = || Some(Cow::Borrowed(&doc.value));
+        let decision = decide::decide(
+            policy,
+            cx,
+            &workload,
+            &decide::Request::manifest(decide::PatchSource::Tree(&tree)),
+        );
+        let Some(patched) = decision.patched else {
+            continue;
         };
-        let m = patch::settle(policy, cx, mcx, &doc.value, None, &|_| true);
-        if m.ops.is_empty() {
-            continue;
-        }
-        let mut patched = doc.value.clone();
-        if patch::apply(&mut patched, &m.ops).is_err() {
-            continue;
-        }
         plans.push(Plan {
             index: doc.index,
             yaml_doc: doc.yaml_doc,
             pointer: doc.pointer.clone(),
             name: format!("{kind}/{}", workload.name),
-            ops: m.ops.len(),
+            ops: decision.patch.ops.len(),
             target: fixed_object(&doc.value, &patched),
             edits: Vec::new(),
         });

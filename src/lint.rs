@@ -3,7 +3,8 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
-use crate::engine::{self, Context};
+use crate::decide;
+use crate::engine::Context;
 use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
 use crate::policy::Policy;
 use crate::services::{self, WindowsPods};
@@ -361,7 +362,15 @@ fn lint_document(
             message: format!("document {}: {note}", doc.index),
         });
     }
-    let eval = engine::evaluate(policy, &workload, cx);
+    // The same decision the webhook makes; lint reports every finding of
+    // the manifest as written (the webhook's reach does not apply).
+    let decision = decide::decide(
+        policy,
+        cx,
+        &workload,
+        &decide::Request::manifest(decide::PatchSource::None),
+    );
+    let eval = decision.evaluation;
     if eval.target.is_windows() {
         report.summary.windows_workloads += 1;
         cross.windows.add(

@@ -16,7 +16,8 @@
 //! admission mode (enforce, warn, audit) and request semantics (operation,
 //! subresource, requesting user); no rule logic lives here.
 
-use std::collections::{BTreeMap, HashSet};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -25,34 +26,27 @@ use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
 use serde::Serialize;
 
-use crate::engine::{self, Context, Evaluation};
-use crate::finding::{Finding, FixKind, PatchOp, Severity};
-use crate::patch::{self, MutationContext};
+use crate::decide::messages::truncate;
+use crate::decide::{self, Decision, Verdict};
+use crate::engine::{Context, Evaluation};
+use crate::finding::{FixKind, Severity};
+use crate::patch;
 use crate::policy::{Mode, Policy};
 use crate::rules;
 use crate::targeting::RuntimeClasses;
-use crate::view::ObjectView;
 use crate::workload::{Kind, Workload};
 
 /// `admission.k8s.io/v1`.
 pub const V1: &str = "admission.k8s.io/v1";
 /// `admission.k8s.io/v1beta1`, for old clusters.
 pub const V1BETA1: &str = "admission.k8s.io/v1beta1";
-/// Kubernetes' guidance for a warning's length: 120 characters.
-pub const MAX_WARNING_CHARS: usize = 120;
-/// Beyond this many warnings the rest are summarized in one line.
-pub const MAX_WARNINGS: usize = 20;
-/// The denial message lists at most this many findings, then says how many
-/// more there are: a pod with thousands of containers must not get a
-/// message of megabytes (the API server stores it in events and logs).
-pub const MAX_DENIAL_FINDINGS: usize = 50;
+pub use crate::decide::{
+    MAX_DENIAL_FINDINGS, MAX_WARNING_CHARS, MAX_WARNING_KEPT_CHARS, MAX_WARNINGS,
+};
 
 mod envelope;
-mod messages;
 pub use envelope::{Envelope, envelope};
 use envelope::{RawReviewIn, RequestIn, ReviewIn, envelope_header, raw_object, raw_objects, text};
-pub use messages::MAX_WARNING_KEPT_CHARS;
-use messages::{cap_warnings, denial, mutation_warning, truncate, warning};
 
 /// Which webhook is being called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -557,20 +551,6 @@ fn respond(
         .as_ref()
         .and_then(|t| policy.pod_templates.read(t).ok());
     let old_object = declared_old.as_ref().or(req.old_object.as_ref());
-    if let Some(user) = &req.user_info
-        && (!policy.exemptions.users.is_empty() || !policy.exemptions.groups.is_empty())
-    {
-        let groups: Vec<String> = user
-            .groups
-            .iter()
-            .flatten()
-            .map(ToString::to_string)
-            .collect();
-        if let Some(reason) = policy.exempt_user(text(user.username.as_ref()), &groups) {
-            skip(summary, ReviewVerdict::Exempt, reason);
-            return ok;
-        }
-    }
     let Some(mut workload) = Workload::from_view(view) else {
         skip(
             summary,
@@ -590,18 +570,49 @@ fn respond(
     if summary.name.is_empty() {
         workload.name.clone_into(&mut summary.name);
     }
-    let ns_label = |key: &str| {
-        let ns = workload.namespace?;
-        adm.namespaces.as_ref()?.label(ns, key)
+    let update = operation == "UPDATE";
+    let old = if update {
+        old_object.and_then(Workload::from_view)
+    } else {
+        None
     };
-    // The webhook's reach is policy data: a namespace the manifests exclude
-    // is exempt here too (by label when a cache knows the labels).
-    if let Some(ns) = workload.namespace
-        && let Some(reason) = policy.outside_reach(ns, ns_label)
-    {
-        skip(summary, ReviewVerdict::Exempt, reason);
-        return ok;
-    }
+    let groups: Vec<String> = req
+        .user_info
+        .iter()
+        .flat_map(|u| u.groups.iter().flatten())
+        .map(ToString::to_string)
+        .collect();
+    let user = req
+        .user_info
+        .as_ref()
+        .map(|u| (text(u.username.as_ref()), groups.as_slice()));
+    // The object as a tree, for a patch to settle on: a declared kind's
+    // was read already; otherwise it is parsed only when needed.
+    let tree = || match &trees.0 {
+        Some(tree) => Some(Cow::Borrowed(tree)),
+        None => raw_object(body)
+            .and_then(|o| serde_json::from_str(o.get()).ok())
+            .map(Cow::Owned),
+    };
+    let labels = |ns: &str, key: &str| adm.namespaces.as_ref()?.label(ns, key);
+    let request = decide::Request {
+        labels: &labels,
+        mode: None,
+        user,
+        operation: if update {
+            decide::Operation::Update {
+                old: old.as_ref(),
+                ephemeral,
+            }
+        } else {
+            decide::Operation::Create
+        },
+        patch: match endpoint {
+            Endpoint::Validate => decide::PatchSource::None,
+            Endpoint::Mutate => decide::PatchSource::Tree(&tree),
+        },
+        reach: true,
+    };
     // One snapshot for the whole review (and its settle rounds).
     let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
     let nodes = adm.namespaces.as_ref().and_then(|n| n.nodes());
@@ -610,114 +621,39 @@ fn respond(
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
     };
-    let eval = engine::evaluate(policy, &workload, &cx);
-    if let Some(reason) = &eval.exempt {
-        skip(summary, ReviewVerdict::Exempt, reason.clone());
+    let decision = decide::decide(policy, &cx, &workload, &request);
+    if let Some(exemption) = &decision.exemption {
+        skip(summary, ReviewVerdict::Exempt, exemption.reason());
         return ok;
     }
-    let update = operation == "UPDATE";
-
     match endpoint {
-        Endpoint::Validate => {
-            // On UPDATE only what the update introduces is enforced: a pod
-            // admitted earlier (or under audit) must stay deletable,
-            // labelable and finalizable.
-            let preexisting = if update {
-                old_object
-                    .map(|old| preexisting(adm, &cx, old, kind))
-                    .unwrap_or_default()
-            } else {
-                HashSet::new()
-            };
-            let ns_mode = ns_label(&policy.namespace_mode_label).and_then(|v| v.parse().ok());
-            let findings: Vec<&Finding> = eval
-                .findings
-                .iter()
-                .filter(|f| !preexisting.contains(&(f.rule, f.field.to_string())))
-                .filter(|f| !ephemeral || is_ephemeral(f, &workload))
-                .collect();
-            validate(policy, &workload, &eval, &findings, ns_mode, ok, summary)
-        }
-        Endpoint::Mutate => {
-            let isolation = policy
-                .mutation
-                .isolation_namespace_label
-                .as_deref()
-                .and_then(ns_label);
-            let input = MutateInput {
-                body,
-                create: operation == "CREATE",
-                // A pod's spec is immutable but for ephemeral containers.
-                pod_update: kind == Kind::Pod && update,
-                ephemeral,
-                isolation: isolation.as_deref(),
-                psa_restricted_before_1_25: crate::patch::psa_restricted_before_1_25(
-                    ns_label(crate::patch::PSA_ENFORCE_LABEL).as_deref(),
-                    ns_label(crate::patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
-                ),
-                request_ns,
-            };
-            mutate_response(policy, &cx, &workload, &eval, &input, types, summary)
-        }
+        Endpoint::Validate => validate_response(&decision, &workload, ok, summary),
+        Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
     }
-}
-
-/// What `/mutate` needs of the request beyond the evaluated workload.
-struct MutateInput<'r> {
-    /// The whole AdmissionReview body (the object is re-read from it to
-    /// settle a patch that changes targeting).
-    body: &'r [u8],
-    create: bool,
-    pod_update: bool,
-    ephemeral: bool,
-    /// The namespace's isolation label value.
-    isolation: Option<&'r str>,
-    psa_restricted_before_1_25: bool,
-    request_ns: &'r str,
 }
 
 /// `/mutate`'s answer: the settled patch and its explanations.
 fn mutate_response(
-    policy: &Policy,
-    cx: &Context<'_>,
+    decision: Decision,
     workload: &Workload<'_, '_>,
-    eval: &Evaluation,
-    input: &MutateInput<'_>,
     types: &TypeMeta,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
     let uid = summary.uid.clone();
-    let ok = allow(types, &uid);
-    let mcx = MutationContext {
-        create: input.create,
-        namespace_isolation: input.isolation,
-        psa_restricted_before_1_25: input.psa_restricted_before_1_25,
-    };
-    let keep = |op: &PatchOp| {
-        !input.pod_update
-            || (input.ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
-    };
-    let mut m = patch::mutation(policy, workload, eval, mcx);
-    m.retain(&keep);
-    let spec = workload.spec_path.pointer();
-    if m.ops.iter().any(|op| patch::changes_targeting(op, &spec))
-        && let Some(doc) = raw_object(input.body).and_then(|o| serde_json::from_str(o.get()).ok())
-    {
-        let ns = (!input.request_ns.is_empty()).then_some(input.request_ns);
-        m = patch::settle(policy, cx, mcx, &doc, ns, &keep);
-    }
-    if m.is_empty() {
+    let mut r = allow(types, &uid);
+    if decision.patch.is_empty() {
         summary.verdict = ReviewVerdict::Allowed;
-        let mut r = ok;
-        if !m.notes.is_empty() {
-            r.warnings = Some(cap_warnings(m.notes, 0));
+        let warnings = decision.patch_warnings();
+        if !warnings.is_empty() {
+            r.warnings = Some(warnings);
         }
         return r;
     }
+    let spec = workload.spec_path.pointer();
     summary.verdict = ReviewVerdict::Patched;
-    summary.patch_ops = m.ops.len();
-    summary.patch_rules = patch_rules(eval, &m, &spec);
-    let mut r = match ok.with_patch(patch::to_json_patch(&m.ops)) {
+    summary.patch_ops = decision.patch.ops.len();
+    summary.patch_rules = patch_rules(&decision.evaluation, &decision.patch, &spec);
+    let mut r = match r.with_patch(patch::to_json_patch(&decision.patch.ops)) {
         Ok(r) => r,
         Err(e) => {
             let reason = format!("internal error: cannot serialize the patch: {e}");
@@ -725,99 +661,53 @@ fn mutate_response(
             return invalid(types, &uid, &reason);
         }
     };
-    let mut warnings: Vec<String> = m.explanations.into_iter().map(mutation_warning).collect();
-    warnings.extend(m.notes);
-    r.warnings = Some(cap_warnings(warnings, 0));
+    r.warnings = Some(decision.patch_warnings());
     r
 }
 
-/// The (rule, field) pairs the old object of an UPDATE already had.
-fn preexisting(
-    adm: &Admission,
-    cx: &Context<'_>,
-    old: &ObjectView<'_>,
-    kind: Kind,
-) -> HashSet<(&'static str, String)> {
-    let Some(w) = Workload::from_view(old).filter(|w| w.kind == kind) else {
-        return HashSet::new();
-    };
-    engine::evaluate(&adm.policy, &w, cx)
-        .findings
-        .into_iter()
-        .map(|f| (f.rule, f.field.to_string()))
-        .collect()
-}
-
-fn is_ephemeral(f: &Finding, w: &Workload<'_, '_>) -> bool {
-    f.field.starts_with(&w.spec_path.key("ephemeralContainers"))
-}
-
-fn validate(
-    policy: &Policy,
+/// `/validate`'s answer: the decision's verdict on the object as given.
+fn validate_response(
+    decision: &Decision,
     workload: &Workload<'_, '_>,
-    eval: &Evaluation,
-    findings: &[&Finding],
-    ns_mode: Option<Mode>,
     ok: AdmissionResponse,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
-    let mut denied: Vec<&Finding> = Vec::new();
-    // Only the first warnings are rendered; the rest are counted.
-    let mut warnings: Vec<String> = Vec::new();
-    let mut more_warnings = 0;
-    let mut audited: Vec<&str> = Vec::new();
-    for f in findings {
-        let mode = policy.mode_for(f.rule, ns_mode);
-        summary.findings.push(Counted {
+    summary.findings = decision
+        .counted_findings()
+        .map(|(f, c)| Counted {
             rule: f.rule,
             severity: f.severity,
-            mode,
-        });
-        match crate::decide::outcome(f.severity, mode) {
-            // Advice is for lint and reports, never an admission warning.
-            crate::decide::Outcome::Silent => {}
-            crate::decide::Outcome::Audit => {
-                if !audited.contains(&f.rule) {
-                    audited.push(f.rule);
-                }
-            }
-            crate::decide::Outcome::Deny => denied.push(f),
-            crate::decide::Outcome::Warn if warnings.len() < MAX_WARNINGS => {
-                warnings.push(warning(f));
-            }
-            crate::decide::Outcome::Warn => more_warnings += 1,
-        }
-    }
+            mode: c.mode,
+        })
+        .collect();
     let mut r = ok;
-    if !audited.is_empty() {
+    if !decision.audited.is_empty() {
         r.audit_annotations
-            .insert("winadmit.io/audit".to_owned(), audited.join(","));
+            .insert("winadmit.io/audit".to_owned(), decision.audited.join(","));
     }
-    summary.verdict = if !denied.is_empty() {
-        ReviewVerdict::Denied
-    } else if !warnings.is_empty() {
-        ReviewVerdict::Warned
-    } else if !audited.is_empty() {
-        ReviewVerdict::Audited
-    } else {
-        ReviewVerdict::Allowed
+    summary.verdict = match decision.validation {
+        Verdict::Deny => ReviewVerdict::Denied,
+        Verdict::Warn => ReviewVerdict::Warned,
+        Verdict::Allow if !decision.audited.is_empty() => ReviewVerdict::Audited,
+        Verdict::Allow => ReviewVerdict::Allowed,
     };
-    if !denied.is_empty() {
-        r = r.deny(denial(workload, eval, &denied));
+    if let Some(message) = decision.denial_message(workload) {
+        r = r.deny(message);
         r.result.code = 403;
         r.result.reason = "Forbidden".to_owned();
         r.result.status = Some(StatusSummary::Failure);
     }
+    let warnings = decision.warnings();
     if !warnings.is_empty() {
-        r.warnings = Some(cap_warnings(warnings, more_warnings));
+        r.warnings = Some(warnings);
     }
     r
 }
 
 #[cfg(test)]
 mod tests {
-    use super::messages::fit_warning;
     use super::*;
+    use crate::decide::messages::{cap_warnings, fit_warning, mutation_warning, truncate};
 
     #[test]
     fn warnings_are_cut_on_char_boundaries_at_a_word() {

@@ -104,7 +104,7 @@ pub fn report_body(
                         }
                     })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
-                let object = admission_object(policy, &mut builder, body)?;
+                let object = admission_object(&mut builder, body)?;
                 if let Some(object) = object {
                     add(&mut builder, &object, 0, &mut objects);
                 }
@@ -171,7 +171,6 @@ fn add(
 /// told about the operation and an exempt user. Decoded by the webhook's
 /// own envelope decoder ([`crate::admission::envelope`]).
 fn admission_object(
-    policy: &Policy,
     builder: &mut ReportBuilder<'_>,
     body: &[u8],
 ) -> Result<Option<Value>, ReportError> {
@@ -185,7 +184,7 @@ fn admission_object(
         meta.insert("namespace".into(), Value::String(ns.to_owned()));
     }
     builder.create = env.operation == "CREATE";
-    builder.user_exemption = policy.exempt_user(&env.username, &env.groups);
+    builder.user = Some((env.username, env.groups));
     if env.operation == "DELETE" {
         return Ok(None);
     }

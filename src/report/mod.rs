@@ -30,16 +30,17 @@
 //! live mode lists owners first, so this only happens with files that list
 //! Pods first).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::engine::{self, Context, Evaluation, Skipped};
+use crate::decide;
+use crate::engine::{Context, Evaluation, Skipped};
 use crate::finding::{PatchOp, Severity};
 use crate::output::{InputProblem, LintFinding, ObjectId};
-use crate::patch::MutationContext;
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Kind, Workload, type_of};
@@ -245,11 +246,8 @@ pub struct ReportBuilder<'p> {
     nodes: crate::cluster::WindowsNodes,
     runtime_classes: RuntimeClasses,
     options: ReportOptions,
-    /// Namespace name -> its labels that matter (mode, isolation).
-    namespace_modes: HashMap<String, Mode>,
-    namespace_isolation: HashMap<String, String>,
-    /// The labels of namespaces that `reach.optOutNamespaceLabels` reads.
-    namespace_opt_out: HashMap<String, BTreeMap<String, String>>,
+    /// Namespace name -> its labels (mode, isolation, reach, Pod Security).
+    namespace_labels: HashMap<String, BTreeMap<String, String>>,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
     namespaces: BTreeMap<Option<String>, NamespaceSummary>,
@@ -259,9 +257,9 @@ pub struct ReportBuilder<'p> {
     /// The operation is a CREATE (fields immutable on pods may be set by
     /// the patch). Reports of existing objects preview a fresh apply: `true`.
     pub create: bool,
-    /// Set when the requesting user is exempt by policy (an AdmissionReview
-    /// body): every object is then allowed untouched, as `/validate` would.
-    pub user_exemption: Option<String>,
+    /// The requesting user and groups (an AdmissionReview body): an exempt
+    /// user's objects are allowed untouched, as `/validate` would.
+    pub user: Option<(String, Vec<String>)>,
 }
 
 /// What happened to one object given to [`ReportBuilder::add`].
@@ -290,9 +288,7 @@ impl<'p> ReportBuilder<'p> {
             runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
             nodes: cx.nodes.cloned().unwrap_or_default(),
             options,
-            namespace_modes: HashMap::new(),
-            namespace_isolation: HashMap::new(),
-            namespace_opt_out: HashMap::new(),
+            namespace_labels: HashMap::new(),
             owners: HashMap::new(),
             pending: Vec::new(),
             namespaces: BTreeMap::new(),
@@ -300,7 +296,7 @@ impl<'p> ReportBuilder<'p> {
             summary,
             input_problems: Vec::new(),
             create: true,
-            user_exemption: None,
+            user: None,
         }
     }
 
@@ -309,28 +305,19 @@ impl<'p> ReportBuilder<'p> {
         &self.options
     }
 
-    /// Learns a namespace's labels: its mode label and isolation label.
+    /// Learns a namespace's labels (its mode, isolation, reach and Pod
+    /// Security labels are what decisions read).
     pub fn namespace_labels<'l>(
         &mut self,
         namespace: &str,
         labels: impl Iterator<Item = (&'l str, &'l str)>,
     ) {
+        let known = self
+            .namespace_labels
+            .entry(namespace.to_owned())
+            .or_default();
         for (k, v) in labels {
-            if self.policy.reach.opt_out_namespace_labels.contains_key(k) {
-                self.namespace_opt_out
-                    .entry(namespace.to_owned())
-                    .or_default()
-                    .insert(k.to_owned(), v.to_owned());
-            }
-            if k == self.policy.namespace_mode_label
-                && let Ok(mode) = v.parse::<Mode>()
-            {
-                self.namespace_modes.insert(namespace.to_owned(), mode);
-            }
-            if self.policy.mutation.isolation_namespace_label.as_deref() == Some(k) {
-                self.namespace_isolation
-                    .insert(namespace.to_owned(), v.to_owned());
-            }
+            known.insert(k.to_owned(), v.to_owned());
         }
     }
 
@@ -522,55 +509,38 @@ impl<'p> ReportBuilder<'p> {
             runtime_classes: Some(&self.runtime_classes),
             nodes: (!self.nodes.is_empty()).then_some(&self.nodes),
         };
-        let mut eval = engine::evaluate(self.policy, workload, &cx);
-        if let Some(reason) = &self.user_exemption {
-            eval.exempt = Some(reason.clone());
-            eval.findings.clear();
-            eval.skipped.clear();
-        }
-        // Outside the webhook's reach: admission never sees it, so the
-        // verdict is allow; the findings stay, for the operator to read.
-        let outside = workload.namespace.and_then(|ns| {
-            self.policy.outside_reach(ns, |k| {
-                self.namespace_opt_out
-                    .get(ns)
-                    .and_then(|labels| labels.get(k).cloned())
-                    .or_else(|| self.options.namespace_lookup.as_ref()?.0.label(ns, k))
-            })
-        });
-        if eval.exempt.is_none() {
-            eval.exempt = outside;
-        }
-        let ns_mode = self.options.mode.or_else(|| {
-            let ns = workload.namespace?;
-            self.namespace_modes.get(ns).copied().or_else(|| {
-                let lookup = self.options.namespace_lookup.as_ref()?;
-                lookup
-                    .0
-                    .label(ns, &self.policy.namespace_mode_label)?
-                    .parse()
-                    .ok()
-            })
-        });
-        let mcx = MutationContext {
-            create: self.create,
-            namespace_isolation: workload
-                .namespace
-                .and_then(|ns| self.namespace_isolation.get(ns))
-                .map(String::as_str),
-            psa_restricted_before_1_25: false,
+        let labels = |ns: &str, key: &str| {
+            self.namespace_labels
+                .get(ns)
+                .and_then(|labels| labels.get(key).cloned())
+                .or_else(|| self.options.namespace_lookup.as_ref()?.0.label(ns, key))
         };
-        let signature = signature(workload, &eval);
+        let tree = || Some(Cow::Borrowed(value));
         // The same settled patch /mutate returns, and the verdict /validate
         // gives once it is applied (mutating admission runs first).
-        let request = crate::decide::Request {
-            mutation: mcx,
-            namespace: workload.namespace,
-            namespace_mode: ns_mode,
-            keep: &|_| true,
+        let request = decide::Request {
+            labels: &labels,
+            mode: self.options.mode,
+            user: self
+                .user
+                .as_ref()
+                .map(|(name, groups)| (name.as_str(), groups.as_slice())),
+            operation: if self.create {
+                decide::Operation::Create
+            } else {
+                decide::Operation::Update {
+                    old: None,
+                    ephemeral: false,
+                }
+            },
+            patch: decide::PatchSource::Tree(&tree),
+            reach: true,
         };
-        let decision = crate::decide::decide(self.policy, &cx, value, eval, &request);
+        let decision = decide::decide(self.policy, &cx, workload, &request);
+        let signature = signature(workload, &decision.evaluation);
         let verdict = decision.verdict;
+        let mode = decision.mode.unwrap_or(self.policy.mode);
+        let exempt = decision.exemption.as_ref().map(|e| e.reason().to_owned());
         let eval = decision.evaluation;
         let mutation = decision.patch;
         let patched_object = decision.patched.filter(|_| self.options.patched_objects);
@@ -597,8 +567,8 @@ impl<'p> ReportBuilder<'p> {
             targets_windows: eval.target.is_windows(),
             target_reason: eval.target.reason(),
             verdict,
-            mode: ns_mode.unwrap_or(self.policy.mode),
-            exempt: eval.exempt,
+            mode,
+            exempt,
             skipped: eval.skipped,
             findings,
             patch: mutation.ops,

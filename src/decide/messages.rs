@@ -18,7 +18,7 @@ pub const MAX_WARNING_KEPT_CHARS: usize = 256;
 /// guidance (120 characters) is met when the path allows, the API
 /// server's limit (256) otherwise; a path too long for that is kept whole
 /// and the reason dropped. The full text stays in the report and logs.
-pub(super) fn warning(f: &Finding) -> String {
+pub(crate) fn warning(f: &Finding) -> String {
     let head = format!("{} {}", f.rule, f.field);
     let title = rules::find(f.rule).map(|r| r.info.title);
     let clause = first_clause(&f.message);
@@ -27,7 +27,7 @@ pub(super) fn warning(f: &Finding) -> String {
 
 /// The reason's first clause (up to `, `, `; `, ` (` or `: `), when the
 /// reason has more.
-pub(super) fn first_clause(s: &str) -> Option<&str> {
+pub(crate) fn first_clause(s: &str) -> Option<&str> {
     [", ", "; ", " (", ": "]
         .iter()
         .filter_map(|sep| s.match_indices(sep).map(|(i, _)| i).find(|i| *i >= 12))
@@ -36,7 +36,7 @@ pub(super) fn first_clause(s: &str) -> Option<&str> {
 }
 
 /// `RULE field: reason` with the first reason that fits (see [`warning`]).
-pub(super) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
+pub(crate) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
     let len = |s: &str| s.chars().count();
     let room = |limit: usize| limit.saturating_sub(len(head) + 2);
     for limit in [MAX_WARNING_CHARS, MAX_WARNING_KEPT_CHARS] {
@@ -57,7 +57,7 @@ pub(super) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
 /// A mutation's explanation (`winadmit: what it did (RULE: field)`) as a
 /// warning that fits: rule and field first, as for findings. Explanations
 /// without a rule (node selection, tolerations) are short already.
-pub(super) fn mutation_warning(why: String) -> String {
+pub(crate) fn mutation_warning(why: String) -> String {
     let rule_and_field = why.strip_suffix(')').and_then(|rest| {
         rules::ALL.iter().find_map(|rule| {
             let marker = format!(" ({}: ", rule.info.id);
@@ -82,7 +82,7 @@ pub(super) fn mutation_warning(why: String) -> String {
 }
 
 /// At most `max` characters of `s`, ending at a word boundary, with `…`.
-pub(super) fn cut_at_word(s: &str, max: usize) -> String {
+pub(crate) fn cut_at_word(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_owned();
     }
@@ -96,7 +96,7 @@ pub(super) fn cut_at_word(s: &str, max: usize) -> String {
 
 /// Other warnings (the mutation's explanations): kept under the API
 /// server's limit, cut at a word.
-pub(super) fn truncate(s: String) -> String {
+pub(crate) fn truncate(s: String) -> String {
     if s.chars().count() > MAX_WARNING_KEPT_CHARS {
         cut_at_word(&s, MAX_WARNING_KEPT_CHARS)
     } else {
@@ -107,7 +107,7 @@ pub(super) fn truncate(s: String) -> String {
 /// At most [`MAX_WARNINGS`] lines of at most [`MAX_WARNING_CHARS`]: the
 /// first warnings, then one line counting the rest (`more` of them were
 /// already left out by the caller).
-pub(super) fn cap_warnings(mut w: Vec<String>, more: usize) -> Vec<String> {
+pub(crate) fn cap_warnings(mut w: Vec<String>, more: usize) -> Vec<String> {
     let total = w.len() + more;
     if total > MAX_WARNINGS {
         w.truncate(MAX_WARNINGS - 1);
@@ -127,7 +127,7 @@ pub(super) fn cap_warnings(mut w: Vec<String>, more: usize) -> Vec<String> {
 
 /// The denial message, as kubectl prints it after
 /// `admission webhook "..." denied the request: `.
-pub(super) fn denial(
+pub(crate) fn denial(
     workload: &Workload<'_, '_>,
     eval: &Evaluation,
     denied: &[&Finding],
