@@ -30,22 +30,31 @@ impl Severity {
 }
 
 /// One RFC 6902 operation, with its path as a JSON Pointer into the
-/// original document.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
-pub enum PatchOp {
-    Add { path: String, value: Value },
-    Remove { path: String },
-    Replace { path: String, value: Value },
+/// original document: the `json_patch` crate's type, so patches are
+/// applied and sent without conversion.
+pub use json_patch::PatchOperation;
+
+/// `add` of `value` at `path`.
+#[must_use]
+pub fn add_op(path: impl Into<json_patch::jsonptr::PointerBuf>, value: Value) -> PatchOperation {
+    PatchOperation::Add(json_patch::AddOperation {
+        path: path.into(),
+        value,
+    })
 }
 
-impl PatchOp {
-    #[must_use]
-    pub fn path(&self) -> &str {
-        match self {
-            Self::Add { path, .. } | Self::Remove { path } | Self::Replace { path, .. } => path,
-        }
-    }
+/// `add` of `value` at the end of the array at `path` (`path/-`).
+#[must_use]
+pub fn append_op(path: &FieldPath, value: Value) -> PatchOperation {
+    let mut pointer = json_patch::jsonptr::PointerBuf::from(path);
+    pointer.push_back("-");
+    add_op(pointer, value)
+}
+
+/// `remove` of what is at `path`.
+#[must_use]
+pub fn remove_op(path: impl Into<json_patch::jsonptr::PointerBuf>) -> PatchOperation {
+    PatchOperation::Remove(json_patch::RemoveOperation { path: path.into() })
 }
 
 /// What kind of change a fix makes; the policy's `mutation` section decides
@@ -67,7 +76,7 @@ pub enum FixKind {
 pub struct Fix {
     pub kind: FixKind,
     pub description: String,
-    pub ops: Vec<PatchOp>,
+    pub ops: Vec<PatchOperation>,
 }
 
 /// One violated rule at one field.

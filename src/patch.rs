@@ -11,8 +11,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use crate::engine::Evaluation;
-use crate::finding::{FixKind, PatchOp};
-use crate::path::escape_pointer;
+use crate::finding::{FixKind, PatchOperation};
 use crate::policy::Policy;
 use crate::targeting::OS_LABEL;
 use crate::view::SpecView;
@@ -55,7 +54,7 @@ pub const PSA_ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-
 /// A patch and a one-line explanation of each change (for `warnings`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Mutation {
-    pub ops: Vec<PatchOp>,
+    pub ops: Vec<PatchOperation>,
     pub explanations: Vec<String>,
     /// Warnings about changes not made (e.g. `spec.os` left unset).
     pub notes: Vec<String>,
@@ -65,8 +64,8 @@ pub struct Mutation {
 }
 
 impl Mutation {
-    fn push(&mut self, op: PatchOp, why: impl Into<String>) {
-        if !self.pushed.insert(op.path().to_owned()) {
+    fn push(&mut self, op: PatchOperation, why: impl Into<String>) {
+        if !self.pushed.insert(op.path().as_str().to_owned()) {
             return;
         }
         self.ops.push(op);
@@ -123,10 +122,7 @@ pub fn mutation(
             );
         } else {
             m.push(
-                PatchOp::Add {
-                    path: workload.spec_path.key("os").pointer(),
-                    value: json!({"name": "windows"}),
-                },
+                crate::finding::add_op(&workload.spec_path.key("os"), json!({"name": "windows"})),
                 "winadmit set spec.os.name=windows",
             );
         }
@@ -200,17 +196,14 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
     }
     let selector = workload.spec_path.key("nodeSelector");
     let selector_pointer = selector.pointer();
-    let created = m.ops.iter().any(|o| o.path() == selector_pointer);
+    let created = m.ops.iter().any(|o| o.path().as_str() == selector_pointer);
     let op = if spec.node_selector.is_some() || created {
-        PatchOp::Add {
-            path: selector.map_key(WINDOWS_BUILD_LABEL).pointer(),
-            value: json!(build.to_string()),
-        }
+        crate::finding::add_op(
+            &selector.map_key(WINDOWS_BUILD_LABEL),
+            json!(build.to_string()),
+        )
     } else {
-        PatchOp::Add {
-            path: selector_pointer,
-            value: json!({ WINDOWS_BUILD_LABEL: build.to_string() }),
-        }
+        crate::finding::add_op(&selector, json!({ WINDOWS_BUILD_LABEL: build.to_string() }))
     };
     m.push(
         op,
@@ -246,19 +239,13 @@ fn add_tolerations(
     if spec.tolerations.is_none() {
         let all: Vec<Value> = missing.drain(..).cloned().collect();
         m.push(
-            PatchOp::Add {
-                path: path.pointer(),
-                value: Value::Array(all),
-            },
+            crate::finding::add_op(&path, Value::Array(all)),
             "winadmit added the Windows node tolerations",
         );
         return;
     }
     for (n, t) in missing.into_iter().enumerate() {
-        let op = PatchOp::Add {
-            path: format!("{}/-", path.pointer()),
-            value: t.clone(),
-        };
+        let op = crate::finding::append_op(&path, t.clone());
         // "/-" paths repeat; keep them distinct for de-duplication.
         if m.ops.iter().all(|o| o != &op) {
             m.ops.push(op);
@@ -282,22 +269,13 @@ fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str)
     let meta = workload.pod_metadata_path();
     let why = format!("winadmit set {key}={isolation}");
     let op = match (workload.pod_meta, workload.pod_annotations()) {
-        (_, Some(_)) => PatchOp::Add {
-            path: format!(
-                "{}/{}",
-                meta.key("annotations").pointer(),
-                escape_pointer(key)
-            ),
-            value: json!(isolation),
-        },
-        (Some(_), None) => PatchOp::Add {
-            path: meta.key("annotations").pointer(),
-            value: json!({ key: isolation }),
-        },
-        (None, None) => PatchOp::Add {
-            path: meta.pointer(),
-            value: json!({"annotations": { key: isolation }}),
-        },
+        (_, Some(_)) => {
+            crate::finding::add_op(&meta.key("annotations").map_key(key), json!(isolation))
+        }
+        (Some(_), None) => {
+            crate::finding::add_op(&meta.key("annotations"), json!({ key: isolation }))
+        }
+        (None, None) => crate::finding::add_op(&meta, json!({"annotations": { key: isolation }})),
     };
     m.push(op, why);
 }
@@ -309,10 +287,13 @@ const SETTLE_ROUNDS: usize = 4;
 /// `nodeSelector`)? Only then can the next evaluation find new fixes:
 /// removals only remove findings; tolerations and annotations carry none.
 #[must_use]
-pub fn changes_targeting(op: &PatchOp, spec_pointer: &str) -> bool {
-    op.path().strip_prefix(spec_pointer).is_some_and(|rest| {
-        rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
-    })
+pub fn changes_targeting(op: &PatchOperation, spec_pointer: &str) -> bool {
+    op.path()
+        .as_str()
+        .strip_prefix(spec_pointer)
+        .is_some_and(|rest| {
+            rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
+        })
 }
 
 /// The mutation for a document, settled to a fixpoint.
@@ -334,13 +315,13 @@ pub fn settle(
     mcx: MutationContext<'_>,
     doc: &Value,
     namespace: Option<&str>,
-    keep: &dyn Fn(&PatchOp) -> bool,
+    keep: &dyn Fn(&PatchOperation) -> bool,
 ) -> Mutation {
     let first = mutate_doc(policy, cx, mcx, doc, namespace, keep, true);
     let Some((m, settled)) = first else {
         return Mutation::default();
     };
-    let sets_os = m.ops.iter().any(|op| op.path().ends_with("/os"));
+    let sets_os = m.ops.iter().any(|op| op.path().as_str().ends_with("/os"));
     if sets_os && forbids_os_fields(policy, cx, &settled, namespace) {
         return mutate_doc(policy, cx, mcx, doc, namespace, keep, false)
             .map(|(m, _)| m)
@@ -357,7 +338,7 @@ fn mutate_doc(
     mcx: MutationContext<'_>,
     doc: &Value,
     namespace: Option<&str>,
-    keep: &dyn Fn(&PatchOp) -> bool,
+    keep: &dyn Fn(&PatchOperation) -> bool,
     set_os_name: bool,
 ) -> Option<(Mutation, Value)> {
     let mut patched = doc.clone();
@@ -436,7 +417,7 @@ fn forbids_os_fields(
 
 impl Mutation {
     /// Keeps the operations (and their explanations) that `keep` accepts.
-    pub fn retain(&mut self, keep: &dyn Fn(&PatchOp) -> bool) {
+    pub fn retain(&mut self, keep: &dyn Fn(&PatchOperation) -> bool) {
         let kept: Vec<bool> = self.ops.iter().map(keep).collect();
         let mut k = kept.iter();
         self.ops.retain(|_| *k.next().unwrap_or(&false));
@@ -450,18 +431,8 @@ impl Mutation {
 /// # Errors
 /// An operation does not apply (a bug in patch generation, or a document
 /// that changed underneath).
-pub fn apply(doc: &mut Value, ops: &[PatchOp]) -> Result<(), json_patch::PatchError> {
-    json_patch::patch(doc, &to_json_patch(ops))
-}
-
-/// Converts to the `json_patch` crate's type (for `AdmissionResponse::with_patch`).
-///
-/// # Panics
-/// Never: `PatchOp` serializes to valid RFC 6902 operations.
-#[must_use]
-pub fn to_json_patch(ops: &[PatchOp]) -> json_patch::Patch {
-    serde_json::from_value(serde_json::to_value(ops).expect("patch ops serialize"))
-        .expect("PatchOp serializes to RFC 6902 operations")
+pub fn apply(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), json_patch::PatchError> {
+    json_patch::patch(doc, ops)
 }
 
 #[cfg(test)]
@@ -541,7 +512,10 @@ mod tests {
             None,
             &|_| true,
         );
-        assert!(!m.ops.iter().any(|op| op.path().ends_with("/os")), "{m:?}");
+        assert!(
+            !m.ops.iter().any(|op| op.path().as_str().ends_with("/os")),
+            "{m:?}"
+        );
         assert_eq!(m.notes.len(), 1, "{m:?}");
         assert!(m.notes[0].contains("Pod Security"), "{m:?}");
     }

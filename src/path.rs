@@ -89,6 +89,22 @@ impl FieldPath {
     }
 }
 
+impl From<&FieldPath> for json_patch::jsonptr::PointerBuf {
+    /// The path as an RFC 6901 pointer (the crate escapes each token).
+    fn from(path: &FieldPath) -> Self {
+        Self::from_tokens(path.segments().iter().map(|seg| match seg {
+            Segment::Key(k) | Segment::MapKey(k) => json_patch::jsonptr::Token::new(&**k),
+            Segment::Index(i) => json_patch::jsonptr::Token::new(i.to_string()),
+        }))
+    }
+}
+
+impl From<FieldPath> for json_patch::jsonptr::PointerBuf {
+    fn from(path: FieldPath) -> Self {
+        Self::from(&path)
+    }
+}
+
 /// Escapes one JSON Pointer reference token (`kubernetes.io/os` -> `kubernetes.io~1os`).
 #[must_use]
 pub fn escape_pointer(token: &str) -> String {

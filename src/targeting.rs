@@ -313,17 +313,17 @@ pub const ISOLATION_ANNOTATION: &str = "experimental.windows.kubernetes.io/isola
 pub fn add_node_selector(
     spec_path: &crate::path::FieldPath,
     spec: &SpecView<'_>,
-) -> crate::finding::PatchOp {
+) -> crate::finding::PatchOperation {
     if spec.node_selector.is_some() {
-        crate::finding::PatchOp::Add {
-            path: spec_path.key("nodeSelector").map_key(OS_LABEL).pointer(),
-            value: serde_json::json!(Os::Windows.as_str()),
-        }
+        crate::finding::add_op(
+            &spec_path.key("nodeSelector").map_key(OS_LABEL),
+            serde_json::json!(Os::Windows.as_str()),
+        )
     } else {
-        crate::finding::PatchOp::Add {
-            path: spec_path.key("nodeSelector").pointer(),
-            value: serde_json::json!({ OS_LABEL: Os::Windows.as_str() }),
-        }
+        crate::finding::add_op(
+            &spec_path.key("nodeSelector"),
+            serde_json::json!({ OS_LABEL: Os::Windows.as_str() }),
+        )
     }
 }
 

@@ -321,9 +321,12 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
         doc,
         None,
         &|op| {
-            matches!(op, winadmit::finding::PatchOp::Remove { .. })
-                || op.path().ends_with("/nodeSelector")
-                || op.path().ends_with("/nodeSelector/kubernetes.io~1os")
+            matches!(op, winadmit::finding::PatchOperation::Remove { .. })
+                || op.path().as_str().ends_with("/nodeSelector")
+                || op
+                    .path()
+                    .as_str()
+                    .ends_with("/nodeSelector/kubernetes.io~1os")
         },
     );
     let mut out = doc.clone();

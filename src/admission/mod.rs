@@ -653,7 +653,8 @@ fn mutate_response(
     summary.verdict = ReviewVerdict::Patched;
     summary.patch_ops = decision.patch.ops.len();
     summary.patch_rules = patch_rules(&decision.evaluation, &decision.patch, &spec);
-    let mut r = match r.with_patch(patch::to_json_patch(&decision.patch.ops)) {
+    let warnings = decision.patch_warnings();
+    let mut r = match r.with_patch(json_patch::Patch(decision.patch.ops)) {
         Ok(r) => r,
         Err(e) => {
             let reason = format!("internal error: cannot serialize the patch: {e}");
@@ -661,7 +662,7 @@ fn mutate_response(
             return invalid(types, &uid, &reason);
         }
     };
-    r.warnings = Some(decision.patch_warnings());
+    r.warnings = Some(warnings);
     r
 }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{self, Context, Evaluation};
-use crate::finding::{Finding, PatchOp, Severity};
+use crate::finding::{Finding, PatchOperation, Severity};
 use crate::patch::{self, Mutation, MutationContext};
 use crate::policy::{Mode, Policy};
 use crate::workload::Workload;
@@ -408,8 +408,8 @@ fn settle<'r>(
         ),
     };
     // A pod's spec is immutable but for ephemeral containers.
-    let keep = |op: &PatchOp| {
-        !pod_update || (ephemeral && op.path().starts_with("/spec/ephemeralContainers/"))
+    let keep = |op: &PatchOperation| {
+        !pod_update || (ephemeral && op.path().as_str().starts_with("/spec/ephemeralContainers/"))
     };
     // The first round needs only the view; the tree is read only when
     // there is something to patch.

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::finding::{PatchOp, Severity};
+use crate::finding::{PatchOperation, Severity};
 
 pub mod json;
 pub mod junit;
@@ -37,7 +37,7 @@ pub struct LintFinding {
     pub fix: &'static str,
     /// The automatic fix, when one exists: RFC 6902 operations on the object.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<Vec<PatchOp>>,
+    pub patch: Option<Vec<PatchOperation>>,
 }
 
 /// Which object a finding is about.

@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use crate::decide;
 use crate::engine::{Context, Evaluation, Skipped};
-use crate::finding::{PatchOp, Severity};
+use crate::finding::{PatchOperation, Severity};
 use crate::output::{InputProblem, LintFinding, ObjectId};
 use crate::policy::{Mode, Policy};
 use crate::targeting::RuntimeClasses;
@@ -95,7 +95,7 @@ pub struct ObjectReport {
     /// when the object did not come from a file with positions.
     pub findings: Vec<LintFinding>,
     /// The JSON Patch (RFC 6902) `/mutate` would return; empty when none.
-    pub patch: Vec<PatchOp>,
+    pub patch: Vec<PatchOperation>,
     /// One line per patch operation saying what it does.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub patch_reasons: Vec<String>,

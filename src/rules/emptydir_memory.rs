@@ -1,7 +1,7 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp};
+use crate::finding::{Fix, FixKind};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -34,9 +34,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
             let fix = Fix {
                 kind: FixKind::EmptyDirOffMemory,
                 description: "remove medium: Memory so the emptyDir uses node disk".into(),
-                ops: vec![PatchOp::Remove {
-                    path: path.pointer(),
-                }],
+                ops: vec![crate::finding::remove_op(&path)],
             };
             let message = if cx.cluster.is_docker() {
                 format!(

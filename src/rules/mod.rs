@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::finding::{Finding, Fix, FixKind, PatchOp, Severity};
+use crate::finding::{Finding, Fix, FixKind, Severity};
 use crate::path::FieldPath;
 use crate::targeting::Target;
 use crate::version::KubeVersion;
@@ -406,9 +406,7 @@ impl Sink {
     /// Reports a finding whose fix removes the offending field: safe only
     /// for settings that have no effect on Windows.
     pub fn report_removable(&mut self, field: FieldPath, message: impl Into<String>, fix: &str) {
-        let op = PatchOp::Remove {
-            path: field.pointer(),
-        };
+        let op = crate::finding::remove_op(&field);
         let fix = Fix {
             kind: FixKind::RemoveNoOp,
             description: fix.to_owned(),

@@ -1,7 +1,7 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp};
+use crate::finding::{Fix, FixKind, PatchOperation};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -59,6 +59,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 /// The operation that adds `kubernetes.io/os: windows` to the pod spec's
 /// node selector, whether or not the selector exists.
 #[must_use]
-pub fn node_selector_op(cx: &Cx<'_, '_, '_>) -> PatchOp {
+pub fn node_selector_op(cx: &Cx<'_, '_, '_>) -> PatchOperation {
     crate::targeting::add_node_selector(&cx.workload.spec_path, cx.spec)
 }

@@ -2,7 +2,7 @@
 //! Windows node taint (`params.windowsTaint`).
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
-use crate::finding::{Fix, FixKind, PatchOp};
+use crate::finding::{Fix, FixKind};
 use crate::tolerations::{Taint, Tolerates, tolerates};
 
 pub static MISSING: Rule = Rule {
@@ -71,14 +71,8 @@ fn check_missing(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
     let path = cx.spec_field(&["tolerations"]);
     let op = match &cx.spec.tolerations {
-        Some(_) => PatchOp::Add {
-            path: format!("{}/-", path.pointer()),
-            value: taint.toleration(),
-        },
-        None => PatchOp::Add {
-            path: path.pointer(),
-            value: serde_json::Value::Array(vec![taint.toleration()]),
-        },
+        Some(_) => crate::finding::append_op(&path, taint.toleration()),
+        None => crate::finding::add_op(&path, serde_json::Value::Array(vec![taint.toleration()])),
     };
     let fix = Fix {
         kind: FixKind::Scheduling,

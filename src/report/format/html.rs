@@ -375,7 +375,7 @@ struct PageObject<'a> {
     /// The file the object came from (for the patch list).
     file: Option<&'a str>,
     findings: Vec<PageFinding<'a>>,
-    patch: &'a [crate::finding::PatchOp],
+    patch: &'a [crate::finding::PatchOperation],
     patch_reasons: &'a [String],
 }
 

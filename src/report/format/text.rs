@@ -87,9 +87,12 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
     }
     for (op, why) in r.patch.iter().zip(&r.patch_reasons) {
         let name = match op {
-            crate::finding::PatchOp::Add { .. } => "add",
-            crate::finding::PatchOp::Remove { .. } => "remove",
-            crate::finding::PatchOp::Replace { .. } => "replace",
+            crate::finding::PatchOperation::Add(_) => "add",
+            crate::finding::PatchOperation::Remove(_) => "remove",
+            crate::finding::PatchOperation::Replace(_) => "replace",
+            crate::finding::PatchOperation::Move(_) => "move",
+            crate::finding::PatchOperation::Copy(_) => "copy",
+            crate::finding::PatchOperation::Test(_) => "test",
         };
         let _ = writeln!(s, "      patch: {name} {}  ({why})", op.path());
     }
