@@ -122,7 +122,7 @@ pub fn mutation(
             );
         } else {
             m.push(
-                crate::finding::add_op(&workload.spec_path.key("os"), json!({"name": "windows"})),
+                crate::finding::add_op(workload.spec_path.key("os"), json!({"name": "windows"})),
                 "winadmit set spec.os.name=windows",
             );
         }
@@ -199,7 +199,7 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
     let created = m.ops.iter().any(|o| o.path().as_str() == selector_pointer);
     let op = if spec.node_selector.is_some() || created {
         crate::finding::add_op(
-            &selector.map_key(WINDOWS_BUILD_LABEL),
+            selector.map_key(WINDOWS_BUILD_LABEL),
             json!(build.to_string()),
         )
     } else {
@@ -270,10 +270,10 @@ fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str)
     let why = format!("winadmit set {key}={isolation}");
     let op = match (workload.pod_meta, workload.pod_annotations()) {
         (_, Some(_)) => {
-            crate::finding::add_op(&meta.key("annotations").map_key(key), json!(isolation))
+            crate::finding::add_op(meta.key("annotations").map_key(key), json!(isolation))
         }
         (Some(_), None) => {
-            crate::finding::add_op(&meta.key("annotations"), json!({ key: isolation }))
+            crate::finding::add_op(meta.key("annotations"), json!({ key: isolation }))
         }
         (None, None) => crate::finding::add_op(&meta, json!({"annotations": { key: isolation }})),
     };

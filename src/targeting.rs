@@ -316,12 +316,12 @@ pub fn add_node_selector(
 ) -> crate::finding::PatchOperation {
     if spec.node_selector.is_some() {
         crate::finding::add_op(
-            &spec_path.key("nodeSelector").map_key(OS_LABEL),
+            spec_path.key("nodeSelector").map_key(OS_LABEL),
             serde_json::json!(Os::Windows.as_str()),
         )
     } else {
         crate::finding::add_op(
-            &spec_path.key("nodeSelector"),
+            spec_path.key("nodeSelector"),
             serde_json::json!({ OS_LABEL: Os::Windows.as_str() }),
         )
     }
