@@ -16,7 +16,6 @@
 //! The fixed text must parse back to exactly that object, or the object's
 //! edits are dropped and it is reported as not fixed.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -138,12 +137,11 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         };
         // The decision's settled patch: what the mutating webhook would
         // send on CREATE.
-        let tree = || Some(Cow::Borrowed(&doc.value));
         let decision = decide::decide(
             policy,
             cx,
             &workload,
-            &decide::Request::manifest(decide::PatchSource::Tree(&tree)),
+            &decide::Request::manifest(decide::PatchSource::Tree(&doc.value)),
         );
         let Some(patched) = decision.patched else {
             continue;

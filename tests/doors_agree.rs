@@ -44,10 +44,9 @@ fn core(policy: &Policy, object: &Value) -> Option<Decision> {
     if workload.note().is_some() {
         return None;
     }
-    let tree = || Some(std::borrow::Cow::Borrowed(object));
     let request = Request {
         reach: true,
-        ..Request::manifest(PatchSource::Tree(&tree))
+        ..Request::manifest(PatchSource::Tree(object))
     };
     Some(decide::decide(
         policy,
@@ -213,14 +212,13 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
 
     // lint --fix, then lint: the findings of the patched object (lint
     // ignores the webhook's reach, so its patch is the one without it).
-    let manifest_tree = || Some(std::borrow::Cow::Borrowed(object));
     let view = policy.pod_templates.read(object).unwrap();
     let w = Workload::from_view(&view).unwrap();
     let as_manifest = decide::decide(
         policy,
         &Context::default(),
         &w,
-        &Request::manifest(PatchSource::Tree(&manifest_tree)),
+        &Request::manifest(PatchSource::Tree(object)),
     );
     let (fixed, outcome) = winadmit::fix::fix_text(&text, policy, &Context::default());
     match (&fixed, &as_manifest.patched) {

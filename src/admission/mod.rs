@@ -470,7 +470,28 @@ fn skip(summary: &mut ReviewSummary, verdict: ReviewVerdict, note: impl Into<Str
     summary.note = Some(note.into());
 }
 
-#[allow(clippy::too_many_lines)] // one linear decision, easier to read whole
+/// A review answered before any decision: skipped (not something winadmit
+/// checks) or invalid (unusable), with the note for logs.
+enum Early {
+    Skip(ReviewVerdict, String),
+    Invalid(String),
+}
+
+impl Early {
+    fn answer(self, types: &TypeMeta, summary: &mut ReviewSummary) -> AdmissionResponse {
+        match self {
+            Self::Skip(verdict, note) => {
+                skip(summary, verdict, note);
+                allow(types, &summary.uid)
+            }
+            Self::Invalid(reason) => {
+                skip(summary, ReviewVerdict::Invalid, reason.clone());
+                invalid(types, &summary.uid, &reason)
+            }
+        }
+    }
+}
+
 fn respond(
     adm: &Admission,
     endpoint: Endpoint,
@@ -479,52 +500,13 @@ fn respond(
     types: &TypeMeta,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
-    let uid = summary.uid.clone();
-    let ok = allow(types, &uid);
-    let operation = summary.operation.as_str();
-    if matches!(operation, "DELETE" | "CONNECT") {
-        skip(
-            summary,
-            ReviewVerdict::Skipped,
-            format!("{operation} is not checked"),
-        );
-        return ok;
-    }
-    // Cheap check first: the request's kind, before touching the object.
-    let gvk = req.kind.as_ref();
-    let group = text(gvk.and_then(|k| k.group.as_ref()));
-    let version = text(gvk.and_then(|k| k.version.as_ref()));
-    let api_version = if group.is_empty() {
-        version.to_owned()
-    } else {
-        format!("{group}/{version}")
+    let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
+        Ok(k) => k,
+        Err(early) => return early.answer(types, summary),
     };
-    let Some(kind) = adm
-        .policy
-        .pod_templates
-        .kind_of(&api_version, &summary.kind)
-    else {
-        skip(summary, ReviewVerdict::Skipped, "kind is not a workload");
-        return ok;
+    let Some(view) = req.object.as_ref() else {
+        return Early::Invalid("request.object is missing".to_owned()).answer(types, summary);
     };
-    let sub_resource = text(req.sub_resource.as_ref());
-    let ephemeral = match sub_resource {
-        "" => false,
-        "ephemeralcontainers" if kind == Kind::Pod => true,
-        other => {
-            skip(
-                summary,
-                ReviewVerdict::Skipped,
-                format!("subresource {other} is not checked"),
-            );
-            return ok;
-        }
-    };
-    let Some(mut view) = req.object.as_ref() else {
-        skip(summary, ReviewVerdict::Invalid, "request.object is missing");
-        return invalid(types, &uid, "request.object is missing");
-    };
-    let policy = &adm.policy;
     // A declared kind's template is read from the object as a tree: the
     // view has no field for a path only the policy knows.
     let trees = if kind == Kind::Declared {
@@ -532,36 +514,20 @@ fn respond(
     } else {
         (None, None)
     };
-    let declared = match &trees.0 {
-        Some(tree) => match policy.pod_templates.read(tree) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                let reason = format!("winadmit: {e}");
-                skip(summary, ReviewVerdict::Invalid, reason.clone());
-                return invalid(types, &uid, &reason);
-            }
-        },
-        None => None,
+    let templates = &adm.policy.pod_templates;
+    let declared = match trees.0.as_ref().map(|t| templates.read(t)).transpose() {
+        Ok(d) => d,
+        Err(e) => return Early::Invalid(format!("winadmit: {e}")).answer(types, summary),
     };
-    if let Some(d) = &declared {
-        view = d;
-    }
-    let declared_old = trees
-        .1
-        .as_ref()
-        .and_then(|t| policy.pod_templates.read(t).ok());
-    let old_object = declared_old.as_ref().or(req.old_object.as_ref());
+    let declared_old = trees.1.as_ref().and_then(|t| templates.read(t).ok());
+    let view = declared.as_ref().unwrap_or(view);
+    let old_view = declared_old.as_ref().or(req.old_object.as_ref());
     let Some(mut workload) = Workload::from_view(view) else {
-        skip(
-            summary,
-            ReviewVerdict::Skipped,
-            "request.object is not a workload (apiVersion/kind)",
-        );
-        return ok;
+        let note = "request.object is not a workload (apiVersion/kind)";
+        return Early::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
     };
     if let Some(note) = workload.note() {
-        skip(summary, ReviewVerdict::Skipped, note);
-        return ok;
+        return Early::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
     }
     let request_ns = text(req.namespace.as_ref());
     if workload.namespace.is_none() && !request_ns.is_empty() {
@@ -570,47 +536,113 @@ fn respond(
     if summary.name.is_empty() {
         workload.name.clone_into(&mut summary.name);
     }
-    let update = operation == "UPDATE";
-    let old = if update {
-        old_object.and_then(Workload::from_view)
+    let old = if summary.operation == "UPDATE" {
+        old_view.and_then(Workload::from_view)
     } else {
         None
     };
+    let tree = ReviewTree {
+        declared: trees.0.as_ref(),
+        body,
+    };
+    let patch = match endpoint {
+        Endpoint::Validate => decide::PatchSource::None,
+        Endpoint::Mutate => decide::PatchSource::Tree(&tree),
+    };
+    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch);
+    if let Some(exemption) = &decision.exemption {
+        let note = exemption.reason().to_owned();
+        return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
+    }
+    match endpoint {
+        Endpoint::Validate => validate_response(&decision, &workload, types, summary),
+        Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
+    }
+}
+
+/// The object of a review as a tree, for a patch to settle on: a declared
+/// kind's was read already; otherwise it is parsed only when needed.
+struct ReviewTree<'b> {
+    declared: Option<&'b serde_json::Value>,
+    body: &'b [u8],
+}
+
+impl decide::Tree for ReviewTree<'_> {
+    fn tree(&self) -> Option<Cow<'_, serde_json::Value>> {
+        match self.declared {
+            Some(tree) => Some(Cow::Borrowed(tree)),
+            None => raw_object(self.body)
+                .and_then(|o| serde_json::from_str(o.get()).ok())
+                .map(Cow::Owned),
+        }
+    }
+}
+
+/// The cheap checks, before touching the object: the operation, the kind
+/// and the subresource. Returns the kind and whether only the ephemeral
+/// containers are judged.
+fn triage(
+    policy: &Policy,
+    req: &RequestIn<'_>,
+    summary: &ReviewSummary,
+) -> Result<(Kind, bool), Early> {
+    let operation = summary.operation.as_str();
+    if matches!(operation, "DELETE" | "CONNECT") {
+        let note = format!("{operation} is not checked");
+        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+    }
+    let gvk = req.kind.as_ref();
+    let group = text(gvk.and_then(|k| k.group.as_ref()));
+    let version = text(gvk.and_then(|k| k.version.as_ref()));
+    let api_version = if group.is_empty() {
+        Cow::Borrowed(version)
+    } else {
+        Cow::Owned(format!("{group}/{version}"))
+    };
+    let Some(kind) = policy.pod_templates.kind_of(&api_version, &summary.kind) else {
+        let note = "kind is not a workload".to_owned();
+        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+    };
+    match text(req.sub_resource.as_ref()) {
+        "" => Ok((kind, false)),
+        "ephemeralcontainers" if kind == Kind::Pod => Ok((kind, true)),
+        other => {
+            let note = format!("subresource {other} is not checked");
+            Err(Early::Skip(ReviewVerdict::Skipped, note))
+        }
+    }
+}
+
+/// The decision on a review's object, with what the server knows of the
+/// cluster and of the request.
+fn decide_review(
+    adm: &Admission,
+    req: &RequestIn<'_>,
+    workload: &Workload<'_, '_>,
+    old: Option<&Workload<'_, '_>>,
+    ephemeral: bool,
+    patch: decide::PatchSource<'_>,
+) -> Decision {
     let groups: Vec<String> = req
         .user_info
         .iter()
         .flat_map(|u| u.groups.iter().flatten())
         .map(ToString::to_string)
         .collect();
-    let user = req
-        .user_info
-        .as_ref()
-        .map(|u| (text(u.username.as_ref()), groups.as_slice()));
-    // The object as a tree, for a patch to settle on: a declared kind's
-    // was read already; otherwise it is parsed only when needed.
-    let tree = || match &trees.0 {
-        Some(tree) => Some(Cow::Borrowed(tree)),
-        None => raw_object(body)
-            .and_then(|o| serde_json::from_str(o.get()).ok())
-            .map(Cow::Owned),
-    };
     let labels = |ns: &str, key: &str| adm.namespaces.as_ref()?.label(ns, key);
     let request = decide::Request {
         labels: &labels,
         mode: None,
-        user,
-        operation: if update {
-            decide::Operation::Update {
-                old: old.as_ref(),
-                ephemeral,
-            }
+        user: req
+            .user_info
+            .as_ref()
+            .map(|u| (text(u.username.as_ref()), groups.as_slice())),
+        operation: if text(req.operation.as_ref()) == "UPDATE" {
+            decide::Operation::Update { old, ephemeral }
         } else {
             decide::Operation::Create
         },
-        patch: match endpoint {
-            Endpoint::Validate => decide::PatchSource::None,
-            Endpoint::Mutate => decide::PatchSource::Tree(&tree),
-        },
+        patch,
         reach: true,
     };
     // One snapshot for the whole review (and its settle rounds).
@@ -621,15 +653,7 @@ fn respond(
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
     };
-    let decision = decide::decide(policy, &cx, &workload, &request);
-    if let Some(exemption) = &decision.exemption {
-        skip(summary, ReviewVerdict::Exempt, exemption.reason());
-        return ok;
-    }
-    match endpoint {
-        Endpoint::Validate => validate_response(&decision, &workload, ok, summary),
-        Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
-    }
+    decide::decide(&adm.policy, &cx, workload, &request)
 }
 
 /// `/mutate`'s answer: the settled patch and its explanations.
@@ -670,7 +694,7 @@ fn mutate_response(
 fn validate_response(
     decision: &Decision,
     workload: &Workload<'_, '_>,
-    ok: AdmissionResponse,
+    types: &TypeMeta,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
     summary.findings = decision
@@ -681,7 +705,7 @@ fn validate_response(
             mode: c.mode,
         })
         .collect();
-    let mut r = ok;
+    let mut r = allow(types, &summary.uid);
     if !decision.audited.is_empty() {
         r.audit_annotations
             .insert("winadmit.io/audit".to_owned(), decision.audited.join(","));

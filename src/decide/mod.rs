@@ -139,6 +139,18 @@ pub enum Operation<'r> {
     },
 }
 
+/// The object as a tree, for the patch to settle on.
+pub trait Tree {
+    /// The tree, or `None` when the object cannot be read as one.
+    fn tree(&self) -> Option<Cow<'_, Value>>;
+}
+
+impl Tree for Value {
+    fn tree(&self) -> Option<Cow<'_, Value>> {
+        Some(Cow::Borrowed(self))
+    }
+}
+
 /// Where the settled patch comes from.
 #[derive(Clone, Copy)]
 pub enum PatchSource<'r> {
@@ -147,7 +159,7 @@ pub enum PatchSource<'r> {
     None,
     /// The object as a tree, asked for only when there is something to
     /// patch (the webhook keeps only a borrowed view on its fast path).
-    Tree(&'r dyn Fn() -> Option<Cow<'r, Value>>),
+    Tree(&'r dyn Tree),
 }
 
 /// What a door knows of the request beyond the object.
@@ -379,12 +391,12 @@ fn count(
 }
 
 /// The settled patch, its warnings and the verdict after it.
-fn settle<'r>(
+fn settle(
     policy: &Policy,
     cx: &Context<'_>,
     w: &Workload<'_, '_>,
-    request: &Request<'r>,
-    tree: &dyn Fn() -> Option<Cow<'r, Value>>,
+    request: &Request<'_>,
+    tree: &dyn Tree,
     decision: &mut Decision,
 ) {
     let labels = |key: &str| (request.labels)(w.namespace?, key);
@@ -418,7 +430,7 @@ fn settle<'r>(
     let m = if first.is_empty() {
         first
     } else {
-        match tree() {
+        match tree.tree() {
             Some(doc) => {
                 let settled = patch::settle(policy, cx, mcx, &doc, w.namespace, &keep);
                 if !settled.is_empty() {

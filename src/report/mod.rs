@@ -30,7 +30,6 @@
 //! live mode lists owners first, so this only happens with files that list
 //! Pods first).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -515,7 +514,6 @@ impl<'p> ReportBuilder<'p> {
                 .and_then(|labels| labels.get(key).cloned())
                 .or_else(|| self.options.namespace_lookup.as_ref()?.0.label(ns, key))
         };
-        let tree = || Some(Cow::Borrowed(value));
         // The same settled patch /mutate returns, and the verdict /validate
         // gives once it is applied (mutating admission runs first).
         let request = decide::Request {
@@ -533,7 +531,7 @@ impl<'p> ReportBuilder<'p> {
                     ephemeral: false,
                 }
             },
-            patch: decide::PatchSource::Tree(&tree),
+            patch: decide::PatchSource::Tree(value),
             reach: true,
         };
         let decision = decide::decide(self.policy, &cx, workload, &request);
