@@ -11,7 +11,7 @@ use crate::cluster::{Cluster, WindowsNodes};
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules::{self, Cx, Scope, Sink};
-use crate::targeting::{self, RuntimeClasses, Target};
+use crate::targeting::{self, RuntimeClassInfo, RuntimeClasses, Target};
 use crate::version::KubeVersion;
 use crate::view::SpecView;
 use crate::workload::Workload;
@@ -44,6 +44,18 @@ impl Context<'_> {
     #[must_use]
     pub fn version(&self) -> KubeVersion {
         self.cluster.kubernetes_version
+    }
+
+    /// What is known of RuntimeClass `name`, in one order for every fact:
+    /// the cluster's own RuntimeClass object (the input's, or the server's
+    /// cache) first, then the policy's `windowsRuntimeClasses` for what the
+    /// object does not say (or when the class is not seen).
+    #[must_use]
+    pub fn runtime_class(&self, policy: &Policy, name: &str) -> Option<RuntimeClassInfo> {
+        RuntimeClassInfo::merged(
+            self.runtime_classes.and_then(|rc| rc.get(name)),
+            policy.runtime_classes.get(name),
+        )
     }
 }
 
@@ -95,15 +107,12 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
     }
 
     let class_name = spec.runtime_class_name.as_deref();
-    let runtime_class = class_name.and_then(|name| {
-        cx.runtime_classes
-            .and_then(|rc| rc.get(name))
-            .or_else(|| policy.runtime_classes.get(name))
-    });
+    let runtime_class = class_name.and_then(|name| cx.runtime_class(policy, name));
     let hyperv = class_name.is_some_and(|name| {
-        policy
-            .params
-            .is_hyperv_runtime(name, runtime_class.and_then(|c| c.handler.as_deref()))
+        policy.params.is_hyperv_runtime(
+            name,
+            runtime_class.as_ref().and_then(|c| c.handler.as_deref()),
+        )
     });
     // With the cluster's Windows nodes known, the facts learnt from them
     // hold for the nodes this pod may land on (its node selector).
@@ -131,7 +140,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         nodes: cx.nodes,
         host_process: host_process(spec),
         params: &policy.params,
-        runtime_class,
+        runtime_class: runtime_class.as_ref(),
         hyperv,
     };
     let mut sink = Sink::new();
@@ -195,15 +204,14 @@ fn labels_of(workload: &Workload<'_, '_>) -> BTreeMap<String, String> {
 
 pub use crate::targeting::host_process;
 
-/// How a pod spec targets an OS, resolving RuntimeClasses through the
-/// policy and then the context.
+/// How a pod spec targets an OS, resolving RuntimeClasses with
+/// [`Context::runtime_class`].
 #[must_use]
 pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Target {
     let mut target = targeting::classify(spec, |name| {
-        policy
-            .runtime_classes
-            .os_of(name)
-            .or_else(|| cx.runtime_classes.and_then(|rc| rc.os_of(name)))
+        cx.runtime_class(policy, name)
+            .as_ref()
+            .and_then(RuntimeClassInfo::os)
     });
     // Before 1.23 the API server drops spec.os: it pins nothing there.
     if !cx.cluster.version_at_least(1, 23) {

@@ -147,6 +147,36 @@ pub struct RuntimeClassInfo {
     pub windows_build: Option<String>,
 }
 
+impl RuntimeClassInfo {
+    /// The OS the class pins: its `scheduling.nodeSelector`, else Windows
+    /// for a `runhcs-wcow-*` handler, which runs only there (windows-truth
+    /// section 3).
+    #[must_use]
+    pub fn os(&self) -> Option<Os> {
+        self.os.or_else(|| {
+            self.handler
+                .as_deref()
+                .is_some_and(|h| h.starts_with("runhcs-wcow"))
+                .then_some(Os::Windows)
+        })
+    }
+
+    /// What `first` says of a class, with `then` filling in what it does
+    /// not say.
+    #[must_use]
+    pub fn merged(first: Option<&Self>, then: Option<&Self>) -> Option<Self> {
+        match (first, then) {
+            (None, None) => None,
+            (Some(one), None) | (None, Some(one)) => Some(one.clone()),
+            (Some(a), Some(b)) => Some(Self {
+                os: a.os.or(b.os),
+                handler: a.handler.clone().or_else(|| b.handler.clone()),
+                windows_build: a.windows_build.clone().or_else(|| b.windows_build.clone()),
+            }),
+        }
+    }
+}
+
 /// RuntimeClass names known to pin an OS (and their handlers): from the
 /// policy's list of Windows RuntimeClasses, from RuntimeClass objects in the
 /// linted input, or from the server's cache of the cluster's RuntimeClasses.
@@ -168,16 +198,7 @@ impl RuntimeClasses {
 
     #[must_use]
     pub fn os_of(&self, name: &str) -> Option<Os> {
-        if let Some(info) = self.get(name)
-            && info.os.is_none()
-            && info
-                .handler
-                .as_deref()
-                .is_some_and(|h| h.starts_with("runhcs-wcow"))
-        {
-            return Some(Os::Windows);
-        }
-        self.by_name.get(name).and_then(|i| i.os)
+        self.get(name).and_then(RuntimeClassInfo::os)
     }
 
     /// Everything known of a class.

@@ -1198,3 +1198,33 @@ fn an_image_build_no_node_has_is_an_error() {
         "{f:?}"
     );
 }
+
+/// Every fact of a RuntimeClass comes from one lookup, in one order: the
+/// cluster's object (which the RuntimeClass admission controller merges
+/// into the pod's node selector) first, the policy's declarations for what
+/// it does not say.
+#[test]
+fn runtime_class_facts_come_from_the_cluster_object_first() {
+    let uses = pod(
+        "runtimeClassName: shared\ncontainers:\n- name: c\n  image: app:1\n  securityContext:\n    privileged: true\n",
+    );
+    let policy = Policy::from_yaml("p", "windowsRuntimeClasses: [shared]\n").unwrap();
+    // Known only to the policy: the pod targets Windows.
+    let found = lint_rules(&policy, &uses);
+    assert!(
+        found.iter().any(|(r, ..)| r == "WIN-PRIVILEGED"),
+        "{found:?}"
+    );
+    // The cluster's object pins Linux: the pod lands there, whatever the
+    // policy says.
+    let linux = "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: shared\nhandler: runc\nscheduling:\n  nodeSelector:\n    kubernetes.io/os: linux\n---\n";
+    let found = lint_rules(&policy, &format!("{linux}{uses}"));
+    assert!(found.is_empty(), "{found:?}");
+    // An object that pins no OS leaves the policy's declaration standing.
+    let silent = "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: shared\nhandler: runc\n---\n";
+    let found = lint_rules(&policy, &format!("{silent}{uses}"));
+    assert!(
+        found.iter().any(|(r, ..)| r == "WIN-PRIVILEGED"),
+        "{found:?}"
+    );
+}
