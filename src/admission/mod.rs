@@ -277,14 +277,14 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
 
 /// A serialized AdmissionReview response and its summary.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct Reviewed {
     pub body: Vec<u8>,
     pub summary: ReviewSummary,
 }
 
 /// The one-pass decode failed: if the envelope itself is sound and has a
 /// uid, answer `invalid` to that uid; otherwise it is a 400.
-fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outcome, ReviewError> {
+fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Reviewed, ReviewError> {
     let raw: RawReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let req = raw.request.as_ref();
@@ -345,12 +345,12 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outc
         } else {
             ReviewVerdict::Audited
         };
-        return Ok(Outcome {
+        return Ok(Reviewed {
             body: encode(r),
             summary,
         });
     }
-    Ok(Outcome {
+    Ok(Reviewed {
         body: encode(invalid(&types, uid, &reason)),
         summary,
     })
@@ -362,7 +362,7 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Outc
 /// The body is not an AdmissionReview this server can answer and carries no
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
-pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcome, ReviewError> {
+pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
     // first: otherwise a body with invalid UTF-8 in, say, managedFields
@@ -402,7 +402,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Outcom
         patch_rules: Vec::new(),
     };
     let response = respond(adm, endpoint, body, req, &types, &mut summary);
-    Ok(Outcome {
+    Ok(Reviewed {
         body: encode(response),
         summary,
     })

@@ -26,7 +26,7 @@ use crate::version::KubeVersion;
 
 pub mod probes;
 
-use probes::{Export as RuleExport, Field, Probe, Scope};
+use probes::{Export as RuleExport, Field, Probe, ProbeScope};
 
 /// The API group of the admission policies.
 pub const GROUP: &str = "admissionregistration.k8s.io";
@@ -357,22 +357,22 @@ fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
 }
 
 /// The CEL expression naming an element's path, e.g. `spec.containers[2]`.
-fn element(scope: Scope, list: &str, pointer: bool) -> String {
+fn element(scope: ProbeScope, list: &str, pointer: bool) -> String {
     let (root, sep, open, close) = if pointer {
         ("variables.pointer", "/", "/", "")
     } else {
         ("variables.prefix", ".", "[", "]")
     };
     match scope {
-        Scope::Pod => root.to_owned(),
-        Scope::Volume => format!(
+        ProbeScope::Pod => root.to_owned(),
+        ProbeScope::Volume => format!(
             "{root} + '{sep}volumes{open}' + string(variables.volumes.indexOf(v)) + '{close}'"
         ),
-        Scope::Container | Scope::Mount => {
+        ProbeScope::Container | ProbeScope::Mount => {
             let c = format!(
                 "{root} + '{sep}{list}{open}' + string(variables.{list}.indexOf(c)) + '{close}'"
             );
-            if scope == Scope::Mount {
+            if scope == ProbeScope::Mount {
                 format!(
                     "{c} + '{sep}volumeMounts{open}' + string(c.volumeMounts.indexOf(m)) + '{close}'"
                 )
@@ -393,7 +393,7 @@ fn keys_suffix(keys: &[&str], sep: char) -> String {
 
 /// The probe's field paths (or JSON pointers) as a CEL list of strings.
 fn paths(p: &Probe, pointer: bool) -> Vec<String> {
-    let one = |scope: Scope, list: &str| -> String {
+    let one = |scope: ProbeScope, list: &str| -> String {
         let elem = element(scope, list, pointer);
         match &p.field {
             Field::Keys(keys) => {
@@ -410,30 +410,30 @@ fn paths(p: &Probe, pointer: bool) -> Vec<String> {
     };
     let hit = &p.hit;
     match p.scope {
-        Scope::Pod => {
-            let e = one(Scope::Pod, "");
+        ProbeScope::Pod => {
+            let e = one(ProbeScope::Pod, "");
             vec![format!("({hit} ? [{e}] : [])")]
         }
-        Scope::Volume => vec![format!(
+        ProbeScope::Volume => vec![format!(
             "variables.volumes.filter(v, {hit}).map(v, {})",
-            one(Scope::Volume, "")
+            one(ProbeScope::Volume, "")
         )],
-        Scope::Container => CONTAINER_LISTS
+        ProbeScope::Container => CONTAINER_LISTS
             .iter()
             .map(|l| {
                 format!(
                     "variables.{l}.filter(c, {hit}).map(c, {})",
-                    one(Scope::Container, l)
+                    one(ProbeScope::Container, l)
                 )
             })
             .collect(),
-        Scope::Mount => CONTAINER_LISTS
+        ProbeScope::Mount => CONTAINER_LISTS
             .iter()
             .map(|l| {
                 format!(
                     "variables.{l}.filter(c, {}).map(c, c.volumeMounts.filter(m, {hit}).map(m, {}).join(', '))",
                     mount_container(p),
-                    one(Scope::Mount, l)
+                    one(ProbeScope::Mount, l)
                 )
             })
             .collect(),
@@ -453,30 +453,30 @@ fn mount_container(p: &Probe) -> String {
 /// share one comprehension per list, so a rule costs at most one pass over
 /// each container list and one over the volumes, whatever its probe count.
 fn any(probes: &[Probe]) -> Vec<String> {
-    let of = |scope: Scope| -> Vec<String> {
+    let of = |scope: ProbeScope| -> Vec<String> {
         probes
             .iter()
             .filter(|p| p.scope == scope)
             .map(|p| match scope {
-                Scope::Mount => format!("({})", mount_container(p)),
+                ProbeScope::Mount => format!("({})", mount_container(p)),
                 _ => format!("({})", p.hit),
             })
             .collect()
     };
     let mut out = Vec::new();
-    let pod = of(Scope::Pod);
+    let pod = of(ProbeScope::Pod);
     if !pod.is_empty() {
         out.push(pod.join(" || "));
     }
-    let volume = of(Scope::Volume);
+    let volume = of(ProbeScope::Volume);
     if !volume.is_empty() {
         out.push(format!(
             "variables.volumes.exists(v, {})",
             volume.join(" || ")
         ));
     }
-    let mut container = of(Scope::Container);
-    container.extend(of(Scope::Mount));
+    let mut container = of(ProbeScope::Container);
+    container.extend(of(ProbeScope::Mount));
     if !container.is_empty() {
         let body = container.join(" || ");
         for l in CONTAINER_LISTS {

@@ -10,7 +10,7 @@ use crate::version::KubeVersion;
 
 /// Where a probe looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum ProbeScope {
     /// The pod spec (`variables.spec`).
     Pod,
     /// Every container of the three lists (`c`).
@@ -36,8 +36,8 @@ pub enum Field {
 /// One place a rule looks at.
 #[derive(Debug, Clone)]
 pub struct Probe {
-    pub scope: Scope,
-    /// For [`Scope::Mount`]: a condition on the container `c` first.
+    pub scope: ProbeScope,
+    /// For [`ProbeScope::Mount`]: a condition on the container `c` first.
     pub container_hit: Option<String>,
     /// CEL bool: this element is a finding.
     pub hit: String,
@@ -47,7 +47,7 @@ pub struct Probe {
 }
 
 impl Probe {
-    fn new(scope: Scope, hit: impl Into<String>, keys: &'static [&'static str]) -> Self {
+    fn new(scope: ProbeScope, hit: impl Into<String>, keys: &'static [&'static str]) -> Self {
         Self {
             scope,
             container_hit: None,
@@ -112,12 +112,12 @@ fn regex_escape(s: &str) -> String {
 
 /// A pod-level security-context field Windows ignores.
 fn pod_field(key: &'static str, keys: &'static [&'static str]) -> Probe {
-    Probe::new(Scope::Pod, pod_sc(key), keys)
+    Probe::new(ProbeScope::Pod, pod_sc(key), keys)
 }
 
 /// A container security-context field Windows ignores.
 fn container_field(key: &'static str, keys: &'static [&'static str]) -> Probe {
-    Probe::new(Scope::Container, c_sc(key), keys)
+    Probe::new(ProbeScope::Container, c_sc(key), keys)
 }
 
 /// The export of rule `id` at `cluster` with `policy`'s parameters.
@@ -136,7 +136,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-PRIVILEGED" => cel(
             vec![
                 Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "{} && c.securityContext.privileged == true && !{C_HOST_PROCESS}",
                         c_sc("privileged")
@@ -163,7 +163,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-HOSTNETWORK" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true && !variables.anyHostProcess",
                 &["hostNetwork"],
             )],
@@ -171,7 +171,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-HOSTPID" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.hostPID) && variables.spec.hostPID == true && !variables.anyHostProcess",
                 &["hostPID"],
             )],
@@ -179,7 +179,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-HOSTIPC" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.hostIPC) && variables.spec.hostIPC == true && !variables.anyHostProcess",
                 &["hostIPC"],
             )],
@@ -187,7 +187,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-SHAREPROCESSNS" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.shareProcessNamespace) && variables.spec.shareProcessNamespace == true",
                 &["shareProcessNamespace"],
             )],
@@ -201,7 +201,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             };
             cel(
                 vec![Probe {
-                    scope: Scope::Mount,
+                    scope: ProbeScope::Mount,
                     container_hit: Some(container_hit),
                     hit: SUBPATH.to_owned(),
                     field: Field::Suffixes(SUBPATH_KEY.to_owned()),
@@ -217,7 +217,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-EMPTYDIR-MEMORY" => cel(
             vec![
                 Probe::new(
-                    Scope::Volume,
+                    ProbeScope::Volume,
                     "has(v.emptyDir) && has(v.emptyDir.medium) && v.emptyDir.medium == 'Memory'",
                     &["emptyDir", "medium"],
                 )
@@ -246,7 +246,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             cel(
                 vec![
                     Probe::new(
-                        Scope::Pod,
+                        ProbeScope::Pod,
                         format!(
                             "{} && {}",
                             pod_sc("seccompProfile"),
@@ -256,7 +256,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                     )
                     .removable(true),
                     Probe::new(
-                        Scope::Container,
+                        ProbeScope::Container,
                         format!(
                             "{} && {}",
                             c_sc("seccompProfile"),
@@ -278,7 +278,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                     container_field("appArmorProfile", &["securityContext", "appArmorProfile"])
                         .removable(true),
                     Probe {
-                        scope: Scope::Pod,
+                        scope: ProbeScope::Pod,
                         container_hit: None,
                         hit: format!("variables.podAnnotations.exists(k, {annotation})"),
                         field: Field::Absolute(format!(
@@ -297,7 +297,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-CAPABILITIES" => cel(
             vec![
                 Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "{} && has(c.securityContext.capabilities.add) && size(c.securityContext.capabilities.add) > 0",
                         c_sc("capabilities")
@@ -311,7 +311,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-PRIV-ESCALATION" => cel(
             vec![
                 Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "{} && c.securityContext.allowPrivilegeEscalation == true",
                         c_sc("allowPrivilegeEscalation")
@@ -325,7 +325,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-PROCMOUNT" => cel(
             vec![
                 Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "{} && c.securityContext.procMount != 'Default'",
                         c_sc("procMount")
@@ -338,7 +338,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-READONLY-ROOTFS" => cel(
             vec![Probe::new(
-                Scope::Container,
+                ProbeScope::Container,
                 format!(
                     "{} && c.securityContext.readOnlyRootFilesystem == true",
                     c_sc("readOnlyRootFilesystem")
@@ -380,7 +380,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-VOLUME-DEVICES" => cel(
             vec![Probe::new(
-                Scope::Container,
+                ProbeScope::Container,
                 "has(c.volumeDevices)",
                 &["volumeDevices"],
             )],
@@ -388,7 +388,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         ),
         "WIN-POD-RESOURCES" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.resources)",
                 &["resources"],
             )],
@@ -403,14 +403,14 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             cel(
                 vec![
                     Probe {
-                        scope: Scope::Container,
+                        scope: ProbeScope::Container,
                         container_hit: None,
                         hit: "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith('hugepages-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith('hugepages-'))))".to_owned(),
                         field: Field::Suffixes(format!("{} + {}", list("limits"), list("requests"))),
                         removable: false,
                     },
                     Probe::new(
-                        Scope::Volume,
+                        ProbeScope::Volume,
                         "has(v.emptyDir) && has(v.emptyDir.medium) && v.emptyDir.medium.startsWith('HugePages')",
                         &["emptyDir", "medium"],
                     ),
@@ -420,7 +420,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         }
         "WIN-MOUNT-PROPAGATION" => cel(
             vec![Probe {
-                scope: Scope::Mount,
+                scope: ProbeScope::Mount,
                 container_hit: None,
                 hit: "has(m.mountPropagation) && m.mountPropagation != 'None'".to_owned(),
                 field: Field::Keys(&["mountPropagation"]),
@@ -429,12 +429,12 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             "mountPropagation is ignored on Windows nodes (mounts stay private)",
         ),
         "WIN-NFS" => cel(
-            vec![Probe::new(Scope::Volume, "has(v.nfs)", &["nfs"])],
+            vec![Probe::new(ProbeScope::Volume, "has(v.nfs)", &["nfs"])],
             "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
         ),
         "WIN-DNS-HOSTNET" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "variables.anyHostProcess && has(variables.spec.dnsPolicy) && variables.spec.dnsPolicy == 'ClusterFirstWithHostNet'",
                 &["dnsPolicy"],
             )],
@@ -445,7 +445,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             let own_user = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.runAsUserName) && c.securityContext.windowsOptions.runAsUserName != ''";
             cel(
                 vec![Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "variables.anyHostProcess && !({pod_user}) && {C_HOST_PROCESS} && !({own_user})"
                     ),
@@ -457,7 +457,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-HOSTPROCESS-NONROOT" => cel(
             vec![
                 Probe::new(
-                    Scope::Pod,
+                    ProbeScope::Pod,
                     format!(
                         "variables.anyHostProcess && {} && variables.spec.securityContext.runAsNonRoot == true",
                         pod_sc("runAsNonRoot")
@@ -465,7 +465,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                     &["securityContext", "runAsNonRoot"],
                 ),
                 Probe::new(
-                    Scope::Container,
+                    ProbeScope::Container,
                     format!(
                         "variables.anyHostProcess && {C_HOST_PROCESS} && {} && c.securityContext.runAsNonRoot == true",
                         c_sc("runAsNonRoot")
@@ -485,14 +485,14 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             cel(
                 vec![
                     Probe::new(
-                        Scope::Container,
+                        ProbeScope::Container,
                         format!(
                             "{non_root} && {own_set} && c.securityContext.windowsOptions.runAsUserName.{admin}"
                         ),
                         &["securityContext", "windowsOptions", "runAsUserName"],
                     ),
                     Probe::new(
-                        Scope::Pod,
+                        ProbeScope::Pod,
                         format!(
                             "{pod_set} && {pod_user}.{admin} && (variables.initContainers.exists(c, {inherits}) || variables.containers.exists(c, {inherits}) || variables.ephemeralContainers.exists(c, {inherits}))"
                         ),
@@ -512,7 +512,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             }
             cel(
                 vec![Probe {
-                    scope: Scope::Pod,
+                    scope: ProbeScope::Pod,
                     container_hit: None,
                     hit,
                     field: Field::Absolute(format!(
@@ -529,7 +529,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         }
         "WIN-DNS-SEARCHES" => cel(
             vec![Probe::new(
-                Scope::Pod,
+                ProbeScope::Pod,
                 "has(variables.spec.dnsConfig) && has(variables.spec.dnsConfig.searches) && size(variables.spec.dnsConfig.searches) > 1",
                 &["dnsConfig", "searches"],
             )],
@@ -549,7 +549,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             let re = format!("^({})(/.*)?$", prefixes.join("|"));
             cel(
                 vec![Probe::new(
-                    Scope::Volume,
+                    ProbeScope::Volume,
                     format!(
                         "has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({})",
                         cel_str(&format!("(?s){re}"))
@@ -561,7 +561,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         }
         "WIN-HOSTPATH-LINUX-DEVICE" => cel(
             vec![Probe::new(
-                Scope::Volume,
+                ProbeScope::Volume,
                 format!(
                     "has(v.hostPath) && has(v.hostPath.path) && has(v.hostPath.type) && v.hostPath.type in ['Socket', 'CharDevice', 'BlockDevice'] && !v.hostPath.path.matches({})",
                     cel_str(WINDOWS_PATH)
@@ -587,7 +587,7 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             );
             cel(
                 vec![Probe::new(
-                    Scope::Pod,
+                    ProbeScope::Pod,
                     format!(
                         "!(has(variables.spec.tolerations) && variables.spec.tolerations.exists(t, {tolerates}))"
                     ),
@@ -608,7 +608,7 @@ fn os_conflict(cluster: &Cluster, policy: &Policy) -> Export {
     let selector = |key: &str| {
         let k = cel_str(key);
         Probe {
-            scope: Scope::Pod,
+            scope: ProbeScope::Pod,
             container_hit: None,
             hit: format!(
                 "has(variables.spec.nodeSelector) && {k} in variables.spec.nodeSelector && variables.spec.nodeSelector[{k}] == 'linux'"
@@ -623,14 +623,14 @@ fn os_conflict(cluster: &Cluster, policy: &Policy) -> Export {
     ];
     if cluster.version_at_least(1, 23) {
         probes.push(Probe::new(
-            Scope::Pod,
+            ProbeScope::Pod,
             "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'linux'",
             &["os", "name"],
         ));
     }
     let terms = "variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
     probes.push(Probe::new(
-        Scope::Pod,
+        ProbeScope::Pod,
         format!(
             "has(variables.spec.affinity) && has(variables.spec.affinity.nodeAffinity) && has(variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
         ),
@@ -641,7 +641,7 @@ fn os_conflict(cluster: &Cluster, policy: &Policy) -> Export {
         .names_for(crate::targeting::Os::Linux);
     if !linux_classes.is_empty() {
         probes.push(Probe::new(
-            Scope::Pod,
+            ProbeScope::Pod,
             format!(
                 "has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
                 super::cel_list(&linux_classes)
@@ -663,19 +663,19 @@ fn host_process(cluster: &Cluster, policy: &Policy) -> Export {
     let own_set = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess)";
     let mut probes = vec![
         Probe::new(
-            Scope::Container,
+            ProbeScope::Container,
             format!(
                 "variables.podHostProcessSet && {own_set} && c.securityContext.windowsOptions.hostProcess != variables.podHostProcess"
             ),
             &["securityContext", "windowsOptions", "hostProcess"],
         ),
         Probe::new(
-            Scope::Pod,
+            ProbeScope::Pod,
             "variables.anyHostProcess && !variables.allHostProcess",
             &[],
         ),
         Probe::new(
-            Scope::Pod,
+            ProbeScope::Pod,
             "variables.anyHostProcess && !(has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true)",
             &["hostNetwork"],
         ),
@@ -686,7 +686,7 @@ fn host_process(cluster: &Cluster, policy: &Policy) -> Export {
         .replace("HP", C_HOST_PROCESS);
     if unsupported {
         probes.push(Probe {
-            scope: Scope::Pod,
+            scope: ProbeScope::Pod,
             container_hit: None,
             hit: "variables.anyHostProcess".to_owned(),
             field: Field::Absolute(first.clone()),
@@ -696,7 +696,7 @@ fn host_process(cluster: &Cluster, policy: &Policy) -> Export {
     let hyperv = &policy.params.hyperv_runtime_classes;
     if !hyperv.is_empty() {
         probes.push(Probe {
-            scope: Scope::Pod,
+            scope: ProbeScope::Pod,
             container_hit: None,
             hit: format!(
                 "variables.anyHostProcess && has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
@@ -724,7 +724,7 @@ fn os_fields(v: KubeVersion) -> Export {
     let os = "variables.osWindows && ";
     let mut probes = Vec::new();
     let pod = |cond: String, keys: &'static [&'static str], removable: bool| {
-        Probe::new(Scope::Pod, format!("{os}{cond}"), keys).removable(removable)
+        Probe::new(ProbeScope::Pod, format!("{os}{cond}"), keys).removable(removable)
     };
     if at((1, 25)) {
         probes.push(pod(
@@ -803,7 +803,7 @@ fn os_fields(v: KubeVersion) -> Export {
         false,
     ));
     let container = |cond: String, keys: &'static [&'static str], removable: bool| {
-        Probe::new(Scope::Container, format!("{os}{cond}"), keys).removable(removable)
+        Probe::new(ProbeScope::Container, format!("{os}{cond}"), keys).removable(removable)
     };
     macro_rules! c_sc {
         ($key:literal) => {

@@ -340,7 +340,7 @@ pub fn decide(
         .unwrap_or(Verdict::Allow);
     decision.verdict = decision.validation;
     if let PatchSource::Tree(tree) = request.patch {
-        settle(policy, cx, w, request, tree, &mut decision);
+        patch_and_verdict(policy, cx, w, request, tree, &mut decision);
     }
     decision
 }
@@ -391,7 +391,7 @@ fn count(
 }
 
 /// The settled patch, its warnings and the verdict after it.
-fn settle(
+fn patch_and_verdict(
     policy: &Policy,
     cx: &Context<'_>,
     w: &Workload<'_, '_>,

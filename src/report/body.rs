@@ -135,8 +135,8 @@ pub fn report_body(
                 Ok(())
             })
             .map_err(|e| match e {
-                YamlError::Parse(e) => ReportError::Yaml(e),
-                YamlError::Stopped(_) => unreachable!("the callback never stops"),
+                FeedError::Parse(e) => ReportError::Yaml(e),
+                FeedError::Stopped(_) => unreachable!("the callback never stops"),
             })?;
         }
     }
@@ -193,7 +193,7 @@ fn admission_object(
 
 /// Reading YAML failed, or the callback stopped.
 #[derive(Debug)]
-pub enum YamlError {
+pub enum FeedError {
     Parse(source::InputError),
     Stopped(StopError),
 }
@@ -208,8 +208,8 @@ pub fn feed_yaml(
     file: &str,
     text: &str,
     on_report: &mut dyn FnMut(ObjectReport) -> Result<(), StopError>,
-) -> Result<usize, YamlError> {
-    let docs = source::parse(text).map_err(YamlError::Parse)?;
+) -> Result<usize, FeedError> {
+    let docs = source::parse(text).map_err(FeedError::Parse)?;
     // RuntimeClasses and Namespaces anywhere in the text apply to all of it.
     for d in &docs {
         let kind = d.value.get("kind").and_then(Value::as_str);
@@ -251,7 +251,7 @@ pub fn feed_yaml(
         }
     }
     for (_, _, r) in reports {
-        on_report(r).map_err(YamlError::Stopped)?;
+        on_report(r).map_err(FeedError::Stopped)?;
     }
     Ok(docs.len())
 }

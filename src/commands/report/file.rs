@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::Driver;
 use crate::report::Origin;
-use crate::report::body::{YamlError, feed_yaml, input_problem};
+use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
 use crate::source;
 
@@ -148,13 +148,13 @@ fn read_one(
     });
     match result {
         Ok(_) => {}
-        Err(YamlError::Parse(e)) => builder.input_problem(input_problem(
+        Err(FeedError::Parse(e)) => builder.input_problem(input_problem(
             name,
             e.line,
             e.column,
             format!("invalid YAML: {}", e.message),
         )),
-        Err(YamlError::Stopped(StopError(message))) => {
+        Err(FeedError::Stopped(StopError(message))) => {
             builder.input_problem(input_problem(name, None, None, message));
         }
     }

@@ -65,7 +65,7 @@ pub struct ResultCounts {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub enum ResultKind {
     Pass,
     Fail,
     Warn,
@@ -93,7 +93,7 @@ pub struct ReportResult {
     pub category: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<ResultSeverity>,
-    pub result: Outcome,
+    pub result: ResultKind,
     pub scored: bool,
     pub message: String,
     pub resources: Vec<ResourceRef>,
@@ -121,31 +121,32 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         name: r.name.clone(),
         namespace: r.namespace.clone(),
     };
-    let base = |rule: &str, result: Outcome, severity: Option<ResultSeverity>, message: String| {
-        let mut properties = BTreeMap::new();
-        properties.insert("verdict".to_owned(), r.verdict.as_str().to_owned());
-        properties.insert("targetsWindows".to_owned(), r.targets_windows.to_string());
-        if let Some(reason) = &r.target_reason {
-            properties.insert("targetReason".to_owned(), reason.clone());
-        }
-        ReportResult {
-            source: SOURCE.into(),
-            policy: SOURCE.into(),
-            rule: rule.to_owned(),
-            category: CATEGORY.into(),
-            severity,
-            result,
-            scored: true,
-            message,
-            resources: vec![resource.clone()],
-            properties,
-        }
-    };
+    let base =
+        |rule: &str, result: ResultKind, severity: Option<ResultSeverity>, message: String| {
+            let mut properties = BTreeMap::new();
+            properties.insert("verdict".to_owned(), r.verdict.as_str().to_owned());
+            properties.insert("targetsWindows".to_owned(), r.targets_windows.to_string());
+            if let Some(reason) = &r.target_reason {
+                properties.insert("targetReason".to_owned(), reason.clone());
+            }
+            ReportResult {
+                source: SOURCE.into(),
+                policy: SOURCE.into(),
+                rule: rule.to_owned(),
+                category: CATEGORY.into(),
+                severity,
+                result,
+                scored: true,
+                message,
+                resources: vec![resource.clone()],
+                properties,
+            }
+        };
     let mut out = Vec::new();
     if let Some(reason) = &r.exempt {
         out.push(base(
             "exemption",
-            Outcome::Skip,
+            ResultKind::Skip,
             None,
             format!("exempt: {reason}"),
         ));
@@ -153,10 +154,10 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
     }
     for f in &r.findings {
         let (result, severity) = match f.severity {
-            Severity::Error => (Outcome::Fail, ResultSeverity::High),
-            Severity::Warning => (Outcome::Warn, ResultSeverity::Medium),
+            Severity::Error => (ResultKind::Fail, ResultSeverity::High),
+            Severity::Warning => (ResultKind::Warn, ResultSeverity::Medium),
             // Advice: nothing is wrong.
-            Severity::Info => (Outcome::Pass, ResultSeverity::Info),
+            Severity::Info => (ResultKind::Pass, ResultSeverity::Info),
         };
         let mut res = base(
             f.rule,
@@ -172,7 +173,7 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
     for s in &r.skipped {
         out.push(base(
             &s.rule,
-            Outcome::Skip,
+            ResultKind::Skip,
             None,
             format!("skipped by annotation: {}", s.reason),
         ));
@@ -181,7 +182,7 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         if r.targets_windows {
             out.push(base(
                 "all-rules",
-                Outcome::Pass,
+                ResultKind::Pass,
                 None,
                 "no Windows compatibility findings".into(),
             ));
@@ -191,7 +192,7 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
             let ids = applicable_to_any_workload().join(",");
             let mut res = base(
                 "targeting",
-                Outcome::Pass,
+                ResultKind::Pass,
                 None,
                 "does not target Windows; no findings from the rules that check every workload"
                     .into(),
@@ -257,11 +258,11 @@ pub fn build(namespace: Option<&str>, n: usize, results: Vec<ReportResult>) -> P
     let mut summary = ResultCounts::default();
     for r in &results {
         match r.result {
-            Outcome::Pass => summary.pass += 1,
-            Outcome::Fail => summary.fail += 1,
-            Outcome::Warn => summary.warn += 1,
-            Outcome::Error => summary.error += 1,
-            Outcome::Skip => summary.skip += 1,
+            ResultKind::Pass => summary.pass += 1,
+            ResultKind::Fail => summary.fail += 1,
+            ResultKind::Warn => summary.warn += 1,
+            ResultKind::Error => summary.error += 1,
+            ResultKind::Skip => summary.skip += 1,
         }
     }
     let base = match namespace {
