@@ -121,8 +121,29 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
     let Ok(docs) = source::parse(text) else {
         return (None, outcome);
     };
+    let plans = plan(&docs, policy, cx);
+    if plans.is_empty() {
+        return (None, outcome);
+    }
+    let roots = match read_tree(text) {
+        Ok(roots) => roots,
+        Err(why) => {
+            for p in &plans {
+                outcome.skipped.push(format!("{}: {why}", p.name));
+            }
+            return (None, outcome);
+        }
+    };
+    let ok = edit(text, &roots, &docs, plans, &mut outcome);
+    let fixed = write(text, &docs, ok, &mut outcome);
+    (fixed, outcome)
+}
+
+/// What each object becomes: the decision's settled patch, what the
+/// mutating webhook would send on CREATE.
+fn plan(docs: &[source::Document], policy: &Policy, cx: &Context<'_>) -> Vec<Plan> {
     let mut plans = Vec::new();
-    for doc in &docs {
+    for doc in docs {
         let Some((api, kind)) = type_of(&doc.value) else {
             continue;
         };
@@ -135,8 +156,6 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
         let Some(workload) = Workload::from_view(&view) else {
             continue;
         };
-        // The decision's settled patch: what the mutating webhook would
-        // send on CREATE.
         let decision = decide::decide(
             policy,
             cx,
@@ -156,18 +175,18 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
             edits: Vec::new(),
         });
     }
-    if plans.is_empty() {
-        return (None, outcome);
-    }
-    let roots = match read_tree(text) {
-        Ok(roots) => roots,
-        Err(why) => {
-            for p in &plans {
-                outcome.skipped.push(format!("{}: {why}", p.name));
-            }
-            return (None, outcome);
-        }
-    };
+    plans
+}
+
+/// The text edits that turn each object into its target; an object whose
+/// changes cannot be made in place is left out, and said so.
+fn edit(
+    text: &str,
+    roots: &[Option<Node>],
+    docs: &[source::Document],
+    plans: Vec<Plan>,
+    outcome: &mut FixOutcome,
+) -> Vec<Plan> {
     let writer = Writer::new(text);
     let mut ok: Vec<Plan> = Vec::new();
     for mut plan in plans {
@@ -190,34 +209,23 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
             )),
         }
     }
-    // Write; an object whose fixed text does not read back as its target
-    // is dropped and the rest written again.
+    ok
+}
+
+/// Writes the edits; an object whose fixed text does not read back as its
+/// target is dropped and the rest written again.
+fn write(
+    text: &str,
+    docs: &[source::Document],
+    mut ok: Vec<Plan>,
+    outcome: &mut FixOutcome,
+) -> Option<String> {
     loop {
         if ok.is_empty() {
-            return (None, outcome);
+            return None;
         }
         let Some(fixed) = apply_edits(text, ok.iter().flat_map(|p| &p.edits)) else {
-            // Overlapping edits: drop the objects whose own edits overlap,
-            // else all but the first object, and retry.
-            let before = ok.len();
-            ok.retain(|p| {
-                let fine = apply_edits(text, p.edits.iter()).is_some();
-                if !fine {
-                    outcome.skipped.push(format!(
-                        "{}: its changes overlap in the text; fix it by hand",
-                        p.name
-                    ));
-                }
-                fine
-            });
-            if ok.len() == before {
-                for p in ok.split_off(1) {
-                    outcome.skipped.push(format!(
-                        "{}: its changes overlap another object's; run --fix again",
-                        p.name
-                    ));
-                }
-            }
+            drop_overlapping(text, &mut ok, outcome);
             continue;
         };
         let Ok(reread) = source::parse(&fixed) else {
@@ -227,7 +235,7 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
                     p.name
                 ));
             }
-            return (None, outcome);
+            return None;
         };
         let wrong: BTreeSet<usize> = if reread.len() == docs.len() {
             ok.iter()
@@ -244,7 +252,7 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
                 .all(|d| reread[d.index].value == d.value);
         if wrong.is_empty() && others_kept {
             outcome.applied = ok.iter().map(|p| p.ops).sum();
-            return (Some(fixed), outcome);
+            return Some(fixed);
         }
         let before = ok.len();
         ok.retain(|p| {
@@ -265,6 +273,30 @@ pub fn fix_text(text: &str, policy: &Policy, cx: &Context<'_>) -> (Option<String
                     p.name
                 ));
             }
+        }
+    }
+}
+
+/// Overlapping edits: drops the objects whose own edits overlap, else all
+/// but the first object.
+fn drop_overlapping(text: &str, ok: &mut Vec<Plan>, outcome: &mut FixOutcome) {
+    let before = ok.len();
+    ok.retain(|p| {
+        let fine = apply_edits(text, p.edits.iter()).is_some();
+        if !fine {
+            outcome.skipped.push(format!(
+                "{}: its changes overlap in the text; fix it by hand",
+                p.name
+            ));
+        }
+        fine
+    });
+    if ok.len() == before {
+        for p in ok.split_off(1) {
+            outcome.skipped.push(format!(
+                "{}: its changes overlap another object's; run --fix again",
+                p.name
+            ));
         }
     }
 }
