@@ -653,10 +653,15 @@ impl Policy {
     /// any) says `namespace_mode`.
     #[must_use]
     pub fn mode_for(&self, rule: &str, namespace_mode: Option<Mode>) -> Mode {
-        let rule_mode = rules::ALL
-            .iter()
-            .position(|r| r.info.id == rule)
-            .and_then(|i| self.rule_modes[i]);
+        // Most policies set no rule's mode: skip the search by id.
+        let rule_mode = if self.rule_modes.iter().all(Option::is_none) {
+            None
+        } else {
+            rules::ALL
+                .iter()
+                .position(|r| r.info.id == rule)
+                .and_then(|i| self.rule_modes[i])
+        };
         rule_mode.or(namespace_mode).unwrap_or(self.mode)
     }
 
