@@ -1,12 +1,14 @@
-//! The install in `manifests/`: every overlay renders with `kubectl
-//! kustomize`, every object is a valid Kubernetes object, the webhooks call
-//! the server's routes, `winadmit lint` passes on the install, `winadmit
-//! manifests` renders the same objects as kustomize, and the webhooks'
+//! The install in `manifests/`: the committed renders in
+//! `manifests/rendered/` equal `kubectl kustomize` for every overlay, every
+//! object is a valid Kubernetes object, the webhooks call the server's
+//! routes, `winadmit lint` passes on the install, `winadmit manifests`
+//! renders the same objects as kustomize, and the webhooks'
 //! matchConditions never skip an object winadmit would act on.
 //!
 //! Needs `kubectl` (client only, no cluster) on PATH for the kustomize tests.
 //! Without it they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
-//! set (CI sets it), in which case they fail.
+//! set (CI sets it), in which case they fail. The other tests read the
+//! committed renders through `winadmit manifests` and need no kubectl.
 
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
@@ -44,9 +46,8 @@ struct Tree {
 
 impl Tree {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        copy_dir(&manifests_dir(), &dir.path().join("manifests"));
-        let certs = dir.path().join("manifests/overlays/self-signed/certs");
+        let tree = Self::copy();
+        let certs = tree.certs();
         let out = Command::new(BIN)
             .args(["certs", "--force", "--out"])
             .arg(&certs)
@@ -57,6 +58,23 @@ impl Tree {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        tree
+    }
+
+    /// The tree `manifests/rendered/self-signed.yaml` is rendered from: the
+    /// placeholder files where the self-signed overlay reads its certificates.
+    fn with_placeholder_certs() -> Self {
+        let tree = Self::copy();
+        std::fs::create_dir_all(tree.certs()).unwrap();
+        for (name, text) in manifests::CERT_PLACEHOLDERS {
+            std::fs::write(tree.certs().join(name), text).unwrap();
+        }
+        tree
+    }
+
+    fn copy() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&manifests_dir(), &dir.path().join("manifests"));
         Self { dir }
     }
 
@@ -116,7 +134,7 @@ fn parse_yaml(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
+fn kustomize_text(tree: &Tree, dir: &str) -> String {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(tree.root().join(dir))
@@ -127,7 +145,11 @@ fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
         "kubectl kustomize manifests/{dir}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_yaml(&String::from_utf8(out.stdout).unwrap())
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
+    parse_yaml(&kustomize_text(tree, dir))
 }
 
 fn winadmit(args: &[&str]) -> Output {
@@ -192,40 +214,99 @@ fn unwrap_base64(objects: &mut [Value]) {
 
 // ---------------------------------------------------------------------------
 
+/// Every kustomization under `manifests/` (not the components, which only
+/// render inside one) has a committed render, and `manifests/rendered/`
+/// holds nothing else.
 #[test]
-fn every_manifest_file_is_embedded() {
+fn every_kustomization_has_a_committed_render() {
     let root = manifests_dir();
-    let on_disk: BTreeSet<String> = walkdir::WalkDir::new(&root)
+    let kustomizations: BTreeSet<String> = walkdir::WalkDir::new(&root)
         .into_iter()
         .map(Result::unwrap)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            e.path()
-                .strip_prefix(&root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
+        .filter(|e| e.file_name() == "kustomization.yaml")
+        .filter(|e| {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            text.lines().any(|l| l == "kind: Kustomization")
         })
-        .filter(|p| !p.starts_with("overlays/self-signed/certs/") && !p.ends_with(".gitignore"))
+        .map(|e| {
+            let dir = e.path().parent().unwrap().strip_prefix(&root).unwrap();
+            dir.to_string_lossy().into_owned()
+        })
+        // `base/` is rendered as `manifests/` (its only resource, below).
+        .filter(|dir| dir != "base")
         .collect();
-    let embedded: BTreeSet<String> = manifests::FILES
+    let top = std::fs::read_to_string(root.join("kustomization.yaml")).unwrap();
+    assert!(
+        top.ends_with("resources:\n  - base\n"),
+        "manifests/kustomization.yaml renders base/ and nothing else"
+    );
+    let rendered: BTreeSet<String> = manifests::Render::ALL
         .iter()
-        .map(|(p, _)| (*p).to_owned())
+        .map(|r| r.kustomization().to_owned())
         .collect();
     assert_eq!(
-        on_disk, embedded,
-        "manifests/ and manifests::FILES must list the same files"
+        kustomizations, rendered,
+        "every kustomization needs a manifests::Render and a file in manifests/rendered/"
     );
+    let files: BTreeSet<String> = std::fs::read_dir(root.join("rendered"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut want: BTreeSet<String> = manifests::Render::ALL
+        .iter()
+        .map(|r| format!("{}.yaml", r.name()))
+        .collect();
+    want.insert("README.md".into());
+    assert_eq!(files, want);
+    // The names `--overlay` takes are the renders' names.
+    let overlays: BTreeSet<&str> = OVERLAYS
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(["admission-policy"])
+        .collect();
+    let names: BTreeSet<&str> = manifests::Render::ALL.iter().map(|r| r.name()).collect();
+    assert_eq!(overlays, names);
 }
 
+/// The single source: each file in `manifests/rendered/` is what `kubectl
+/// kustomize` renders for its kustomization today (the self-signed one
+/// with the placeholder certificates). `WINADMIT_UPDATE_RENDERS=1` rewrites
+/// the files instead of comparing.
 #[test]
-fn kustomize_renders_every_overlay() {
+fn committed_renders_equal_kubectl_kustomize() {
     if !have_kubectl() {
         return;
     }
+    let update = std::env::var_os("WINADMIT_UPDATE_RENDERS").is_some_and(|v| v == "1");
+    let tree = Tree::with_placeholder_certs();
+    let mut stale = Vec::new();
+    for render in manifests::Render::ALL {
+        let text = kustomize_text(&tree, render.kustomization());
+        let path = manifests_dir().join(format!("rendered/{}.yaml", render.name()));
+        if update {
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        // Parsed, so another kubectl's line wrapping or quoting does not
+        // count; order and content do.
+        if parse_yaml(&text) != render.objects() {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale renders {stale:#?}: run `WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test manifests committed_renders_equal_kubectl_kustomize` and rebuild"
+    );
+}
+
+/// The TLS and rollout stage of each overlay, as `winadmit manifests`
+/// prints it (the committed render, checked against kustomize above, with
+/// real certificates for self-signed).
+#[test]
+fn every_overlay_renders_its_tls_and_stage() {
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let objects = render(&tree, name, &[]);
         let kinds: BTreeSet<&str> = objects.iter().map(kind).collect();
         for k in [
             "Namespace",
@@ -405,12 +486,9 @@ fn check_cert_manager(obj: &Value) -> Result<(), String> {
 
 #[test]
 fn rendered_objects_deserialize_into_their_types() {
-    if !have_kubectl() {
-        return;
-    }
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let mut objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let mut objects = render(&tree, name, &[]);
         unwrap_base64(&mut objects);
         for obj in &objects {
             if let Err(e) = check_type(obj) {
@@ -426,12 +504,9 @@ fn rendered_objects_deserialize_into_their_types() {
 
 #[test]
 fn webhooks_call_the_servers_routes() {
-    if !have_kubectl() {
-        return;
-    }
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let objects = render(&tree, name, &[]);
         check_wiring(name, &objects);
     }
 }
@@ -722,18 +797,11 @@ fn check_wiring(name: &str, objects: &[Value]) {
 
 #[test]
 fn lint_passes_on_the_rendered_install() {
-    if !have_kubectl() {
-        return;
-    }
-    let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let out = Command::new("kubectl")
-            .arg("kustomize")
-            .arg(tree.root().join(dir))
-            .output()
-            .unwrap();
-        let file = tree.dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&file, &out.stdout).unwrap();
+    for render in manifests::Render::ALL {
+        let name = render.name();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, render.text()).unwrap();
         let lint = Command::new(BIN)
             .args(["lint", "--fail-on", "warning", "--color", "never"])
             .arg(&file)
@@ -899,7 +967,7 @@ fn assert_no_default_namespace(objects: &[Value]) {
 
 #[test]
 fn image_tag_is_the_crate_version() {
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let image = one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap()
@@ -916,7 +984,7 @@ fn image_tag_is_the_crate_version() {
 /// The `may-target-windows` expression, compiled; one per webhook, and the
 /// two must be the same text.
 fn match_condition() -> cel::Program {
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let expressions: Vec<String> = [
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
@@ -1279,7 +1347,7 @@ fn cel_evaluator_errors_on_absent_fields() {
 fn dockerfile_fits_the_deployment() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let pod = &one(&objects, "Deployment")["spec"]["template"]["spec"];
     let uid = pod["securityContext"]["runAsUser"].as_i64().unwrap();
     let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
@@ -1415,7 +1483,7 @@ proptest::proptest! {
 /// "exempt" exactly for what the webhook never sees.
 #[test]
 fn namespace_selector_matches_the_policy_exemptions() {
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let policy = Policy::default_policy();
     for kind in [
         "ValidatingWebhookConfiguration",
