@@ -1478,22 +1478,18 @@ proptest::proptest! {
     }
 }
 
-/// The webhooks' namespaceSelector is the policy's reach: the namespaces
-/// and opt-out labels the default policy exempts, so lint and report say
-/// "exempt" exactly for what the webhook never sees.
-#[test]
-fn namespace_selector_matches_the_policy_exemptions() {
-    let objects = manifests::Render::Base.objects();
-    let policy = Policy::default_policy();
+/// The namespaceSelector of both webhooks as (excluded names, opt-out labels).
+fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<String, String>) {
+    let mut found = Vec::new();
     for kind in [
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
     ] {
-        let exprs = webhook(&objects, kind)["namespaceSelector"]["matchExpressions"].clone();
+        let exprs = webhook(objects, kind)["namespaceSelector"]["matchExpressions"].clone();
         let mut names = Vec::new();
         let mut labels = BTreeMap::new();
         for e in exprs.as_array().unwrap() {
-            assert_eq!(e["operator"], "NotIn", "{e}");
+            assert_eq!(e["operator"], "NotIn", "{what} {kind}: {e}");
             let values: Vec<String> = e["values"]
                 .as_array()
                 .unwrap()
@@ -1503,11 +1499,88 @@ fn namespace_selector_matches_the_policy_exemptions() {
             if e["key"] == "kubernetes.io/metadata.name" {
                 names = values;
             } else {
-                assert_eq!(values.len(), 1, "{e}");
+                assert_eq!(values.len(), 1, "{what} {kind}: {e}");
                 labels.insert(e["key"].as_str().unwrap().to_owned(), values[0].clone());
             }
         }
-        assert_eq!(names, policy.reach.excluded_namespaces, "{kind}");
-        assert_eq!(labels, policy.reach.opt_out_namespace_labels, "{kind}");
+        found.push((names, labels));
     }
+    assert_eq!(found[0], found[1], "{what}: the webhooks' reach differs");
+    found.swap_remove(0)
+}
+
+/// The webhooks' namespaceSelector is the policy's reach: in every
+/// committed render, the namespaces and opt-out labels of the policy its
+/// ConfigMap loads (the default's `reach`, kube-system, winadmit and
+/// winadmit.io/ignore=true), so lint and report say "exempt" exactly for
+/// what the webhook never sees.
+#[test]
+fn namespace_selector_matches_the_policy_exemptions() {
+    let default = Policy::default_policy();
+    assert_eq!(
+        default.reach.excluded_namespaces,
+        ["kube-system", "winadmit"]
+    );
+    assert_eq!(
+        default.reach.opt_out_namespace_labels,
+        BTreeMap::from([("winadmit.io/ignore".to_owned(), "true".to_owned())])
+    );
+    let mut checked = 0;
+    for render in manifests::Render::ALL {
+        let objects = render.objects();
+        if !objects
+            .iter()
+            .any(|o| kind(o) == "ValidatingWebhookConfiguration")
+        {
+            continue;
+        }
+        let policy = load_policy(&objects);
+        let (names, labels) = selector_reach(&objects, render.name());
+        assert_eq!(names, policy.reach.excluded_namespaces, "{}", render.name());
+        assert_eq!(
+            labels,
+            policy.reach.opt_out_namespace_labels,
+            "{}",
+            render.name()
+        );
+        checked += 1;
+    }
+    assert_eq!(
+        checked,
+        manifests::Render::ALL.len() - 1,
+        "all but admission-policy"
+    );
+}
+
+/// Under `--namespace NS` the selector excludes NS instead of winadmit, and
+/// NS carries the policy's opt-out label, so the policy (whose reach still
+/// names winadmit) also treats NS as outside the webhook's reach.
+#[test]
+fn moved_install_stays_outside_the_policy_reach() {
+    let tree = Tree::new();
+    let objects = render(&tree, "cert-manager", &["--namespace", "win-ops"]);
+    let policy = load_policy(&objects);
+    let (names, labels) = selector_reach(&objects, "--namespace win-ops");
+    let moved: Vec<String> = policy
+        .reach
+        .excluded_namespaces
+        .iter()
+        .map(|n| {
+            if n == "winadmit" {
+                "win-ops".into()
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    assert_eq!(names, moved);
+    assert_eq!(labels, policy.reach.opt_out_namespace_labels);
+    let ns = one(&objects, "Namespace");
+    assert_eq!(ns["metadata"]["name"], "win-ops");
+    let ns_labels = ns["metadata"]["labels"].as_object().unwrap();
+    let label = |k: &str| ns_labels.get(k).and_then(Value::as_str).map(str::to_owned);
+    assert!(
+        policy.outside_reach("win-ops", label).is_some(),
+        "the moved install namespace must be outside the policy's reach"
+    );
 }
