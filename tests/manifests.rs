@@ -1381,36 +1381,63 @@ fn engine_acts_on(object: &Value) -> bool {
     eval.target.is_windows() || !eval.findings.is_empty()
 }
 
-/// The three objects the matchCondition used to keep from the webhook
-/// although the engine gives them a finding (issue 11).
+/// The objects the matchCondition used to keep from the webhook although
+/// the engine gives them a finding (issue 11, and the proptest's Hyper-V
+/// annotation counterexample).
 #[test]
 fn match_conditions_send_the_objects_they_used_to_skip() {
     let program = match_condition();
-    for (what, spec) in [
+    let hyperv = serde_json::json!({"experimental.windows.kubernetes.io/isolation-type": "hyperv"});
+    let linux_spec = serde_json::json!({"containers": [{"name": "c0", "image": "nginx"}]});
+    let mut hyperv_pod = pod(&linux_spec);
+    hyperv_pod["metadata"]["annotations"] = hyperv.clone();
+    let mut hyperv_deployment = templated("apps/v1", "Deployment", &linux_spec);
+    hyperv_deployment["spec"]["template"]["metadata"]["annotations"] = hyperv.clone();
+    let mut hyperv_cronjob = cronjob(&linux_spec);
+    hyperv_cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"] =
+        serde_json::json!({"annotations": hyperv});
+    for (what, object) in [
         (
             "a Linux pod with a C:\\ hostPath (WIN-HOSTPATH-WINDOWS-PATH)",
-            serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"},
                 "containers": [{"name": "a", "image": "busybox:1.36"}],
                 "volumes": [{"name": "c", "hostPath": {"path": "C:\\k"}}]}),
+            ),
         ),
         (
             "a pod selecting only node.kubernetes.io/windows-build",
-            serde_json::json!({"nodeSelector": {"node.kubernetes.io/windows-build": "10.0.20348"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"node.kubernetes.io/windows-build": "10.0.20348"},
                 "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+            ),
         ),
         (
             "an ltsc2022 image beside nginx (WIN-MIXED-OS)",
-            serde_json::json!({"containers": [
+            pod(&serde_json::json!({"containers": [
                 {"name": "a", "image": "contoso/app:1.0-ltsc2022"},
-                {"name": "b", "image": "nginx"}]}),
+                {"name": "b", "image": "nginx"}]})),
+        ),
+        (
+            "a pod with only the Hyper-V isolation annotation (WIN-HYPERV-ANNOTATION; found by the proptest below)",
+            hyperv_pod,
+        ),
+        (
+            "a Deployment whose template has only that annotation",
+            hyperv_deployment,
+        ),
+        (
+            "a CronJob whose template has only that annotation",
+            hyperv_cronjob,
         ),
         (
             "an AKS os-sku selector",
-            serde_json::json!({"nodeSelector": {"kubernetes.azure.com/os-sku": "Windows2022"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"kubernetes.azure.com/os-sku": "Windows2022"},
                 "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+            ),
         ),
     ] {
-        let object = pod(&spec);
         assert!(engine_acts_on(&object), "{what}: the engine acts on it");
         assert!(
             sends(&program, &object),
@@ -1471,9 +1498,236 @@ proptest::proptest! {
             spec["runtimeClassName"] = serde_json::json!("windows-2022");
         }
         let object = pod(&spec);
-        let program = match_condition();
         if engine_acts_on(&object) {
-            proptest::prop_assert!(sends(&program, &object), "not sent: {}", object);
+            proptest::prop_assert!(
+                MATCH_CONDITION.with(|program| sends(program, &object)),
+                "not sent: {}", object
+            );
+        }
+    }
+}
+
+/// Where a generated pod spec carries `windowsOptions`.
+#[derive(Debug, Clone, Copy)]
+enum WindowsOptionsAt {
+    Pod,
+    Container,
+    InitContainer,
+    EphemeralContainer,
+}
+
+/// A pod spec from generated parts (see the proptest below).
+#[allow(clippy::too_many_arguments)] // one argument per generated part
+fn generated_spec(
+    selector: &[(&str, &str)],
+    os: Option<&str>,
+    runtime_class: Option<&str>,
+    affinity: Option<(bool, &str, &str)>,
+    host_paths: &[&str],
+    windows_options: Option<(WindowsOptionsAt, bool)>,
+    images: &[&str],
+    init_image: Option<&str>,
+    ephemeral_image: Option<&str>,
+    linux_only: (bool, bool, bool),
+) -> Value {
+    use serde_json::json;
+    let container = |name: String, image: &str| json!({"name": name, "image": image});
+    let mut spec = json!({
+        "containers": images.iter().enumerate()
+            .map(|(i, image)| container(format!("c{i}"), image))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(image) = init_image {
+        spec["initContainers"] = json!([container("init".into(), image)]);
+    }
+    if let Some(image) = ephemeral_image {
+        spec["ephemeralContainers"] = json!([container("debug".into(), image)]);
+    }
+    if !selector.is_empty() {
+        let map: serde_json::Map<String, Value> = selector
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+            .collect();
+        spec["nodeSelector"] = Value::Object(map);
+    }
+    if let Some(os) = os {
+        spec["os"] = json!({"name": os});
+    }
+    if let Some(rc) = runtime_class {
+        spec["runtimeClassName"] = rc.into();
+    }
+    if let Some((required, key, value)) = affinity {
+        let expr = json!({"key": key, "operator": "In", "values": [value]});
+        spec["affinity"] = if required {
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}})
+        } else {
+            json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+                [{"weight": 1, "preference": {"matchExpressions": [expr]}}]}})
+        };
+    }
+    if !host_paths.is_empty() {
+        spec["volumes"] = host_paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| json!({"name": format!("h{i}"), "hostPath": {"path": p}}))
+            .collect();
+    }
+    let (privileged, host_network, host_pid) = linux_only;
+    if privileged {
+        spec["containers"][0]["securityContext"] = json!({"privileged": true});
+    }
+    if host_network {
+        spec["hostNetwork"] = true.into();
+    }
+    if host_pid {
+        spec["hostPID"] = true.into();
+    }
+    if let Some((at, host_process)) = windows_options {
+        let options = json!({"windowsOptions": {"hostProcess": host_process, "runAsUserName": "ContainerUser"}});
+        let target = match at {
+            WindowsOptionsAt::Pod => Some(&mut spec["securityContext"]),
+            WindowsOptionsAt::Container => spec["containers"]
+                .get_mut(0)
+                .map(|c| &mut c["securityContext"]),
+            WindowsOptionsAt::InitContainer => spec
+                .get_mut("initContainers")
+                .and_then(|cs| cs.get_mut(0))
+                .map(|c| &mut c["securityContext"]),
+            WindowsOptionsAt::EphemeralContainer => spec
+                .get_mut("ephemeralContainers")
+                .and_then(|cs| cs.get_mut(0))
+                .map(|c| &mut c["securityContext"]),
+        };
+        if let Some(sc) = target {
+            if sc.is_null() {
+                *sc = options;
+            } else {
+                sc["windowsOptions"] = options["windowsOptions"].clone();
+            }
+        }
+    }
+    spec
+}
+
+thread_local! {
+    /// Compiled once per test thread: the proptests run it thousands of times.
+    static MATCH_CONDITION: cel::Program = match_condition();
+}
+
+/// The selector keys and values the generated pods choose from.
+const SELECTOR_PARTS: &[(&str, &str)] = &[
+    ("kubernetes.io/os", "windows"),
+    ("kubernetes.io/os", "Windows"),
+    ("kubernetes.io/os", "linux"),
+    ("beta.kubernetes.io/os", "windows"),
+    ("beta.kubernetes.io/os", "linux"),
+    ("node.kubernetes.io/windows-build", "10.0.20348"),
+    ("node.kubernetes.io/windows-build", "10.0.17763"),
+    ("kubernetes.azure.com/os-sku", "Windows2022"),
+    ("kubernetes.azure.com/os-sku", "Ubuntu"),
+    ("agentpool", "win22"),
+];
+
+const IMAGES: &[&str] = &[
+    "nginx",
+    "busybox:1.36",
+    "python:3.12-alpine",
+    "registry.k8s.io/pause:3.9",
+    "contoso/app:1.0-ltsc2022",
+    "contoso/app:2.0",
+    "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+    "mcr.microsoft.com/windows/servercore:ltsc2019",
+    "mcr.microsoft.com/windows/servercore/iis",
+    "mcr.microsoft.com/dotnet/framework/aspnet:4.8",
+    "mcr.microsoft.com/powershell:lts-nanoserver-1809",
+    "example.com/tool:10.0.20348.2527",
+    "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0",
+    "contoso/WINDOWS-agent:1",
+];
+
+const HOST_PATHS: &[&str] = &[
+    "C:\\",
+    "C:\\var\\log",
+    "c:/k",
+    "D:\\data",
+    "\\\\server\\share",
+    "\\\\.\\pipe\\docker_engine",
+    "//./pipe/containerd-containerd",
+    "/var/log",
+    "/proc",
+    "/var/run/docker.sock",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    /// Over generated Pods, Deployments and CronJobs: whenever the engine
+    /// (default policy, default cluster) gives any finding or takes the
+    /// object for a Windows workload, the matchCondition sends it.
+    #[test]
+    fn match_conditions_cover_the_engine_on_generated_workloads(
+        kind in 0..3usize,
+        selector in proptest::sample::subsequence(SELECTOR_PARTS, 0..3),
+        os in proptest::sample::select(vec![None, Some("windows"), Some("linux")]),
+        runtime_class in proptest::sample::select(vec![None, Some("windows-2022"), Some("runc"), Some("")]),
+        affinity in proptest::option::of((
+            proptest::bool::ANY,
+            proptest::sample::select(vec![
+                "kubernetes.io/os", "beta.kubernetes.io/os",
+                "node.kubernetes.io/windows-build", "kubernetes.azure.com/os-sku",
+                "topology.kubernetes.io/zone",
+            ]),
+            proptest::sample::select(vec!["windows", "linux", "10.0.20348", "Windows2022"]),
+        )),
+        host_paths in proptest::sample::subsequence(HOST_PATHS, 0..3),
+        windows_options in proptest::option::of((
+            proptest::sample::select(vec![
+                WindowsOptionsAt::Pod, WindowsOptionsAt::Container,
+                WindowsOptionsAt::InitContainer, WindowsOptionsAt::EphemeralContainer,
+            ]),
+            proptest::bool::ANY,
+        )),
+        images in proptest::collection::vec(proptest::sample::select(IMAGES), 1..3),
+        init_image in proptest::option::of(proptest::sample::select(IMAGES)),
+        ephemeral_image in proptest::option::of(proptest::sample::select(IMAGES)),
+        linux_only in (proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY),
+        annotation in proptest::option::of(proptest::sample::select(vec![
+            ("experimental.windows.kubernetes.io/isolation-type", "hyperv"),
+            ("experimental.windows.kubernetes.io/isolation-type", "process"),
+            ("container.apparmor.security.beta.kubernetes.io/c0", "runtime/default"),
+            ("example.com/team", "payments"),
+        ])),
+        tolerate_windows in proptest::bool::ANY,
+    ) {
+        // Ephemeral containers exist on Pods only.
+        let ephemeral_image = ephemeral_image.filter(|_| kind == 0);
+        let spec = generated_spec(
+            &selector, os, runtime_class, affinity, &host_paths, windows_options,
+            &images, init_image, ephemeral_image, linux_only,
+        );
+        let mut spec = spec;
+        if tolerate_windows {
+            spec["tolerations"] = serde_json::json!([
+                {"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]);
+        }
+        let mut object = match kind {
+            0 => pod(&spec),
+            1 => templated("apps/v1", "Deployment", &spec),
+            _ => cronjob(&spec),
+        };
+        if let Some((key, value)) = annotation {
+            let metadata = match kind {
+                0 => &mut object["metadata"],
+                1 => &mut object["spec"]["template"]["metadata"],
+                _ => &mut object["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            };
+            metadata["annotations"] = serde_json::json!({key: value});
+        }
+        if engine_acts_on(&object) {
+            proptest::prop_assert!(
+                MATCH_CONDITION.with(|program| sends(program, &object)),
+                "the engine acts on it, the matchCondition skips it: {}", object
+            );
         }
     }
 }
