@@ -815,7 +815,7 @@ fn overlay_file_is_current() {
 /// bindings only, no webhook and no Deployment.
 #[test]
 fn overlay_renders_with_kustomize() {
-    let built = winadmit::manifests::build("overlays/admission-policy", &|_| None).unwrap();
+    let built = winadmit::manifests::Render::AdmissionPolicy.objects();
     let kinds: BTreeSet<&str> = built.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,

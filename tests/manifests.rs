@@ -1,12 +1,14 @@
-//! The install in `manifests/`: every overlay renders with `kubectl
-//! kustomize`, every object is a valid Kubernetes object, the webhooks call
-//! the server's routes, `winadmit lint` passes on the install, `winadmit
-//! manifests` renders the same objects as kustomize, and the webhooks'
+//! The install in `manifests/`: the committed renders in
+//! `manifests/rendered/` equal `kubectl kustomize` for every overlay, every
+//! object is a valid Kubernetes object, the webhooks call the server's
+//! routes, `winadmit lint` passes on the install, `winadmit manifests`
+//! renders the same objects as kustomize, and the webhooks'
 //! matchConditions never skip an object winadmit would act on.
 //!
 //! Needs `kubectl` (client only, no cluster) on PATH for the kustomize tests.
 //! Without it they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
-//! set (CI sets it), in which case they fail.
+//! set (CI sets it), in which case they fail. The other tests read the
+//! committed renders through `winadmit manifests` and need no kubectl.
 
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
@@ -44,9 +46,8 @@ struct Tree {
 
 impl Tree {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        copy_dir(&manifests_dir(), &dir.path().join("manifests"));
-        let certs = dir.path().join("manifests/overlays/self-signed/certs");
+        let tree = Self::copy();
+        let certs = tree.certs();
         let out = Command::new(BIN)
             .args(["certs", "--force", "--out"])
             .arg(&certs)
@@ -57,6 +58,23 @@ impl Tree {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        tree
+    }
+
+    /// The tree `manifests/rendered/self-signed.yaml` is rendered from: the
+    /// placeholder files where the self-signed overlay reads its certificates.
+    fn with_placeholder_certs() -> Self {
+        let tree = Self::copy();
+        std::fs::create_dir_all(tree.certs()).unwrap();
+        for (name, text) in manifests::CERT_PLACEHOLDERS {
+            std::fs::write(tree.certs().join(name), text).unwrap();
+        }
+        tree
+    }
+
+    fn copy() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&manifests_dir(), &dir.path().join("manifests"));
         Self { dir }
     }
 
@@ -116,7 +134,7 @@ fn parse_yaml(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
+fn kustomize_text(tree: &Tree, dir: &str) -> String {
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(tree.root().join(dir))
@@ -127,7 +145,11 @@ fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
         "kubectl kustomize manifests/{dir}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    parse_yaml(&String::from_utf8(out.stdout).unwrap())
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn kustomize(tree: &Tree, dir: &str) -> Vec<Value> {
+    parse_yaml(&kustomize_text(tree, dir))
 }
 
 fn winadmit(args: &[&str]) -> Output {
@@ -192,40 +214,99 @@ fn unwrap_base64(objects: &mut [Value]) {
 
 // ---------------------------------------------------------------------------
 
+/// Every kustomization under `manifests/` (not the components, which only
+/// render inside one) has a committed render, and `manifests/rendered/`
+/// holds nothing else.
 #[test]
-fn every_manifest_file_is_embedded() {
+fn every_kustomization_has_a_committed_render() {
     let root = manifests_dir();
-    let on_disk: BTreeSet<String> = walkdir::WalkDir::new(&root)
+    let kustomizations: BTreeSet<String> = walkdir::WalkDir::new(&root)
         .into_iter()
         .map(Result::unwrap)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            e.path()
-                .strip_prefix(&root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
+        .filter(|e| e.file_name() == "kustomization.yaml")
+        .filter(|e| {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            text.lines().any(|l| l == "kind: Kustomization")
         })
-        .filter(|p| !p.starts_with("overlays/self-signed/certs/") && !p.ends_with(".gitignore"))
+        .map(|e| {
+            let dir = e.path().parent().unwrap().strip_prefix(&root).unwrap();
+            dir.to_string_lossy().into_owned()
+        })
+        // `base/` is rendered as `manifests/` (its only resource, below).
+        .filter(|dir| dir != "base")
         .collect();
-    let embedded: BTreeSet<String> = manifests::FILES
+    let top = std::fs::read_to_string(root.join("kustomization.yaml")).unwrap();
+    assert!(
+        top.ends_with("resources:\n  - base\n"),
+        "manifests/kustomization.yaml renders base/ and nothing else"
+    );
+    let rendered: BTreeSet<String> = manifests::Render::ALL
         .iter()
-        .map(|(p, _)| (*p).to_owned())
+        .map(|r| r.kustomization().to_owned())
         .collect();
     assert_eq!(
-        on_disk, embedded,
-        "manifests/ and manifests::FILES must list the same files"
+        kustomizations, rendered,
+        "every kustomization needs a manifests::Render and a file in manifests/rendered/"
     );
+    let files: BTreeSet<String> = std::fs::read_dir(root.join("rendered"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut want: BTreeSet<String> = manifests::Render::ALL
+        .iter()
+        .map(|r| format!("{}.yaml", r.name()))
+        .collect();
+    want.insert("README.md".into());
+    assert_eq!(files, want);
+    // The names `--overlay` takes are the renders' names.
+    let overlays: BTreeSet<&str> = OVERLAYS
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(["admission-policy"])
+        .collect();
+    let names: BTreeSet<&str> = manifests::Render::ALL.iter().map(|r| r.name()).collect();
+    assert_eq!(overlays, names);
 }
 
+/// The single source: each file in `manifests/rendered/` is what `kubectl
+/// kustomize` renders for its kustomization today (the self-signed one
+/// with the placeholder certificates). `WINADMIT_UPDATE_RENDERS=1` rewrites
+/// the files instead of comparing.
 #[test]
-fn kustomize_renders_every_overlay() {
+fn committed_renders_equal_kubectl_kustomize() {
     if !have_kubectl() {
         return;
     }
+    let update = std::env::var_os("WINADMIT_UPDATE_RENDERS").is_some_and(|v| v == "1");
+    let tree = Tree::with_placeholder_certs();
+    let mut stale = Vec::new();
+    for render in manifests::Render::ALL {
+        let text = kustomize_text(&tree, render.kustomization());
+        let path = manifests_dir().join(format!("rendered/{}.yaml", render.name()));
+        if update {
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        // Parsed, so another kubectl's line wrapping or quoting does not
+        // count; order and content do.
+        if parse_yaml(&text) != render.objects() {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale renders {stale:#?}: run `WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test manifests committed_renders_equal_kubectl_kustomize` and rebuild"
+    );
+}
+
+/// The TLS and rollout stage of each overlay, as `winadmit manifests`
+/// prints it (the committed render, checked against kustomize above, with
+/// real certificates for self-signed).
+#[test]
+fn every_overlay_renders_its_tls_and_stage() {
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let objects = render(&tree, name, &[]);
         let kinds: BTreeSet<&str> = objects.iter().map(kind).collect();
         for k in [
             "Namespace",
@@ -405,12 +486,9 @@ fn check_cert_manager(obj: &Value) -> Result<(), String> {
 
 #[test]
 fn rendered_objects_deserialize_into_their_types() {
-    if !have_kubectl() {
-        return;
-    }
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let mut objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let mut objects = render(&tree, name, &[]);
         unwrap_base64(&mut objects);
         for obj in &objects {
             if let Err(e) = check_type(obj) {
@@ -426,12 +504,9 @@ fn rendered_objects_deserialize_into_their_types() {
 
 #[test]
 fn webhooks_call_the_servers_routes() {
-    if !have_kubectl() {
-        return;
-    }
     let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let objects = kustomize(&tree, dir);
+    for (name, _) in OVERLAYS {
+        let objects = render(&tree, name, &[]);
         check_wiring(name, &objects);
     }
 }
@@ -722,18 +797,11 @@ fn check_wiring(name: &str, objects: &[Value]) {
 
 #[test]
 fn lint_passes_on_the_rendered_install() {
-    if !have_kubectl() {
-        return;
-    }
-    let tree = Tree::new();
-    for (name, dir) in OVERLAYS {
-        let out = Command::new("kubectl")
-            .arg("kustomize")
-            .arg(tree.root().join(dir))
-            .output()
-            .unwrap();
-        let file = tree.dir.path().join(format!("{name}.yaml"));
-        std::fs::write(&file, &out.stdout).unwrap();
+    for render in manifests::Render::ALL {
+        let name = render.name();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, render.text()).unwrap();
         let lint = Command::new(BIN)
             .args(["lint", "--fail-on", "warning", "--color", "never"])
             .arg(&file)
@@ -899,7 +967,7 @@ fn assert_no_default_namespace(objects: &[Value]) {
 
 #[test]
 fn image_tag_is_the_crate_version() {
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let image = one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap()
@@ -916,7 +984,7 @@ fn image_tag_is_the_crate_version() {
 /// The `may-target-windows` expression, compiled; one per webhook, and the
 /// two must be the same text.
 fn match_condition() -> cel::Program {
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let expressions: Vec<String> = [
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
@@ -1279,7 +1347,7 @@ fn cel_evaluator_errors_on_absent_fields() {
 fn dockerfile_fits_the_deployment() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
-    let objects = manifests::build("", &|_| None).unwrap();
+    let objects = manifests::Render::Base.objects();
     let pod = &one(&objects, "Deployment")["spec"]["template"]["spec"];
     let uid = pod["securityContext"]["runAsUser"].as_i64().unwrap();
     let last_stage = dockerfile.rsplit("\nFROM ").next().unwrap();
@@ -1313,36 +1381,63 @@ fn engine_acts_on(object: &Value) -> bool {
     eval.target.is_windows() || !eval.findings.is_empty()
 }
 
-/// The three objects the matchCondition used to keep from the webhook
-/// although the engine gives them a finding (issue 11).
+/// The objects the matchCondition used to keep from the webhook although
+/// the engine gives them a finding (issue 11, and the proptest's Hyper-V
+/// annotation counterexample).
 #[test]
 fn match_conditions_send_the_objects_they_used_to_skip() {
     let program = match_condition();
-    for (what, spec) in [
+    let hyperv = serde_json::json!({"experimental.windows.kubernetes.io/isolation-type": "hyperv"});
+    let linux_spec = serde_json::json!({"containers": [{"name": "c0", "image": "nginx"}]});
+    let mut hyperv_pod = pod(&linux_spec);
+    hyperv_pod["metadata"]["annotations"] = hyperv.clone();
+    let mut hyperv_deployment = templated("apps/v1", "Deployment", &linux_spec);
+    hyperv_deployment["spec"]["template"]["metadata"]["annotations"] = hyperv.clone();
+    let mut hyperv_cronjob = cronjob(&linux_spec);
+    hyperv_cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"] =
+        serde_json::json!({"annotations": hyperv});
+    for (what, object) in [
         (
             "a Linux pod with a C:\\ hostPath (WIN-HOSTPATH-WINDOWS-PATH)",
-            serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"},
                 "containers": [{"name": "a", "image": "busybox:1.36"}],
                 "volumes": [{"name": "c", "hostPath": {"path": "C:\\k"}}]}),
+            ),
         ),
         (
             "a pod selecting only node.kubernetes.io/windows-build",
-            serde_json::json!({"nodeSelector": {"node.kubernetes.io/windows-build": "10.0.20348"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"node.kubernetes.io/windows-build": "10.0.20348"},
                 "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+            ),
         ),
         (
             "an ltsc2022 image beside nginx (WIN-MIXED-OS)",
-            serde_json::json!({"containers": [
+            pod(&serde_json::json!({"containers": [
                 {"name": "a", "image": "contoso/app:1.0-ltsc2022"},
-                {"name": "b", "image": "nginx"}]}),
+                {"name": "b", "image": "nginx"}]})),
+        ),
+        (
+            "a pod with only the Hyper-V isolation annotation (WIN-HYPERV-ANNOTATION; found by the proptest below)",
+            hyperv_pod,
+        ),
+        (
+            "a Deployment whose template has only that annotation",
+            hyperv_deployment,
+        ),
+        (
+            "a CronJob whose template has only that annotation",
+            hyperv_cronjob,
         ),
         (
             "an AKS os-sku selector",
-            serde_json::json!({"nodeSelector": {"kubernetes.azure.com/os-sku": "Windows2022"},
+            pod(
+                &serde_json::json!({"nodeSelector": {"kubernetes.azure.com/os-sku": "Windows2022"},
                 "containers": [{"name": "a", "image": "contoso/app:2.0"}]}),
+            ),
         ),
     ] {
-        let object = pod(&spec);
         assert!(engine_acts_on(&object), "{what}: the engine acts on it");
         assert!(
             sends(&program, &object),
@@ -1403,29 +1498,252 @@ proptest::proptest! {
             spec["runtimeClassName"] = serde_json::json!("windows-2022");
         }
         let object = pod(&spec);
-        let program = match_condition();
         if engine_acts_on(&object) {
-            proptest::prop_assert!(sends(&program, &object), "not sent: {}", object);
+            proptest::prop_assert!(
+                MATCH_CONDITION.with(|program| sends(program, &object)),
+                "not sent: {}", object
+            );
         }
     }
 }
 
-/// The webhooks' namespaceSelector is the policy's reach: the namespaces
-/// and opt-out labels the default policy exempts, so lint and report say
-/// "exempt" exactly for what the webhook never sees.
-#[test]
-fn namespace_selector_matches_the_policy_exemptions() {
-    let objects = manifests::build("", &|_| None).unwrap();
-    let policy = Policy::default_policy();
+/// Where a generated pod spec carries `windowsOptions`.
+#[derive(Debug, Clone, Copy)]
+enum WindowsOptionsAt {
+    Pod,
+    Container,
+    InitContainer,
+    EphemeralContainer,
+}
+
+/// A pod spec from generated parts (see the proptest below).
+#[allow(clippy::too_many_arguments)] // one argument per generated part
+fn generated_spec(
+    selector: &[(&str, &str)],
+    os: Option<&str>,
+    runtime_class: Option<&str>,
+    affinity: Option<(bool, &str, &str)>,
+    host_paths: &[&str],
+    windows_options: Option<(WindowsOptionsAt, bool)>,
+    images: &[&str],
+    init_image: Option<&str>,
+    ephemeral_image: Option<&str>,
+    linux_only: (bool, bool, bool),
+) -> Value {
+    use serde_json::json;
+    let container = |name: String, image: &str| json!({"name": name, "image": image});
+    let mut spec = json!({
+        "containers": images.iter().enumerate()
+            .map(|(i, image)| container(format!("c{i}"), image))
+            .collect::<Vec<_>>(),
+    });
+    if let Some(image) = init_image {
+        spec["initContainers"] = json!([container("init".into(), image)]);
+    }
+    if let Some(image) = ephemeral_image {
+        spec["ephemeralContainers"] = json!([container("debug".into(), image)]);
+    }
+    if !selector.is_empty() {
+        let map: serde_json::Map<String, Value> = selector
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+            .collect();
+        spec["nodeSelector"] = Value::Object(map);
+    }
+    if let Some(os) = os {
+        spec["os"] = json!({"name": os});
+    }
+    if let Some(rc) = runtime_class {
+        spec["runtimeClassName"] = rc.into();
+    }
+    if let Some((required, key, value)) = affinity {
+        let expr = json!({"key": key, "operator": "In", "values": [value]});
+        spec["affinity"] = if required {
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}})
+        } else {
+            json!({"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution":
+                [{"weight": 1, "preference": {"matchExpressions": [expr]}}]}})
+        };
+    }
+    if !host_paths.is_empty() {
+        spec["volumes"] = host_paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| json!({"name": format!("h{i}"), "hostPath": {"path": p}}))
+            .collect();
+    }
+    let (privileged, host_network, host_pid) = linux_only;
+    if privileged {
+        spec["containers"][0]["securityContext"] = json!({"privileged": true});
+    }
+    if host_network {
+        spec["hostNetwork"] = true.into();
+    }
+    if host_pid {
+        spec["hostPID"] = true.into();
+    }
+    if let Some((at, host_process)) = windows_options {
+        let options = json!({"windowsOptions": {"hostProcess": host_process, "runAsUserName": "ContainerUser"}});
+        let target = match at {
+            WindowsOptionsAt::Pod => Some(&mut spec["securityContext"]),
+            WindowsOptionsAt::Container => spec["containers"]
+                .get_mut(0)
+                .map(|c| &mut c["securityContext"]),
+            WindowsOptionsAt::InitContainer => spec
+                .get_mut("initContainers")
+                .and_then(|cs| cs.get_mut(0))
+                .map(|c| &mut c["securityContext"]),
+            WindowsOptionsAt::EphemeralContainer => spec
+                .get_mut("ephemeralContainers")
+                .and_then(|cs| cs.get_mut(0))
+                .map(|c| &mut c["securityContext"]),
+        };
+        if let Some(sc) = target {
+            if sc.is_null() {
+                *sc = options;
+            } else {
+                sc["windowsOptions"] = options["windowsOptions"].clone();
+            }
+        }
+    }
+    spec
+}
+
+thread_local! {
+    /// Compiled once per test thread: the proptests run it thousands of times.
+    static MATCH_CONDITION: cel::Program = match_condition();
+}
+
+/// The selector keys and values the generated pods choose from.
+const SELECTOR_PARTS: &[(&str, &str)] = &[
+    ("kubernetes.io/os", "windows"),
+    ("kubernetes.io/os", "Windows"),
+    ("kubernetes.io/os", "linux"),
+    ("beta.kubernetes.io/os", "windows"),
+    ("beta.kubernetes.io/os", "linux"),
+    ("node.kubernetes.io/windows-build", "10.0.20348"),
+    ("node.kubernetes.io/windows-build", "10.0.17763"),
+    ("kubernetes.azure.com/os-sku", "Windows2022"),
+    ("kubernetes.azure.com/os-sku", "Ubuntu"),
+    ("agentpool", "win22"),
+];
+
+const IMAGES: &[&str] = &[
+    "nginx",
+    "busybox:1.36",
+    "python:3.12-alpine",
+    "registry.k8s.io/pause:3.9",
+    "contoso/app:1.0-ltsc2022",
+    "contoso/app:2.0",
+    "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+    "mcr.microsoft.com/windows/servercore:ltsc2019",
+    "mcr.microsoft.com/windows/servercore/iis",
+    "mcr.microsoft.com/dotnet/framework/aspnet:4.8",
+    "mcr.microsoft.com/powershell:lts-nanoserver-1809",
+    "example.com/tool:10.0.20348.2527",
+    "mcr.microsoft.com/oss/kubernetes/windows-host-process-containers-base-image:v1.0.0",
+    "contoso/WINDOWS-agent:1",
+];
+
+const HOST_PATHS: &[&str] = &[
+    "C:\\",
+    "C:\\var\\log",
+    "c:/k",
+    "D:\\data",
+    "\\\\server\\share",
+    "\\\\.\\pipe\\docker_engine",
+    "//./pipe/containerd-containerd",
+    "/var/log",
+    "/proc",
+    "/var/run/docker.sock",
+];
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+    /// Over generated Pods, Deployments and CronJobs: whenever the engine
+    /// (default policy, default cluster) gives any finding or takes the
+    /// object for a Windows workload, the matchCondition sends it.
+    #[test]
+    fn match_conditions_cover_the_engine_on_generated_workloads(
+        kind in 0..3usize,
+        selector in proptest::sample::subsequence(SELECTOR_PARTS, 0..3),
+        os in proptest::sample::select(vec![None, Some("windows"), Some("linux")]),
+        runtime_class in proptest::sample::select(vec![None, Some("windows-2022"), Some("runc"), Some("")]),
+        affinity in proptest::option::of((
+            proptest::bool::ANY,
+            proptest::sample::select(vec![
+                "kubernetes.io/os", "beta.kubernetes.io/os",
+                "node.kubernetes.io/windows-build", "kubernetes.azure.com/os-sku",
+                "topology.kubernetes.io/zone",
+            ]),
+            proptest::sample::select(vec!["windows", "linux", "10.0.20348", "Windows2022"]),
+        )),
+        host_paths in proptest::sample::subsequence(HOST_PATHS, 0..3),
+        windows_options in proptest::option::of((
+            proptest::sample::select(vec![
+                WindowsOptionsAt::Pod, WindowsOptionsAt::Container,
+                WindowsOptionsAt::InitContainer, WindowsOptionsAt::EphemeralContainer,
+            ]),
+            proptest::bool::ANY,
+        )),
+        images in proptest::collection::vec(proptest::sample::select(IMAGES), 1..3),
+        init_image in proptest::option::of(proptest::sample::select(IMAGES)),
+        ephemeral_image in proptest::option::of(proptest::sample::select(IMAGES)),
+        linux_only in (proptest::bool::ANY, proptest::bool::ANY, proptest::bool::ANY),
+        annotation in proptest::option::of(proptest::sample::select(vec![
+            ("experimental.windows.kubernetes.io/isolation-type", "hyperv"),
+            ("experimental.windows.kubernetes.io/isolation-type", "process"),
+            ("container.apparmor.security.beta.kubernetes.io/c0", "runtime/default"),
+            ("example.com/team", "payments"),
+        ])),
+        tolerate_windows in proptest::bool::ANY,
+    ) {
+        // Ephemeral containers exist on Pods only.
+        let ephemeral_image = ephemeral_image.filter(|_| kind == 0);
+        let spec = generated_spec(
+            &selector, os, runtime_class, affinity, &host_paths, windows_options,
+            &images, init_image, ephemeral_image, linux_only,
+        );
+        let mut spec = spec;
+        if tolerate_windows {
+            spec["tolerations"] = serde_json::json!([
+                {"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]);
+        }
+        let mut object = match kind {
+            0 => pod(&spec),
+            1 => templated("apps/v1", "Deployment", &spec),
+            _ => cronjob(&spec),
+        };
+        if let Some((key, value)) = annotation {
+            let metadata = match kind {
+                0 => &mut object["metadata"],
+                1 => &mut object["spec"]["template"]["metadata"],
+                _ => &mut object["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            };
+            metadata["annotations"] = serde_json::json!({key: value});
+        }
+        if engine_acts_on(&object) {
+            proptest::prop_assert!(
+                MATCH_CONDITION.with(|program| sends(program, &object)),
+                "the engine acts on it, the matchCondition skips it: {}", object
+            );
+        }
+    }
+}
+
+/// The namespaceSelector of both webhooks as (excluded names, opt-out labels).
+fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<String, String>) {
+    let mut found = Vec::new();
     for kind in [
         "ValidatingWebhookConfiguration",
         "MutatingWebhookConfiguration",
     ] {
-        let exprs = webhook(&objects, kind)["namespaceSelector"]["matchExpressions"].clone();
+        let exprs = webhook(objects, kind)["namespaceSelector"]["matchExpressions"].clone();
         let mut names = Vec::new();
         let mut labels = BTreeMap::new();
         for e in exprs.as_array().unwrap() {
-            assert_eq!(e["operator"], "NotIn", "{e}");
+            assert_eq!(e["operator"], "NotIn", "{what} {kind}: {e}");
             let values: Vec<String> = e["values"]
                 .as_array()
                 .unwrap()
@@ -1435,11 +1753,88 @@ fn namespace_selector_matches_the_policy_exemptions() {
             if e["key"] == "kubernetes.io/metadata.name" {
                 names = values;
             } else {
-                assert_eq!(values.len(), 1, "{e}");
+                assert_eq!(values.len(), 1, "{what} {kind}: {e}");
                 labels.insert(e["key"].as_str().unwrap().to_owned(), values[0].clone());
             }
         }
-        assert_eq!(names, policy.reach.excluded_namespaces, "{kind}");
-        assert_eq!(labels, policy.reach.opt_out_namespace_labels, "{kind}");
+        found.push((names, labels));
     }
+    assert_eq!(found[0], found[1], "{what}: the webhooks' reach differs");
+    found.swap_remove(0)
+}
+
+/// The webhooks' namespaceSelector is the policy's reach: in every
+/// committed render, the namespaces and opt-out labels of the policy its
+/// ConfigMap loads (the default's `reach`, kube-system, winadmit and
+/// winadmit.io/ignore=true), so lint and report say "exempt" exactly for
+/// what the webhook never sees.
+#[test]
+fn namespace_selector_matches_the_policy_exemptions() {
+    let default = Policy::default_policy();
+    assert_eq!(
+        default.reach.excluded_namespaces,
+        ["kube-system", "winadmit"]
+    );
+    assert_eq!(
+        default.reach.opt_out_namespace_labels,
+        BTreeMap::from([("winadmit.io/ignore".to_owned(), "true".to_owned())])
+    );
+    let mut checked = 0;
+    for render in manifests::Render::ALL {
+        let objects = render.objects();
+        if !objects
+            .iter()
+            .any(|o| kind(o) == "ValidatingWebhookConfiguration")
+        {
+            continue;
+        }
+        let policy = load_policy(&objects);
+        let (names, labels) = selector_reach(&objects, render.name());
+        assert_eq!(names, policy.reach.excluded_namespaces, "{}", render.name());
+        assert_eq!(
+            labels,
+            policy.reach.opt_out_namespace_labels,
+            "{}",
+            render.name()
+        );
+        checked += 1;
+    }
+    assert_eq!(
+        checked,
+        manifests::Render::ALL.len() - 1,
+        "all but admission-policy"
+    );
+}
+
+/// Under `--namespace NS` the selector excludes NS instead of winadmit, and
+/// NS carries the policy's opt-out label, so the policy (whose reach still
+/// names winadmit) also treats NS as outside the webhook's reach.
+#[test]
+fn moved_install_stays_outside_the_policy_reach() {
+    let tree = Tree::new();
+    let objects = render(&tree, "cert-manager", &["--namespace", "win-ops"]);
+    let policy = load_policy(&objects);
+    let (names, labels) = selector_reach(&objects, "--namespace win-ops");
+    let moved: Vec<String> = policy
+        .reach
+        .excluded_namespaces
+        .iter()
+        .map(|n| {
+            if n == "winadmit" {
+                "win-ops".into()
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    assert_eq!(names, moved);
+    assert_eq!(labels, policy.reach.opt_out_namespace_labels);
+    let ns = one(&objects, "Namespace");
+    assert_eq!(ns["metadata"]["name"], "win-ops");
+    let ns_labels = ns["metadata"]["labels"].as_object().unwrap();
+    let label = |k: &str| ns_labels.get(k).and_then(Value::as_str).map(str::to_owned);
+    assert!(
+        policy.outside_reach("win-ops", label).is_some(),
+        "the moved install namespace must be outside the policy's reach"
+    );
 }

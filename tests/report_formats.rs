@@ -499,14 +499,18 @@ fn html_report_renders_its_chart_and_table_in_chromium() {
     }
 }
 
-// --- POST /report through the router (what the server will mount) ---
+// --- POST /report through the webhook's router ---
 
 fn app() -> axum::Router {
-    let state = winadmit::report::http::StaticReportState {
-        policy: std::sync::Arc::new(winadmit::policy::Policy::default_policy()),
-        cluster: winadmit::cluster::Cluster::default(),
-    };
-    winadmit::report::http::router(state)
+    let state = winadmit::server::ServerState::new(
+        winadmit::admission::Admission {
+            policy: winadmit::policy::Policy::default_policy(),
+            cluster: winadmit::cluster::Cluster::default(),
+            namespaces: None,
+        },
+        winadmit::server::Limits::default(),
+    );
+    winadmit::server::router(state)
 }
 
 async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {

@@ -1,14 +1,16 @@
-//! `winadmit manifests`: the install from `manifests/`, rendered without
-//! kustomize, with the namespace, image and caBundle filled in.
+//! `winadmit manifests`: the committed `kubectl kustomize` render of an
+//! overlay (`manifests/rendered/`), with the certificates, namespace, image
+//! and caBundle filled in.
 
 use std::io::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 
 use super::EXIT_CLEAN;
 use crate::cli::{ManifestsArgs, Overlay};
-use crate::manifests::{self, Customization, ManifestsError};
+use crate::manifests::{self, Certs, Customization, Render};
 
 /// # Errors
 /// Unreadable files, a missing `--certs` for the self-signed overlay, or
@@ -21,47 +23,33 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         namespace,
         image,
     } = args;
-    let dir = match overlay {
-        Overlay::Base => "",
-        Overlay::CertManager => "overlays/cert-manager",
-        Overlay::SelfSigned => "overlays/self-signed",
-        Overlay::Audit => "overlays/audit",
-        Overlay::NoMatchConditions => "overlays/no-match-conditions",
-        Overlay::CustomResources => "overlays/custom-resources",
-        Overlay::AdmissionPolicy => "overlays/admission-policy",
+    let render = match overlay {
+        Overlay::Base => Render::Base,
+        Overlay::CertManager => Render::CertManager,
+        Overlay::SelfSigned => Render::SelfSigned,
+        Overlay::Audit => Render::Audit,
+        Overlay::NoMatchConditions => Render::NoMatchConditions,
+        Overlay::CustomResources => Render::CustomResources,
+        Overlay::AdmissionPolicy => Render::AdmissionPolicy,
     };
-
-    // secretGenerator files (`certs/tls.crt`, ...) come from --certs, by file name.
-    let generator_file = |path: &str| -> Option<Vec<u8>> {
-        let name = path.rsplit('/').next()?;
-        std::fs::read(certs.as_ref()?.join(name)).ok()
+    // Only the self-signed overlay holds the certificates.
+    let certs = match (&certs, render) {
+        (Some(dir), Render::SelfSigned) => Some(read_certs(dir)?),
+        _ => None,
     };
-    let mut objects = manifests::build(dir, &generator_file).map_err(|e| match e {
-        ManifestsError::MissingGeneratorFile { ref file, .. } => match &certs {
-            Some(d) => anyhow::anyhow!(
-                "{e}: cannot read {}; run `winadmit certs --out {}` first",
-                d.join(file.rsplit('/').next().unwrap_or(file)).display(),
-                d.display()
-            ),
-            None => anyhow::anyhow!(
-                "{e}: pass --certs DIR with the output of `winadmit certs --namespace NS --out DIR`"
-            ),
-        },
-        other => other.into(),
-    })?;
-
     let ca_pem = ca_bundle
         .as_ref()
         .map(|p| std::fs::read(p).with_context(|| format!("reading --ca-bundle {}", p.display())))
         .transpose()?;
-    if overlay == Overlay::Base && ca_pem.is_none() {
+    if render == Render::Base && ca_pem.is_none() {
         eprintln!(
             "winadmit: note: the base install has no caBundle and no TLS Secret; pass --ca-bundle FILE and create the Secret winadmit-tls, or use --overlay cert-manager or self-signed"
         );
     }
-    manifests::customize(
-        &mut objects,
+    let objects = manifests::customize(
+        render,
         &Customization {
+            certs: certs.as_ref(),
             namespace: namespace.as_deref(),
             image: image.as_deref(),
             ca_bundle: ca_pem.as_deref(),
@@ -74,4 +62,23 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         .write_all(yaml.as_bytes())
         .context("writing the manifests to stdout")?;
     Ok(ExitCode::from(EXIT_CLEAN))
+}
+
+/// `ca.crt`, `tls.crt` and `tls.key` from the output directory of `winadmit certs`.
+fn read_certs(dir: &Path) -> anyhow::Result<Certs> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| {
+            format!(
+                "--certs: cannot read {}; run `winadmit certs --out {}` first",
+                path.display(),
+                dir.display()
+            )
+        })
+    };
+    Ok(Certs {
+        ca_crt: read("ca.crt")?,
+        tls_crt: read("tls.crt")?,
+        tls_key: read("tls.key")?,
+    })
 }

@@ -1,10 +1,14 @@
 //! `winadmit serve`: load and check everything, then bind and serve until
 //! SIGTERM/SIGINT. Glue only: the decision is `admission::review`.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use rustls::crypto::CryptoProvider;
 
 use crate::admission::Admission;
 use crate::cli::{Exposure, LogFormat, ServeArgs};
@@ -53,47 +57,111 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Fail fast: policy and TLS material are checked before binding.
     let (pol, target) =
         super::load_policy(&policy).context("cannot start: fix the policy (--policy)")?;
-    let mut ca_hint = None;
-    let (resolver, watched) = if self_signed {
-        let dir = self_signed_dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
-        let generated = tls::self_signed(&dir, &provider)?;
-        ca_hint = Some(generated.ca_path);
-        (Arc::new(CertResolver::new(generated.key)), None)
+    let certs = if self_signed {
+        Certificates::self_signed(self_signed_dir, &provider)?
     } else {
-        let files = CertFiles {
-            cert: tls_cert.context("--tls-cert is required (or use --self-signed)")?,
-            key: tls_key.context("--tls-key is required (or use --self-signed)")?,
-        };
-        let key = tls::load_pair(&files, &provider).context("cannot start: fix the TLS files")?;
-        (Arc::new(CertResolver::new(key)), Some(files))
+        Certificates::from_files(tls_cert, tls_key, &provider)?
     };
     let cluster = cluster::prepare(cluster, &pol)?;
-    let tls_config = tls::server_config(resolver.clone(), client_ca.as_deref(), &provider)
+    let tls_config = tls::server_config(certs.resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
-
-    let limits = Limits {
-        max_body_bytes,
-        request_timeout,
-        handshake_timeout,
-        header_timeout,
-        max_connections,
-        idle_timeout,
-    };
     let state = ServerState::new(
-        Admission {
-            policy: pol,
-            cluster: target.clone(),
-            namespaces: cluster.as_ref().map(|c| {
-                Box::new(Arc::clone(&c.cache)) as Box<dyn crate::admission::NamespaceLabels>
-            }),
+        admission(pol, target.clone(), cluster.as_ref()),
+        Limits {
+            max_body_bytes,
+            request_timeout,
+            handshake_timeout,
+            header_timeout,
+            max_connections,
+            idle_timeout,
         },
-        limits,
     );
-    let drain = Drain {
-        delay: drain_delay,
-        timeout: shutdown_timeout,
+    let serving = Serving {
+        listen,
+        report_listen: report_listen.filter(|_| report == Exposure::Separate),
+        metrics_listen: metrics_listen.filter(|_| metrics != Exposure::Off),
+        endpoints,
+        state,
+        tls_config: Arc::new(tls_config),
+        certs,
+        tls_reload_interval,
+        provider,
+        cluster,
+        target_summary: target.summary(),
+        drain: Drain {
+            delay: drain_delay,
+            timeout: shutdown_timeout,
+        },
     };
 
+    let rt = runtime(worker_threads)?;
+    let served = rt.block_on(serving.serve());
+    // The drain already waited up to --shutdown-timeout: do not wait again
+    // for reviews still computing on the blocking pool.
+    rt.shutdown_background();
+    served?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The serving certificate, and what to do with it once serving.
+struct Certificates {
+    resolver: Arc<CertResolver>,
+    /// Files to reload on change (`--tls-cert`/`--tls-key`).
+    watched: Option<CertFiles>,
+    /// Where `--self-signed` wrote the CA to trust.
+    ca_hint: Option<PathBuf>,
+}
+
+impl Certificates {
+    /// `--self-signed`: a CA and serving certificate made now, the CA
+    /// written to `dir` (default: the temp dir).
+    fn self_signed(dir: Option<PathBuf>, provider: &CryptoProvider) -> anyhow::Result<Self> {
+        let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
+        let generated = tls::self_signed(&dir, provider)?;
+        Ok(Self {
+            resolver: Arc::new(CertResolver::new(generated.key)),
+            watched: None,
+            ca_hint: Some(generated.ca_path),
+        })
+    }
+
+    /// `--tls-cert` and `--tls-key`, loaded and checked now, reloaded later.
+    fn from_files(
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        provider: &CryptoProvider,
+    ) -> anyhow::Result<Self> {
+        let files = CertFiles {
+            cert: cert.context("--tls-cert is required (or use --self-signed)")?,
+            key: key.context("--tls-key is required (or use --self-signed)")?,
+        };
+        let key = tls::load_pair(&files, provider).context("cannot start: fix the TLS files")?;
+        Ok(Self {
+            resolver: Arc::new(CertResolver::new(key)),
+            watched: Some(files),
+            ca_hint: None,
+        })
+    }
+}
+
+/// The decision the webhook serves: the policy, the target cluster and,
+/// with the cluster cache, its namespace labels.
+fn admission(
+    policy: crate::policy::Policy,
+    target: crate::cluster::Cluster,
+    cluster: Option<&cluster::Prepared>,
+) -> Admission {
+    Admission {
+        policy,
+        cluster: target,
+        namespaces: cluster
+            .map(|c| Box::new(Arc::clone(&c.cache)) as Box<dyn crate::admission::NamespaceLabels>),
+    }
+}
+
+/// The multi-threaded runtime the server runs on.
+fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     // Idle blocking-pool threads (where reviews run) exit soon: a thread's
@@ -103,76 +171,75 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(n) = worker_threads {
         rt.worker_threads(n.max(1));
     }
-    let rt = rt.build().context("cannot start the async runtime")?;
-    let served = rt.block_on(async move {
+    rt.build().context("cannot start the async runtime")
+}
+
+/// Everything checked and loaded, ready to bind and serve.
+struct Serving {
+    listen: SocketAddr,
+    /// `--report-listen`, when `--report=separate`.
+    report_listen: Option<SocketAddr>,
+    /// `--metrics-listen`, unless `--metrics=off`.
+    metrics_listen: Option<SocketAddr>,
+    endpoints: server::Endpoints,
+    state: Arc<ServerState>,
+    tls_config: Arc<rustls::ServerConfig>,
+    certs: Certificates,
+    tls_reload_interval: Duration,
+    provider: Arc<CryptoProvider>,
+    cluster: Option<cluster::Prepared>,
+    target_summary: String,
+    drain: Drain,
+}
+
+impl Serving {
+    /// Starts the cluster cache, binds every listener, and serves until
+    /// SIGTERM/SIGINT and the drain that follows.
+    async fn serve(self) -> anyhow::Result<()> {
+        let Self {
+            listen,
+            report_listen,
+            metrics_listen,
+            endpoints,
+            state,
+            tls_config,
+            certs,
+            tls_reload_interval,
+            provider,
+            cluster,
+            target_summary,
+            drain,
+        } = self;
         if let Some(cluster) = cluster {
             cluster.start(&state)?;
         }
-        let tcp = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen} (--listen)"))?;
+        let tcp = bind(listen, "--listen").await?;
         let addr = tcp.local_addr().context("reading the bound address")?;
-        if let Some(ca) = &ca_hint {
-            let ca = ca.display();
-            eprintln!(
-                "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
-                 winadmit: its CA is written to {ca}\n\
-                 winadmit: try: curl --cacert {ca} https://localhost:{}/healthz",
-                addr.port()
-            );
+        if let Some(ca) = &certs.ca_hint {
+            announce_self_signed(ca, addr.port());
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let tls_config = Arc::new(tls_config);
-        let report_task = match report_listen.filter(|_| report == Exposure::Separate) {
+        let report_task = match report_listen {
             None => None,
-            Some(report_addr) => {
-                let r = tokio::net::TcpListener::bind(report_addr)
-                    .await
-                    .with_context(|| format!("cannot listen on {report_addr} (--report-listen)"))?;
-                let raddr = r.local_addr().context("reading the bound address")?;
-                tracing::info!(addr = %raddr, "serving POST /report over HTTPS");
-                let mut rx = stop_rx.clone();
-                let stop = async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                };
-                let app = server::report_router(state.clone());
-                let serving =
-                    listener::serve_tls(r, tls_config.clone(), app, state.clone(), stop, drain);
-                Some(tokio::spawn(async move {
-                    if let Err(e) = serving.await {
-                        tracing::error!(error = %e, "report listener failed");
-                    }
-                }))
-            }
+            Some(report_addr) => Some(
+                spawn_report_listener(report_addr, &state, &tls_config, stop_rx.clone(), drain)
+                    .await?,
+            ),
         };
-        if let Some(metrics_addr) = metrics_listen.filter(|_| metrics != Exposure::Off) {
-            let m = tokio::net::TcpListener::bind(metrics_addr)
-                .await
-                .with_context(|| format!("cannot listen on {metrics_addr} (--metrics-listen)"))?;
-            let maddr = m.local_addr().context("reading the bound address")?;
-            tracing::info!(addr = %maddr, "serving plain-HTTP /metrics");
-            let mut rx = stop_rx.clone();
-            let app = server::metrics_router(state.clone());
-            tokio::spawn(async move {
-                let stop = async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                };
-                if let Err(e) = listener::serve_plain(m, app, stop).await {
-                    tracing::error!(error = %e, "metrics listener failed");
-                }
-            });
+        if let Some(metrics_addr) = metrics_listen {
+            spawn_metrics_listener(metrics_addr, &state, stop_rx.clone()).await?;
         }
-        if let Some(files) = watched {
+        if let Some(files) = certs.watched {
             tokio::spawn(tls::watch(
-                resolver,
+                certs.resolver,
                 files,
-                provider.clone(),
+                provider,
                 tls_reload_interval,
             ));
         }
         tracing::info!(
             addr = %addr,
-            target = %target.summary(),
+            target = %target_summary,
             "winadmit is serving /validate and /mutate over HTTPS (HTTP/1.1 and HTTP/2)"
         );
         let app = server::router_with(state.clone(), endpoints);
@@ -187,14 +254,75 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let _ = task.await;
         }
         drop(stop_rx);
-        anyhow::Ok(())
+        Ok(())
+    }
+}
+
+async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({flag})"))
+}
+
+/// Resolves when the stop signal is sent.
+async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// How to reach and trust the `--self-signed` server.
+fn announce_self_signed(ca: &std::path::Path, port: u16) {
+    let ca = ca.display();
+    eprintln!(
+        "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
+         winadmit: its CA is written to {ca}\n\
+         winadmit: try: curl --cacert {ca} https://localhost:{port}/healthz"
+    );
+}
+
+/// `--report=separate`: POST /report over HTTPS on its own address, stopped
+/// and drained with the main listener.
+async fn spawn_report_listener(
+    addr: SocketAddr,
+    state: &Arc<ServerState>,
+    tls_config: &Arc<rustls::ServerConfig>,
+    stop: tokio::sync::watch::Receiver<bool>,
+    drain: Drain,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let r = bind(addr, "--report-listen").await?;
+    let raddr = r.local_addr().context("reading the bound address")?;
+    tracing::info!(addr = %raddr, "serving POST /report over HTTPS");
+    let app = server::report_router(state.clone());
+    let serving = listener::serve_tls(
+        r,
+        tls_config.clone(),
+        app,
+        state.clone(),
+        stopped(stop),
+        drain,
+    );
+    Ok(tokio::spawn(async move {
+        if let Err(e) = serving.await {
+            tracing::error!(error = %e, "report listener failed");
+        }
+    }))
+}
+
+/// `--metrics-listen`: plain-HTTP /metrics on its own address.
+async fn spawn_metrics_listener(
+    addr: SocketAddr,
+    state: &Arc<ServerState>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let m = bind(addr, "--metrics-listen").await?;
+    let maddr = m.local_addr().context("reading the bound address")?;
+    tracing::info!(addr = %maddr, "serving plain-HTTP /metrics");
+    let app = server::metrics_router(state.clone());
+    tokio::spawn(async move {
+        if let Err(e) = listener::serve_plain(m, app, stopped(stop)).await {
+            tracing::error!(error = %e, "metrics listener failed");
+        }
     });
-    // The drain already waited up to --shutdown-timeout: do not wait again
-    // for reviews still computing on the blocking pool.
-    rt.shutdown_background();
-    served?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Which optional endpoints the HTTPS port serves; `--metrics` and

@@ -443,75 +443,91 @@ impl Policy {
         }
     }
 
+    /// Layers one policy file over the current settings: each key the file
+    /// sets replaces (or, for `rules`, `params` and `mutation`, merges into)
+    /// what is there.
     fn layer(&mut self, path: &Path, text: &str) -> Result<(), PolicyError> {
-        let parse = |message: String| PolicyError::Parse {
-            path: path.to_owned(),
-            message,
-        };
-        let file: PolicyFile = if text.trim().is_empty() {
-            PolicyFile::default()
-        } else {
-            serde_saphyr::from_str(text)
-                .map_err(|e| parse_error(path, &e).unwrap_or_else(|| parse(e.to_string())))?
-        };
+        let file = parse_file(path, text)?;
         // Errors found after parsing, at the key they concern.
         let at = |pointer: &str, message: String| located(path, text, pointer, message);
-        if let Some(v) = &file.api_version
-            && v != POLICY_API_VERSION
-        {
-            return Err(at(
-                "/apiVersion",
-                format!("apiVersion must be {POLICY_API_VERSION}, not {v}"),
-            ));
+        let PolicyFile {
+            api_version,
+            kind,
+            profile,
+            stance,
+            cluster,
+            mode,
+            namespace_mode_label,
+            windows_runtime_classes,
+            rules,
+            exemptions,
+            reach,
+            params,
+            mutation,
+            pod_templates,
+        } = file;
+        check_header(api_version.as_deref(), kind.as_deref(), &at)?;
+        if let Some(p) = profile {
+            self.notices.push(retired_profile_notice(path, p));
         }
-        if let Some(k) = &file.kind
-            && k != "Policy"
-        {
-            return Err(at("/kind", format!("kind must be Policy, not {k}")));
-        }
-        if let Some(p) = file.profile {
-            let instead = match p {
-                Profile::Containerd => {
-                    "`cluster: {containerRuntime: containerd}` (the default from Kubernetes 1.24)"
-                }
-                Profile::Default => {
-                    "nothing: the target cluster decides (`cluster: {kubernetesVersion: ..., containerRuntime: ...}`)"
-                }
-            };
-            self.notices.push(format!(
-                "{}: `profile` is retired and ignored: verdicts follow the target cluster; write {instead} instead",
-                path.display()
-            ));
-        }
-        if let Some(s) = file.stance {
+        if let Some(s) = stance {
             self.stance = Some(s);
         }
-        if let Some(c) = file.cluster {
-            if let Some(v) = c.kubernetes_version {
-                crate::cluster::check_version(v)
-                    .map_err(|e| at("/cluster/kubernetesVersion", e.to_string()))?;
-                self.cluster.kubernetes_version = Some(v);
-            }
-            if c.container_runtime.is_some() {
-                self.cluster.container_runtime = c.container_runtime;
-            }
-            if c.containerd_version.is_some() {
-                self.cluster.containerd_version = c.containerd_version;
-            }
+        if let Some(c) = cluster {
+            self.layer_cluster(c, &at)?;
         }
-        if let Some(m) = file.mode {
+        if let Some(m) = mode {
             self.mode = m;
         }
-        if let Some(l) = file.namespace_mode_label {
+        if let Some(l) = namespace_mode_label {
             self.namespace_mode_label = l;
         }
-        if let Some(names) = file.windows_runtime_classes {
-            self.runtime_classes = RuntimeClasses::default();
-            for n in names {
-                self.runtime_classes.insert(n, Os::Windows);
-            }
+        if let Some(names) = windows_runtime_classes {
+            self.runtime_classes = windows_only(names);
         }
-        for (id, setting) in file.rules.unwrap_or_default() {
+        self.layer_rules(rules.unwrap_or_default(), &at)?;
+        if let Some(ex) = exemptions {
+            self.layer_exemptions(ex, &at)?;
+        }
+        if let Some(r) = reach {
+            self.reach = r;
+        }
+        if let Some(p) = params {
+            p.apply(&mut self.params);
+        }
+        if let Some(keys) = mutation {
+            self.mutation = layered_mutation(&self.mutation, keys, &at)?;
+        }
+        if let Some(entries) = pod_templates {
+            self.pod_templates = crate::workload::PodTemplates::new(entries)
+                .map_err(|e| at("/podTemplates", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The `cluster` block: each fact it states replaces the current one.
+    fn layer_cluster(&mut self, c: ClusterFacts, at: At<'_>) -> Result<(), PolicyError> {
+        if let Some(v) = c.kubernetes_version {
+            crate::cluster::check_version(v)
+                .map_err(|e| at("/cluster/kubernetesVersion", e.to_string()))?;
+            self.cluster.kubernetes_version = Some(v);
+        }
+        if c.container_runtime.is_some() {
+            self.cluster.container_runtime = c.container_runtime;
+        }
+        if c.containerd_version.is_some() {
+            self.cluster.containerd_version = c.containerd_version;
+        }
+        Ok(())
+    }
+
+    /// The `rules` block: severity and mode per rule id, rule by rule.
+    fn layer_rules(
+        &mut self,
+        settings: BTreeMap<String, RuleSetting>,
+        at: At<'_>,
+    ) -> Result<(), PolicyError> {
+        for (id, setting) in settings {
             let Some(i) = rules::ALL.iter().position(|r| r.info.id == id) else {
                 let pointer = format!("/rules/{}", crate::path::escape_pointer(&id));
                 return Err(at(
@@ -528,70 +544,24 @@ impl Policy {
                 self.rule_modes[i] = setting.mode;
             }
         }
-        if let Some(ex) = file.exemptions {
-            let mut selectors = Vec::with_capacity(ex.label_selectors.len());
-            for (n, s) in ex.label_selectors.iter().enumerate() {
-                let sel = Selector::try_from(s.clone()).map_err(|e| {
-                    at(
-                        &format!("/exemptions/labelSelectors/{n}"),
-                        format!("exemptions.labelSelectors[{n}]: {e}"),
-                    )
-                })?;
-                selectors.push(sel);
-            }
-            self.selectors = selectors;
-            self.exemptions = ex;
+        Ok(())
+    }
+
+    /// The `exemptions` block, replacing the current one once every label
+    /// selector in it is valid.
+    fn layer_exemptions(&mut self, ex: Exemptions, at: At<'_>) -> Result<(), PolicyError> {
+        let mut selectors = Vec::with_capacity(ex.label_selectors.len());
+        for (n, s) in ex.label_selectors.iter().enumerate() {
+            let sel = Selector::try_from(s.clone()).map_err(|e| {
+                at(
+                    &format!("/exemptions/labelSelectors/{n}"),
+                    format!("exemptions.labelSelectors[{n}]: {e}"),
+                )
+            })?;
+            selectors.push(sel);
         }
-        if let Some(r) = file.reach {
-            self.reach = r;
-        }
-        if let Some(p) = file.params {
-            p.apply(&mut self.params);
-        }
-        if let Some(keys) = file.mutation {
-            let mut merged =
-                serde_json::to_value(&self.mutation).expect("mutation settings serialize");
-            let known: Vec<String> = merged
-                .as_object()
-                .map(|m| m.keys().cloned().collect())
-                .unwrap_or_default();
-            for (key, value) in &keys {
-                let pointer = format!("/mutation/{}", crate::path::escape_pointer(key));
-                if !known.contains(key) {
-                    return Err(at(
-                        &pointer,
-                        format!(
-                            "unknown key `mutation.{key}`: expected one of {}",
-                            known.join(", ")
-                        ),
-                    ));
-                }
-                if key == "tolerations" {
-                    check_tolerations(value).map_err(|(at_pointer, message)| {
-                        at(&format!("{pointer}{at_pointer}"), message)
-                    })?;
-                }
-            }
-            if let Some(current) = merged.as_object_mut() {
-                current.extend(keys);
-            }
-            let m: MutationSettings = serde_json::from_value(merged)
-                .map_err(|e| at("/mutation", format!("mutation: {e}")))?;
-            if let Some(iso) = &m.isolation
-                && iso != "process"
-                && iso != "hyperv"
-            {
-                return Err(at(
-                    "/mutation/isolation",
-                    format!("mutation.isolation must be process or hyperv, not {iso}"),
-                ));
-            }
-            self.mutation = m;
-        }
-        if let Some(entries) = file.pod_templates {
-            self.pod_templates = crate::workload::PodTemplates::new(entries)
-                .map_err(|e| at("/podTemplates", e.to_string()))?;
-        }
+        self.selectors = selectors;
+        self.exemptions = ex;
         Ok(())
     }
 
@@ -742,6 +712,114 @@ impl std::str::FromStr for Mode {
             )),
         }
     }
+}
+
+/// Reports a located error for a key after parsing (`/mutation/isolation`, ...).
+type At<'a> = &'a dyn Fn(&str, String) -> PolicyError;
+
+/// One policy file's text, parsed strictly; blank text is an empty file.
+fn parse_file(path: &Path, text: &str) -> Result<PolicyFile, PolicyError> {
+    if text.trim().is_empty() {
+        return Ok(PolicyFile::default());
+    }
+    serde_saphyr::from_str(text).map_err(|e| {
+        parse_error(path, &e).unwrap_or_else(|| PolicyError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    })
+}
+
+/// `apiVersion` and `kind`, when a file gives them, must be ours.
+fn check_header(
+    api_version: Option<&str>,
+    kind: Option<&str>,
+    at: At<'_>,
+) -> Result<(), PolicyError> {
+    if let Some(v) = api_version
+        && v != POLICY_API_VERSION
+    {
+        return Err(at(
+            "/apiVersion",
+            format!("apiVersion must be {POLICY_API_VERSION}, not {v}"),
+        ));
+    }
+    if let Some(k) = kind
+        && k != "Policy"
+    {
+        return Err(at("/kind", format!("kind must be Policy, not {k}")));
+    }
+    Ok(())
+}
+
+/// What to write instead of the retired `profile` key.
+fn retired_profile_notice(path: &Path, profile: Profile) -> String {
+    let instead = match profile {
+        Profile::Containerd => {
+            "`cluster: {containerRuntime: containerd}` (the default from Kubernetes 1.24)"
+        }
+        Profile::Default => {
+            "nothing: the target cluster decides (`cluster: {kubernetesVersion: ..., containerRuntime: ...}`)"
+        }
+    };
+    format!(
+        "{}: `profile` is retired and ignored: verdicts follow the target cluster; write {instead} instead",
+        path.display()
+    )
+}
+
+/// `windowsRuntimeClasses`: these names, all pinned to Windows, and no others.
+fn windows_only(names: Vec<String>) -> RuntimeClasses {
+    let mut classes = RuntimeClasses::default();
+    for n in names {
+        classes.insert(n, Os::Windows);
+    }
+    classes
+}
+
+/// The `mutation` block merged key by key over `current`; an unknown key,
+/// bad tolerations or an isolation other than process/hyperv is an error.
+fn layered_mutation(
+    current: &MutationSettings,
+    keys: serde_json::Map<String, serde_json::Value>,
+    at: At<'_>,
+) -> Result<MutationSettings, PolicyError> {
+    let mut merged = serde_json::to_value(current).expect("mutation settings serialize");
+    let known: Vec<String> = merged
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    for (key, value) in &keys {
+        let pointer = format!("/mutation/{}", crate::path::escape_pointer(key));
+        if !known.contains(key) {
+            return Err(at(
+                &pointer,
+                format!(
+                    "unknown key `mutation.{key}`: expected one of {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if key == "tolerations" {
+            check_tolerations(value)
+                .map_err(|(at_pointer, message)| at(&format!("{pointer}{at_pointer}"), message))?;
+        }
+    }
+    if let Some(current) = merged.as_object_mut() {
+        current.extend(keys);
+    }
+    let m: MutationSettings =
+        serde_json::from_value(merged).map_err(|e| at("/mutation", format!("mutation: {e}")))?;
+    if let Some(iso) = &m.isolation
+        && iso != "process"
+        && iso != "hyperv"
+    {
+        return Err(at(
+            "/mutation/isolation",
+            format!("mutation.isolation must be process or hyperv, not {iso}"),
+        ));
+    }
+    Ok(m)
 }
 
 #[cfg(test)]

@@ -46,7 +46,6 @@ use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
 pub mod format;
-pub mod http;
 pub mod stream;
 
 pub use crate::decide::Verdict;

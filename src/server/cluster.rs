@@ -468,16 +468,61 @@ impl ClusterMetrics {
     }
 }
 
-/// Starts the two watchers on the current tokio runtime. They run until the
+/// How long the cache waits on the API server. Every call has a deadline,
+/// so a silent or trickling API server makes the watcher fail and retry
+/// (logged, counted in `cluster_cache_errors`), never hang for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// Time to connect (TCP and TLS) to the API server.
+    pub connect: Duration,
+    /// Longest silence accepted from the API server within one call (and
+    /// the write deadline): above `watch_seconds`, so only a stalled server
+    /// hits it.
+    pub read: Duration,
+    /// The server-side timeout of each watch call (`timeoutSeconds`).
+    pub watch_seconds: u32,
+    /// Longest wait for one page of a list, however the server trickles it.
+    pub list_page: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Self {
+            connect: CONNECT_TIMEOUT,
+            read: READ_TIMEOUT,
+            watch_seconds: WATCH_SECONDS,
+            list_page: LIST_PAGE,
+        }
+    }
+}
+
+impl Deadlines {
+    /// Sets the client-side deadlines on the configuration the cache's
+    /// client is built from.
+    pub fn apply_to(&self, config: &mut kube::Config) {
+        config.connect_timeout = Some(self.connect);
+        config.read_timeout = Some(self.read);
+        config.write_timeout = Some(self.read);
+    }
+}
+
+/// Starts the watchers on the current tokio runtime, with the server-side
+/// watch timeout and list-page deadline of `deadlines` (its client-side
+/// ones belong on `client`: [`Deadlines::apply_to`]). They run until the
 /// runtime stops.
-pub fn spawn(client: Client, cache: Arc<ClusterCache>, metrics: ClusterMetrics) {
+pub fn spawn(
+    client: Client,
+    cache: Arc<ClusterCache>,
+    metrics: ClusterMetrics,
+    deadlines: Deadlines,
+) {
     {
         let cache = Arc::clone(&cache);
         let metrics = metrics.clone();
         let api: Api<Namespace> = Api::all(client.clone());
         tokio::spawn(async move {
             let c = Arc::clone(&cache);
-            run(api, Watched::Namespaces, &metrics, move |ev| {
+            run(api, Watched::Namespaces, &metrics, deadlines, move |ev| {
                 Change::from_event(ev, |ns| c.namespace_entry(ns)).map(|ch| c.apply_namespace(ch))
             })
             .await;
@@ -488,16 +533,22 @@ pub fn spawn(client: Client, cache: Arc<ClusterCache>, metrics: ClusterMetrics) 
         let metrics = metrics.clone();
         let api: Api<RuntimeClass> = Api::all(client.clone());
         tokio::spawn(async move {
-            run(api, Watched::RuntimeClasses, &metrics, move |ev| {
-                Change::from_event(ev, ClusterCache::runtime_class_entry)
-                    .map(|ch| cache.apply_runtime_class(ch))
-            })
+            run(
+                api,
+                Watched::RuntimeClasses,
+                &metrics,
+                deadlines,
+                move |ev| {
+                    Change::from_event(ev, ClusterCache::runtime_class_entry)
+                        .map(|ch| cache.apply_runtime_class(ch))
+                },
+            )
             .await;
         });
     }
     let api: Api<Node> = Api::all(client);
     tokio::spawn(async move {
-        run(api, Watched::Nodes, &metrics, move |ev| {
+        run(api, Watched::Nodes, &metrics, deadlines, move |ev| {
             Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
         })
         .await;
@@ -510,16 +561,17 @@ async fn run<K>(
     api: Api<K>,
     what: Watched,
     metrics: &ClusterMetrics,
+    deadlines: Deadlines,
     mut apply: impl FnMut(watcher::Event<K>) -> Option<usize>,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
 {
-    // The API server ends each watch after WATCH_SECONDS, so a healthy
-    // watch is never silent for READ_TIMEOUT; a silent server is cut off.
+    // The API server ends each watch after `watch_seconds`, so a healthy
+    // watch is never silent for the read deadline; a silent server is cut off.
     // Nodes: only the Windows ones, so memory stays small in big clusters.
     let start = || {
-        let config = watcher::Config::default().timeout(WATCH_SECONDS);
+        let config = watcher::Config::default().timeout(deadlines.watch_seconds);
         let config = match what {
             Watched::Nodes => config.labels("kubernetes.io/os=windows"),
             _ => config,
@@ -532,12 +584,12 @@ async fn run<K>(
     let mut failing: Option<String> = None;
     let mut warned = Instant::now();
     let mut synced_once = false;
-    // While a list is in progress each page must arrive within LIST_PAGE:
+    // While a list is in progress each page must arrive within `list_page`:
     // a server that trickles bytes defeats the read timeout, not this.
     let mut listing = true;
     loop {
         let item = if listing {
-            match tokio::time::timeout(LIST_PAGE, stream.next()).await {
+            match tokio::time::timeout(deadlines.list_page, stream.next()).await {
                 Ok(item) => item,
                 Err(_) => {
                     metrics.error(what, "list");
@@ -546,7 +598,7 @@ async fn run<K>(
                         verb = "list",
                         "cluster cache: cannot list {}: the API server sent no complete page within {:?}; {}; listing again",
                         what.as_str(),
-                        LIST_PAGE,
+                        deadlines.list_page,
                         what.without()
                     );
                     stream = start();
@@ -609,15 +661,14 @@ async fn run<K>(
     }
 }
 
-/// Time to connect (TCP and TLS) to the API server.
+/// Default of [`Deadlines::connect`].
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest silence accepted from the API server within one call: above the
-/// server-side watch timeout, so only a stalled server hits it.
+/// Default of [`Deadlines::read`].
 pub const READ_TIMEOUT: Duration = Duration::from_secs(WATCH_SECONDS as u64 + 30);
-/// The server-side timeout of each watch call (`timeoutSeconds`).
-const WATCH_SECONDS: u32 = 60;
-/// Longest wait for one page of a list (however the server trickles it).
-const LIST_PAGE: Duration = Duration::from_secs(60);
+/// Default of [`Deadlines::watch_seconds`].
+pub const WATCH_SECONDS: u32 = 60;
+/// Default of [`Deadlines::list_page`].
+pub const LIST_PAGE: Duration = Duration::from_secs(60);
 
 /// How often a failure that persists is logged again at warn level.
 const REWARN: Duration = Duration::from_secs(300);

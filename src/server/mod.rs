@@ -22,6 +22,7 @@ use crate::admission::{self, Admission, Endpoint};
 pub mod cluster;
 pub mod listener;
 pub mod metrics;
+mod report;
 pub mod tls;
 
 pub use metrics::Metrics;
@@ -145,47 +146,6 @@ fn review_slots() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
-/// `POST /report` over the server's policy and the cluster cache's
-/// RuntimeClasses (when the cache runs).
-#[derive(Clone)]
-struct ServerReportState {
-    policy: Arc<crate::policy::Policy>,
-    state: Arc<ServerState>,
-}
-
-impl crate::report::http::ReportState for ServerReportState {
-    fn policy(&self) -> Arc<crate::policy::Policy> {
-        Arc::clone(&self.policy)
-    }
-    fn cluster(&self) -> crate::cluster::Cluster {
-        self.state.admission.cluster.clone()
-    }
-    fn runtime_classes(&self) -> Option<Arc<crate::targeting::RuntimeClasses>> {
-        self.state
-            .admission
-            .namespaces
-            .as_ref()
-            .and_then(|n| n.runtime_classes())
-    }
-    fn slots(&self) -> Option<Arc<Semaphore>> {
-        Some(Arc::clone(&self.state.review_slots))
-    }
-
-    fn namespace_labels(&self) -> Option<Arc<dyn crate::admission::NamespaceLabels>> {
-        self.state.admission.namespaces.as_ref()?;
-        Some(Arc::new(ServerNamespaces(Arc::clone(&self.state))))
-    }
-}
-
-/// The server's namespace labels (its cluster cache), for `POST /report`.
-struct ServerNamespaces(Arc<ServerState>);
-
-impl crate::admission::NamespaceLabels for ServerNamespaces {
-    fn label(&self, namespace: &str, key: &str) -> Option<String> {
-        self.0.admission.namespaces.as_ref()?.label(namespace, key)
-    }
-}
-
 /// The optional endpoints the webhook's HTTPS router serves besides
 /// `/validate`, `/mutate`, `/healthz` and `/readyz`.
 #[derive(Debug, Clone, Copy)]
@@ -221,7 +181,7 @@ pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     if endpoints.metrics {
         routes = routes.route("/metrics", get(metrics));
     }
-    let report = endpoints.report.then(|| report_routes(&state));
+    let report = endpoints.report.then(|| report::routes(&state));
     let mut routes = routes.fallback(not_found).with_state(state);
     if let Some(report) = report {
         routes = routes.merge(report);
@@ -232,20 +192,11 @@ pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     )
 }
 
-/// `POST /report`: the dry-run report over the same policy, engine and
-/// cluster cache as `/validate`.
-fn report_routes(state: &Arc<ServerState>) -> Router {
-    crate::report::http::router(ServerReportState {
-        policy: Arc::new(state.admission.policy.clone()),
-        state: Arc::clone(state),
-    })
-}
-
 /// The router for a separate report listener (`--report=separate`):
 /// `POST /report` with `/healthz` and `/readyz`.
 pub fn report_router(state: Arc<ServerState>) -> Router {
     let limits = state.limits;
-    let report = report_routes(&state);
+    let report = report::routes(&state);
     let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -19,6 +19,8 @@ pub struct Prepared {
     config: Config,
     pub cache: Arc<ClusterCache>,
     sync_timeout: Duration,
+    /// How long each call to the API server may take.
+    pub deadlines: cluster::Deadlines,
 }
 
 /// Finds the cluster configuration for `--cluster-cache`. `None`: run
@@ -89,6 +91,7 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         config,
         cache: Arc::new(ClusterCache::for_policy(policy)),
         sync_timeout: cluster_cache_sync_timeout,
+        deadlines: cluster::Deadlines::default(),
     }))
 }
 
@@ -105,13 +108,12 @@ impl Prepared {
             config,
             cache,
             sync_timeout,
+            deadlines,
         } = self;
         let mut config = config;
         // Every call has deadlines: a silent or trickling API server makes
         // the watcher fail and retry (logged), never hang for good.
-        config.connect_timeout = Some(cluster::CONNECT_TIMEOUT);
-        config.read_timeout = Some(cluster::READ_TIMEOUT);
-        config.write_timeout = Some(cluster::READ_TIMEOUT);
+        deadlines.apply_to(&mut config);
         let server = config.cluster_url.to_string();
         let client = Client::try_from(config).with_context(|| {
             format!("cannot create a Kubernetes client for {server} (--kubeconfig, or --cluster-cache off)")
@@ -120,7 +122,12 @@ impl Prepared {
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
         );
-        cluster::spawn(client, Arc::clone(&cache), state.metrics.cluster());
+        cluster::spawn(
+            client,
+            Arc::clone(&cache),
+            state.metrics.cluster(),
+            deadlines,
+        );
         state.set_cluster_pending(true);
         let state = Arc::clone(state);
         tokio::spawn(async move {
