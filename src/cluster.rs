@@ -9,11 +9,14 @@
 //! (`../shared/windows-truth.md` section 2). This module is pure data: the
 //! doors fill it.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::targeting::RuntimeClasses;
 use crate::version::KubeVersion;
 
 /// The oldest Kubernetes minor winadmit judges (`--kubernetes-version`).
@@ -282,6 +285,99 @@ pub fn check_version(v: KubeVersion) -> Result<KubeVersion, UnknownVersion> {
         Err(UnknownVersion(v))
     } else {
         Ok(v)
+    }
+}
+
+/// The cluster objects a door has seen in its input (lint's and report's
+/// files, the live report's list calls): namespaces with their labels,
+/// RuntimeClasses with handler and scheduling, and Windows nodes. One
+/// reader for all three, so every door learns the same facts the same way.
+#[derive(Debug, Clone, Default)]
+pub struct KnownCluster {
+    pub namespaces: std::collections::HashMap<String, BTreeMap<String, String>>,
+    pub runtime_classes: RuntimeClasses,
+    pub nodes: WindowsNodes,
+}
+
+impl KnownCluster {
+    /// Learns from a Namespace (its labels), a RuntimeClass (the OS it
+    /// pins, its handler, its build) or a Windows Node. Returns whether the
+    /// object was one of them.
+    pub fn learn(&mut self, value: &serde_json::Value) -> bool {
+        let (api_version, kind) = crate::workload::type_of(value).unwrap_or_default();
+        if kind == "Namespace" && api_version == "v1" {
+            let Some(name) = value.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+                return false;
+            };
+            let labels = self.namespaces.entry(name.to_owned()).or_default();
+            if let Some(map) = value
+                .pointer("/metadata/labels")
+                .and_then(|l| l.as_object())
+            {
+                for (k, v) in map {
+                    if let Some(v) = v.as_str() {
+                        labels.insert(k.clone(), v.to_owned());
+                    }
+                }
+            }
+            true
+        } else if let Some((name, info)) = RuntimeClasses::info_from_object(value) {
+            self.runtime_classes.insert_info(name, info);
+            true
+        } else if let Some(node) = WindowsNode::from_object(value) {
+            self.nodes.nodes.push(node);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The value of label `key` on namespace `namespace`, if seen.
+    #[must_use]
+    pub fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        self.namespaces.get(namespace)?.get(key).cloned()
+    }
+}
+
+/// What a door knows of the cluster beyond the policy and the object:
+/// namespace labels, RuntimeClasses and Windows nodes. Plain data behind a
+/// trait, so the core stays free of clients: the server's watch cache
+/// (`server::cluster::ClusterCache`) implements it, the report's objects
+/// from its input, tests a map.
+pub trait ClusterView: Send + Sync {
+    /// The value of label `key` on namespace `namespace`, if known.
+    fn label(&self, namespace: &str, key: &str) -> Option<String>;
+
+    /// The cluster's RuntimeClasses, a snapshot that stays valid for the
+    /// whole review, if known (beyond the policy's `windowsRuntimeClasses`).
+    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
+        None
+    }
+    /// The cluster's Windows nodes, if the server watches them.
+    fn nodes(&self) -> Option<Arc<WindowsNodes>> {
+        None
+    }
+}
+
+/// A shared view (the server's cache is also held by its watchers).
+impl<T: ClusterView + ?Sized> ClusterView for Arc<T> {
+    fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        (**self).label(namespace, key)
+    }
+
+    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
+        (**self).runtime_classes()
+    }
+
+    fn nodes(&self) -> Option<Arc<WindowsNodes>> {
+        (**self).nodes()
+    }
+}
+
+/// A fixed table of namespace labels (tests, and a future static config).
+impl ClusterView for BTreeMap<String, BTreeMap<String, String>> {
+    fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        self.get(namespace).and_then(|l| l.get(key)).cloned()
     }
 }
 

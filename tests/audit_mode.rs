@@ -15,7 +15,7 @@ fn admission(policy: &str, namespace_labels: Option<(&str, &str)>) -> Admission 
             ns.to_owned(),
             BTreeMap::from([("winadmit.io/mode".to_owned(), mode.to_owned())]),
         );
-        Box::new(labels) as Box<dyn winadmit::admission::NamespaceLabels>
+        Box::new(labels) as Box<dyn winadmit::cluster::ClusterView>
     });
     Admission {
         policy: Policy::from_yaml("test policy", policy).unwrap(),

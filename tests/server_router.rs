@@ -12,7 +12,8 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use winadmit::admission::{Admission, NamespaceLabels};
+use winadmit::admission::Admission;
+use winadmit::cluster::ClusterView;
 use winadmit::policy::Policy;
 use winadmit::server::{self, Limits, ServerState};
 
@@ -28,7 +29,7 @@ fn fixture_json(name: &str) -> Value {
     serde_json::from_slice(&fixture(name)).unwrap()
 }
 
-fn state_with(policy: Policy, namespaces: Option<Box<dyn NamespaceLabels>>) -> Arc<ServerState> {
+fn state_with(policy: Policy, namespaces: Option<Box<dyn ClusterView>>) -> Arc<ServerState> {
     let state = ServerState::new(
         Admission {
             policy,

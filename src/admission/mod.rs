@@ -17,8 +17,6 @@
 //! subresource, requesting user); no rule logic lives here.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use base64::Engine as _;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
@@ -26,6 +24,7 @@ use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
 use serde::Serialize;
 
+use crate::cluster::ClusterView;
 use crate::decide::messages::truncate;
 use crate::decide::{self, Decision, Verdict};
 use crate::engine::{Context, Evaluation};
@@ -33,7 +32,6 @@ use crate::finding::{FixKind, Severity};
 use crate::patch;
 use crate::policy::{Mode, Policy};
 use crate::rules;
-use crate::targeting::RuntimeClasses;
 use crate::workload::{Kind, Workload};
 
 /// `admission.k8s.io/v1`.
@@ -65,47 +63,6 @@ impl Endpoint {
     }
 }
 
-/// What the server knows of the cluster beyond the request: namespace
-/// labels and, optionally, RuntimeClasses. Plain data behind a trait, so
-/// this module stays free of clients: the server's watch cache
-/// (`server::cluster::ClusterCache`) implements it, tests use a map.
-pub trait NamespaceLabels: Send + Sync {
-    /// The value of label `key` on namespace `namespace`, if known.
-    fn label(&self, namespace: &str, key: &str) -> Option<String>;
-
-    /// The cluster's RuntimeClasses, a snapshot that stays valid for the
-    /// whole review, if known (beyond the policy's `windowsRuntimeClasses`).
-    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
-        None
-    }
-    /// The cluster's Windows nodes, if the server watches them.
-    fn nodes(&self) -> Option<Arc<crate::cluster::WindowsNodes>> {
-        None
-    }
-}
-
-/// A shared view (the server's cache is also held by its watchers).
-impl<T: NamespaceLabels + ?Sized> NamespaceLabels for Arc<T> {
-    fn label(&self, namespace: &str, key: &str) -> Option<String> {
-        (**self).label(namespace, key)
-    }
-
-    fn runtime_classes(&self) -> Option<Arc<RuntimeClasses>> {
-        (**self).runtime_classes()
-    }
-
-    fn nodes(&self) -> Option<Arc<crate::cluster::WindowsNodes>> {
-        (**self).nodes()
-    }
-}
-
-/// A fixed table of namespace labels (tests, and a future static config).
-impl NamespaceLabels for BTreeMap<String, BTreeMap<String, String>> {
-    fn label(&self, namespace: &str, key: &str) -> Option<String> {
-        self.get(namespace).and_then(|l| l.get(key)).cloned()
-    }
-}
-
 /// What the admission door needs: the policy, the Kubernetes version the
 /// rules apply to, and what it knows about the cluster.
 pub struct Admission {
@@ -114,7 +71,7 @@ pub struct Admission {
     pub cluster: crate::cluster::Cluster,
     /// Namespace labels and cluster RuntimeClasses (the server's watch
     /// cache), when known.
-    pub namespaces: Option<Box<dyn NamespaceLabels>>,
+    pub namespaces: Option<Box<dyn ClusterView>>,
 }
 
 impl std::fmt::Debug for Admission {

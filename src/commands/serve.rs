@@ -156,7 +156,7 @@ fn admission(
         policy,
         cluster: target,
         namespaces: cluster
-            .map(|c| Box::new(Arc::clone(&c.cache)) as Box<dyn crate::admission::NamespaceLabels>),
+            .map(|c| Box::new(Arc::clone(&c.cache)) as Box<dyn crate::cluster::ClusterView>),
     }
 }
 

@@ -36,12 +36,12 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::cluster::KnownCluster;
 use crate::decide;
 use crate::engine::{Context, Evaluation, Skipped};
 use crate::finding::{PatchOperation, Severity};
 use crate::output::{InputProblem, LintFinding, ObjectId};
 use crate::policy::{Mode, Policy};
-use crate::targeting::RuntimeClasses;
 use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
@@ -128,7 +128,7 @@ impl ObjectReport {
 /// The labels of the cluster's namespaces, when a door knows them (the
 /// webhook's cache for `POST /report`).
 #[derive(Clone)]
-pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::admission::NamespaceLabels>);
+pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::cluster::ClusterView>);
 
 impl std::fmt::Debug for NamespaceLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -241,11 +241,9 @@ pub const MAX_INPUT_PROBLEMS: usize = 1000;
 pub struct ReportBuilder<'p> {
     policy: &'p Policy,
     cluster: crate::cluster::Cluster,
-    nodes: crate::cluster::WindowsNodes,
-    runtime_classes: RuntimeClasses,
+    /// Namespaces, RuntimeClasses and Windows nodes seen in the input.
+    known: KnownCluster,
     options: ReportOptions,
-    /// Namespace name -> its labels (mode, isolation, reach, Pod Security).
-    namespace_labels: HashMap<String, BTreeMap<String, String>>,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
     namespaces: BTreeMap<Option<String>, NamespaceSummary>,
@@ -283,10 +281,12 @@ impl<'p> ReportBuilder<'p> {
         Self {
             policy,
             cluster: cx.cluster.clone(),
-            runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
-            nodes: cx.nodes.cloned().unwrap_or_default(),
+            known: KnownCluster {
+                runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
+                nodes: cx.nodes.cloned().unwrap_or_default(),
+                ..KnownCluster::default()
+            },
             options,
-            namespace_labels: HashMap::new(),
             owners: HashMap::new(),
             pending: Vec::new(),
             namespaces: BTreeMap::new(),
@@ -303,25 +303,10 @@ impl<'p> ReportBuilder<'p> {
         &self.options
     }
 
-    /// Learns a namespace's labels (its mode, isolation, reach and Pod
-    /// Security labels are what decisions read).
-    pub fn namespace_labels<'l>(
-        &mut self,
-        namespace: &str,
-        labels: impl Iterator<Item = (&'l str, &'l str)>,
-    ) {
-        let known = self
-            .namespace_labels
-            .entry(namespace.to_owned())
-            .or_default();
-        for (k, v) in labels {
-            known.insert(k.to_owned(), v.to_owned());
-        }
-    }
-
-    /// Learns a RuntimeClass (for targeting by `runtimeClassName`).
+    /// Learns that RuntimeClass `name` pins `os` (for targeting by
+    /// `runtimeClassName`).
     pub fn runtime_class(&mut self, name: impl Into<String>, os: crate::targeting::Os) {
-        self.runtime_classes.insert(name, os);
+        self.known.runtime_classes.insert(name, os);
     }
 
     /// Records an input problem (a document that could not be read).
@@ -337,7 +322,7 @@ impl<'p> ReportBuilder<'p> {
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
         let (api_version, kind) = type_of(value).unwrap_or_default();
         let Some(_) = self.policy.pod_templates.kind_of(api_version, kind) else {
-            self.learn(value, api_version, kind);
+            self.learn(value);
             self.summary.other_objects += 1;
             return Added::Other;
         };
@@ -467,29 +452,15 @@ impl<'p> ReportBuilder<'p> {
     /// Learns from a Namespace (its mode and isolation labels) or a
     /// RuntimeClass (the OS it pins) in the input.
     pub fn learn_from(&mut self, value: &Value) {
-        let (api_version, kind) = type_of(value).unwrap_or_default();
-        self.learn(value, api_version, kind);
+        self.learn(value);
     }
 
-    fn learn(&mut self, value: &Value, api_version: &str, kind: &str) {
-        if kind == "Namespace" && api_version == "v1" {
-            if let (Some(name), Some(labels)) = (
-                value.pointer("/metadata/name").and_then(Value::as_str),
-                value.pointer("/metadata/labels").and_then(Value::as_object),
-            ) {
-                let labels: Vec<(&str, &str)> = labels
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                    .collect();
-                self.namespace_labels(name, labels.into_iter());
-            }
-        } else if let Some((name, info)) = RuntimeClasses::info_from_object(value) {
-            // The handler too: Hyper-V RuntimeClasses relax the build rules.
-            self.runtime_classes.insert_info(name, info);
-        } else if let Some(node) = crate::cluster::WindowsNode::from_object(value) {
-            self.nodes.nodes.push(node);
+    fn learn(&mut self, value: &Value) {
+        let nodes_before = self.known.nodes.nodes.len();
+        self.known.learn(value);
+        if self.known.nodes.nodes.len() != nodes_before {
             // The report's header names the facts the verdicts used.
-            let all: Vec<&crate::cluster::WindowsNode> = self.nodes.nodes.iter().collect();
+            let all: Vec<&crate::cluster::WindowsNode> = self.known.nodes.nodes.iter().collect();
             self.summary.target = self
                 .cluster
                 .narrowed(&crate::cluster::WindowsNodes::learnt(&all));
@@ -504,13 +475,13 @@ impl<'p> ReportBuilder<'p> {
     ) -> (ObjectReport, u64) {
         let cx = Context {
             cluster: self.cluster.clone(),
-            runtime_classes: Some(&self.runtime_classes),
-            nodes: (!self.nodes.is_empty()).then_some(&self.nodes),
+            runtime_classes: Some(&self.known.runtime_classes),
+            nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
         };
+        // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {
-            self.namespace_labels
-                .get(ns)
-                .and_then(|labels| labels.get(key).cloned())
+            self.known
+                .label(ns, key)
                 .or_else(|| self.options.namespace_lookup.as_ref()?.0.label(ns, key))
         };
         // The same settled patch /mutate returns, and the verdict /validate

@@ -5,7 +5,7 @@
 //!
 //! Two layers:
 //! - [`ClusterCache`]: plain data, fed [`Change`]s, read by
-//!   [`crate::admission`] through [`NamespaceLabels`]. Namespaces keep only
+//!   [`crate::admission`] through [`ClusterView`]. Namespaces keep only
 //!   their name and the labels the policy reads; RuntimeClasses are
 //!   published as an immutable [`RuntimeClasses`] snapshot swapped
 //!   atomically on change, so each review takes a snapshot for the cost of
@@ -36,7 +36,7 @@ use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::admission::NamespaceLabels;
+use crate::cluster::ClusterView;
 use crate::cluster::{WindowsNode, WindowsNodes};
 use crate::policy::Policy;
 use crate::targeting::{RuntimeClassInfo, RuntimeClasses};
@@ -390,7 +390,7 @@ impl ClusterCache {
     }
 }
 
-impl NamespaceLabels for ClusterCache {
+impl ClusterView for ClusterCache {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.namespaces
             .read()

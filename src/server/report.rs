@@ -30,7 +30,7 @@ struct ReportState {
 /// The server's namespace labels (its cluster cache), for the report.
 struct ServerNamespaces(Arc<ServerState>);
 
-impl crate::admission::NamespaceLabels for ServerNamespaces {
+impl crate::cluster::ClusterView for ServerNamespaces {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.0.admission.namespaces.as_ref()?.label(namespace, key)
     }
@@ -87,7 +87,7 @@ async fn report(
         let runtime_classes = cache.and_then(|n| n.runtime_classes());
         let namespace_lookup = cache.is_some().then(|| {
             NamespaceLookup(Arc::new(ServerNamespaces(Arc::clone(&server)))
-                as Arc<dyn crate::admission::NamespaceLabels>)
+                as Arc<dyn crate::cluster::ClusterView>)
         });
         let cx = Context {
             cluster: server.admission.cluster.clone(),
