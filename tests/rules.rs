@@ -665,12 +665,26 @@ fn api_server_field_list_grows_by_version() {
 #[test]
 fn hyperv_annotation_allows_one_container() {
     let two = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  template:\n    metadata:\n      annotations:\n        experimental.windows.kubernetes.io/isolation-type: hyperv\n    spec:\n      nodeSelector:\n        kubernetes.io/os: windows\n      containers:\n      - name: a\n        image: x\n      - name: b\n        image: y\n";
+    // Docker before 1.21, where the annotation works: a second container
+    // breaks the pod.
+    let docker = |yaml: &str| {
+        flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, 19),
+            yaml,
+            "WIN-HYPERV",
+        )
+    };
     assert_eq!(
-        flagged(two, "WIN-HYPERV"),
+        docker(two),
         ["spec.template.metadata.annotations[experimental.windows.kubernetes.io/isolation-type]"]
     );
     let one = two.replace("      - name: b\n        image: y\n", "");
-    assert!(flagged(&one, "WIN-HYPERV").is_empty());
+    assert!(docker(&one).is_empty());
+    // Where the annotation is ignored, the pod runs (process-isolated):
+    // no error here, WIN-HYPERV-ANNOTATION warns instead.
+    assert!(flagged(two, "WIN-HYPERV").is_empty());
+    assert!(!flagged(two, "WIN-HYPERV-ANNOTATION").is_empty());
 }
 
 /// Severity of `rule`'s findings on `yaml` at `cluster` (strict or not).

@@ -11,7 +11,7 @@ pub static RULE: Rule = Rule {
         scope: Scope::Windows,
         what: "`dnsConfig.searches` with more than one suffix on a Windows pod.",
         why: "Windows resolves with a single DNS suffix, the one of the pod's namespace, and treats any name containing a dot as fully qualified (no partial-name resolution). Extra search suffixes are ignored, so short names that resolve on Linux fail on Windows.",
-        source: "Kubernetes Windows docs, 'DNS' (Kubernetes 1.19 documentation, 'Intro to Windows support in Kubernetes'): on Windows there is only one DNS suffix, the one associated with the pod's namespace; Windows treats all names with a '.' as FQDNs and skips PQDN resolution.",
+        source: "Layer: name resolution inside the Windows container (the Windows DNS client), every Kubernetes version and runtime; the API server and the kubelet accept the field. Kubernetes Windows docs, 'DNS' (Kubernetes 1.19 documentation, 'Intro to Windows support in Kubernetes'): on Windows there is only one DNS suffix, the one associated with the pod's namespace; Windows treats all names with a '.' as FQDNs and skips PQDN resolution.",
         doc_url: "https://kubernetes.io/docs/concepts/services-networking/dns-pod-service/#dns-windows",
         fix: "Keep one search suffix and use fully qualified names (`svc.other-ns.svc.cluster.local`) for everything else.",
         example: "dnsConfig:\n  searches:\n  - ns1.svc.cluster.local\n  - my.dns.search.suffix",

@@ -8,12 +8,12 @@ pub static RULE: Rule = Rule {
     info: RuleInfo {
         id: "WIN-HYPERV",
         title: "Hyper-V isolation by annotation allows one container per pod",
-        level: super::level::error,
+        level: docker_before_1_21,
         intent_lost: false,
         scope: Scope::Windows,
         what: "`experimental.windows.kubernetes.io/isolation-type: hyperv` on a pod (template) with more than one container.",
-        why: "The experimental Hyper-V isolation (feature gate HyperVContainer) is limited to one container per pod. On clusters that removed the feature (1.21+) the annotation is ignored and the pod silently runs process-isolated, so a multi-container pod never gets the isolation it asks for.",
-        source: "Kubernetes Windows docs, 'Hyper-V isolation': the pod should include the annotation experimental.windows.kubernetes.io/isolation-type=hyperv; in the experimental release, this feature is limited to 1 container per Pod (Kubernetes 1.9 documentation, 'Windows Server Containers'; Kubernetes 1.18 documentation, 'Intro to Windows support in Kubernetes').",
+        why: "The experimental Hyper-V isolation (feature gate HyperVContainer) is limited to one container per pod: on the Docker nodes where it works, a second container makes the pod fail. Where the annotation is ignored (Kubernetes 1.21 and later, or containerd) the pod runs, process-isolated: WIN-HYPERV-ANNOTATION says so, and this rule is silent.",
+        source: "Layer: the Windows kubelet with dockershim, Kubernetes 1.10 to 1.20 with the HyperVContainer feature gate; the gate was removed in 1.21 and containerd never read the annotation (it uses RuntimeClass handlers). Error on Docker before 1.21; no finding elsewhere. Kubernetes Windows docs, 'Hyper-V isolation': in the experimental release, this feature is limited to 1 container per Pod (Kubernetes 1.9 documentation, 'Windows Server Containers'; Kubernetes 1.18 documentation, 'Intro to Windows support in Kubernetes'); Kubernetes 1.21 release notes (HyperVContainer removed).",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#windows-os-version-support",
         fix: "Run one container per Hyper-V isolated pod, or use a RuntimeClass whose handler runs Hyper-V isolated containers (containerd `runhcs-wcow-hypervisor`).",
         example: "metadata:\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  containers:\n  - name: iis\n  - name: sidecar",
@@ -22,6 +22,13 @@ pub static RULE: Rule = Rule {
     },
     check,
 };
+
+/// The annotation works only through dockershim with the HyperVContainer
+/// gate (Kubernetes 1.10-1.20): only there does a second container break
+/// the pod.
+fn docker_before_1_21(c: &crate::cluster::Cluster) -> Option<crate::finding::Severity> {
+    (c.is_docker() && !c.version_at_least(1, 21)).then_some(crate::finding::Severity::Error)
+}
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let value = cx

@@ -12,7 +12,7 @@ pub static RULE: Rule = Rule {
         scope: Scope::Any,
         what: "A container whose image matches the policy's Windows image patterns (`mcr.microsoft.com/windows/*`, servercore, nanoserver, ...) in a pod spec that no nodeSelector, `spec.os.name`, affinity or RuntimeClass pins to Windows.",
         why: "Without a Windows node selector the scheduler may place the pod on a Linux node, where the image cannot run (exec format / no matching manifest errors, ImagePullBackOff).",
-        source: "Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': without nodeSelectors, pods can be scheduled onto any node; Windows containers must target Windows nodes with kubernetes.io/os: windows.",
+        source: "Layer: the scheduler, every Kubernetes version and runtime: a pod that selects no OS may be placed on a Linux node, where the runtime cannot pull or run a Windows image (the pod fails there). A warning, as the image's OS is inferred from its name. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': without nodeSelectors, pods can be scheduled onto any node; Windows containers must target Windows nodes with kubernetes.io/os: windows.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
         fix: "Add `nodeSelector: {kubernetes.io/os: windows}` (the mutating webhook does when the policy sets `mutation.inferFromImages: true`).",
         example: "spec:\n  containers:\n  - name: iis\n    image: mcr.microsoft.com/windows/servercore/iis",
