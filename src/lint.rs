@@ -11,9 +11,9 @@ use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Workload, type_of};
 
-/// Source positions to look up once a file's documents are evaluated:
-/// (YAML document, JSON Pointer), in the order the problems and findings
-/// were added to the report.
+/// Source positions to look up once a YAML document's objects are
+/// evaluated: (YAML document, JSON Pointer), in the order the problems and
+/// findings were added to the report.
 #[derive(Default)]
 struct Wants {
     problems: Vec<(usize, String)>,
@@ -230,10 +230,7 @@ fn lint_part(
     at: Offsets,
     policy: &Policy,
     cx: &Context<'_>,
-) -> Result<
-    (LintReport, CrossObject, Vec<crate::yaml::DuplicateKey>),
-    source::InputError,
-> {
+) -> Result<(LintReport, CrossObject, Vec<crate::yaml::DuplicateKey>), source::InputError> {
     let mut part = LintReport::default();
     let mut cross = CrossObject::default();
     let duplicates = source::for_each_document(text, |p| match p {

@@ -4,9 +4,11 @@
 //!
 //! Parsing uses serde-saphyr (a maintained, panic-free YAML deserializer
 //! with budgets against alias bombs and deep nesting; serde_yaml is
-//! deprecated). Documents are first read as plain JSON values for the
-//! engine; only files with findings are read a second time, as a tree of
-//! spanned nodes, to turn JSON Pointers into line and column.
+//! deprecated; see [`crate::yaml`] for how its parser's events become
+//! values). Documents are read one at a time as plain JSON values for the
+//! engine, with the line and column of every node recorded in the same
+//! pass ([`for_each_document`]), so findings are placed without a second
+//! parse and a large file is never held as values all at once.
 
 use std::fmt;
 

@@ -122,7 +122,14 @@ impl Positions {
                             && (want.len() == p.len() || want.as_bytes()[p.len()] == b'/');
                         if hit && best.is_none_or(|(len, _)| p.len() >= len) {
                             let exact = want.len() == p.len();
-                            best = Some((p.len(), Position { line, column, exact }));
+                            best = Some((
+                                p.len(),
+                                Position {
+                                    line,
+                                    column,
+                                    exact,
+                                },
+                            ));
                         }
                     }
                     best.map(|(_, at)| at)
@@ -742,6 +749,100 @@ mod tests {
         );
         let e = load("a: [1, 2\n", ParseLimits::for_len(9)).unwrap_err();
         assert!(e.line >= 1 && !e.message.is_empty(), "{e:?}");
+    }
+
+    /// Positions recorded while building values agree with a separate pass
+    /// over the events ([`locate_many`]), for every pointer of every node
+    /// and for missing ones, through anchors, merges, duplicates, escaped
+    /// keys, flow collections, Lists and several documents.
+    #[test]
+    fn positions_from_the_first_parse_match_locate_many() {
+        let text = "\
+a: 1
+b: &base
+  c:
+  - x
+  - y: 2
+    \"k/e~y\": [1, {z: 3}]
+use:
+  <<: *base
+  c: []
+dup: 1
+dup: {d: 2}
+list: [*base, 5]
+s: &s sk
+*s : aliased-key
+after: 1
+---
+---
+kind: List
+items:
+- metadata: {name: a}
+  spec:
+    containers:
+    - name: c
+";
+        let wants_per_doc: Vec<(usize, Vec<&str>)> = vec![
+            (
+                0,
+                vec![
+                    "",
+                    "/a",
+                    "/b",
+                    "/b/c",
+                    "/b/c/0",
+                    "/b/c/1/y",
+                    "/b/c/1/k~1e~0y/1/z",
+                    "/b/c/1/k~1e~0y/1/missing/deeper",
+                    "/use/<<",
+                    "/use/c",
+                    "/use/c/0",
+                    "/dup",
+                    "/dup/d",
+                    "/list/0",
+                    "/list/0/c",
+                    "/list/1",
+                    "/s",
+                    "/sk",
+                    "/after",
+                    "/nothing",
+                ],
+            ),
+            (1, vec!["", "/x"]),
+            (
+                2,
+                vec![
+                    "/items/0",
+                    "/items/0/spec/containers/0/name",
+                    "/items/0/spec/hostNetwork",
+                    "/items/1",
+                ],
+            ),
+        ];
+        let flat: Vec<(usize, &str)> = wants_per_doc
+            .iter()
+            .flat_map(|(d, ws)| ws.iter().map(move |w| (*d, *w)))
+            .collect();
+        let expected = locate_many(text, &flat);
+        let mut got = Vec::new();
+        let mut docs = 0;
+        load_each(text, ParseLimits::for_len(text.len()), |doc, _, at| {
+            docs += 1;
+            let wants = &wants_per_doc.iter().find(|(d, _)| *d == doc).unwrap().1;
+            got.extend(at.locate(wants));
+            // The indexed lookup (many wants) agrees with the linear one.
+            let many: Vec<&str> = wants.iter().copied().cycle().take(5000).collect();
+            let indexed = at.locate(&many);
+            assert_eq!(&indexed[..wants.len()], &at.locate(wants)[..]);
+        })
+        .unwrap();
+        assert_eq!(docs, 3);
+        assert_eq!(got, expected);
+        assert_eq!(
+            got[5].map(|p| (p.line, p.column, p.exact)),
+            Some((5, 5, true))
+        );
+        assert!(!got[7].unwrap().exact, "a missing field is its ancestor's");
     }
 
     #[test]
