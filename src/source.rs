@@ -180,7 +180,6 @@ pub fn for_each_document(
         // with those tabs turned into spaces: columns stay the same, and the
         // only values that change are script bodies no rule reads.
         Err(e) if e.message.contains("tab") && text.contains("\n\t") => {
-            drop(one);
             each(Part::Restart);
             let mut index = 0;
             crate::yaml::load_each(&retab(text), limits, |yaml_doc, value, at| {
