@@ -12,9 +12,9 @@ use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Workload, type_of};
 
-/// Source positions to look up once a file's documents are evaluated:
-/// (YAML document, JSON Pointer), in the order the problems and findings
-/// were added to the report.
+/// Source positions to look up once a YAML document's objects are
+/// evaluated: (YAML document, JSON Pointer), in the order the problems and
+/// findings were added to the report.
 #[derive(Default)]
 struct Wants {
     problems: Vec<(usize, String)>,
@@ -42,16 +42,31 @@ pub fn collect_cluster_objects(
     if !text.contains("RuntimeClass") && !text.contains("Node") {
         return;
     }
-    let Ok(docs) = source::parse(text) else {
-        return;
-    };
-    for d in docs {
-        if let Some((name, info)) = RuntimeClasses::info_from_object(&d.value) {
-            runtime_classes.insert_info(name, info);
-        } else if let Some(n) = crate::cluster::WindowsNode::from_object(&d.value) {
-            nodes.nodes.push(n);
+    // Document by document; kept only if the whole text parses.
+    let mut classes = Vec::new();
+    let mut found = Vec::new();
+    let parsed = source::for_each_document(text, |part| match part {
+        source::Part::Documents(docs, _) => {
+            for d in docs {
+                if let Some(class) = RuntimeClasses::info_from_object(&d.value) {
+                    classes.push(class);
+                } else if let Some(n) = crate::cluster::WindowsNode::from_object(&d.value) {
+                    found.push(n);
+                }
+            }
         }
+        source::Part::Restart => {
+            classes.clear();
+            found.clear();
+        }
+    });
+    if parsed.is_err() {
+        return;
     }
+    for (name, info) in classes {
+        runtime_classes.insert_info(name, info);
+    }
+    nodes.nodes.extend(found);
 }
 
 /// Checks that need more than one object: Services against the Windows
@@ -154,18 +169,10 @@ pub fn lint_text_with(
     cross: &mut CrossObject,
 ) {
     report.summary.files += 1;
-    match source::parse_with_duplicates(text) {
-        Ok((docs, duplicates)) => {
-            lint_documents(
-                file,
-                text,
-                docs,
-                Offsets::default(),
-                policy,
-                cx,
-                report,
-                cross,
-            );
+    match lint_part(file, text, Offsets::default(), policy, cx) {
+        Ok((part, part_cross, duplicates)) => {
+            report.absorb(part);
+            cross.absorb(part_cross);
             warn_duplicates(file, &duplicates, 0, report);
         }
         Err(e) => {
@@ -184,16 +191,16 @@ pub fn lint_text_with(
             // document is read on its own, the broken one reported.
             let mut index = 0;
             for (lines_before, chunk) in chunks {
-                match source::parse_with_duplicates(chunk) {
-                    Ok((docs, duplicates)) => {
-                        let n = docs.len();
-                        let at = Offsets {
-                            lines: lines_before,
-                            index,
-                        };
-                        lint_documents(file, chunk, docs, at, policy, cx, report, cross);
+                let at = Offsets {
+                    lines: lines_before,
+                    index,
+                };
+                match lint_part(file, chunk, at, policy, cx) {
+                    Ok((part, part_cross, duplicates)) => {
+                        index += part.summary.objects + part.summary.skipped;
+                        report.absorb(part);
+                        cross.absorb(part_cross);
                         warn_duplicates(file, &duplicates, lines_before, report);
-                        index += n;
                     }
                     Err(e) => {
                         report.summary.input_errors += 1;
@@ -211,6 +218,38 @@ pub fn lint_text_with(
             }
         }
     }
+}
+
+/// Lints a text (a file, or one `---` part of it) document by document as
+/// it is parsed, placing what it reports from the positions recorded in
+/// the same parse. All or nothing: on a parse error, what the documents
+/// before it gave is dropped (the caller then reads the `---` parts one by
+/// one), so the result goes to a part of its own.
+fn lint_part(
+    file: &str,
+    text: &str,
+    at: Offsets,
+    policy: &Policy,
+    cx: &Context<'_>,
+) -> Result<(LintReport, CrossObject, Vec<crate::yaml::DuplicateKey>), source::InputError> {
+    let mut part = LintReport::default();
+    let mut cross = CrossObject::default();
+    let duplicates = source::for_each_document(text, |p| match p {
+        source::Part::Documents(docs, positions) => {
+            lint_documents(file, docs, positions, at, policy, cx, &mut part, &mut cross);
+        }
+        source::Part::Restart => {
+            part = LintReport::default();
+            cross = CrossObject::default();
+        }
+    })?;
+    // Compiler order: by position within the file. Each document's are
+    // sorted already, and documents come in order: usually nothing to do
+    // (a sort would copy half of a large file's findings).
+    if !part.findings.is_sorted_by_key(|f| (f.line, f.column)) {
+        part.findings.sort_by_key(|f| (f.line, f.column));
+    }
+    Ok((part, cross, duplicates))
 }
 
 /// Where a part of a file starts: lines before it, objects before it.
@@ -240,13 +279,13 @@ fn warn_duplicates(
     }
 }
 
-/// Lints the objects of one text (a file, or one `---` part of it) and
-/// finds the positions of what it reports.
+/// Lints the objects of one YAML document and places what it reports,
+/// from the positions of the document's nodes.
 #[allow(clippy::too_many_arguments)] // the lint state, passed through
 fn lint_documents(
     file: &str,
-    text: &str,
     mut docs: Vec<source::Document>,
+    positions: &crate::yaml::Positions,
     at: Offsets,
     policy: &Policy,
     cx: &Context<'_>,
@@ -263,38 +302,38 @@ fn lint_documents(
     for doc in &docs {
         lint_document(file, doc, policy, cx, report, &mut wants, cross);
     }
-    // One more pass over the file finds every position at once, only for
-    // files with something to report.
-    if !wants.problems.is_empty() || !wants.findings.is_empty() || !wants.services.is_empty() {
-        let refs: Vec<(usize, &str)> = wants
-            .problems
-            .iter()
-            .chain(&wants.findings)
-            .chain(&wants.services)
-            .map(|(d, p)| (*d, p.as_str()))
-            .collect();
-        let mut found = source::locate_many(text, &refs).into_iter();
-        for p in &mut report.input_errors[first_problem..] {
-            if let Some(pos) = found.next().flatten() {
-                p.line = Some(pos.line + at.lines);
-                p.column = Some(pos.column);
-            }
-        }
-        for f in &mut report.findings[first..] {
-            if let Some(pos) = found.next().flatten() {
-                f.line = pos.line + at.lines;
-                f.column = pos.column;
-            }
-        }
-        for s in &mut cross.services[first_service..] {
-            s.positions = (&mut found)
-                .take(services::REPORTED_POINTERS.len())
-                .map(|p| p.map(|p| (p.line + at.lines, p.column)))
-                .collect();
+    drop(docs);
+    if wants.problems.is_empty() && wants.findings.is_empty() && wants.services.is_empty() {
+        return;
+    }
+    // All of one YAML document (a `List`'s items share theirs).
+    let refs: Vec<&str> = wants
+        .problems
+        .iter()
+        .chain(&wants.findings)
+        .chain(&wants.services)
+        .map(|(_, p)| p.as_str())
+        .collect();
+    let mut found = positions.locate(&refs).into_iter();
+    for p in &mut report.input_errors[first_problem..] {
+        if let Some(pos) = found.next().flatten() {
+            p.line = Some(pos.line + at.lines);
+            p.column = Some(pos.column);
         }
     }
-    // Compiler order: by position within the file.
+    for f in &mut report.findings[first..] {
+        if let Some(pos) = found.next().flatten() {
+            f.line = pos.line + at.lines;
+            f.column = pos.column;
+        }
+    }
     report.findings[first..].sort_by_key(|f| (f.line, f.column));
+    for s in &mut cross.services[first_service..] {
+        s.positions = (&mut found)
+            .take(services::REPORTED_POINTERS.len())
+            .map(|p| p.map(|p| (p.line + at.lines, p.column)))
+            .collect();
+    }
 }
 
 /// Evaluates one document; positions are filled in later from `wants`

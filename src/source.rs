@@ -4,9 +4,11 @@
 //!
 //! Parsing uses serde-saphyr (a maintained, panic-free YAML deserializer
 //! with budgets against alias bombs and deep nesting; serde_yaml is
-//! deprecated). Documents are first read as plain JSON values for the
-//! engine; only files with findings are read a second time, as a tree of
-//! spanned nodes, to turn JSON Pointers into line and column.
+//! deprecated; see [`crate::yaml`] for how its parser's events become
+//! values). Documents are read one at a time as plain JSON values for the
+//! engine, with the line and column of every node recorded in the same
+//! pass ([`for_each_document`]), so findings are placed without a second
+//! parse and a large file is never held as values all at once.
 
 use std::fmt;
 
@@ -136,51 +138,93 @@ pub fn split_documents(text: &str) -> Vec<(u64, &str)> {
 pub fn parse_with_duplicates(
     text: &str,
 ) -> Result<(Vec<Document>, Vec<crate::yaml::DuplicateKey>), InputError> {
+    let mut out = Vec::new();
+    let duplicates = for_each_document(text, |part| match part {
+        Part::Documents(docs, _) => out.extend(docs),
+        Part::Restart => out.clear(),
+    })?;
+    Ok((out, duplicates))
+}
+
+/// What [`for_each_document`] hands over.
+pub enum Part<'a> {
+    /// The objects of one YAML document (none when it is empty, a `List`'s
+    /// items), with the source positions of its nodes.
+    Documents(Vec<Document>, &'a crate::yaml::Positions),
+    /// Forget every part handed so far: the text is read again from the
+    /// start (with tabs in quoted scalars made spaces, see below).
+    Restart,
+}
+
+/// [`parse_with_duplicates`] one YAML document at a time: `each` gets the
+/// objects of each document as soon as it is read, so only one document's
+/// values are held at a time.
+///
+/// # Errors
+/// As [`parse`]; `each` has then had the documents before the error.
+pub fn for_each_document(
+    text: &str,
+    mut each: impl FnMut(Part<'_>),
+) -> Result<Vec<crate::yaml::DuplicateKey>, InputError> {
     let limits = crate::yaml::ParseLimits::for_len(text.len());
-    let (docs, duplicates) = match crate::yaml::load_with_duplicates(text, limits) {
-        Ok(docs) => docs,
+    let mut index = 0;
+    let mut one = |yaml_doc: usize, value: Value, at: &crate::yaml::Positions| {
+        let docs = objects(yaml_doc, value, &mut index);
+        each(Part::Documents(docs, at));
+    };
+    match crate::yaml::load_each(text, limits, &mut one) {
+        Ok(duplicates) => Ok(duplicates),
         // The parser rejects tabs at the start of continuation lines inside
         // quoted multi-line scalars, which YAML allows (and real manifests
         // with embedded scripts contain). On that error only, parse again
         // with those tabs turned into spaces: columns stay the same, and the
         // only values that change are script bodies no rule reads.
         Err(e) if e.message.contains("tab") && text.contains("\n\t") => {
-            crate::yaml::load_with_duplicates(&retab(text), limits)
-                .map_err(|_| from_yaml_error(e))?
+            each(Part::Restart);
+            let mut index = 0;
+            crate::yaml::load_each(&retab(text), limits, |yaml_doc, value, at| {
+                let docs = objects(yaml_doc, value, &mut index);
+                each(Part::Documents(docs, at));
+            })
+            .map_err(|_| from_yaml_error(e))
         }
-        Err(e) => return Err(from_yaml_error(e)),
-    };
-    let mut out = Vec::with_capacity(docs.len());
-    for (yaml_doc, value) in docs.into_iter().enumerate() {
-        if value.is_null() {
-            continue;
-        }
-        if is_list(&value) {
-            let Value::Object(mut map) = value else {
-                unreachable!("is_list checks for an object")
-            };
-            if let Some(Value::Array(items)) = map.remove("items") {
-                for (i, item) in items.into_iter().enumerate() {
-                    let index = out.len();
-                    out.push(Document {
-                        index,
-                        yaml_doc,
-                        pointer: format!("/items/{i}"),
-                        value: item,
-                    });
-                }
-            }
-            continue;
-        }
-        let index = out.len();
-        out.push(Document {
-            index,
-            yaml_doc,
-            pointer: String::new(),
-            value,
-        });
+        Err(e) => Err(from_yaml_error(e)),
     }
-    Ok((out, duplicates))
+}
+
+/// The objects of one YAML document: none when it is empty, a `List`'s
+/// items, or the document itself. `index` counts the file's objects.
+fn objects(yaml_doc: usize, value: Value, index: &mut usize) -> Vec<Document> {
+    let mut out = Vec::new();
+    if value.is_null() {
+        return out;
+    }
+    if is_list(&value) {
+        let Value::Object(mut map) = value else {
+            unreachable!("is_list checks for an object")
+        };
+        if let Some(Value::Array(items)) = map.remove("items") {
+            out.reserve(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                out.push(Document {
+                    index: *index,
+                    yaml_doc,
+                    pointer: format!("/items/{i}"),
+                    value: item,
+                });
+                *index += 1;
+            }
+        }
+        return out;
+    }
+    out.push(Document {
+        index: *index,
+        yaml_doc,
+        pointer: String::new(),
+        value,
+    });
+    *index += 1;
+    out
 }
 
 fn from_yaml_error(e: crate::yaml::YamlError) -> InputError {

@@ -47,6 +47,8 @@ enum Frame {
     Seq {
         items: Vec<Value>,
         anchor: usize,
+        /// Length of [`Builder::pointer`] for this node.
+        len: usize,
     },
     Map {
         map: Map<String, Value>,
@@ -54,7 +56,108 @@ enum Frame {
         /// Where the current key starts (line, column).
         key_at: (u64, u64),
         anchor: usize,
+        /// Length of [`Builder::pointer`] for this node.
+        len: usize,
     },
+}
+
+/// Source positions of one YAML document's nodes, recorded while its
+/// value is built, to place findings without parsing the text again.
+///
+/// One entry per map entry (at its key), sequence item and the root, in
+/// event order, keyed by JSON Pointer (keys escaped as RFC 6901 says). The
+/// pointers are those of the YAML as written: a merge key is `/<<`, an
+/// alias's contents have no entries of their own.
+#[derive(Debug, Default)]
+pub struct Positions {
+    /// The entries' pointers, one after the other.
+    text: String,
+    /// (end of the pointer in `text`, line, column); each starts where the
+    /// previous one ends.
+    entries: Vec<(usize, u64, u64)>,
+}
+
+impl Positions {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.entries.clear();
+    }
+
+    fn note(&mut self, pointer: &str, span: &Span) {
+        self.text.push_str(pointer);
+        self.entries.push((
+            self.text.len(),
+            span.start.line() as u64,
+            span.start.col() as u64 + 1,
+        ));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+        let mut start = 0;
+        self.entries.iter().map(move |&(end, line, column)| {
+            let p = &self.text[start..end];
+            start = end;
+            (p, line, column)
+        })
+    }
+
+    /// Positions (1-based line, column) of JSON Pointers into this
+    /// document; for a pointer that does not exist, its deepest existing
+    /// ancestor's, not `exact`. Where a pointer occurs twice (a duplicate
+    /// key), the last occurrence, whose value is the one used.
+    #[must_use]
+    pub fn locate(&self, wants: &[&str]) -> Vec<Option<Position>> {
+        if wants.is_empty() {
+            return Vec::new();
+        }
+        // A few wants in a small document: compare with every entry. Many
+        // (a large `List`): index the entries once.
+        if wants.len() * self.entries.len() <= 4096 {
+            return wants
+                .iter()
+                .map(|want| {
+                    let mut best: Option<(usize, Position)> = None;
+                    for (p, line, column) in self.iter() {
+                        let hit = want.starts_with(p)
+                            && (want.len() == p.len() || want.as_bytes()[p.len()] == b'/');
+                        if hit && best.is_none_or(|(len, _)| p.len() >= len) {
+                            let exact = want.len() == p.len();
+                            best = Some((
+                                p.len(),
+                                Position {
+                                    line,
+                                    column,
+                                    exact,
+                                },
+                            ));
+                        }
+                    }
+                    best.map(|(_, at)| at)
+                })
+                .collect();
+        }
+        let mut index: HashMap<&str, (u64, u64)> = HashMap::with_capacity(self.entries.len());
+        for (p, line, column) in self.iter() {
+            index.insert(p, (line, column));
+        }
+        wants
+            .iter()
+            .map(|want| {
+                let mut p: &str = want;
+                loop {
+                    if let Some(&(line, column)) = index.get(p) {
+                        return Some(Position {
+                            line,
+                            column,
+                            exact: p.len() == want.len(),
+                        });
+                    }
+                    let cut = p.rfind('/')?;
+                    p = &p[..cut];
+                }
+            })
+            .collect()
+    }
 }
 
 /// A key that appears twice in one map: the last value is used (as kubectl
@@ -77,6 +180,9 @@ struct Builder {
     limits: ParseLimits,
     document: usize,
     duplicates: Vec<DuplicateKey>,
+    /// JSON Pointer of the current node.
+    pointer: String,
+    positions: Positions,
 }
 
 fn error_at(span: &Span, message: impl Into<String>) -> YamlError {
@@ -104,6 +210,23 @@ pub fn load_with_duplicates(
     limits: ParseLimits,
 ) -> Result<(Vec<Value>, Vec<DuplicateKey>), YamlError> {
     let mut docs = Vec::new();
+    let duplicates = load_each(text, limits, |_, value, _| docs.push(value))?;
+    Ok((docs, duplicates))
+}
+
+/// Parses the documents one by one, handing each to `each` as soon as it
+/// is complete, with its index, its value (`Value::Null` when empty) and
+/// the source positions of its nodes; only one document is held at a
+/// time. Returns the keys that appear twice in a map.
+///
+/// # Errors
+/// Invalid YAML, or a limit exceeded; `each` has then been called for the
+/// documents before the error.
+pub fn load_each(
+    text: &str,
+    limits: ParseLimits,
+    mut each: impl FnMut(usize, Value, &Positions),
+) -> Result<Vec<DuplicateKey>, YamlError> {
     let mut b = Builder {
         stack: Vec::new(),
         anchors: HashMap::new(),
@@ -112,6 +235,8 @@ pub fn load_with_duplicates(
         limits,
         document: 0,
         duplicates: Vec::new(),
+        pointer: String::new(),
+        positions: Positions::default(),
     };
     for item in Parser::new_from_str(text) {
         let (event, span) = item.map_err(|e| YamlError {
@@ -123,9 +248,15 @@ pub fn load_with_duplicates(
             Event::DocumentStart(..) => {
                 b.root = None;
                 b.anchors.clear();
+                b.positions.clear();
             }
             Event::DocumentEnd => {
-                docs.push(b.root.take().unwrap_or(Value::Null));
+                each(
+                    b.document,
+                    b.root.take().unwrap_or(Value::Null),
+                    &b.positions,
+                );
+                b.positions.clear();
                 b.document += 1;
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -133,39 +264,53 @@ pub fn load_with_duplicates(
                 if let Some(Frame::Map {
                     key: key @ None,
                     key_at,
+                    len,
                     ..
                 }) = b.stack.last_mut()
                 {
                     // Keys are strings whatever they look like (`9000:`, `true:`).
-                    *key = Some(text.into_owned());
                     *key_at = (span.start.line() as u64, span.start.col() as u64 + 1);
+                    b.pointer.truncate(*len);
+                    b.pointer.push('/');
+                    if text.contains(['~', '/']) {
+                        b.pointer.push_str(&crate::path::escape_pointer(&text));
+                    } else {
+                        b.pointer.push_str(&text);
+                    }
+                    *key = Some(text.into_owned());
                     if anchor != 0 {
                         b.anchors
                             .insert(anchor, Value::String(key.clone().unwrap_or_default()));
                     }
+                    b.positions.note(&b.pointer, &span);
                     continue;
                 }
+                b.note_value(&span);
                 let value = resolve(&text, style, tag.as_deref());
                 b.insert(value, anchor, &span)?;
             }
             Event::SequenceStart(_, anchor, _) => {
                 b.open(&span)?;
+                b.note_value(&span);
                 b.stack.push(Frame::Seq {
                     items: Vec::new(),
                     anchor,
+                    len: b.pointer.len(),
                 });
             }
             Event::MappingStart(_, anchor, _) => {
                 b.open(&span)?;
+                b.note_value(&span);
                 b.stack.push(Frame::Map {
                     map: Map::new(),
                     key: None,
                     key_at: (0, 0),
                     anchor,
+                    len: b.pointer.len(),
                 });
             }
             Event::SequenceEnd => match b.stack.pop() {
-                Some(Frame::Seq { items, anchor }) => {
+                Some(Frame::Seq { items, anchor, .. }) => {
                     b.insert(Value::Array(items), anchor, &span)?;
                 }
                 _ => return Err(error_at(&span, "unbalanced sequence end")),
@@ -181,15 +326,42 @@ pub fn load_with_duplicates(
                     return Err(error_at(&span, "alias to an unknown anchor"));
                 };
                 b.count(size_of(&value), &span)?;
+                b.note_value(&span);
                 b.insert(value, 0, &span)?;
             }
             _ => {}
         }
     }
-    Ok((docs, b.duplicates))
+    Ok(b.duplicates)
 }
 
 impl Builder {
+    /// Records where a node in value position (not a map key) starts: a
+    /// sequence item or the root gets a pointer and an entry; a map value's
+    /// pointer is its key's, already recorded.
+    fn note_value(&mut self, span: &Span) {
+        match self.stack.last() {
+            None => {
+                self.pointer.clear();
+                self.positions.note("", span);
+            }
+            Some(Frame::Seq { items, len, .. }) => {
+                self.pointer.truncate(*len);
+                self.pointer.push('/');
+                let _ = write!(self.pointer, "{}", items.len());
+                self.positions.note(&self.pointer, span);
+            }
+            // A key that is not a plain scalar (an alias; anything else is
+            // refused): no entry, and its value's pointer ends in `/`.
+            Some(Frame::Map { key: None, len, .. }) => {
+                self.pointer.truncate(*len);
+                self.pointer.push('/');
+            }
+            // A map value: its key's pointer is current, and recorded.
+            Some(Frame::Map { .. }) => {}
+        }
+    }
+
     fn count(&mut self, n: usize, span: &Span) -> Result<(), YamlError> {
         self.nodes += n;
         if self.nodes > self.limits.max_nodes {
@@ -577,6 +749,100 @@ mod tests {
         );
         let e = load("a: [1, 2\n", ParseLimits::for_len(9)).unwrap_err();
         assert!(e.line >= 1 && !e.message.is_empty(), "{e:?}");
+    }
+
+    /// Positions recorded while building values agree with a separate pass
+    /// over the events ([`locate_many`]), for every pointer of every node
+    /// and for missing ones, through anchors, merges, duplicates, escaped
+    /// keys, flow collections, Lists and several documents.
+    #[test]
+    fn positions_from_the_first_parse_match_locate_many() {
+        let text = "\
+a: 1
+b: &base
+  c:
+  - x
+  - y: 2
+    \"k/e~y\": [1, {z: 3}]
+use:
+  <<: *base
+  c: []
+dup: 1
+dup: {d: 2}
+list: [*base, 5]
+s: &s sk
+*s : aliased-key
+after: 1
+---
+---
+kind: List
+items:
+- metadata: {name: a}
+  spec:
+    containers:
+    - name: c
+";
+        let wants_per_doc: Vec<(usize, Vec<&str>)> = vec![
+            (
+                0,
+                vec![
+                    "",
+                    "/a",
+                    "/b",
+                    "/b/c",
+                    "/b/c/0",
+                    "/b/c/1/y",
+                    "/b/c/1/k~1e~0y/1/z",
+                    "/b/c/1/k~1e~0y/1/missing/deeper",
+                    "/use/<<",
+                    "/use/c",
+                    "/use/c/0",
+                    "/dup",
+                    "/dup/d",
+                    "/list/0",
+                    "/list/0/c",
+                    "/list/1",
+                    "/s",
+                    "/sk",
+                    "/after",
+                    "/nothing",
+                ],
+            ),
+            (1, vec!["", "/x"]),
+            (
+                2,
+                vec![
+                    "/items/0",
+                    "/items/0/spec/containers/0/name",
+                    "/items/0/spec/hostNetwork",
+                    "/items/1",
+                ],
+            ),
+        ];
+        let flat: Vec<(usize, &str)> = wants_per_doc
+            .iter()
+            .flat_map(|(d, ws)| ws.iter().map(move |w| (*d, *w)))
+            .collect();
+        let expected = locate_many(text, &flat);
+        let mut got = Vec::new();
+        let mut docs = 0;
+        load_each(text, ParseLimits::for_len(text.len()), |doc, _, at| {
+            docs += 1;
+            let wants = &wants_per_doc.iter().find(|(d, _)| *d == doc).unwrap().1;
+            got.extend(at.locate(wants));
+            // The indexed lookup (many wants) agrees with the linear one.
+            let many: Vec<&str> = wants.iter().copied().cycle().take(5000).collect();
+            let indexed = at.locate(&many);
+            assert_eq!(&indexed[..wants.len()], &at.locate(wants)[..]);
+        })
+        .unwrap();
+        assert_eq!(docs, 3);
+        assert_eq!(got, expected);
+        assert_eq!(
+            got[5].map(|p| (p.line, p.column, p.exact)),
+            Some((5, 5, true))
+        );
+        assert!(!got[7].unwrap().exact, "a missing field is its ancestor's");
     }
 
     #[test]

@@ -68,3 +68,45 @@ fn documents_around_a_broken_one_are_linted_and_duplicate_keys_warned() {
         "{text}"
     );
 }
+
+/// A file read again with the tabs of a quoted scalar's continuation
+/// lines made spaces (YAML allows them there; the parser does not) places
+/// the findings after that tab at their line, not at 0:0 as when a second
+/// parse of the original text stopped at the tab.
+#[test]
+fn findings_after_a_tab_in_a_quoted_scalar_have_their_position() {
+    let text = "\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: script
+data:
+  run: \"line one
+\t  line two\"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: after-tab
+spec:
+  nodeSelector:
+    kubernetes.io/os: windows
+  containers:
+  - name: c
+    image: mcr.microsoft.com/windows/nanoserver:ltsc2022
+    securityContext:
+      privileged: true
+";
+    let policy = winadmit::policy::Policy::default_policy();
+    let cx = winadmit::engine::Context::default();
+    let mut report = winadmit::output::LintReport::default();
+    winadmit::lint::lint_text("tab.yaml", text, &policy, &cx, &mut report);
+    assert!(report.input_errors.is_empty(), "{:?}", report.input_errors);
+    let privileged = report
+        .findings
+        .iter()
+        .find(|f| f.rule == "WIN-PRIVILEGED")
+        .unwrap_or_else(|| panic!("{:#?}", report.findings));
+    assert_eq!((privileged.line, privileged.column), (20, 7));
+    assert!(report.findings.iter().all(|f| f.line > 8), "{report:#?}");
+}

@@ -124,7 +124,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // pipe ends the process quietly (super::Stdout).
     let mut out = std::io::BufWriter::new(super::Stdout::new());
     let written = match format {
-        LintFormat::Text => out.write_all(text::render(&report, use_color).as_bytes()),
+        LintFormat::Text => text::write(&report, use_color, &mut out),
         LintFormat::Json => serde_json::to_writer_pretty(&mut out, &report)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n")),
@@ -267,7 +267,7 @@ fn read_file(path: &Path) -> Result<String, InputProblem> {
             source::MAX_FILE_BYTES / (1024 * 1024)
         )));
     }
-    decode(path.display().to_string(), &bytes)
+    decode(path.display().to_string(), bytes)
 }
 
 fn read_stdin() -> Result<String, InputProblem> {
@@ -282,18 +282,25 @@ fn read_stdin() -> Result<String, InputProblem> {
             column: None,
             message: format!("cannot read: {e}"),
         })?;
-    decode("<stdin>".into(), &bytes)
+    decode("<stdin>".into(), bytes)
 }
 
-fn decode(file: String, bytes: &[u8]) -> Result<String, InputProblem> {
-    source::decode(bytes)
-        .map(str::to_owned)
-        .map_err(|e| InputProblem {
-            file,
-            line: e.line,
-            column: e.column,
-            message: e.message,
-        })
+/// The text of `bytes`, checked by [`source::decode`], without a copy (a
+/// large file is not held twice).
+fn decode(file: String, mut bytes: Vec<u8>) -> Result<String, InputProblem> {
+    let bom = match source::decode(&bytes) {
+        Ok(text) => bytes.len() - text.len(),
+        Err(e) => {
+            return Err(InputProblem {
+                file,
+                line: e.line,
+                column: e.column,
+                message: e.message,
+            });
+        }
+    };
+    bytes.drain(..bom);
+    Ok(String::from_utf8(bytes).expect("source::decode checked the encoding"))
 }
 
 /// Runs `work` over `0..n` split into one contiguous run per core (a run

@@ -158,12 +158,21 @@ impl LintReport {
             input_warnings,
             summary,
         } = other;
-        self.findings.extend(findings);
-        self.checked.extend(checked);
-        self.input_errors.extend(input_errors);
-        self.notes.extend(notes);
-        self.input_warnings.extend(input_warnings);
+        append(&mut self.findings, findings);
+        append(&mut self.checked, checked);
+        append(&mut self.input_errors, input_errors);
+        append(&mut self.notes, notes);
+        append(&mut self.input_warnings, input_warnings);
         self.summary.absorb(&summary);
+    }
+}
+
+/// `to.extend(from)`, without a copy when `to` is empty (one large file).
+fn append<T>(to: &mut Vec<T>, mut from: Vec<T>) {
+    if to.is_empty() {
+        *to = from;
+    } else {
+        to.append(&mut from);
     }
 }
 

@@ -1,6 +1,6 @@
 //! `--format text`: compiler-style lines, `file:line:col: error[RULE] field: message`.
 
-use std::fmt::Write;
+use std::io::{self, Write};
 
 use super::LintReport;
 use crate::finding::Severity;
@@ -8,6 +8,17 @@ use crate::finding::Severity;
 /// Renders the report; `color` adds ANSI colours (for terminals).
 #[must_use]
 pub fn render(report: &LintReport, color: bool) -> String {
+    let mut out = Vec::new();
+    write(report, color, &mut out).expect("writing to memory does not fail");
+    String::from_utf8(out).expect("the report is UTF-8")
+}
+
+/// [`render`], written to `out` as it is rendered (no copy of a large
+/// report in memory).
+///
+/// # Errors
+/// Writing to `out` failed.
+pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let paint = |code: &str, s: &str| {
         if color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -15,7 +26,6 @@ pub fn render(report: &LintReport, color: bool) -> String {
             s.to_owned()
         }
     };
-    let mut out = String::new();
     let problems = report
         .input_errors
         .iter()
@@ -32,14 +42,14 @@ pub fn render(report: &LintReport, color: bool) -> String {
             (Some(l), None) => format!(":{l}"),
             _ => String::new(),
         };
-        let _ = writeln!(out, "{}{at}: {label}: {}", p.file, p.message);
+        writeln!(out, "{}{at}: {label}: {}", p.file, p.message)?;
     }
     for n in &report.notes {
         let at = match (n.line, n.column) {
             (Some(l), Some(c)) => format!(":{l}:{c}"),
             _ => String::new(),
         };
-        let _ = writeln!(out, "{}{at}: note: {}", n.file, n.message);
+        writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
     }
     for f in &report.findings {
         let label = match f.severity {
@@ -47,22 +57,22 @@ pub fn render(report: &LintReport, color: bool) -> String {
             Severity::Warning => paint("1;33", &format!("warning[{}]", f.rule)),
             Severity::Info => paint("1;36", &format!("info[{}]", f.rule)),
         };
-        let _ = writeln!(
+        writeln!(
             out,
             "{}:{}:{}: {label} {}: {}",
             f.file, f.line, f.column, f.field, f.message
-        );
+        )?;
         let ns = f
             .namespace
             .as_deref()
             .map(|n| format!("{n}/"))
             .unwrap_or_default();
-        let _ = writeln!(out, "  = object: {} {ns}{}", f.kind, f.name);
-        let _ = writeln!(out, "  = fix: {}", f.fix);
-        let _ = writeln!(out, "  = see: {}", f.doc_url);
+        writeln!(out, "  = object: {} {ns}{}", f.kind, f.name)?;
+        writeln!(out, "  = fix: {}", f.fix)?;
+        writeln!(out, "  = see: {}", f.doc_url)?;
     }
     let s = &report.summary;
-    let _ = writeln!(
+    writeln!(
         out,
         "{} error(s), {} warning(s){} in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
         s.errors,
@@ -82,6 +92,6 @@ pub fn render(report: &LintReport, color: bool) -> String {
         } else {
             String::new()
         }
-    );
-    out
+    )?;
+    Ok(())
 }
