@@ -332,6 +332,15 @@ impl KnownCluster {
         }
     }
 
+    /// Takes in what another reader learnt (a later one wins for a class).
+    pub fn absorb(&mut self, other: Self) {
+        for (ns, labels) in other.namespaces {
+            self.namespaces.entry(ns).or_default().extend(labels);
+        }
+        self.runtime_classes.extend(other.runtime_classes);
+        self.nodes.nodes.extend(other.nodes.nodes);
+    }
+
     /// The value of label `key` on namespace `namespace`, if seen.
     #[must_use]
     pub fn label(&self, namespace: &str, key: &str) -> Option<String> {

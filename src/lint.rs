@@ -3,6 +3,7 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
+use crate::cluster::KnownCluster;
 use crate::decide;
 use crate::engine::Context;
 use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
@@ -27,46 +28,34 @@ struct Wants {
 /// `runtimeClassName` within the same input, and their handlers for
 /// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
-    collect_cluster_objects(text, into, &mut crate::cluster::WindowsNodes::default());
+    let mut known = KnownCluster::default();
+    collect_cluster_objects(text, &mut known);
+    into.extend(known.runtime_classes);
 }
 
-/// Collects, in one parse of the text, its RuntimeClasses and its Windows
-/// Node objects (e.g. `kubectl get nodes -o yaml` given to lint; `List`
-/// items are expanded by [`source::parse`]).
-pub fn collect_cluster_objects(
-    text: &str,
-    runtime_classes: &mut RuntimeClasses,
-    nodes: &mut crate::cluster::WindowsNodes,
-) {
-    // Files that name neither kind are not parsed twice.
-    if !text.contains("RuntimeClass") && !text.contains("Node") {
+/// Learns, in one parse of the text, its cluster objects (Namespaces,
+/// RuntimeClasses, Windows Nodes, e.g. `kubectl get nodes -o yaml` given
+/// to lint; `List` items are expanded) with the reader every door uses,
+/// [`KnownCluster::learn`]. Nothing is learnt from a text that does not
+/// parse.
+pub fn collect_cluster_objects(text: &str, into: &mut KnownCluster) {
+    // Files that name none of the kinds are not parsed twice.
+    if !text.contains("RuntimeClass") && !text.contains("Node") && !text.contains("Namespace") {
         return;
     }
     // Document by document; kept only if the whole text parses.
-    let mut classes = Vec::new();
-    let mut found = Vec::new();
+    let mut found = KnownCluster::default();
     let parsed = source::for_each_document(text, |part| match part {
         source::Part::Documents(docs, _) => {
             for d in docs {
-                if let Some(class) = RuntimeClasses::info_from_object(&d.value) {
-                    classes.push(class);
-                } else if let Some(n) = crate::cluster::WindowsNode::from_object(&d.value) {
-                    found.push(n);
-                }
+                found.learn(&d.value);
             }
         }
-        source::Part::Restart => {
-            classes.clear();
-            found.clear();
-        }
+        source::Part::Restart => found = KnownCluster::default(),
     });
-    if parsed.is_err() {
-        return;
+    if parsed.is_ok() {
+        into.absorb(found);
     }
-    for (name, info) in classes {
-        runtime_classes.insert_info(name, info);
-    }
-    nodes.nodes.extend(found);
 }
 
 /// Checks that need more than one object: Services against the Windows

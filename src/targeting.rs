@@ -201,6 +201,11 @@ impl RuntimeClasses {
         self.get(name).and_then(RuntimeClassInfo::os)
     }
 
+    /// Takes in every class of `other` (replacing what was known of it).
+    pub fn extend(&mut self, other: Self) {
+        self.by_name.extend(other.by_name);
+    }
+
     /// Everything known of a class.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&RuntimeClassInfo> {

@@ -8,12 +8,12 @@ use anyhow::Context as _;
 
 use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
 use crate::cli::{FailOn, LintArgs, LintFormat};
+use crate::cluster::KnownCluster;
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_cluster_objects, lint_text_with};
 use crate::output::{InputProblem, LintReport, junit, sarif, text};
 use crate::source;
-use crate::targeting::RuntimeClasses;
 
 /// An input to read: a file, or stdin.
 enum Input {
@@ -71,17 +71,16 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
 
     // First pass: RuntimeClasses anywhere in the input pin their pods' OS.
     // Node objects in the input tell the cluster's Windows builds and versions.
-    let mut runtime_classes = RuntimeClasses::default();
-    let mut nodes = crate::cluster::WindowsNodes::default();
+    let mut known = KnownCluster::default();
     for i in 0..inputs.len() {
         if let Ok(text) = read(i) {
-            collect_cluster_objects(&text, &mut runtime_classes, &mut nodes);
+            collect_cluster_objects(&text, &mut known);
         }
     }
     let cx = Context {
         cluster,
-        runtime_classes: Some(&runtime_classes),
-        nodes: (!nodes.is_empty()).then_some(&nodes),
+        runtime_classes: Some(&known.runtime_classes),
+        nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
     };
     // Fix first, so the report shows what is left.
     if fix {
