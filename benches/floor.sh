@@ -21,8 +21,9 @@
 #
 # Usage: benches/floor.sh                  # 10 s per run, 2 rounds
 #        DUR=5s ROUNDS=3 benches/floor.sh
+#        NOBUILD=1 WIN_BIN=/tmp/winadmit-before benches/floor.sh   # A/B
 # Env:   DUR, ROUNDS, CONC (16), RATE (2000), NOBUILD=1 (use the built
-#        binaries), OUT (target/floor).
+#        binaries), WIN_BIN (the winadmit binary), OUT (target/floor).
 # Needs: oha (cargo install oha --locked), taskset, python3.
 set -euo pipefail
 
@@ -35,6 +36,7 @@ OUT=${OUT:-$ROOT/target/floor}
 FIX=$ROOT/tests/fixtures/admission
 WIN_PORT=${WIN_PORT:-18453}
 NOOP_PORT=${NOOP_PORT:-19453}
+WIN_BIN=${WIN_BIN:-$ROOT/target/release/winadmit}
 
 for tool in oha taskset python3 curl; do
   command -v $tool >/dev/null || { echo "floor.sh: needs $tool" >&2; exit 2; }
@@ -50,7 +52,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-taskset -c 0 "$ROOT/target/release/winadmit" serve --self-signed --self-signed-dir "$OUT/winadmit-ca" \
+taskset -c 0 "$WIN_BIN" serve --self-signed --self-signed-dir "$OUT/winadmit-ca" \
   --listen "127.0.0.1:$WIN_PORT" --worker-threads 1 --log-format json --policy "$ROOT/benches/floor-policy.yaml" >"$OUT/winadmit.log" 2>"$OUT/winadmit.err" &
 pids+=($!) ; WIN_PID=$!
 taskset -c 0 "$ROOT/target/release/examples/noop_server" "127.0.0.1:$NOOP_PORT" "$OUT/noop-ca" 1 \
