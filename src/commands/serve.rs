@@ -293,6 +293,9 @@ fn init_logging(
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            // The same lines, written without tracing-subscriber's
+            // per-field allocations (server::jsonlog).
+            .event_format(crate::server::jsonlog::JsonLines::default())
             .try_init(),
     };
     // Already initialized (e.g. in tests): keep the existing subscriber.

@@ -20,6 +20,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::admission::{self, Admission, Endpoint};
 
 pub mod cluster;
+pub mod jsonlog;
 pub mod listener;
 pub mod logwriter;
 pub mod metrics;
