@@ -9,6 +9,9 @@
 # webhooks, HTTP/2, a fixed rate, a new TLS connection per request, and
 # large reviews. Results: target/load/summary.md (and one JSON per run).
 #
+# The issue-15 comparison (CPU per review against this floor, 16
+# connections, allowed / denied / mutate / fixed rate) is benches/floor.sh.
+#
 # Usage: benches/load.sh            # 10 s per run
 #        DUR=30s SOAK=60s benches/load.sh
 # Env:   DUR (per run), CONC (connections, default 25 = the API server's

@@ -58,9 +58,13 @@ fn main() {
     let iterations: usize = std::env::args()
         .nth(1)
         .map_or(50_000, |n| n.parse().expect("iterations"));
-    // Format log lines as the server does, into a sink.
+    // Format log lines as the server does (`--log-format json`), into a sink.
     tracing_subscriber::fmt()
         .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_target(false)
+        .event_format(winadmit::server::jsonlog::JsonLines::default())
         .with_writer(std::io::sink)
         .init();
     let adm = admission();

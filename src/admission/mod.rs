@@ -224,7 +224,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
     }
     for why in &m.explanations {
         for rule in rules::ALL {
-            if why.contains(&format!("({}: ", rule.info.id)) {
+            if messages::names_rule(why, rule.info.id) {
                 add(rule.info.id);
             }
         }
@@ -325,13 +325,18 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Review
     // first: otherwise a body with invalid UTF-8 in, say, managedFields
     // would be answered, and patched, as if it were JSON. (Found by the
     // admission_review fuzz target.)
-    if let Err(e) = std::str::from_utf8(body) {
-        return Err(ReviewError::Malformed(format!(
-            "invalid UTF-8 at byte {}",
-            e.valid_up_to()
-        )));
-    }
-    let envelope: ReviewIn<'_> = match serde_json::from_slice(body) {
+    // Then parse it as the `str` it is: serde_json validates every string
+    // it reads from a byte slice again, not from a `str`.
+    let json = match std::str::from_utf8(body) {
+        Ok(json) => json,
+        Err(e) => {
+            return Err(ReviewError::Malformed(format!(
+                "invalid UTF-8 at byte {}",
+                e.valid_up_to()
+            )));
+        }
+    };
+    let envelope: ReviewIn<'_> = match serde_json::from_str(json) {
         Ok(e) => e,
         Err(e) => return recover(adm, body, &e),
     };

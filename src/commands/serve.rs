@@ -384,14 +384,15 @@ async fn signal() {
     ctrl_c.await;
 }
 
-/// Starts logging to stdout through a background writer thread, so request
-/// threads format a line but never block on the write. Lines are never
-/// dropped (the writer applies back-pressure when its buffer is full).
-/// Keep the returned guard alive: dropping it flushes the last lines.
+/// Starts logging to stdout through a batching writer
+/// (`server::logwriter`): request threads format a line and append it to a
+/// buffer, a background thread writes the buffer a few milliseconds later
+/// in one call. Lines are never dropped (back-pressure when the buffer is
+/// full). Keep the returned guard alive: dropping it writes the last lines.
 fn init_logging(
     format: LogFormat,
     filter: &str,
-) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+) -> anyhow::Result<crate::server::logwriter::BatchGuard> {
     let mut filter = tracing_subscriber::EnvFilter::try_new(filter)
         .with_context(|| format!("invalid --log-level {filter:?}"))?;
     // kube's watcher and client log every failed retry; the cluster cache
@@ -407,9 +408,8 @@ fn init_logging(
             filter = filter.add_directive(directive);
         }
     }
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .finish(std::io::stdout());
+    let (writer, guard) = crate::server::logwriter::batch_writer(std::io::stdout())
+        .context("cannot start the log writer thread")?;
     let builder = tracing_subscriber::fmt()
         .with_writer(writer)
         .with_env_filter(filter)
@@ -421,6 +421,9 @@ fn init_logging(
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            // The same lines, written without tracing-subscriber's
+            // per-field allocations (server::jsonlog).
+            .event_format(crate::server::jsonlog::JsonLines::default())
             .try_init(),
     };
     // Already initialized (e.g. in tests): keep the existing subscriber.

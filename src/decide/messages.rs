@@ -60,9 +60,8 @@ pub(crate) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
 pub(crate) fn mutation_warning(why: String) -> String {
     let rule_and_field = why.strip_suffix(')').and_then(|rest| {
         rules::ALL.iter().find_map(|rule| {
-            let marker = format!(" ({}: ", rule.info.id);
-            let at = rest.rfind(&marker)?;
-            Some((rule, &rest[..at], &rest[at + marker.len()..]))
+            let (at, end) = rule_marker(rest, rule.info.id)?;
+            Some((rule, &rest[..at], &rest[end..]))
         })
     });
     let Some((rule, what, field)) = rule_and_field else {
@@ -79,6 +78,21 @@ pub(crate) fn mutation_warning(why: String) -> String {
             Some(&title),
         ],
     )
+}
+
+/// Where the last ` (ID: ` marker of rule `id` in `s` starts and ends;
+/// found without building the marker (this runs for every rule).
+pub(super) fn rule_marker(s: &str, id: &str) -> Option<(usize, usize)> {
+    s.rmatch_indices(id).find_map(|(i, _)| {
+        let end = i + id.len();
+        (s[..i].ends_with(" (") && s[end..].starts_with(": ")).then(|| (i - 2, end + 2))
+    })
+}
+
+/// Whether `s` holds `(ID: ` for rule `id`, without building it.
+pub(super) fn names_rule(s: &str, id: &str) -> bool {
+    s.match_indices(id)
+        .any(|(i, _)| s[..i].ends_with('(') && s[i + id.len()..].starts_with(": "))
 }
 
 /// At most `max` characters of `s`, ending at a word boundary, with `…`.
@@ -178,4 +192,35 @@ pub(crate) fn denial(
         crate::policy::SKIP_ANNOTATION_PREFIX
     );
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_markers_are_found_as_the_formatted_marker_would_be() {
+        let cases = [
+            "winadmit: remove x (WIN-SECCOMP: spec.containers[0])",
+            "winadmit: a (WIN-SECCOMP: b) then (WIN-SECCOMP: c)",
+            "no marker WIN-SECCOMP here",
+            "(WIN-SECCOMP: at the start",
+            "winadmit: x (WIN-SECCOMPX: y)",
+            "winadmit: x (WIN-SECCOMP:y)",
+            "winadmit: x(WIN-SECCOMP: y)",
+            "",
+        ];
+        for s in cases {
+            for id in ["WIN-SECCOMP", "SECCOMP", "WIN-OS-FIELDS"] {
+                let marker = format!(" ({id}: ");
+                let want = s.rfind(&marker).map(|at| (at, at + marker.len()));
+                assert_eq!(rule_marker(s, id), want, "{s:?} {id}");
+                assert_eq!(
+                    names_rule(s, id),
+                    s.contains(&format!("({id}: ")),
+                    "{s:?} {id}"
+                );
+            }
+        }
+    }
 }

@@ -20,7 +20,9 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::admission::{self, Admission, Endpoint};
 
 pub mod cluster;
+pub mod jsonlog;
 pub mod listener;
+pub mod logwriter;
 pub mod metrics;
 mod report;
 pub mod tls;
@@ -69,9 +71,10 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub limits: Limits,
     ready: AtomicBool,
-    /// Reviews evaluated at once, off the I/O threads (on tokio's blocking
-    /// pool): one per CPU. Further reviews wait for a slot, within their
-    /// `--request-timeout`, while health checks and metrics keep answering.
+    /// Large reviews (over [`INLINE_REVIEW_MAX_BYTES`]) evaluated at once,
+    /// off the I/O threads (on tokio's blocking pool): one per CPU. Further
+    /// ones wait for a slot, within their `--request-timeout`, while health
+    /// checks and metrics keep answering. Small reviews run inline.
     review_slots: Arc<Semaphore>,
     /// Readiness also waits for the cluster cache's first list (bounded by
     /// `--cluster-cache-sync-timeout`).
@@ -108,6 +111,27 @@ impl ServerState {
         self.ready.load(Ordering::SeqCst) && !self.cluster_pending.load(Ordering::SeqCst)
     }
 
+    /// Runs a small review `f` right here, on the I/O thread that read its
+    /// body: a few to a few tens of microseconds, less than the hand-off to
+    /// the blocking pool costs (two thread wake-ups and context switches
+    /// per request: about 15 us of CPU per review on one pinned core,
+    /// docs/BENCHMARKS.md). A panic is caught and reported as by
+    /// [`ServerState::run_bounded`].
+    pub fn run_inline<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(out) => Some(out),
+            Err(p) => {
+                let detail = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "unknown panic".to_owned());
+                tracing::error!(panic = %detail, "review panicked; answered 500");
+                None
+            }
+        }
+    }
+
     /// Runs CPU-bound work `f` on the blocking pool once a review slot is
     /// free. The slot stays taken until `f` returns, even when the caller
     /// has given up (timed out): so abandoned work still counts, and the
@@ -140,6 +164,12 @@ impl ServerState {
         }
     }
 }
+
+/// Bodies up to this size are reviewed inline on the I/O thread (at most
+/// some 50 us of work, see `examples/review_latency.rs`); larger ones on
+/// the blocking pool, bounded by the review slots, so a burst of big
+/// reviews cannot hold up the I/O threads, health checks and metrics.
+pub const INLINE_REVIEW_MAX_BYTES: usize = 64 * 1024;
 
 /// One review slot per CPU (at least one).
 fn review_slots() -> usize {
@@ -372,14 +402,20 @@ async fn admit(
     };
     let _in_flight = state.metrics.in_flight();
     let start = Instant::now();
-    let shared = Arc::clone(&state);
-    let work = state.run_bounded(move || {
-        let result = admission::review(&shared.admission, endpoint, &body);
-        // The body is freed on this thread, right away.
-        drop(body);
-        result
-    });
-    let Some(result) = work.await else {
+    let result = if body.len() <= INLINE_REVIEW_MAX_BYTES {
+        state.run_inline(|| admission::review(&state.admission, endpoint, &body))
+    } else {
+        let shared = Arc::clone(&state);
+        state
+            .run_bounded(move || {
+                let result = admission::review(&shared.admission, endpoint, &body);
+                // The body is freed on this thread, right away.
+                drop(body);
+                result
+            })
+            .await
+    };
+    let Some(result) = result else {
         return plain(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal error: the webhook failed on this request (logged); it keeps serving\n",
