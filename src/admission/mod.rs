@@ -224,7 +224,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
     }
     for why in &m.explanations {
         for rule in rules::ALL {
-            if messages::names_rule(why, rule.info.id) {
+            if crate::decide::messages::names_rule(why, rule.info.id) {
                 add(rule.info.id);
             }
         }

@@ -82,7 +82,7 @@ pub(crate) fn mutation_warning(why: String) -> String {
 
 /// Where the last ` (ID: ` marker of rule `id` in `s` starts and ends;
 /// found without building the marker (this runs for every rule).
-pub(super) fn rule_marker(s: &str, id: &str) -> Option<(usize, usize)> {
+pub(crate) fn rule_marker(s: &str, id: &str) -> Option<(usize, usize)> {
     s.rmatch_indices(id).find_map(|(i, _)| {
         let end = i + id.len();
         (s[..i].ends_with(" (") && s[end..].starts_with(": ")).then(|| (i - 2, end + 2))
@@ -90,7 +90,7 @@ pub(super) fn rule_marker(s: &str, id: &str) -> Option<(usize, usize)> {
 }
 
 /// Whether `s` holds `(ID: ` for rule `id`, without building it.
-pub(super) fn names_rule(s: &str, id: &str) -> bool {
+pub(crate) fn names_rule(s: &str, id: &str) -> bool {
     s.match_indices(id)
         .any(|(i, _)| s[..i].ends_with('(') && s[i + id.len()..].starts_with(": "))
 }
