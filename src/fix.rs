@@ -160,7 +160,7 @@ fn plan(docs: &[source::Document], policy: &Policy, cx: &Context<'_>) -> Vec<Pla
             policy,
             cx,
             &workload,
-            &decide::Request::manifest(decide::PatchSource::Tree(&doc.value)),
+            &decide::Request::manifest(decide::PatchSource::Preview(&doc.value)),
         );
         let Some(patched) = decision.patched else {
             continue;

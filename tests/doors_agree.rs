@@ -46,7 +46,7 @@ fn core(policy: &Policy, object: &Value) -> Option<Decision> {
     }
     let request = Request {
         reach: true,
-        ..Request::manifest(PatchSource::Tree(object))
+        ..Request::manifest(PatchSource::Preview(object))
     };
     Some(decide::decide(
         policy,
@@ -218,7 +218,7 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
         policy,
         &Context::default(),
         &w,
-        &Request::manifest(PatchSource::Tree(object)),
+        &Request::manifest(PatchSource::Preview(object)),
     );
     let (fixed, outcome) = winadmit::fix::fix_text(&text, policy, &Context::default());
     match (&fixed, &as_manifest.patched) {

@@ -509,7 +509,7 @@ fn respond(
     };
     let patch = match endpoint {
         Endpoint::Validate => decide::PatchSource::None,
-        Endpoint::Mutate => decide::PatchSource::Tree(&tree),
+        Endpoint::Mutate => decide::PatchSource::Patch(&tree),
     };
     let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch);
     if let Some(exemption) = &decision.exemption {

@@ -151,15 +151,21 @@ impl Tree for Value {
     }
 }
 
-/// Where the settled patch comes from.
+/// What a door needs of the patch, and where the object's tree comes
+/// from (asked for only when there is something to patch: the webhook
+/// keeps only a borrowed view on its fast path).
 #[derive(Clone, Copy)]
 pub enum PatchSource<'r> {
-    /// The door returns no patch: `/validate` (in a cluster, the API server
-    /// has already applied `/mutate`'s patch to what it sends).
+    /// No patch: `/validate` (in a cluster, the API server has already
+    /// applied `/mutate`'s patch to what it sends).
     None,
-    /// The object as a tree, asked for only when there is something to
-    /// patch (the webhook keeps only a borrowed view on its fast path).
-    Tree(&'r dyn Tree),
+    /// The settled patch only (`/mutate`): the verdict after it is not
+    /// computed, and the object is re-read only when the patch changes
+    /// targeting and must be settled.
+    Patch(&'r dyn Tree),
+    /// The settled patch, the patched object and the verdict after the
+    /// patch (reports, `lint --fix`).
+    Preview(&'r dyn Tree),
 }
 
 /// What a door knows of the request beyond the object.
@@ -225,7 +231,9 @@ pub struct Decision {
     pub patched: Option<Value>,
     /// What the client gets once both webhooks have answered: `/validate`'s
     /// verdict on the patched object, and at least a warning when there is
-    /// a patch (`/mutate` explains each change in one).
+    /// a patch (`/mutate` explains each change in one). Computed with
+    /// [`PatchSource::Preview`]; otherwise it is `validation`, raised to a
+    /// warning when there is a patch.
     pub verdict: Verdict,
 }
 
@@ -339,8 +347,14 @@ pub fn decide(
         .max()
         .unwrap_or(Verdict::Allow);
     decision.verdict = decision.validation;
-    if let PatchSource::Tree(tree) = request.patch {
-        patch_and_verdict(policy, cx, w, request, tree, &mut decision);
+    match request.patch {
+        PatchSource::None => {}
+        PatchSource::Patch(tree) => {
+            patch_and_verdict(policy, cx, w, request, tree, false, &mut decision);
+        }
+        PatchSource::Preview(tree) => {
+            patch_and_verdict(policy, cx, w, request, tree, true, &mut decision);
+        }
     }
     decision
 }
@@ -397,6 +411,7 @@ fn patch_and_verdict(
     w: &Workload<'_, '_>,
     request: &Request<'_>,
     tree: &dyn Tree,
+    preview: bool,
     decision: &mut Decision,
 ) {
     let labels = |key: &str| (request.labels)(w.namespace?, key);
@@ -423,32 +438,39 @@ fn patch_and_verdict(
     let keep = |op: &PatchOperation| {
         !pod_update || (ephemeral && op.path().as_str().starts_with("/spec/ephemeralContainers/"))
     };
-    // The first round needs only the view; the tree is read only when
-    // there is something to patch.
-    let mut first = patch::mutation(policy, w, &decision.evaluation, mcx);
-    first.retain(&keep);
-    let m = if first.is_empty() {
-        first
-    } else {
-        match tree.tree() {
-            Some(doc) => {
-                let settled = patch::settle(policy, cx, mcx, &doc, w.namespace, &keep);
-                if !settled.is_empty() {
-                    let mut patched = doc.into_owned();
-                    // settle only returns operations that apply to this document.
-                    let after = patch::apply(&mut patched, &settled.ops)
-                        .ok()
-                        .and_then(|()| evaluate_value(policy, cx, &patched, w.namespace));
-                    if let Some(after) = after {
-                        decision.verdict = verdict(policy, &after, decision.mode);
-                    }
-                    decision.patched = Some(patched);
-                }
-                settled
-            }
-            None => first,
-        }
+    // The first round needs only the view. Only a change of targeting
+    // (spec.os, nodeSelector) can make the next evaluation find new
+    // fixes (patch::changes_targeting): then the patch is settled on the
+    // tree.
+    let mut m = patch::mutation(policy, w, &decision.evaluation, mcx);
+    m.retain(&keep);
+    if m.is_empty() {
+        decision.patch = m;
+        return;
+    }
+    let spec = w.spec_path.pointer();
+    let targeting = m.ops.iter().any(|op| patch::changes_targeting(op, &spec));
+    let needs_tree = targeting || preview;
+    let Some(doc) = needs_tree.then(|| tree.tree()).flatten() else {
+        decision.verdict = decision.verdict.max(Verdict::Warn);
+        decision.patch = m;
+        return;
     };
+    if targeting {
+        m = patch::settle(policy, cx, mcx, &doc, w.namespace, &keep);
+    }
+    if preview && !m.is_empty() {
+        let mut patched = doc.into_owned();
+        // The operations apply to this document (settle checks it; the
+        // first round's come from its own view).
+        let after = patch::apply(&mut patched, &m.ops)
+            .ok()
+            .and_then(|()| evaluate_value(policy, cx, &patched, w.namespace));
+        if let Some(after) = after {
+            decision.verdict = verdict(policy, &after, decision.mode);
+        }
+        decision.patched = Some(patched);
+    }
     if !m.is_empty() {
         // /mutate explains each change in a warning: the client sees them.
         decision.verdict = decision.verdict.max(Verdict::Warn);

@@ -501,7 +501,7 @@ impl<'p> ReportBuilder<'p> {
                     ephemeral: false,
                 }
             },
-            patch: decide::PatchSource::Tree(value),
+            patch: decide::PatchSource::Preview(value),
             reach: true,
         };
         let decision = decide::decide(self.policy, &cx, workload, &request);
