@@ -317,13 +317,29 @@ pub fn settle(
     namespace: Option<&str>,
     keep: &dyn Fn(&PatchOperation) -> bool,
 ) -> Mutation {
-    let first = mutate_doc(policy, cx, mcx, doc, namespace, keep, true);
-    let Some((m, settled)) = first else {
+    settle_from(policy, cx, mcx, doc, namespace, keep, None)
+}
+
+/// [`settle`], given the first round's mutation when the caller has it
+/// already ([`mutation`] of the same document's evaluation, filtered by
+/// `keep`): the document is then evaluated from the second round on.
+#[must_use]
+pub fn settle_from(
+    policy: &Policy,
+    cx: &crate::engine::Context<'_>,
+    mcx: MutationContext<'_>,
+    doc: &Value,
+    namespace: Option<&str>,
+    keep: &dyn Fn(&PatchOperation) -> bool,
+    first: Option<Mutation>,
+) -> Mutation {
+    let settled = mutate_doc(policy, cx, mcx, doc, namespace, keep, first, true);
+    let Some((m, settled)) = settled else {
         return Mutation::default();
     };
     let sets_os = m.ops.iter().any(|op| op.path().as_str().ends_with("/os"));
     if sets_os && forbids_os_fields(policy, cx, &settled, namespace) {
-        return mutate_doc(policy, cx, mcx, doc, namespace, keep, false)
+        return mutate_doc(policy, cx, mcx, doc, namespace, keep, None, false)
             .map(|(m, _)| m)
             .unwrap_or_default();
     }
@@ -331,7 +347,9 @@ pub fn settle(
 }
 
 /// One settled mutation and the patched document, or `None` when the
-/// document is not a workload. `set_os_name: false` overrides the policy.
+/// document is not a workload. `first` is the first round's mutation, when
+/// known; `set_os_name: false` overrides the policy.
+#[allow(clippy::too_many_arguments)] // settle's inputs, passed through
 fn mutate_doc(
     policy: &Policy,
     cx: &crate::engine::Context<'_>,
@@ -339,10 +357,12 @@ fn mutate_doc(
     doc: &Value,
     namespace: Option<&str>,
     keep: &dyn Fn(&PatchOperation) -> bool,
+    first: Option<Mutation>,
     set_os_name: bool,
 ) -> Option<(Mutation, Value)> {
     let mut patched = doc.clone();
-    let mut m = Mutation::default();
+    let start = usize::from(first.is_some());
+    let mut m = first.unwrap_or_default();
     let mut applied = 0;
     let without_os;
     let policy = if set_os_name || !policy.mutation.set_os_name {
@@ -353,7 +373,7 @@ fn mutate_doc(
         without_os = p;
         &without_os
     };
-    for round in 0..=SETTLE_ROUNDS {
+    for round in start..=SETTLE_ROUNDS {
         if apply(&mut patched, &m.ops[applied..]).is_err() {
             // A generated patch that does not apply is a bug: send nothing
             // rather than something the API server would refuse.

@@ -457,7 +457,8 @@ fn patch_and_verdict(
         return;
     };
     if targeting {
-        m = patch::settle(policy, cx, mcx, &doc, w.namespace, &keep);
+        // The first round is the one just made from the view.
+        m = patch::settle_from(policy, cx, mcx, &doc, w.namespace, &keep, Some(m));
     }
     if preview && !m.is_empty() {
         let mut patched = doc.into_owned();
