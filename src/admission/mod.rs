@@ -585,12 +585,16 @@ fn decide_review(
     ephemeral: bool,
     patch: decide::PatchSource<'_>,
 ) -> Decision {
-    let groups: Vec<String> = req
-        .user_info
-        .iter()
-        .flat_map(|u| u.groups.iter().flatten())
-        .map(ToString::to_string)
-        .collect();
+    // The groups are copied only when the policy exempts some.
+    let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
+        Vec::new()
+    } else {
+        req.user_info
+            .iter()
+            .flat_map(|u| u.groups.iter().flatten())
+            .map(ToString::to_string)
+            .collect()
+    };
     let labels = |ns: &str, key: &str| adm.namespaces.as_ref()?.label(ns, key);
     let request = decide::Request {
         labels: &labels,

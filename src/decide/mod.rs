@@ -383,12 +383,16 @@ fn count(
             (old, ephemeral)
         }
     };
-    let ephemeral_key = w.spec_path.key("ephemeralContainers");
+    // Built only for the ephemeralcontainers subresource.
+    let ephemeral_key = ephemeral.then(|| w.spec_path.key("ephemeralContainers"));
     for (index, f) in decision.evaluation.findings.iter().enumerate() {
         if !preexisting.is_empty() && preexisting.contains(&(f.rule, f.field.to_string())) {
             continue;
         }
-        if ephemeral && !f.field.starts_with(&ephemeral_key) {
+        if ephemeral_key
+            .as_ref()
+            .is_some_and(|k| !f.field.starts_with(k))
+        {
             continue;
         }
         let mode = policy.mode_for(f.rule, decision.mode);
