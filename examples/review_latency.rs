@@ -4,7 +4,10 @@
 //! and through the whole axum router (routing, content-type check, body,
 //! metrics, the request log line formatted into a sink).
 //!
-//! cargo run --release --example review_latency [iterations]
+//! cargo run --release --example review_latency [iterations] [policy.yaml]
+//!
+//! `REVIEW_ONLY=<fixture>:<endpoint>` (e.g. `pod-windows-create.json:mutate`)
+//! runs that one row, for a profiler.
 
 use std::time::{Duration, Instant};
 
@@ -28,9 +31,16 @@ const FIXTURES: &[(&str, Endpoint)] = &[
     ("pod-update-30k.json", Endpoint::Validate),
 ];
 
+/// The default policy, with the file named by the second argument layered
+/// over it (e.g. benches/floor-policy.yaml, whose `setOsName: true` makes
+/// `/mutate` of a clean pod add `spec.os`).
 fn admission() -> Admission {
+    let policy = match std::env::args().nth(2) {
+        Some(path) => Policy::load(&[path.into()]).expect("the policy file"),
+        None => Policy::default_policy(),
+    };
     Admission {
-        policy: Policy::default_policy(),
+        policy,
         cluster: winadmit::cluster::Cluster::default(),
         namespaces: None,
     }
@@ -77,7 +87,14 @@ fn main() {
         .unwrap();
     println!("| fixture | endpoint | path | KiB | p50 us | p99 us | p99.9 us | max us |");
     println!("|---|---|---|---|---|---|---|---|");
+    let only = std::env::var("REVIEW_ONLY").ok();
     for (name, ep) in FIXTURES {
+        if only
+            .as_deref()
+            .is_some_and(|o| o != format!("{name}:{}", ep.as_str()))
+        {
+            continue;
+        }
         let body = std::fs::read(format!(
             "{}/tests/fixtures/admission/{name}",
             env!("CARGO_MANIFEST_DIR")

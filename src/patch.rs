@@ -429,8 +429,8 @@ fn forbids_os_fields(
     }
     // Only the API server mirror, so that fields other rules report (and
     // a policy may have turned off) are counted too.
-    let api_server = policy.with_only_rule("WIN-OS-FIELDS");
-    !crate::engine::evaluate(&api_server, &w, cx)
+    let api_server = policy.api_server_mirror();
+    !crate::engine::evaluate(api_server, &w, cx)
         .findings
         .is_empty()
 }

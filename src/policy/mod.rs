@@ -377,6 +377,26 @@ pub struct Policy {
     /// Custom resources the policy names with their pod template path
     /// (`podTemplates`); the built-in ones are in [`crate::workload::CUSTOM_RESOURCES`].
     pub pod_templates: crate::workload::PodTemplates,
+    /// [`Policy::api_server_mirror`], made on first use.
+    mirror: MirrorCache,
+}
+
+/// The policy's API-server mirror, made once: every `/mutate` that sets
+/// `spec.os` asks for it. A clone starts empty, so a policy changed after
+/// cloning never sees another's mirror.
+#[derive(Default)]
+struct MirrorCache(std::sync::OnceLock<Box<Policy>>);
+
+impl Clone for MirrorCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for MirrorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MirrorCache")
+    }
 }
 
 impl Policy {
@@ -438,6 +458,7 @@ impl Policy {
             reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
+            mirror: MirrorCache::default(),
             mutation: MutationSettings::default(),
             pod_templates: crate::workload::PodTemplates::default(),
         }
@@ -580,6 +601,17 @@ impl Policy {
         p.exemptions = Exemptions::default();
         p.selectors.clear();
         p
+    }
+
+    /// This policy with only WIN-OS-FIELDS on and no exemptions: what the
+    /// API server itself would reject on a `spec.os.name: windows` pod.
+    /// Made on first use; the policy must not change after that (policies
+    /// are read-only once loaded).
+    #[must_use]
+    pub fn api_server_mirror(&self) -> &Policy {
+        self.mirror
+            .0
+            .get_or_init(|| Box::new(self.with_only_rule("WIN-OS-FIELDS")))
     }
 
     /// The severity of rule number `index` in [`rules::ALL`] on `cluster`,
