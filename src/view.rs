@@ -163,7 +163,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for StrMap<'a> {
 /// The parts of any object winadmit reads: its type, its metadata, and every
 /// place a pod spec can live (`spec`, `spec.template`, `spec.jobTemplate`,
 /// and `template` for PodTemplate). `items` holds the members of a `List`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectView<'a> {
     #[serde(borrow)]
@@ -184,14 +184,14 @@ pub struct ObjectView<'a> {
 }
 
 /// A pod template found at a declared path.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DeclaredTemplate<'a> {
     /// Where the template is, from the object root (`spec.podTemplate`).
     pub path: crate::path::FieldPath,
     pub template: TemplateView<'a>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct MetaView<'a> {
     #[serde(borrow)]
@@ -211,7 +211,7 @@ pub struct MetaView<'a> {
 /// An OpenKruise AdvancedCronJob's `spec.template` is not a pod template
 /// but holds one of two job templates (`jobTemplate`, `broadcastJobTemplate`);
 /// they are read here too, so the parse stays single-pass.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TemplateView<'a> {
     #[serde(borrow)]
@@ -225,7 +225,7 @@ pub struct TemplateView<'a> {
 }
 
 /// `spec.jobTemplate` of a CronJob: `metadata` and a Job spec.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct JobTemplateView<'a> {
     #[serde(borrow)]
@@ -236,7 +236,7 @@ pub struct JobTemplateView<'a> {
 /// template (`template`, `jobTemplate`, KEDA ScaledJob's `jobTargetRef`, a
 /// Job spec). One struct for all keeps the parse single-pass whatever the
 /// kind; the kind decides which part is read.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SpecView<'a> {
     #[serde(borrow)]
@@ -285,7 +285,7 @@ pub struct SpecView<'a> {
 }
 
 /// Argo Rollouts' `spec.workloadRef` (an `ObjectRef`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct WorkloadRefView<'a> {
     #[serde(borrow)]
@@ -294,42 +294,42 @@ pub struct WorkloadRefView<'a> {
     pub name: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodOsView<'a> {
     #[serde(borrow)]
     pub name: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AffinityView<'a> {
     #[serde(borrow)]
     pub node_affinity: Option<NodeAffinityView<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeAffinityView<'a> {
     #[serde(borrow)]
     pub required_during_scheduling_ignored_during_execution: Option<NodeSelectorView<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSelectorView<'a> {
     #[serde(borrow)]
     pub node_selector_terms: Option<Vec<NodeSelectorTermView<'a>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSelectorTermView<'a> {
     #[serde(borrow)]
     pub match_expressions: Option<Vec<RequirementView<'a>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RequirementView<'a> {
     #[serde(borrow)]
@@ -340,7 +340,7 @@ pub struct RequirementView<'a> {
     pub values: Option<Vec<Str<'a>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TolerationView<'a> {
     #[serde(borrow)]
@@ -353,14 +353,14 @@ pub struct TolerationView<'a> {
     pub effect: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DnsConfigView<'a> {
     #[serde(borrow)]
     pub searches: Option<Vec<Str<'a>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSecurityContextView<'a> {
     pub run_as_user: Option<Present>,
@@ -382,7 +382,7 @@ pub struct PodSecurityContextView<'a> {
     pub windows_options: Option<WindowsOptionsView<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SecurityContextView<'a> {
     pub privileged: Option<bool>,
@@ -405,7 +405,7 @@ pub struct SecurityContextView<'a> {
     pub windows_options: Option<WindowsOptionsView<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct CapabilitiesView<'a> {
     #[serde(borrow)]
@@ -414,14 +414,14 @@ pub struct CapabilitiesView<'a> {
     pub drop: Option<Vec<Str<'a>>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SeccompView<'a> {
     #[serde(borrow, rename = "type")]
     pub kind: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct WindowsOptionsView<'a> {
     pub host_process: Option<bool>,
@@ -433,7 +433,7 @@ pub struct WindowsOptionsView<'a> {
     pub gmsa_credential_spec: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ContainerView<'a> {
     #[serde(borrow)]
@@ -451,7 +451,7 @@ pub struct ContainerView<'a> {
     pub termination_message_path: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeMountView<'a> {
     #[serde(borrow)]
@@ -466,7 +466,7 @@ pub struct VolumeMountView<'a> {
     pub mount_propagation: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ResourcesView<'a> {
     #[serde(borrow)]
@@ -475,7 +475,7 @@ pub struct ResourcesView<'a> {
     pub requests: Option<StrMap<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeView<'a> {
     #[serde(borrow)]
@@ -491,14 +491,14 @@ pub struct VolumeView<'a> {
     pub downward_api: Option<ModeView>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct EmptyDirView<'a> {
     #[serde(borrow)]
     pub medium: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct HostPathView<'a> {
     #[serde(borrow)]
@@ -509,7 +509,7 @@ pub struct HostPathView<'a> {
 }
 
 /// Volume sources with file modes (`secret`, `configMap`, `projected`, `downwardAPI`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ModeView {
     pub default_mode: Option<i64>,

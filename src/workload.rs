@@ -255,7 +255,7 @@ impl Kind {
 
 /// A workload as the engine sees it: its identity, its own metadata, the
 /// metadata and spec of the pods it makes, and where that spec lives.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Workload<'v, 'a> {
     pub kind: Kind,
     /// The object's own `kind` (what to show: a declared kind's name).

@@ -454,6 +454,19 @@ fn patch_and_verdict(
     }
     let spec = w.spec_path.pointer();
     let targeting = m.ops.iter().any(|op| patch::changes_targeting(op, &spec));
+    if targeting && !preview {
+        // Settled on the view when it models every operation (the
+        // webhook's fast path); the tree is the reference otherwise.
+        let on_view =
+            patch::settle_on_view(policy, cx, mcx, w, &decision.evaluation, &keep, m.clone());
+        if let Some(settled) = on_view {
+            if !settled.is_empty() {
+                decision.verdict = decision.verdict.max(Verdict::Warn);
+            }
+            decision.patch = settled;
+            return;
+        }
+    }
     let needs_tree = targeting || preview;
     let Some(doc) = needs_tree.then(|| tree.tree()).flatten() else {
         decision.verdict = decision.verdict.max(Verdict::Warn);

@@ -17,6 +17,9 @@ use crate::targeting::OS_LABEL;
 use crate::view::SpecView;
 use crate::workload::Workload;
 
+mod overlay;
+pub use overlay::settle as settle_on_view;
+
 /// What the caller knows about the request.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MutationContext<'c> {
