@@ -31,7 +31,6 @@ use crate::engine::{Context, Evaluation};
 use crate::finding::{FixKind, Severity};
 use crate::patch;
 use crate::policy::{Mode, Policy};
-use crate::rules;
 use crate::workload::{Kind, Workload};
 
 /// `admission.k8s.io/v1`.
@@ -223,10 +222,8 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
         }
     }
     for why in &m.explanations {
-        for rule in rules::ALL {
-            if crate::decide::messages::names_rule(why, rule.info.id) {
-                add(rule.info.id);
-            }
+        for id in crate::decide::messages::rules_named(why) {
+            add(id);
         }
     }
     ids
@@ -766,7 +763,7 @@ mod tests {
         let rules = out.summary.rule_ids();
         assert!(!rules.is_empty(), "rules= must not be empty");
         for id in rules.split(',') {
-            assert!(rules::find(id).is_some(), "{id} is a rule id");
+            assert!(crate::rules::find(id).is_some(), "{id} is a rule id");
         }
     }
 

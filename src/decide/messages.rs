@@ -59,10 +59,8 @@ pub(crate) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
 /// without a rule (node selection, tolerations) are short already.
 pub(crate) fn mutation_warning(why: String) -> String {
     let rule_and_field = why.strip_suffix(')').and_then(|rest| {
-        rules::ALL.iter().find_map(|rule| {
-            let (at, end) = rule_marker(rest, rule.info.id)?;
-            Some((rule, &rest[..at], &rest[end..]))
-        })
+        let (rule, at, end) = rule_marker(rest)?;
+        Some((rule, &rest[..at], &rest[end..]))
     });
     let Some((rule, what, field)) = rule_and_field else {
         return truncate(why);
@@ -80,19 +78,37 @@ pub(crate) fn mutation_warning(why: String) -> String {
     )
 }
 
-/// Where the last ` (ID: ` marker of rule `id` in `s` starts and ends;
-/// found without building the marker (this runs for every rule).
-pub(crate) fn rule_marker(s: &str, id: &str) -> Option<(usize, usize)> {
-    s.rmatch_indices(id).find_map(|(i, _)| {
-        let end = i + id.len();
-        (s[..i].ends_with(" (") && s[end..].starts_with(": ")).then(|| (i - 2, end + 2))
+/// The `(ID: ` markers of rules in `s`: each rule's index in
+/// [`rules::ALL`] and where its id starts, in the order they appear. One
+/// pass over `s`, whatever the number of rules.
+fn markers(s: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    s.match_indices('(').filter_map(move |(open, _)| {
+        let start = open + 1;
+        let id = &s[start..start + s[start..].find(':')?];
+        let index = rules::ALL.iter().position(|r| r.info.id == id)?;
+        s[start + id.len()..]
+            .starts_with(": ")
+            .then_some((index, start))
     })
 }
 
-/// Whether `s` holds `(ID: ` for rule `id`, without building it.
-pub(crate) fn names_rule(s: &str, id: &str) -> bool {
-    s.match_indices(id)
-        .any(|(i, _)| s[..i].ends_with('(') && s[i + id.len()..].starts_with(": "))
+/// The marker ` (ID: ` of the first rule in [`rules::ALL`] that `s` names
+/// that way (its last such marker): the rule, and where the marker starts
+/// and ends.
+pub(crate) fn rule_marker(s: &str) -> Option<(&'static rules::Rule, usize, usize)> {
+    let (index, start) = markers(s)
+        .filter(|(_, start)| s[..start - 1].ends_with(' '))
+        .min_by_key(|(index, start)| (*index, std::cmp::Reverse(*start)))?;
+    let rule = rules::ALL[index];
+    Some((rule, start - 2, start + rule.info.id.len() + 2))
+}
+
+/// The rules `s` names with `(ID: `, in [`rules::ALL`]'s order.
+pub(crate) fn rules_named(s: &str) -> Vec<&'static str> {
+    let mut indices: Vec<usize> = markers(s).map(|(index, _)| index).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    indices.into_iter().map(|i| rules::ALL[i].info.id).collect()
 }
 
 /// At most `max` characters of `s`, ending at a word boundary, with `…`.
@@ -203,24 +219,32 @@ mod tests {
         let cases = [
             "winadmit: remove x (WIN-SECCOMP: spec.containers[0])",
             "winadmit: a (WIN-SECCOMP: b) then (WIN-SECCOMP: c)",
+            "winadmit: a (WIN-OS-FIELDS: b) then (WIN-SECCOMP: c)",
+            "winadmit: a (WIN-SECCOMP: b) then (WIN-OS-FIELDS: c)",
             "no marker WIN-SECCOMP here",
             "(WIN-SECCOMP: at the start",
             "winadmit: x (WIN-SECCOMPX: y)",
+            "winadmit: x (SECCOMP: y)",
             "winadmit: x (WIN-SECCOMP:y)",
             "winadmit: x(WIN-SECCOMP: y)",
+            "winadmit: x (not a rule: y) (",
             "",
         ];
         for s in cases {
-            for id in ["WIN-SECCOMP", "SECCOMP", "WIN-OS-FIELDS"] {
-                let marker = format!(" ({id}: ");
-                let want = s.rfind(&marker).map(|at| (at, at + marker.len()));
-                assert_eq!(rule_marker(s, id), want, "{s:?} {id}");
-                assert_eq!(
-                    names_rule(s, id),
-                    s.contains(&format!("({id}: ")),
-                    "{s:?} {id}"
-                );
-            }
+            // What formatting each rule's marker and searching for it gives.
+            let want = rules::ALL.iter().find_map(|rule| {
+                let marker = format!(" ({}: ", rule.info.id);
+                s.rfind(&marker)
+                    .map(|at| (rule.info.id, at, at + marker.len()))
+            });
+            let got = rule_marker(s).map(|(rule, at, end)| (rule.info.id, at, end));
+            assert_eq!(got, want, "{s:?}");
+            let named: Vec<&str> = rules::ALL
+                .iter()
+                .map(|r| r.info.id)
+                .filter(|id| s.contains(&format!("({id}: ")))
+                .collect();
+            assert_eq!(rules_named(s), named, "{s:?}");
         }
     }
 }

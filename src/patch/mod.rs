@@ -367,14 +367,10 @@ fn mutate_doc(
     let start = usize::from(first.is_some());
     let mut m = first.unwrap_or_default();
     let mut applied = 0;
-    let without_os;
-    let policy = if set_os_name || !policy.mutation.set_os_name {
+    let policy = if set_os_name {
         policy
     } else {
-        let mut p = policy.clone();
-        p.mutation.set_os_name = false;
-        without_os = p;
-        &without_os
+        policy.without_os_name()
     };
     for round in start..=SETTLE_ROUNDS {
         if apply(&mut patched, &m.ops[applied..]).is_err() {

@@ -232,14 +232,13 @@ pub fn settle(
     }
     // Setting spec.os would get the object refused: the mutation again,
     // without it.
-    let mut policy = policy.clone();
-    policy.mutation.set_os_name = false;
-    let mut first = mutation(&policy, w, eval, mcx);
+    let policy = policy.without_os_name();
+    let mut first = mutation(policy, w, eval, mcx);
     first.retain(keep);
     if first.is_empty() {
         return Some(first);
     }
-    rounds(&policy, cx, mcx, w, keep, first).map(|(m, _)| m)
+    rounds(policy, cx, mcx, w, keep, first).map(|(m, _)| m)
 }
 
 /// The settling rounds of [`super::settle_from`]: the settled mutation and

@@ -377,25 +377,29 @@ pub struct Policy {
     /// Custom resources the policy names with their pod template path
     /// (`podTemplates`); the built-in ones are in [`crate::workload::CUSTOM_RESOURCES`].
     pub pod_templates: crate::workload::PodTemplates,
-    /// [`Policy::api_server_mirror`], made on first use.
-    mirror: MirrorCache,
+    /// [`Policy::api_server_mirror`] and [`Policy::without_os_name`],
+    /// made on first use.
+    derived: Derived,
 }
 
-/// The policy's API-server mirror, made once: every `/mutate` that sets
-/// `spec.os` asks for it. A clone starts empty, so a policy changed after
-/// cloning never sees another's mirror.
+/// Policies derived from a policy, made once: every `/mutate` that sets
+/// `spec.os` asks for them. A clone starts empty, so a policy changed
+/// after cloning never sees another's.
 #[derive(Default)]
-struct MirrorCache(std::sync::OnceLock<Box<Policy>>);
+struct Derived {
+    mirror: std::sync::OnceLock<Box<Policy>>,
+    without_os_name: std::sync::OnceLock<Box<Policy>>,
+}
 
-impl Clone for MirrorCache {
+impl Clone for Derived {
     fn clone(&self) -> Self {
         Self::default()
     }
 }
 
-impl std::fmt::Debug for MirrorCache {
+impl std::fmt::Debug for Derived {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MirrorCache")
+        f.write_str("Derived")
     }
 }
 
@@ -458,7 +462,7 @@ impl Policy {
             reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
-            mirror: MirrorCache::default(),
+            derived: Derived::default(),
             mutation: MutationSettings::default(),
             pod_templates: crate::workload::PodTemplates::default(),
         }
@@ -609,9 +613,21 @@ impl Policy {
     /// are read-only once loaded).
     #[must_use]
     pub fn api_server_mirror(&self) -> &Policy {
-        self.mirror
-            .0
+        self.derived
+            .mirror
             .get_or_init(|| Box::new(self.with_only_rule("WIN-OS-FIELDS")))
+    }
+
+    /// This policy with `mutation.setOsName` off: the mutation made again
+    /// when setting `spec.os` would get the object refused. Made on first
+    /// use, like [`Policy::api_server_mirror`].
+    #[must_use]
+    pub fn without_os_name(&self) -> &Policy {
+        self.derived.without_os_name.get_or_init(|| {
+            let mut p = self.clone();
+            p.mutation.set_os_name = false;
+            Box::new(p)
+        })
     }
 
     /// The severity of rule number `index` in [`rules::ALL`] on `cluster`,
