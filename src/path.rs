@@ -5,13 +5,14 @@
 //! Pointer for machines (`/spec/containers/0/securityContext/privileged`),
 //! which is what JSON Patch fixes and source-position lookups use.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// One step from a parent node to a child.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Segment {
-    /// A struct field: `.name`.
-    Key(Box<str>),
+    /// A struct field: `.name` (field names are mostly literals: borrowed).
+    Key(Cow<'static, str>),
     /// A map entry (labels, annotations, nodeSelector, resource lists):
     /// `[key]`, as the API server writes map keys.
     MapKey(Box<str>),
@@ -30,15 +31,27 @@ impl FieldPath {
 
     /// Builds a path from dotted keys, e.g. `FieldPath::keys(&["spec", "template"])`.
     #[must_use]
-    pub fn keys(keys: &[&str]) -> Self {
-        Self(keys.iter().map(|k| Segment::Key((*k).into())).collect())
+    pub fn keys(keys: &[&'static str]) -> Self {
+        Self(
+            keys.iter()
+                .map(|k| Segment::Key(Cow::Borrowed(k)))
+                .collect(),
+        )
     }
 
+    /// This path followed by field `key` (a literal, or an owned name).
     #[must_use]
-    pub fn key(&self, key: &str) -> Self {
-        let mut next = self.clone();
+    pub fn key(&self, key: impl Into<Cow<'static, str>>) -> Self {
+        let mut next = Self(Vec::with_capacity(self.0.len() + 1));
+        next.0.extend(self.0.iter().cloned());
         next.0.push(Segment::Key(key.into()));
         next
+    }
+
+    /// This path followed by the field names `keys`, in place.
+    pub fn push_keys(&mut self, keys: &[&'static str]) {
+        self.0
+            .extend(keys.iter().map(|k| Segment::Key(Cow::Borrowed(k))));
     }
 
     /// A map entry, rendered `[key]`.
@@ -81,7 +94,8 @@ impl FieldPath {
         for seg in &self.0 {
             out.push('/');
             match seg {
-                Segment::Key(k) | Segment::MapKey(k) => out.push_str(&escape_pointer(k)),
+                Segment::Key(k) => out.push_str(&escape_pointer(k)),
+                Segment::MapKey(k) => out.push_str(&escape_pointer(k)),
                 Segment::Index(i) => out.push_str(&i.to_string()),
             }
         }
@@ -93,7 +107,8 @@ impl From<&FieldPath> for json_patch::jsonptr::PointerBuf {
     /// The path as an RFC 6901 pointer (the crate escapes each token).
     fn from(path: &FieldPath) -> Self {
         Self::from_tokens(path.segments().iter().map(|seg| match seg {
-            Segment::Key(k) | Segment::MapKey(k) => json_patch::jsonptr::Token::new(&**k),
+            Segment::Key(k) => json_patch::jsonptr::Token::new(&**k),
+            Segment::MapKey(k) => json_patch::jsonptr::Token::new(&**k),
             Segment::Index(i) => json_patch::jsonptr::Token::new(i.to_string()),
         }))
     }

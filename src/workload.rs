@@ -500,7 +500,9 @@ impl PodTemplates {
                     kind: e.kind,
                 });
             }
-            let path = FieldPath::keys(&keys);
+            let path = keys
+                .iter()
+                .fold(FieldPath::root(), |p, k| p.key((*k).to_owned()));
             declared.push((e, path));
         }
         Ok(Self { declared })

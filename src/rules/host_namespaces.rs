@@ -75,7 +75,7 @@ pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
     },
 };
 
-fn flag(cx: &Cx<'_, '_, '_>, out: &mut Sink, value: Option<bool>, key: &str) {
+fn flag(cx: &Cx<'_, '_, '_>, out: &mut Sink, value: Option<bool>, key: &'static str) {
     if value == Some(true) {
         out.report(
             cx.spec_field(&[key]),

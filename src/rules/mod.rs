@@ -7,8 +7,6 @@
 //! Kubernetes versions in which it applies. `winadmit explain`, `winadmit
 //! rules` and `docs/rules.md` are rendered from these fields.
 
-use std::collections::HashMap;
-
 use crate::cluster::Cluster;
 use crate::finding::{Finding, Fix, FixKind, Severity};
 use crate::path::FieldPath;
@@ -166,8 +164,8 @@ pub struct Rule {
     pub check: fn(&Cx<'_, '_, '_>, &mut Sink),
 }
 
-/// Every rule, in evaluation order. The API server mirror runs last so it
-/// can skip fields a more specific rule already reported.
+/// Every rule, in evaluation order. The API server mirror runs last (it
+/// reports a field whatever other rule reports it too).
 pub static ALL: &[&Rule] = &[
     &affinity_conflict::RULE,
     &os_spec::RULE,
@@ -308,21 +306,17 @@ pub struct Cx<'e, 'v, 'a> {
 impl<'v, 'a> Cx<'_, 'v, 'a> {
     /// Path of a pod-spec field, e.g. `cx.spec_field(&["hostPID"])`.
     #[must_use]
-    pub fn spec_field(&self, keys: &[&str]) -> FieldPath {
+    pub fn spec_field(&self, keys: &[&'static str]) -> FieldPath {
         let mut p = self.workload.spec_path.clone();
-        for k in keys {
-            p = p.key(k);
-        }
+        p.push_keys(keys);
         p
     }
 
     /// Path of a container field, e.g. `securityContext.privileged` of `c`.
     #[must_use]
-    pub fn container_field(&self, c: &ContainerRef<'_, '_>, keys: &[&str]) -> FieldPath {
+    pub fn container_field(&self, c: &ContainerRef<'_, '_>, keys: &[&'static str]) -> FieldPath {
         let mut p = self.workload.spec_path.key(c.list.key()).index(c.index);
-        for k in keys {
-            p = p.key(k);
-        }
+        p.push_keys(keys);
         p
     }
 
@@ -366,9 +360,6 @@ pub struct Sink {
     pub(crate) rule: &'static str,
     pub(crate) severity: Severity,
     pub(crate) findings: Vec<Finding>,
-    /// How many findings each field has, so [`Sink::has_field`] is a hash
-    /// lookup: a scan made evaluation quadratic in the number of containers.
-    fields: HashMap<FieldPath, usize>,
 }
 
 impl Sink {
@@ -378,20 +369,12 @@ impl Sink {
             rule: "",
             severity: Severity::Error,
             findings: Vec::new(),
-            fields: HashMap::new(),
         }
     }
 
     /// Drops the findings after the first `len` (a rule the workload opted out of).
     pub(crate) fn truncate(&mut self, len: usize) {
-        for f in self.findings.drain(len.min(self.findings.len())..) {
-            if let Some(n) = self.fields.get_mut(&f.field) {
-                *n -= 1;
-                if *n == 0 {
-                    self.fields.remove(&f.field);
-                }
-            }
-        }
+        self.findings.truncate(len);
     }
 
     /// The findings reported so far.
@@ -436,7 +419,6 @@ impl Sink {
     }
 
     fn push(&mut self, field: FieldPath, message: String, fix: Option<Fix>) {
-        *self.fields.entry(field.clone()).or_insert(0) += 1;
         self.findings.push(Finding {
             rule: self.rule,
             severity: self.severity,
@@ -444,12 +426,6 @@ impl Sink {
             message,
             fix,
         });
-    }
-
-    /// Was this exact field already reported (by any rule so far)?
-    #[must_use]
-    pub fn has_field(&self, field: &FieldPath) -> bool {
-        self.fields.contains_key(field)
     }
 }
 
@@ -526,7 +502,7 @@ impl From<bool> for Hit {
 pub(crate) fn security_field(
     cx: &Cx<'_, '_, '_>,
     out: &mut Sink,
-    key: &str,
+    key: &'static str,
     message: &str,
     pod: Option<&dyn Fn(&crate::view::PodSecurityContextView<'_>) -> Hit>,
     container: Option<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
