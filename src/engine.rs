@@ -142,6 +142,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         params: &policy.params,
         runtime_class: runtime_class.as_ref(),
         hyperv,
+        images: rules::Images::default(),
     };
     let mut sink = Sink::new();
     let mut skipped = Vec::new();

@@ -22,8 +22,9 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    let is_windows = |image: &str| {
-        cx.params.is_windows_image(image) || crate::windows_builds::image_build(image).is_some()
+    let is_windows = |image| {
+        let facts = cx.image(image);
+        facts.windows || facts.build.is_some()
     };
     let Some(windows) = cx
         .containers()
@@ -36,7 +37,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         let Some(image) = c.container.image.as_deref() else {
             continue;
         };
-        if cx.params.is_linux_image(image) {
+        if cx.image(image).linux {
             out.report(
                 cx.container_field(&c, &["image"]),
                 format!(

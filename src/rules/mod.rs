@@ -301,9 +301,43 @@ pub struct Cx<'e, 'v, 'a> {
     /// names in `hypervRuntimeClasses`, or its handler is in
     /// `hypervRuntimeHandlers`. Its Windows build need not match the node's.
     pub hyperv: bool,
+    /// What the rules ask of each image, worked out once per evaluation.
+    pub images: Images<'v>,
 }
 
+/// What the rules ask of an image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// A Windows image by the policy's patterns (`params.windowsImages`).
+    pub windows: bool,
+    /// The Windows build its name or tag says.
+    pub build: Option<crate::windows_builds::Build>,
+    /// Known to run only on Linux ([`params::RuleParams::is_linux_image`]).
+    pub linux: bool,
+}
+
+/// [`ImageFacts`] of the images of one evaluation, each worked out on
+/// first use: several rules ask about every container's image.
+#[derive(Debug, Default)]
+pub struct Images<'v>(std::cell::RefCell<Vec<(&'v str, ImageFacts)>>);
+
 impl<'v, 'a> Cx<'_, 'v, 'a> {
+    /// The facts of `image` (memoized for this evaluation).
+    pub fn image(&self, image: &'v str) -> ImageFacts {
+        if let Some((_, facts)) = self.images.0.borrow().iter().find(|(i, _)| *i == image) {
+            return *facts;
+        }
+        let windows = self.params.is_windows_image(image);
+        let build = crate::windows_builds::image_build(image);
+        let facts = ImageFacts {
+            windows,
+            build,
+            linux: !windows && build.is_none() && self.params.linux_by_name(image),
+        };
+        self.images.0.borrow_mut().push((image, facts));
+        facts
+    }
+
     /// Path of a pod-spec field, e.g. `cx.spec_field(&["hostPID"])`.
     #[must_use]
     pub fn spec_field(&self, keys: &[&'static str]) -> FieldPath {

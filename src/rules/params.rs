@@ -44,9 +44,16 @@ impl RuleParams {
     /// never Linux.
     #[must_use]
     pub fn is_linux_image(&self, image: &str) -> bool {
-        if self.is_windows_image(image) || crate::windows_builds::image_build(image).is_some() {
-            return false;
-        }
+        !self.is_windows_image(image)
+            && crate::windows_builds::image_build(image).is_none()
+            && self.linux_by_name(image)
+    }
+
+    /// The rest of [`RuleParams::is_linux_image`], for an image already
+    /// known to be neither a Windows image by the patterns nor one with a
+    /// known Windows build.
+    #[must_use]
+    pub fn linux_by_name(&self, image: &str) -> bool {
         let lower = lowercase(image);
         let (repository, tag) = crate::windows_builds::split_image(&lower);
         let words = || tag.into_iter().flat_map(|t| t.split(['-', '_']));

@@ -31,7 +31,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         let Some(image) = c.container.image.as_deref() else {
             continue;
         };
-        if !cx.params.is_windows_image(image) {
+        if !cx.image(image).windows {
             continue;
         }
         let path = cx.container_field(&c, &["image"]);

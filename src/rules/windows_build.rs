@@ -109,12 +109,12 @@ fn check_no_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 /// Each container with an image whose build is known, with that build.
-pub fn image_builds<'v, 'a>(
-    cx: &Cx<'_, 'v, 'a>,
-) -> impl Iterator<Item = (ContainerRef<'v, 'a>, &'v str, Build)> + use<'v, 'a> {
+pub fn image_builds<'c, 'v, 'a>(
+    cx: &'c Cx<'_, 'v, 'a>,
+) -> impl Iterator<Item = (ContainerRef<'v, 'a>, &'v str, Build)> + use<'c, 'v, 'a> {
     cx.containers().filter_map(|c| {
         let image: &'v str = c.container.image.as_deref()?;
-        windows_builds::image_build(image).map(|b| (c, image, b))
+        cx.image(image).build.map(|b| (c, image, b))
     })
 }
 
