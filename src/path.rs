@@ -78,14 +78,26 @@ impl FieldPath {
     #[must_use]
     pub fn pointer(&self) -> String {
         let mut out = String::new();
+        self.push_pointer(&mut out);
+        out
+    }
+
+    /// Appends [`pointer`](Self::pointer) to `out`, without a string per
+    /// segment.
+    pub fn push_pointer(&self, out: &mut String) {
         for seg in &self.0 {
             out.push('/');
             match seg {
-                Segment::Key(k) | Segment::MapKey(k) => out.push_str(&escape_pointer(k)),
-                Segment::Index(i) => out.push_str(&i.to_string()),
+                Segment::Key(k) | Segment::MapKey(k) if k.contains(['~', '/']) => {
+                    out.push_str(&escape_pointer(k));
+                }
+                Segment::Key(k) | Segment::MapKey(k) => out.push_str(k),
+                Segment::Index(i) => {
+                    use std::fmt::Write as _;
+                    let _ = write!(out, "{i}");
+                }
             }
         }
-        out
     }
 }
 

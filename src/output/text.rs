@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::LintReport;
+use super::{LintReport, Report};
 use crate::finding::Severity;
 
 /// Renders the report; `color` adds ANSI colours (for terminals).
@@ -18,7 +18,7 @@ pub fn render(report: &LintReport, color: bool) -> String {
 ///
 /// # Errors
 /// Writing to `out` failed.
-pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Result<()> {
+pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let paint = |code: &str, s: &str| {
         if color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -27,12 +27,12 @@ pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Resul
         }
     };
     let problems = report
-        .input_errors
+        .input_errors()
         .iter()
         .map(|p| (p, paint("1;31", "input error")))
         .chain(
             report
-                .input_warnings
+                .input_warnings()
                 .iter()
                 .map(|p| (p, paint("1;33", "input warning"))),
         );
@@ -44,34 +44,34 @@ pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Resul
         };
         writeln!(out, "{}{at}: {label}: {}", p.file, p.message)?;
     }
-    for n in &report.notes {
+    for n in report.notes() {
         let at = match (n.line, n.column) {
             (Some(l), Some(c)) => format!(":{l}:{c}"),
             _ => String::new(),
         };
         writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
     }
-    for f in &report.findings {
-        let label = match f.severity {
-            Severity::Error => paint("1;31", &format!("error[{}]", f.rule)),
-            Severity::Warning => paint("1;33", &format!("warning[{}]", f.rule)),
-            Severity::Info => paint("1;36", &format!("info[{}]", f.rule)),
+    // Written piece by piece: no string per finding.
+    for f in report.findings() {
+        let (word, code) = match f.severity {
+            Severity::Error => ("error", "1;31"),
+            Severity::Warning => ("warning", "1;33"),
+            Severity::Info => ("info", "1;36"),
         };
-        writeln!(
-            out,
-            "{}:{}:{}: {label} {}: {}",
-            f.file, f.line, f.column, f.field, f.message
-        )?;
-        let ns = f
-            .namespace
-            .as_deref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default();
-        writeln!(out, "  = object: {} {ns}{}", f.kind, f.name)?;
-        writeln!(out, "  = fix: {}", f.fix)?;
-        writeln!(out, "  = see: {}", f.doc_url)?;
+        write!(out, "{}:{}:{}: ", f.file, f.line, f.column)?;
+        if color {
+            write!(out, "\x1b[{code}m{word}[{}]\x1b[0m", f.rule)?;
+        } else {
+            write!(out, "{word}[{}]", f.rule)?;
+        }
+        writeln!(out, " {}: {}", f.field, f.message)?;
+        match f.namespace {
+            Some(ns) => writeln!(out, "  = object: {} {ns}/{}", f.kind, f.name)?,
+            None => writeln!(out, "  = object: {} {}", f.kind, f.name)?,
+        }
+        writeln!(out, "  = fix: {}\n  = see: {}", f.fix, f.doc_url)?;
     }
-    let s = &report.summary;
+    let s = report.summary();
     writeln!(
         out,
         "{} error(s), {} warning(s){} in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
