@@ -88,7 +88,9 @@ impl FieldPath {
         for seg in &self.0 {
             out.push('/');
             match seg {
-                Segment::Key(k) | Segment::MapKey(k) if k.contains(['~', '/']) => {
+                Segment::Key(k) | Segment::MapKey(k)
+                    if k.bytes().any(|b| b == b'~' || b == b'/') =>
+                {
                     out.push_str(&escape_pointer(k));
                 }
                 Segment::Key(k) | Segment::MapKey(k) => out.push_str(k),
@@ -128,13 +130,22 @@ pub fn escape_pointer(token: &str) -> String {
 /// `metadata.annotations[kubernetes.io/os]`).
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Piece by piece: `write!` per segment was most of the cost.
+        let bracket = |f: &mut fmt::Formatter<'_>, k: &str| {
+            f.write_str("[")?;
+            f.write_str(k)?;
+            f.write_str("]")
+        };
         for (i, seg) in self.0.iter().enumerate() {
             match seg {
                 Segment::Index(n) => write!(f, "[{n}]")?,
-                Segment::MapKey(k) => write!(f, "[{k}]")?,
-                Segment::Key(k) if k.contains(['.', '/']) => write!(f, "[{k}]")?,
+                Segment::MapKey(k) => bracket(f, k)?,
+                Segment::Key(k) if k.bytes().any(|b| b == b'.' || b == b'/') => bracket(f, k)?,
                 Segment::Key(k) if i == 0 => f.write_str(k)?,
-                Segment::Key(k) => write!(f, ".{k}")?,
+                Segment::Key(k) => {
+                    f.write_str(".")?;
+                    f.write_str(k)?;
+                }
             }
         }
         Ok(())

@@ -156,6 +156,8 @@ pub struct CompactReport {
     /// Whether findings keep their patches (only JSON shows them).
     pub keep_patches: bool,
     pub strings: Strings,
+    /// Rules seen, for [`CompactReport::record`].
+    rules: Vec<&'static RuleInfo>,
 }
 
 impl CompactReport {
@@ -193,9 +195,7 @@ impl CompactReport {
     /// If the finding names a rule outside the catalogue (a bug: findings
     /// only come from catalogued rules).
     pub fn record(&mut self, object: &Arc<Object>, f: crate::finding::Finding) -> Record {
-        let rule = &crate::rules::find(f.rule)
-            .expect("findings name catalogued rules")
-            .info;
+        let rule = self.rule(f.rule);
         Record {
             object: Arc::clone(object),
             field: self.strings.display(&f.field),
@@ -209,6 +209,24 @@ impl CompactReport {
             column: 0,
             severity: f.severity,
         }
+    }
+
+    /// A rule's documentation, by its id: looked up among the few rules
+    /// this report has named so far (usually the same string, compared by
+    /// address) before the whole catalogue.
+    fn rule(&mut self, id: &'static str) -> &'static RuleInfo {
+        if let Some(info) = self
+            .rules
+            .iter()
+            .find(|r| std::ptr::eq(r.id, id) || r.id == id)
+        {
+            return info;
+        }
+        let info = &crate::rules::find(id)
+            .expect("findings name catalogued rules")
+            .info;
+        self.rules.push(info);
+        info
     }
 
     /// Records that `object` was checked.
@@ -250,6 +268,7 @@ impl CompactReport {
             summary,
             keep_patches: _,
             strings: _,
+            rules: _,
         } = other;
         super::append(&mut self.findings, findings);
         super::append(&mut self.checked, checked);

@@ -51,25 +51,45 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         };
         writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
     }
-    // Written piece by piece: no string per finding.
+    // Each finding's four lines are put together in one buffer, kept for
+    // the next, and written at once: no formatting machinery per piece.
+    let mut buf = String::new();
     for f in report.findings() {
         let (word, code) = match f.severity {
             Severity::Error => ("error", "1;31"),
             Severity::Warning => ("warning", "1;33"),
             Severity::Info => ("info", "1;36"),
         };
-        write!(out, "{}:{}:{}: ", f.file, f.line, f.column)?;
+        buf.clear();
+        buf.push_str(f.file);
+        buf.push(':');
+        push_number(&mut buf, f.line);
+        buf.push(':');
+        push_number(&mut buf, f.column);
+        buf.push_str(": ");
         if color {
-            write!(out, "\x1b[{code}m{word}[{}]\x1b[0m", f.rule)?;
-        } else {
-            write!(out, "{word}[{}]", f.rule)?;
+            buf.push_str("\x1b[");
+            buf.push_str(code);
+            buf.push('m');
         }
-        writeln!(out, " {}: {}", f.field, f.message)?;
-        match f.namespace {
-            Some(ns) => writeln!(out, "  = object: {} {ns}/{}", f.kind, f.name)?,
-            None => writeln!(out, "  = object: {} {}", f.kind, f.name)?,
+        buf.push_str(word);
+        buf.push('[');
+        buf.push_str(f.rule);
+        buf.push(']');
+        if color {
+            buf.push_str("\x1b[0m");
         }
-        writeln!(out, "  = fix: {}\n  = see: {}", f.fix, f.doc_url)?;
+        for piece in [" ", f.field, ": ", f.message, "\n  = object: ", f.kind, " "] {
+            buf.push_str(piece);
+        }
+        if let Some(ns) = f.namespace {
+            buf.push_str(ns);
+            buf.push('/');
+        }
+        for piece in [f.name, "\n  = fix: ", f.fix, "\n  = see: ", f.doc_url, "\n"] {
+            buf.push_str(piece);
+        }
+        out.write_all(buf.as_bytes())?;
     }
     let s = report.summary();
     writeln!(
@@ -94,4 +114,37 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         }
     )?;
     Ok(())
+}
+
+/// Appends `n` in decimal.
+fn push_number(buf: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[at..] {
+        buf.push(char::from(*d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_number;
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut buf = String::new();
+        for n in [0, 7, 10, 1_234_567_890, u64::MAX] {
+            buf.clear();
+            push_number(&mut buf, n);
+            assert_eq!(buf, n.to_string());
+        }
+    }
 }
