@@ -94,10 +94,7 @@ impl FieldPath {
                     out.push_str(&escape_pointer(k));
                 }
                 Segment::Key(k) | Segment::MapKey(k) => out.push_str(k),
-                Segment::Index(i) => {
-                    use std::fmt::Write as _;
-                    let _ = write!(out, "{i}");
-                }
+                Segment::Index(i) => push_index(out, *i),
             }
         }
     }
@@ -117,6 +114,21 @@ impl From<FieldPath> for json_patch::jsonptr::PointerBuf {
     fn from(path: FieldPath) -> Self {
         Self::from(&path)
     }
+}
+
+/// Appends `i` in decimal (no formatting machinery: a pointer per finding).
+fn push_index(out: &mut String, mut i: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
 }
 
 /// Escapes one JSON Pointer reference token (`kubernetes.io/os` -> `kubernetes.io~1os`).
@@ -173,6 +185,11 @@ mod tests {
             "spec.containers[0].securityContext.privileged"
         );
         assert_eq!(p.pointer(), "/spec/containers/0/securityContext/privileged");
+        let p = FieldPath::keys(&["spec", "volumes"])
+            .index(120)
+            .key("a.b/c~d");
+        assert_eq!(p.to_string(), "spec.volumes[120][a.b/c~d]");
+        assert_eq!(p.pointer(), "/spec/volumes/120/a.b~1c~0d");
     }
 
     #[test]

@@ -112,16 +112,36 @@ pub struct Strings {
     patches: HashMap<String, Arc<Vec<PatchOperation>>>,
     /// Where [`Strings::display`] writes.
     scratch: String,
+    /// The texts last looked up (at most [`RECENT`]), and which to replace next.
+    recent: Vec<Shared>,
+    next_recent: usize,
 }
+
+/// How many recent texts [`Strings::get`] compares before hashing.
+const RECENT: usize = 16;
 
 impl Strings {
     /// The shared copy of `s`.
     pub fn get(&mut self, s: &str) -> Shared {
-        if let Some(k) = self.texts.get(s) {
-            return Arc::clone(&k.0);
+        // The texts of one object's findings come round again with the
+        // next object's: compared with the last few before hashing.
+        if let Some(a) = self.recent.iter().find(|a| a.as_str() == s) {
+            return Arc::clone(a);
         }
-        let a = Arc::new(s.to_owned());
-        self.texts.insert(Key(Arc::clone(&a)));
+        let a = match self.texts.get(s) {
+            Some(k) => Arc::clone(&k.0),
+            None => {
+                let a = Arc::new(s.to_owned());
+                self.texts.insert(Key(Arc::clone(&a)));
+                a
+            }
+        };
+        if self.recent.len() < RECENT {
+            self.recent.push(Arc::clone(&a));
+        } else {
+            self.recent[self.next_recent] = Arc::clone(&a);
+            self.next_recent = (self.next_recent + 1) % RECENT;
+        }
         a
     }
 
