@@ -4,9 +4,9 @@
 //!
 //! A finding's object (file, document, kind, name), field path, message
 //! and patch are shared ([`Strings`] keeps one copy of each distinct text
-//! per part of the input): a file of 24,400 manifests has 52,000 findings
-//! but a few distinct messages and field paths (the real corpus: 2,793
-//! findings, 87 messages, 31 fields). A record is 56 bytes; a
+//! per part of the input): a generated file of 24,400 manifests has
+//! 51,850 findings but 7 distinct messages and 9 field paths (the real
+//! corpus: 2,793 findings, 87 messages, 31 fields). A record is 56 bytes; a
 //! [`LintFinding`] with its eight strings and patch was about 1 KB.
 //! The renderers read either form through [`Report`];
 //! [`CompactReport::into_report`] gives the [`LintReport`] of the library
@@ -406,5 +406,50 @@ impl Report for CompactReport {
 
     fn summary(&self) -> &LintSummary {
         &self.summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_are_shared_beyond_the_recent_ones() {
+        let mut strings = Strings::default();
+        let first = strings.get("spec.hostNetwork");
+        for i in 0..RECENT * 2 {
+            strings.get(&format!("message {i}"));
+        }
+        let again = strings.get("spec.hostNetwork");
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(Arc::ptr_eq(
+            &strings.get("message 3"),
+            &strings.get("message 3")
+        ));
+        assert!(Arc::ptr_eq(
+            &strings.display(&"message 3"),
+            &strings.get("message 3")
+        ));
+    }
+
+    #[test]
+    fn rollback_takes_out_what_was_added() {
+        let mut report = CompactReport::new(false);
+        report.summary.files = 1;
+        let mark = report.mark();
+        let file = report.strings.get("a.yaml");
+        let id = ObjectId {
+            api_version: "v1",
+            kind: "Pod",
+            namespace: None,
+            name: "p",
+        };
+        let object = report.object(&file, 0, id);
+        report.add_checked(&object);
+        report.summary.objects += 1;
+        report.rollback(&mark);
+        assert!(report.checked.is_empty());
+        assert_eq!(report.summary.objects, 0);
+        assert_eq!(report.summary.files, 1);
     }
 }
