@@ -4,7 +4,13 @@
 findings), into DIR. Usage: benches/lint_corpus.py DIR [FILES] [PER]
 
 Then: time target/release/winadmit lint DIR > /dev/null
-(WINADMIT_LINT_THREADS=1 for one core)."""
+(WINADMIT_LINT_THREADS=1 for one core).
+
+The one-file memory benchmark (docs/BENCHMARKS.md) uses one 10 MB file:
+benches/lint_corpus.py /tmp/lint10 1 24400
+(/tmp/lint10/m0000.yaml, 10,006,991 bytes, 24,400 manifests, 51,850
+findings), then for each FORMAT in text json sarif junit:
+/usr/bin/time -f '%e s %U user %M KB' target/release/winadmit lint --format FORMAT /tmp/lint10 > /dev/null"""
 import os
 import sys
 

@@ -3,10 +3,13 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
+use std::sync::Arc;
+
 use crate::cluster::KnownCluster;
 use crate::decide;
 use crate::engine::Context;
-use crate::output::{Checked, InputProblem, LintFinding, LintReport, ObjectId};
+use crate::output::compact::{CompactReport, Record, Shared};
+use crate::output::{InputProblem, LintReport, ObjectId};
 use crate::policy::Policy;
 use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
@@ -77,7 +80,7 @@ pub struct CrossObject {
 
 #[derive(Debug)]
 struct PendingService {
-    file: String,
+    file: Shared,
     document: usize,
     value: serde_json::Value,
     /// Source positions of [`services::REPORTED_POINTERS`], in order.
@@ -95,7 +98,7 @@ impl CrossObject {
     /// Checks the Services seen against the Windows workloads seen and adds
     /// the findings to `report`, each after the findings of its own file
     /// that come before it.
-    pub fn finish(self, policy: &Policy, cx: &Context<'_>, report: &mut LintReport) {
+    pub fn finish(self, policy: &Policy, cx: &Context<'_>, report: &mut CompactReport) {
         for s in self.services {
             for f in services::check_service(policy, &cx.cluster, &s.value, &self.windows) {
                 let pointer = f.field.pointer();
@@ -116,14 +119,16 @@ impl CrossObject {
                     namespace: meta("namespace"),
                     name: meta("name").unwrap_or_default(),
                 };
-                let mut finding = LintFinding::new(&s.file, s.document, id, &f);
-                (finding.line, finding.column) = at;
+                let object = report.object(&s.file, s.document, id);
+                let mut finding = report.record(&object, f);
+                finding.place(at.0, at.1);
+                let at = finding.at();
                 // Keep each file's findings together and in source order.
-                let same_file = |x: &LintFinding| x.file == finding.file;
+                let same_file = |x: &Record| *x.object.file == *finding.object.file;
                 let index = report
                     .findings
                     .iter()
-                    .position(|x| same_file(x) && (x.line, x.column) > at)
+                    .position(|x| same_file(x) && x.at() > at)
                     .or_else(|| report.findings.iter().rposition(same_file).map(|i| i + 1))
                     .unwrap_or(report.findings.len());
                 report.findings.insert(index, finding);
@@ -142,9 +147,11 @@ pub fn lint_text(
     cx: &Context<'_>,
     report: &mut LintReport,
 ) {
+    let mut part = CompactReport::new(true);
     let mut cross = CrossObject::default();
-    lint_text_with(file, text, policy, cx, report, &mut cross);
-    cross.finish(policy, cx, report);
+    lint_text_with(file, text, policy, cx, &mut part, &mut cross);
+    cross.finish(policy, cx, &mut part);
+    report.absorb(part.into_report());
 }
 
 /// Lints one file's text, recording in `cross` what the cross-object checks
@@ -154,13 +161,14 @@ pub fn lint_text_with(
     text: &str,
     policy: &Policy,
     cx: &Context<'_>,
-    report: &mut LintReport,
+    report: &mut CompactReport,
     cross: &mut CrossObject,
 ) {
     report.summary.files += 1;
-    match lint_part(file, text, Offsets::default(), policy, cx) {
-        Ok((part, part_cross, duplicates)) => {
-            report.absorb(part);
+    let name = report.strings.get(file);
+    let file = &name;
+    match lint_part(file, text, Offsets::default(), policy, cx, report) {
+        Ok((part_cross, duplicates)) => {
             cross.absorb(part_cross);
             warn_duplicates(file, &duplicates, 0, report);
         }
@@ -169,7 +177,7 @@ pub fn lint_text_with(
             if chunks.len() < 2 {
                 report.summary.input_errors += 1;
                 report.input_errors.push(InputProblem {
-                    file: file.to_owned(),
+                    file: file.to_string(),
                     line: e.line,
                     column: e.column,
                     message: format!("invalid YAML: {}", e.message),
@@ -184,17 +192,17 @@ pub fn lint_text_with(
                     lines: lines_before,
                     index,
                 };
-                match lint_part(file, chunk, at, policy, cx) {
-                    Ok((part, part_cross, duplicates)) => {
-                        index += part.summary.objects + part.summary.skipped;
-                        report.absorb(part);
+                let before = report.summary.objects + report.summary.skipped;
+                match lint_part(file, chunk, at, policy, cx, report) {
+                    Ok((part_cross, duplicates)) => {
+                        index += report.summary.objects + report.summary.skipped - before;
                         cross.absorb(part_cross);
                         warn_duplicates(file, &duplicates, lines_before, report);
                     }
                     Err(e) => {
                         report.summary.input_errors += 1;
                         report.input_errors.push(InputProblem {
-                            file: file.to_owned(),
+                            file: file.to_string(),
                             line: e.line.map(|l| l + lines_before),
                             column: e.column,
                             message: format!(
@@ -210,35 +218,43 @@ pub fn lint_text_with(
 }
 
 /// Lints a text (a file, or one `---` part of it) document by document as
-/// it is parsed, placing what it reports from the positions recorded in
-/// the same parse. All or nothing: on a parse error, what the documents
-/// before it gave is dropped (the caller then reads the `---` parts one by
-/// one), so the result goes to a part of its own.
+/// it is parsed, into `report`, placing what it reports from the positions
+/// recorded in the same parse. All or nothing: on a parse error, what the
+/// documents before it added is taken out of `report` again (the caller
+/// then reads the `---` parts one by one).
 fn lint_part(
-    file: &str,
+    file: &Shared,
     text: &str,
     at: Offsets,
     policy: &Policy,
     cx: &Context<'_>,
-) -> Result<(LintReport, CrossObject, Vec<crate::yaml::DuplicateKey>), source::InputError> {
-    let mut part = LintReport::default();
+    report: &mut CompactReport,
+) -> Result<(CrossObject, Vec<crate::yaml::DuplicateKey>), source::InputError> {
+    let mark = report.mark();
     let mut cross = CrossObject::default();
-    let duplicates = source::for_each_document(text, |p| match p {
+    let parsed = source::for_each_document(text, |p| match p {
         source::Part::Documents(docs, positions) => {
-            lint_documents(file, docs, positions, at, policy, cx, &mut part, &mut cross);
+            lint_documents(file, docs, positions, at, policy, cx, report, &mut cross);
         }
         source::Part::Restart => {
-            part = LintReport::default();
+            report.rollback(&mark);
             cross = CrossObject::default();
         }
-    })?;
+    });
+    let duplicates = match parsed {
+        Ok(duplicates) => duplicates,
+        Err(e) => {
+            report.rollback(&mark);
+            return Err(e);
+        }
+    };
     // Compiler order: by position within the file. Each document's are
-    // sorted already, and documents come in order: usually nothing to do
-    // (a sort would copy half of a large file's findings).
-    if !part.findings.is_sorted_by_key(|f| (f.line, f.column)) {
-        part.findings.sort_by_key(|f| (f.line, f.column));
+    // sorted already, and documents come in order: usually nothing to do.
+    let mine = &mut report.findings[mark.findings..];
+    if !mine.is_sorted_by_key(Record::at) {
+        mine.sort_by_key(Record::at);
     }
-    Ok((part, cross, duplicates))
+    Ok((cross, duplicates))
 }
 
 /// Where a part of a file starts: lines before it, objects before it.
@@ -253,7 +269,7 @@ fn warn_duplicates(
     file: &str,
     duplicates: &[crate::yaml::DuplicateKey],
     lines_before: u64,
-    report: &mut LintReport,
+    report: &mut CompactReport,
 ) {
     for d in duplicates {
         report.input_warnings.push(InputProblem {
@@ -272,13 +288,13 @@ fn warn_duplicates(
 /// from the positions of the document's nodes.
 #[allow(clippy::too_many_arguments)] // the lint state, passed through
 fn lint_documents(
-    file: &str,
+    file: &Shared,
     mut docs: Vec<source::Document>,
     positions: &crate::yaml::Positions,
     at: Offsets,
     policy: &Policy,
     cx: &Context<'_>,
-    report: &mut LintReport,
+    report: &mut CompactReport,
     cross: &mut CrossObject,
 ) {
     for d in &mut docs {
@@ -312,11 +328,10 @@ fn lint_documents(
     }
     for f in &mut report.findings[first..] {
         if let Some(pos) = found.next().flatten() {
-            f.line = pos.line + at.lines;
-            f.column = pos.column;
+            f.place(pos.line + at.lines, pos.column);
         }
     }
-    report.findings[first..].sort_by_key(|f| (f.line, f.column));
+    report.findings[first..].sort_by_key(Record::at);
     for s in &mut cross.services[first_service..] {
         s.positions = (&mut found)
             .take(services::REPORTED_POINTERS.len())
@@ -328,11 +343,11 @@ fn lint_documents(
 /// Evaluates one document; positions are filled in later from `wants`
 /// (document, pointer), in the order problems and then findings were added.
 fn lint_document(
-    file: &str,
+    file: &Shared,
     doc: &Document,
     policy: &Policy,
     cx: &Context<'_>,
-    report: &mut LintReport,
+    report: &mut CompactReport,
     wants: &mut Wants,
     cross: &mut CrossObject,
 ) {
@@ -353,7 +368,7 @@ fn lint_document(
                     .push((doc.yaml_doc, format!("{}{p}", doc.pointer)));
             }
             cross.services.push(PendingService {
-                file: file.to_owned(),
+                file: Arc::clone(file),
                 document: doc.index,
                 value: doc.value.clone(),
                 positions: Vec::new(),
@@ -370,7 +385,7 @@ fn lint_document(
             report.summary.input_errors += 1;
             wants.problems.push((doc.yaml_doc, doc.pointer.clone()));
             report.input_errors.push(InputProblem {
-                file: file.to_owned(),
+                file: file.to_string(),
                 line: None,
                 column: None,
                 message: format!("document {}: {e}", doc.index),
@@ -384,7 +399,7 @@ fn lint_document(
     report.summary.workloads += 1;
     if let Some(note) = workload.note() {
         report.notes.push(InputProblem {
-            file: file.to_owned(),
+            file: file.to_string(),
             line: None,
             column: None,
             message: format!("document {}: {note}", doc.index),
@@ -410,27 +425,23 @@ fn lint_document(
             format!("{}/{}", workload.kind_name, workload.name),
         );
     }
-    report.checked.push(Checked {
-        file: file.to_owned(),
-        document: doc.index,
-        kind: workload.kind_name.to_owned(),
-        namespace: workload.namespace.map(str::to_owned),
-        name: workload.name.to_owned(),
-    });
-    for f in eval.findings {
-        wants.findings.push((
-            doc.yaml_doc,
-            format!("{}{}", doc.pointer, f.field.pointer()),
-        ));
-        report.summary.count(f.severity);
-        let id = ObjectId {
+    let object = report.object(
+        file,
+        doc.index,
+        ObjectId {
             api_version: workload.api_version,
             kind: workload.kind_name,
             namespace: workload.namespace,
             name: workload.name,
-        };
-        report
-            .findings
-            .push(LintFinding::new(file, doc.index, id, &f));
+        },
+    );
+    report.add_checked(&object);
+    for f in eval.findings {
+        let mut pointer = doc.pointer.clone();
+        f.field.push_pointer(&mut pointer);
+        wants.findings.push((doc.yaml_doc, pointer));
+        report.summary.count(f.severity);
+        let record = report.record(&object, f);
+        report.findings.push(record);
     }
 }

@@ -91,15 +91,29 @@ impl FieldPath {
     #[must_use]
     pub fn pointer(&self) -> String {
         let mut out = String::new();
+        self.push_pointer(&mut out);
+        out
+    }
+
+    /// Appends [`pointer`](Self::pointer) to `out`, without a string per
+    /// segment.
+    pub fn push_pointer(&self, out: &mut String) {
         for seg in &self.0 {
             out.push('/');
-            match seg {
-                Segment::Key(k) => out.push_str(&escape_pointer(k)),
-                Segment::MapKey(k) => out.push_str(&escape_pointer(k)),
-                Segment::Index(i) => out.push_str(&i.to_string()),
+            let name: &str = match seg {
+                Segment::Key(k) => k,
+                Segment::MapKey(k) => k,
+                Segment::Index(i) => {
+                    push_index(out, *i);
+                    continue;
+                }
+            };
+            if name.bytes().any(|b| b == b'~' || b == b'/') {
+                out.push_str(&escape_pointer(name));
+            } else {
+                out.push_str(name);
             }
         }
-        out
     }
 }
 
@@ -120,6 +134,21 @@ impl From<FieldPath> for json_patch::jsonptr::PointerBuf {
     }
 }
 
+/// Appends `i` in decimal (no formatting machinery: a pointer per finding).
+fn push_index(out: &mut String, mut i: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
+}
+
 /// Escapes one JSON Pointer reference token (`kubernetes.io/os` -> `kubernetes.io~1os`).
 #[must_use]
 pub fn escape_pointer(token: &str) -> String {
@@ -131,13 +160,22 @@ pub fn escape_pointer(token: &str) -> String {
 /// `metadata.annotations[kubernetes.io/os]`).
 impl fmt::Display for FieldPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Piece by piece: `write!` per segment was most of the cost.
+        let bracket = |f: &mut fmt::Formatter<'_>, k: &str| {
+            f.write_str("[")?;
+            f.write_str(k)?;
+            f.write_str("]")
+        };
         for (i, seg) in self.0.iter().enumerate() {
             match seg {
                 Segment::Index(n) => write!(f, "[{n}]")?,
-                Segment::MapKey(k) => write!(f, "[{k}]")?,
-                Segment::Key(k) if k.contains(['.', '/']) => write!(f, "[{k}]")?,
+                Segment::MapKey(k) => bracket(f, k)?,
+                Segment::Key(k) if k.bytes().any(|b| b == b'.' || b == b'/') => bracket(f, k)?,
                 Segment::Key(k) if i == 0 => f.write_str(k)?,
-                Segment::Key(k) => write!(f, ".{k}")?,
+                Segment::Key(k) => {
+                    f.write_str(".")?;
+                    f.write_str(k)?;
+                }
             }
         }
         Ok(())
@@ -165,6 +203,11 @@ mod tests {
             "spec.containers[0].securityContext.privileged"
         );
         assert_eq!(p.pointer(), "/spec/containers/0/securityContext/privileged");
+        let p = FieldPath::keys(&["spec", "volumes"])
+            .index(120)
+            .key("a.b/c~d");
+        assert_eq!(p.to_string(), "spec.volumes[120][a.b/c~d]");
+        assert_eq!(p.pointer(), "/spec/volumes/120/a.b~1c~0d");
     }
 
     #[test]

@@ -94,7 +94,16 @@ pub fn decode(bytes: &[u8]) -> Result<&str, InputError> {
 }
 
 fn memchr_nul(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|b| *b == 0)
+    // A block at a time, the test without an early exit (vectorized),
+    // then the byte in the block that has one.
+    let mut at = 0;
+    for block in bytes.chunks(64) {
+        if block.iter().fold(false, |any, b| any | (*b == 0)) {
+            return block.iter().position(|b| *b == 0).map(|i| at + i);
+        }
+        at += block.len();
+    }
+    None
 }
 
 /// Parses every object in a YAML or JSON text.

@@ -422,14 +422,21 @@ impl Builder {
                 if k == "<<" {
                     merge(map, value);
                 } else {
-                    // Duplicate keys: the last wins, as in kubectl; noted.
-                    if map.insert(k.clone(), value).is_some() {
-                        self.duplicates.push(DuplicateKey {
-                            document: self.document,
-                            line: key_at.0,
-                            column: key_at.1,
-                            key: k,
-                        });
+                    // Duplicate keys: the last wins, as in kubectl; noted
+                    // (the key copied only then).
+                    match map.entry(k) {
+                        serde_json::map::Entry::Vacant(e) => {
+                            e.insert(value);
+                        }
+                        serde_json::map::Entry::Occupied(mut e) => {
+                            e.insert(value);
+                            self.duplicates.push(DuplicateKey {
+                                document: self.document,
+                                line: key_at.0,
+                                column: key_at.1,
+                                key: e.key().clone(),
+                            });
+                        }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! `winadmit lint`: files and directories in, verdicts out, exit code for CI.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,7 +13,8 @@ use crate::cluster::KnownCluster;
 use crate::engine::Context;
 use crate::finding::Severity;
 use crate::lint::{CrossObject, collect_cluster_objects, lint_text_with};
-use crate::output::{InputProblem, LintReport, junit, sarif, text};
+use crate::output::compact::CompactReport;
+use crate::output::{InputProblem, json, junit, sarif, text};
 use crate::source;
 
 /// An input to read: a file, or stdin.
@@ -42,7 +44,9 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         color,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
-    let mut report = LintReport::default();
+    // Findings are held compactly until the whole input is read; only the
+    // JSON output shows their patches.
+    let mut report = CompactReport::new(matches!(format, LintFormat::Json));
     let inputs = expand(&paths, &mut report);
 
     if inputs.iter().any(|i| matches!(i, Input::Stdin)) && std::io::stdin().is_terminal() {
@@ -51,20 +55,24 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         );
     }
     // Stdin, FIFOs (`lint <(helm template .)`) and devices can be read
-    // once: keep their text for both passes. Regular files are read twice
-    // rather than all held in memory.
+    // once: keep their text for both passes. So is a single file (unless
+    // `--fix` rewrites it between the passes): reading it twice would hold
+    // two copies while the allocator returns the first. Other regular
+    // files are read twice rather than all held in memory.
+    let single = inputs.len() == 1 && !fix;
     let once: Vec<Option<Result<String, InputProblem>>> = inputs
         .iter()
         .map(|input| match input {
             Input::Stdin => Some(read_stdin()),
-            Input::File(p) if !is_regular_file(p) => Some(read_file(p)),
+            Input::File(p) if single || !is_regular_file(p) => Some(read_file(p)),
             Input::File(_) => None,
         })
         .collect();
-    let read = |i: usize| -> Result<String, InputProblem> {
+    let read = |i: usize| -> Result<Cow<'_, str>, InputProblem> {
         match (&once[i], &inputs[i]) {
-            (Some(text), _) => text.clone(),
-            (None, Input::File(p)) => read_file(p),
+            (Some(Ok(text)), _) => Ok(Cow::Borrowed(text)),
+            (Some(Err(problem)), _) => Err(problem.clone()),
+            (None, Input::File(p)) => read_file(p).map(Cow::Owned),
             (None, Input::Stdin) => unreachable!("stdin is read once"),
         }
     };
@@ -94,8 +102,9 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // joined in input order: the output is the same as one pass in order.
     // Services are checked against the Windows workloads of the whole
     // input, once every file is read.
+    let report_part = report.part();
     let lint_part = |range: std::ops::Range<usize>| {
-        let mut part = LintReport::default();
+        let mut part = report_part.part();
         let mut cross = CrossObject::default();
         for i in range {
             match read(i) {
@@ -124,9 +133,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(super::Stdout::new());
     let written = match format {
         LintFormat::Text => text::write(&report, use_color, &mut out),
-        LintFormat::Json => serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n")),
+        LintFormat::Json => json::write(&report, &mut out),
         LintFormat::Sarif => {
             sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
         }
@@ -166,7 +173,7 @@ fn is_regular_file(p: &Path) -> bool {
 
 /// Expands directories (recursively, `.yaml`/`.yml`/`.json`, symlink loops
 /// reported, not followed forever) into files, in a stable order.
-fn expand(paths: &[PathBuf], report: &mut LintReport) -> Vec<Input> {
+fn expand(paths: &[PathBuf], report: &mut CompactReport) -> Vec<Input> {
     let (files, problems) = manifest_paths(paths);
     for problem in problems {
         report.summary.input_errors += 1;
@@ -256,7 +263,9 @@ fn read_file(path: &Path) -> Result<String, InputProblem> {
     // Bounded even when the length lies: a file growing underneath, a FIFO
     // (`lint <(helm template .)`), or a device such as /dev/zero.
     let limit = source::MAX_FILE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
+    // Room for the whole file at once: growing by doubling would hold up
+    // to twice a large file while it is read.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(limit)).unwrap_or(0) + 1);
     file.take(limit)
         .read_to_end(&mut bytes)
         .map_err(|e| problem(format!("cannot read: {e}")))?;

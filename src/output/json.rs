@@ -1,6 +1,11 @@
 //! `--format json`: the lint contract.
 
-use super::LintReport;
+use std::io::{self, Write};
+
+use serde::ser::SerializeSeq as _;
+use serde::{Serialize, Serializer};
+
+use super::{InputProblem, LintReport, LintSummary, Report};
 
 /// # Errors
 /// Never in practice: the report is plain data.
@@ -8,4 +13,46 @@ pub fn render(report: &LintReport) -> serde_json::Result<String> {
     let mut s = serde_json::to_string_pretty(report)?;
     s.push('\n');
     Ok(s)
+}
+
+/// Writes the report as [`render`] does (the shape [`LintReport`]
+/// serializes to), finding by finding, from either form of the report.
+///
+/// # Errors
+/// Writing to `out` failed.
+pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
+    let doc = Document {
+        findings: Findings(report),
+        input_errors: report.input_errors(),
+        notes: report.notes(),
+        input_warnings: report.input_warnings(),
+        summary: report.summary(),
+    };
+    serde_json::to_writer_pretty(&mut *out, &doc).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+/// [`LintReport`]'s serialized fields, in its order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase", bound(serialize = "R: Report"))]
+struct Document<'r, R: Report> {
+    findings: Findings<'r, R>,
+    input_errors: &'r [InputProblem],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    notes: &'r [InputProblem],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    input_warnings: &'r [InputProblem],
+    summary: &'r LintSummary,
+}
+
+struct Findings<'r, R>(&'r R);
+
+impl<R: Report> Serialize for Findings<'_, R> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.finding_count()))?;
+        for f in self.0.findings() {
+            seq.serialize_element(&f)?;
+        }
+        seq.end()
+    }
 }

@@ -2,12 +2,11 @@
 //! error findings) plus one per unreadable input, for CI test reports.
 //!
 //! Written straight to the output, and linear in the size of the report:
-//! findings are grouped by (file, document) once, not searched per test case.
+//! findings are sorted by (file, document) once, then found by binary search.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::{LintFinding, LintReport};
+use super::{LintReport, Report};
 use crate::finding::Severity;
 
 /// The report as a string (tests, small reports).
@@ -22,25 +21,27 @@ pub fn render(report: &LintReport) -> String {
 ///
 /// # Errors
 /// Writing to `out` fails.
-pub fn write(report: &LintReport, out: &mut dyn Write) -> io::Result<()> {
-    let mut by_document: HashMap<(&str, usize), Vec<&LintFinding>> = HashMap::new();
-    for f in &report.findings {
-        by_document
-            .entry((f.file.as_str(), f.document))
-            .or_default()
-            .push(f);
-    }
-    let failures = report
-        .checked
-        .iter()
-        .filter(|c| {
-            by_document
-                .get(&(c.file.as_str(), c.document))
-                .is_some_and(|fs| fs.iter().any(|f| f.severity == Severity::Error))
-        })
+pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
+    // Finding indexes sorted by (file, document), in output order within
+    // a document (a stable sort: usually they are in that order already);
+    // a test case's findings are found by binary search.
+    let key = |i: usize| {
+        let f = report.finding(i);
+        (f.file, f.document)
+    };
+    let mut order: Vec<usize> = (0..report.finding_count()).collect();
+    order.sort_by_key(|i| key(*i));
+    let findings_of = |file: &str, document: usize| {
+        let lo = order.partition_point(|i| key(*i) < (file, document));
+        let n = order[lo..].partition_point(|i| key(*i) == (file, document));
+        order[lo..lo + n].iter().map(|i| report.finding(*i))
+    };
+    let failures = (0..report.checked_count())
+        .map(|i| report.checked(i))
+        .filter(|c| findings_of(c.file, c.document).any(|f| f.severity == Severity::Error))
         .count();
-    let tests = report.checked.len() + report.input_errors.len();
-    let errors = report.input_errors.len();
+    let tests = report.checked_count() + report.input_errors().len();
+    let errors = report.input_errors().len();
     writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>")?;
     writeln!(
         out,
@@ -50,23 +51,16 @@ pub fn write(report: &LintReport, out: &mut dyn Write) -> io::Result<()> {
         out,
         "  <testsuite name=\"winadmit lint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">"
     )?;
-    let none = Vec::new();
-    for c in &report.checked {
-        let ns = c
-            .namespace
-            .as_deref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default();
+    for c in (0..report.checked_count()).map(|i| report.checked(i)) {
+        let ns = c.namespace.map(|n| format!("{n}/")).unwrap_or_default();
         let name = format!("{} {ns}{} (document {})", c.kind, c.name, c.document);
         write!(
             out,
             "    <testcase classname=\"{}\" name=\"{}\"",
-            Escaped(&c.file),
+            Escaped(c.file),
             Escaped(&name)
         )?;
-        let mine = by_document
-            .get(&(c.file.as_str(), c.document))
-            .unwrap_or(&none);
+        let mine: Vec<_> = findings_of(c.file, c.document).collect();
         if mine.is_empty() {
             writeln!(out, "/>")?;
             continue;
@@ -111,7 +105,7 @@ pub fn write(report: &LintReport, out: &mut dyn Write) -> io::Result<()> {
         }
         writeln!(out, "    </testcase>")?;
     }
-    for p in &report.input_errors {
+    for p in report.input_errors() {
         writeln!(
             out,
             "    <testcase classname=\"{}\" name=\"read {}\">\n      <error message=\"{}\" type=\"input\"/>\n    </testcase>",

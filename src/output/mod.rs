@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::finding::{PatchOperation, Severity};
 
+pub mod compact;
 pub mod json;
 pub mod junit;
 pub mod sarif;
@@ -38,6 +39,125 @@ pub struct LintFinding {
     /// The automatic fix, when one exists: RFC 6902 operations on the object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch: Option<Vec<PatchOperation>>,
+}
+
+/// One finding as the renderers read it, from either form of the report
+/// ([`LintReport`], [`compact::CompactReport`]). Serialized as
+/// [`LintFinding`] is.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingRef<'a> {
+    pub file: &'a str,
+    pub line: u64,
+    pub column: u64,
+    pub document: usize,
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub field: &'a str,
+    pub message: &'a str,
+    pub title: &'static str,
+    pub doc_url: &'static str,
+    pub fix: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<&'a [PatchOperation]>,
+}
+
+impl<'a> From<&'a LintFinding> for FindingRef<'a> {
+    fn from(f: &'a LintFinding) -> Self {
+        Self {
+            file: &f.file,
+            line: f.line,
+            column: f.column,
+            document: f.document,
+            api_version: &f.api_version,
+            kind: &f.kind,
+            namespace: f.namespace.as_deref(),
+            name: &f.name,
+            rule: f.rule,
+            severity: f.severity,
+            field: &f.field,
+            message: &f.message,
+            title: f.title,
+            doc_url: f.doc_url,
+            fix: f.fix,
+            patch: f.patch.as_deref(),
+        }
+    }
+}
+
+/// A checked workload as the renderers read it.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckedRef<'a> {
+    pub file: &'a str,
+    pub document: usize,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+/// What the renderers read: findings and checked workloads in output
+/// order, the input problems and the counts.
+pub trait Report {
+    fn finding_count(&self) -> usize;
+    /// The `i`th finding in output order.
+    fn finding(&self, i: usize) -> FindingRef<'_>;
+    fn checked_count(&self) -> usize;
+    /// The `i`th checked workload in input order.
+    fn checked(&self, i: usize) -> CheckedRef<'_>;
+    fn input_errors(&self) -> &[InputProblem];
+    fn notes(&self) -> &[InputProblem];
+    fn input_warnings(&self) -> &[InputProblem];
+    fn summary(&self) -> &LintSummary;
+
+    /// The findings in output order.
+    fn findings(&self) -> impl Iterator<Item = FindingRef<'_>> {
+        (0..self.finding_count()).map(|i| self.finding(i))
+    }
+}
+
+impl Report for LintReport {
+    fn finding_count(&self) -> usize {
+        self.findings.len()
+    }
+
+    fn finding(&self, i: usize) -> FindingRef<'_> {
+        FindingRef::from(&self.findings[i])
+    }
+
+    fn checked_count(&self) -> usize {
+        self.checked.len()
+    }
+
+    fn checked(&self, i: usize) -> CheckedRef<'_> {
+        let c = &self.checked[i];
+        CheckedRef {
+            file: &c.file,
+            document: c.document,
+            kind: &c.kind,
+            namespace: c.namespace.as_deref(),
+            name: &c.name,
+        }
+    }
+
+    fn input_errors(&self) -> &[InputProblem] {
+        &self.input_errors
+    }
+
+    fn notes(&self) -> &[InputProblem] {
+        &self.notes
+    }
+
+    fn input_warnings(&self) -> &[InputProblem] {
+        &self.input_warnings
+    }
+
+    fn summary(&self) -> &LintSummary {
+        &self.summary
+    }
 }
 
 /// Which object a finding is about.

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::ser::SerializeSeq as _;
 use serde_json::{Value, json};
 
-use super::{LintFinding, LintReport};
+use super::{FindingRef, LintReport, Report};
 use crate::finding::Severity;
 use crate::rules;
 
@@ -43,17 +43,17 @@ pub fn current_dir() -> PathBuf {
 ///
 /// # Errors
 /// Writing to `out` fails.
-pub fn write(report: &LintReport, root: &Path, out: &mut dyn Write) -> serde_json::Result<()> {
+pub fn write(report: &impl Report, root: &Path, out: &mut dyn Write) -> serde_json::Result<()> {
     let rule_index: HashMap<&str, usize> = rules::ALL
         .iter()
         .enumerate()
         .map(|(i, r)| (r.info.id, i))
         .collect();
     let problems = report
-        .input_errors
+        .input_errors()
         .iter()
         .map(|p| ("error", p))
-        .chain(report.input_warnings.iter().map(|p| ("warning", p)));
+        .chain(report.input_warnings().iter().map(|p| ("warning", p)));
     let notifications: Vec<Value> = problems
         .map(|(level, p)| {
             let mut loc =
@@ -69,12 +69,12 @@ pub fn write(report: &LintReport, root: &Path, out: &mut dyn Write) -> serde_jso
         schema: "https://json.schemastore.org/sarif-2.1.0.json",
         runs: [Run {
             invocations: [Invocation {
-                execution_successful: report.input_errors.is_empty(),
+                execution_successful: report.input_errors().is_empty(),
                 tool_execution_notifications: notifications,
             }],
             original_uri_base_ids: json!({ SRCROOT: { "uri": directory_uri(root) } }),
             results: Results {
-                findings: &report.findings,
+                report,
                 rule_index: &rule_index,
                 root,
             },
@@ -117,19 +117,20 @@ fn rule_metadata() -> Vec<Value> {
 
 // Fields in alphabetical order, as the log was always written.
 #[derive(Serialize)]
-struct Log<'r> {
+#[serde(bound(serialize = "R: Report"))]
+struct Log<'r, R> {
     #[serde(rename = "$schema")]
     schema: &'static str,
-    runs: [Run<'r>; 1],
+    runs: [Run<'r, R>; 1],
     version: &'static str,
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Run<'r> {
+#[serde(rename_all = "camelCase", bound(serialize = "R: Report"))]
+struct Run<'r, R> {
     invocations: [Invocation; 1],
     original_uri_base_ids: Value,
-    results: Results<'r>,
+    results: Results<'r, R>,
     tool: Value,
 }
 
@@ -141,17 +142,17 @@ struct Invocation {
 }
 
 /// The results, serialized one by one as they are written.
-struct Results<'r> {
-    findings: &'r [LintFinding],
+struct Results<'r, R> {
+    report: &'r R,
     rule_index: &'r HashMap<&'static str, usize>,
     root: &'r Path,
 }
 
-impl Serialize for Results<'_> {
+impl<R: Report> Serialize for Results<'_, R> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.findings.len()))?;
-        for f in self.findings {
-            seq.serialize_element(&result(f, self.rule_index, self.root))?;
+        let mut seq = s.serialize_seq(Some(self.report.finding_count()))?;
+        for f in self.report.findings() {
+            seq.serialize_element(&result(&f, self.rule_index, self.root))?;
         }
         seq.end()
     }
@@ -240,15 +241,11 @@ struct Fingerprints {
 }
 
 fn result<'f>(
-    f: &'f LintFinding,
+    f: &FindingRef<'f>,
     rule_index: &HashMap<&'static str, usize>,
     root: &Path,
 ) -> ResultOut<'f> {
-    let ns = f
-        .namespace
-        .as_deref()
-        .map(|n| format!("{n}/"))
-        .unwrap_or_default();
+    let ns = f.namespace.map(|n| format!("{n}/")).unwrap_or_default();
     ResultOut {
         level: level(f.severity),
         locations: [Location {
@@ -257,7 +254,7 @@ fn result<'f>(
                 kind: "member",
             }],
             physical_location: Physical {
-                artifact_location: Artifact::of(&f.file, root),
+                artifact_location: Artifact::of(f.file, root),
                 region: Region {
                     start_column: f.column.max(1),
                     start_line: f.line.max(1),

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::LintReport;
+use super::{LintReport, Report};
 use crate::finding::Severity;
 
 /// Renders the report; `color` adds ANSI colours (for terminals).
@@ -18,7 +18,7 @@ pub fn render(report: &LintReport, color: bool) -> String {
 ///
 /// # Errors
 /// Writing to `out` failed.
-pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Result<()> {
+pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let paint = |code: &str, s: &str| {
         if color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -27,12 +27,12 @@ pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Resul
         }
     };
     let problems = report
-        .input_errors
+        .input_errors()
         .iter()
         .map(|p| (p, paint("1;31", "input error")))
         .chain(
             report
-                .input_warnings
+                .input_warnings()
                 .iter()
                 .map(|p| (p, paint("1;33", "input warning"))),
         );
@@ -44,34 +44,54 @@ pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Resul
         };
         writeln!(out, "{}{at}: {label}: {}", p.file, p.message)?;
     }
-    for n in &report.notes {
+    for n in report.notes() {
         let at = match (n.line, n.column) {
             (Some(l), Some(c)) => format!(":{l}:{c}"),
             _ => String::new(),
         };
         writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
     }
-    for f in &report.findings {
-        let label = match f.severity {
-            Severity::Error => paint("1;31", &format!("error[{}]", f.rule)),
-            Severity::Warning => paint("1;33", &format!("warning[{}]", f.rule)),
-            Severity::Info => paint("1;36", &format!("info[{}]", f.rule)),
+    // Each finding's four lines are put together in one buffer, kept for
+    // the next, and written at once: no formatting machinery per piece.
+    let mut buf = String::new();
+    for f in report.findings() {
+        let (word, code) = match f.severity {
+            Severity::Error => ("error", "1;31"),
+            Severity::Warning => ("warning", "1;33"),
+            Severity::Info => ("info", "1;36"),
         };
-        writeln!(
-            out,
-            "{}:{}:{}: {label} {}: {}",
-            f.file, f.line, f.column, f.field, f.message
-        )?;
-        let ns = f
-            .namespace
-            .as_deref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default();
-        writeln!(out, "  = object: {} {ns}{}", f.kind, f.name)?;
-        writeln!(out, "  = fix: {}", f.fix)?;
-        writeln!(out, "  = see: {}", f.doc_url)?;
+        buf.clear();
+        buf.push_str(f.file);
+        buf.push(':');
+        push_number(&mut buf, f.line);
+        buf.push(':');
+        push_number(&mut buf, f.column);
+        buf.push_str(": ");
+        if color {
+            buf.push_str("\x1b[");
+            buf.push_str(code);
+            buf.push('m');
+        }
+        buf.push_str(word);
+        buf.push('[');
+        buf.push_str(f.rule);
+        buf.push(']');
+        if color {
+            buf.push_str("\x1b[0m");
+        }
+        for piece in [" ", f.field, ": ", f.message, "\n  = object: ", f.kind, " "] {
+            buf.push_str(piece);
+        }
+        if let Some(ns) = f.namespace {
+            buf.push_str(ns);
+            buf.push('/');
+        }
+        for piece in [f.name, "\n  = fix: ", f.fix, "\n  = see: ", f.doc_url, "\n"] {
+            buf.push_str(piece);
+        }
+        out.write_all(buf.as_bytes())?;
     }
-    let s = &report.summary;
+    let s = report.summary();
     writeln!(
         out,
         "{} error(s), {} warning(s){} in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
@@ -94,4 +114,37 @@ pub fn write(report: &LintReport, color: bool, out: &mut dyn Write) -> io::Resul
         }
     )?;
     Ok(())
+}
+
+/// Appends `n` in decimal.
+fn push_number(buf: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[at..] {
+        buf.push(char::from(*d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_number;
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        let mut buf = String::new();
+        for n in [0, 7, 10, 1_234_567_890, u64::MAX] {
+            buf.clear();
+            push_number(&mut buf, n);
+            assert_eq!(buf, n.to_string());
+        }
+    }
 }
