@@ -39,7 +39,7 @@ impl Shared {
         let mut out = lock(&self.out);
         let batch = std::mem::take(&mut lock(&self.pending).0);
         if !batch.is_empty() {
-            // Nowhere to report a failing log output: as tracing-appender.
+            // Nowhere to report a failing log output: the batch is dropped.
             let _ = out.write_all(&batch);
             let _ = out.flush();
         }
