@@ -410,17 +410,7 @@ fn corpus_agrees_with_the_engine() {
         return;
     };
     let mut docs = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml" | "json")
-            )
-        })
-        .collect();
-    files.sort();
+    let files = corpus_location::manifests(&dir);
     for path in &files {
         docs.extend(load(path));
     }

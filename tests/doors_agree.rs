@@ -423,17 +423,7 @@ fn corpus_workloads_get_one_decision_from_every_door() {
     let mut checked = 0;
     let mut wrong = Vec::new();
     let policy = Policy::default_policy();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml" | "json")
-            )
-        })
-        .collect();
-    files.sort();
+    let files = corpus_location::manifests(&dir);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let Ok(docs) = winadmit::source::parse(&text) else {

@@ -21,21 +21,6 @@ use winadmit::targeting::RuntimeClasses;
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
 
-fn manifests(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml" | "json")
-            )
-        })
-        .collect();
-    files.sort();
-    files
-}
-
 /// Keys the fix may drop when the patch leaves them empty (Kubernetes
 /// reads them empty as absent); `emptyDir` is not one of them.
 const MAY_DROP_EMPTIED: &[&str] = &[
@@ -114,7 +99,7 @@ fn fix_applies_every_settled_patch_in_the_corpus() {
     else {
         return;
     };
-    let files = manifests(&corpus);
+    let files = corpus_location::manifests(&corpus);
     assert!(!files.is_empty(), "no manifests in {}", corpus.display());
     let tmp = tempfile::tempdir().unwrap();
     let originals: Vec<(PathBuf, String)> = files
@@ -228,7 +213,7 @@ fn fix_never_panics_on_mangled_manifests() {
     let cx = Context::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut tried = 0;
-    for file in manifests(&corpus) {
+    for file in corpus_location::manifests(&corpus) {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };

@@ -290,17 +290,7 @@ fn corpus_workloads_settle_the_same_on_the_view_and_the_tree() {
     };
     let mut checked = 0;
     let mut wrong = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml" | "json")
-            )
-        })
-        .collect();
-    files.sort();
+    let files = corpus_location::manifests(&dir);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let Ok(docs) = winadmit::source::parse(&text) else {

@@ -5,7 +5,7 @@
 
 #![allow(dead_code)] // each test target uses a part
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The corpus directory, or `None` (after printing `SKIPPED: <test>`) when
 /// it is absent and not required.
@@ -30,4 +30,23 @@ pub fn corpus_dir_or_skip(test: &str) -> Option<PathBuf> {
         dir.display()
     );
     None
+}
+
+/// The corpus's manifest files (`.yaml`, `.yml`, `.json`), sorted.
+///
+/// # Panics
+/// The directory cannot be read.
+pub fn manifests(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
+        .collect();
+    files.sort();
+    files
 }
