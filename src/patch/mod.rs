@@ -340,8 +340,7 @@ pub fn settle_from(
     let Some((m, settled)) = settled else {
         return Mutation::default();
     };
-    let sets_os = m.ops.iter().any(|op| op.path().as_str().ends_with("/os"));
-    if sets_os && forbids_os_fields(policy, cx, &settled, namespace) {
+    if m.sets_os() && forbids_os_fields(policy, cx, &settled, namespace) {
         return mutate_doc(policy, cx, mcx, doc, namespace, keep, None, false)
             .map(|(m, _)| m)
             .unwrap_or_default();
@@ -389,15 +388,7 @@ fn mutate_doc(
         let eval = crate::engine::evaluate(policy, &w, cx);
         let mut next = mutation(policy, &w, &eval, mcx);
         next.retain(keep);
-        let spec = w.spec_path.pointer();
-        let more = next.ops.iter().any(|op| changes_targeting(op, &spec));
-        m.ops.extend(next.ops);
-        m.explanations.extend(next.explanations);
-        for note in next.notes {
-            if !m.notes.contains(&note) {
-                m.notes.push(note);
-            }
-        }
+        let more = m.absorb(next, &w.spec_path.pointer());
         if !more || round == SETTLE_ROUNDS {
             break;
         }
@@ -426,15 +417,50 @@ fn forbids_os_fields(
     if w.namespace.is_none() {
         w.namespace = namespace;
     }
+    forbids_os_fields_in(policy, cx, &w)
+}
+
+/// [`forbids_os_fields`] of a workload already read (the settled tree's,
+/// or the view with the patch applied).
+fn forbids_os_fields_in(
+    policy: &Policy,
+    cx: &crate::engine::Context<'_>,
+    w: &Workload<'_, '_>,
+) -> bool {
     // Only the API server mirror, so that fields other rules report (and
     // a policy may have turned off) are counted too.
-    let api_server = policy.api_server_mirror();
-    !crate::engine::evaluate(api_server, &w, cx)
+    !crate::engine::evaluate(policy.api_server_mirror(), w, cx)
         .findings
         .is_empty()
 }
 
 impl Mutation {
+    /// Appends the next settling round: its operations and explanations,
+    /// and its notes not given yet. Returns whether that round changes
+    /// targeting (`spec_pointer` is the pod spec's), so another round
+    /// must follow.
+    fn absorb(&mut self, next: Mutation, spec_pointer: &str) -> bool {
+        let more = next
+            .ops
+            .iter()
+            .any(|op| changes_targeting(op, spec_pointer));
+        self.ops.extend(next.ops);
+        self.explanations.extend(next.explanations);
+        for note in next.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        more
+    }
+
+    /// Does this patch set `spec.os`?
+    fn sets_os(&self) -> bool {
+        self.ops
+            .iter()
+            .any(|op| op.path().as_str().ends_with("/os"))
+    }
+
     /// Keeps the operations (and their explanations) that `keep` accepts.
     pub fn retain(&mut self, keep: &dyn Fn(&PatchOperation) -> bool) {
         let kept: Vec<bool> = self.ops.iter().map(keep).collect();

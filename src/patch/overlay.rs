@@ -23,7 +23,7 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Mutation, MutationContext, SETTLE_ROUNDS, changes_targeting, mutation};
+use super::{Mutation, MutationContext, SETTLE_ROUNDS, forbids_os_fields_in, mutation};
 use crate::engine::{self, Context, Evaluation};
 use crate::finding::PatchOperation;
 use crate::policy::Policy;
@@ -221,13 +221,7 @@ pub fn settle(
     first: Mutation,
 ) -> Option<Mutation> {
     let (m, settled) = rounds(policy, cx, mcx, w, keep, first)?;
-    let sets_os = m.ops.iter().any(|op| op.path().as_str().ends_with("/os"));
-    let forbids = || {
-        !engine::evaluate(policy.api_server_mirror(), &settled.workload(w), cx)
-            .findings
-            .is_empty()
-    };
-    if !sets_os || !forbids() {
+    if !m.sets_os() || !forbids_os_fields_in(policy, cx, &settled.workload(w)) {
         return Some(m);
     }
     // Setting spec.os would get the object refused: the mutation again,
@@ -252,7 +246,6 @@ fn rounds<'a>(
     first: Mutation,
 ) -> Option<(Mutation, Overlay<'a>)> {
     let mut overlay = Overlay::new(w)?;
-    let spec = PointerBuf::from(&w.spec_path);
     let mut m = first;
     let mut applied = 0;
     for _ in 1..=SETTLE_ROUNDS {
@@ -264,18 +257,7 @@ fn rounds<'a>(
         let eval = engine::evaluate(policy, &patched, cx);
         let mut next = mutation(policy, &patched, &eval, mcx);
         next.retain(keep);
-        let more = next
-            .ops
-            .iter()
-            .any(|op| changes_targeting(op, spec.as_str()));
-        m.ops.extend(next.ops);
-        m.explanations.extend(next.explanations);
-        for note in next.notes {
-            if !m.notes.contains(&note) {
-                m.notes.push(note);
-            }
-        }
-        if !more {
+        if !m.absorb(next, overlay.spec_pointer.as_str()) {
             break;
         }
     }
