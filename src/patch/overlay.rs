@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 
-use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::jsonptr::PointerBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -76,29 +76,29 @@ impl<'a> Overlay<'a> {
             PatchOperation::Remove(remove) => (&remove.path, None),
             _ => return false,
         };
-        if let Some(rest) = path.strip_prefix(&self.spec_pointer) {
-            let tokens = tokens(rest);
-            return match value {
-                Some(value) => add_to_spec(&mut self.spec, &tokens, value),
-                None => remove_from_spec(&mut self.spec, &tokens),
-            }
-            .is_some();
+        let (in_spec, rest) = match (
+            path.strip_prefix(&self.spec_pointer),
+            path.strip_prefix(&self.meta_pointer),
+        ) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return false,
+        };
+        // The pointer's tokens, unescaped.
+        let decoded: Vec<String> = rest.tokens().map(|t| t.decoded().into_owned()).collect();
+        let tokens: Vec<&str> = decoded.iter().map(String::as_str).collect();
+        match (in_spec, value) {
+            (true, Some(value)) => add_to_spec(&mut self.spec, &tokens, value),
+            (true, None) => remove_from_spec(&mut self.spec, &tokens),
+            (false, Some(value)) => add_to_meta(&mut self.meta, &tokens, value),
+            (false, None) => None,
         }
-        if let (Some(rest), Some(value)) = (path.strip_prefix(&self.meta_pointer), value) {
-            return add_to_meta(&mut self.meta, &tokens(rest), value).is_some();
-        }
-        false
+        .is_some()
     }
 }
 
-/// A pointer's tokens, unescaped.
-fn tokens(pointer: &Pointer) -> Vec<String> {
-    pointer.tokens().map(|t| t.decoded().into_owned()).collect()
-}
-
-fn add_to_spec(spec: &mut SpecView<'_>, tokens: &[String], value: &Value) -> Option<()> {
-    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    match tokens.as_slice() {
+fn add_to_spec(spec: &mut SpecView<'_>, tokens: &[&str], value: &Value) -> Option<()> {
+    match tokens {
         ["os"] => spec.os = Some(owned(value)?),
         ["nodeSelector"] => spec.node_selector = Some(owned(value)?),
         ["nodeSelector", key] => set(spec.node_selector.as_mut()?, key, value)?,
@@ -109,9 +109,8 @@ fn add_to_spec(spec: &mut SpecView<'_>, tokens: &[String], value: &Value) -> Opt
     Some(())
 }
 
-fn add_to_meta(meta: &mut Option<MetaView<'_>>, tokens: &[String], value: &Value) -> Option<()> {
-    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    match tokens.as_slice() {
+fn add_to_meta(meta: &mut Option<MetaView<'_>>, tokens: &[&str], value: &Value) -> Option<()> {
+    match tokens {
         [] => *meta = Some(owned(value)?),
         ["annotations"] => meta.as_mut()?.annotations = Some(owned(value)?),
         ["annotations", key] => set(meta.as_mut()?.annotations.as_mut()?, key, value)?,
@@ -121,9 +120,8 @@ fn add_to_meta(meta: &mut Option<MetaView<'_>>, tokens: &[String], value: &Value
 }
 
 /// `remove`: the field must be there, as JSON Patch requires.
-fn remove_from_spec(spec: &mut SpecView<'_>, tokens: &[String]) -> Option<()> {
-    let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    match tokens.as_slice() {
+fn remove_from_spec(spec: &mut SpecView<'_>, tokens: &[&str]) -> Option<()> {
+    match tokens {
         ["shareProcessNamespace"] => take(&mut spec.share_process_namespace),
         ["securityContext", key] => remove_pod_security(spec.security_context.as_mut()?, key),
         [
