@@ -143,25 +143,25 @@ struct Escaped<'w, 'a>(&'w mut Writer<'a>);
 
 impl fmt::Write for Escaped<'_, '_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        let bytes = s.as_bytes();
         let mut start = 0;
-        for (i, b) in s.bytes().enumerate() {
-            let esc: &str = match b {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0x08 => "\\b",
-                0x0c => "\\f",
-                0..=0x1f => "",
-                _ => continue,
-            };
+        // Runs of bytes that need no escape are written whole.
+        while let Some(run) = bytes[start..]
+            .iter()
+            .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        {
+            let i = start + run;
             self.0.write_str(&s[start..i])?;
-            if esc.is_empty() {
-                write!(self.0, "\\u{b:04x}")?;
-            } else {
-                self.0.write_str(esc)?;
-            }
+            match bytes[i] {
+                b'"' => self.0.write_str("\\\""),
+                b'\\' => self.0.write_str("\\\\"),
+                b'\n' => self.0.write_str("\\n"),
+                b'\r' => self.0.write_str("\\r"),
+                b'\t' => self.0.write_str("\\t"),
+                0x08 => self.0.write_str("\\b"),
+                0x0c => self.0.write_str("\\f"),
+                b => write!(self.0, "\\u{b:04x}"),
+            }?;
             start = i + 1;
         }
         self.0.write_str(&s[start..])

@@ -428,14 +428,16 @@ async fn admit(
             state.metrics.observe(endpoint, s, elapsed);
             tracing::info!(
                 endpoint = endpoint.as_str(),
-                uid = %s.uid,
-                kind = %s.kind,
-                namespace = %s.namespace,
-                name = %s.name,
-                operation = %s.operation,
+                // `&str`, not `%` (Display): recorded as a string, not
+                // through `fmt`, the same JSON.
+                uid = s.uid.as_str(),
+                kind = s.kind.as_str(),
+                namespace = s.namespace.as_str(),
+                name = s.name.as_str(),
+                operation = s.operation.as_str(),
                 dry_run = s.dry_run,
                 verdict = s.verdict.as_str(),
-                rules = %s.rule_ids(),
+                rules = s.rule_ids().as_str(),
                 patch_ops = s.patch_ops,
                 note = s.note.as_deref().unwrap_or(""),
                 latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
