@@ -3,6 +3,7 @@
 //! Pure (text in, results out): the `lint` command adds the file system and
 //! output; reports and tests call this directly.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::cluster::KnownCluster;
@@ -32,7 +33,7 @@ struct Wants {
 /// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
     let mut known = KnownCluster::default();
-    collect_cluster_objects(text, &mut known);
+    collect_cluster_objects(&mut Cow::Borrowed(text), &mut known);
     into.extend(known.runtime_classes);
 }
 
@@ -40,15 +41,16 @@ pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
 /// RuntimeClasses, Windows Nodes, e.g. `kubectl get nodes -o yaml` given
 /// to lint; `List` items are expanded) with the reader every door uses,
 /// [`KnownCluster::learn`]. Nothing is learnt from a text that does not
-/// parse.
-pub fn collect_cluster_objects(text: &str, into: &mut KnownCluster) {
+/// parse. An owned text may be left with the tab retry's change
+/// ([`source::for_each_document_in`]).
+pub fn collect_cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
     // Files that name none of the kinds are not parsed twice.
     if !text.contains("RuntimeClass") && !text.contains("Node") && !text.contains("Namespace") {
         return;
     }
     // Document by document; kept only if the whole text parses.
     let mut found = KnownCluster::default();
-    let parsed = source::for_each_document(text, |part| match part {
+    let parsed = source::for_each_document_in(text, |part| match part {
         source::Part::Documents(docs, _) => {
             for d in docs {
                 found.learn(&d.value);
@@ -149,16 +151,18 @@ pub fn lint_text(
 ) {
     let mut part = CompactReport::new(true);
     let mut cross = CrossObject::default();
-    lint_text_with(file, text, policy, cx, &mut part, &mut cross);
+    lint_text_with(file, Cow::Borrowed(text), policy, cx, &mut part, &mut cross);
     cross.finish(policy, cx, &mut part);
     report.absorb(part.into_report());
 }
 
 /// Lints one file's text, recording in `cross` what the cross-object checks
-/// need; call [`CrossObject::finish`] once every file is linted.
+/// need; call [`CrossObject::finish`] once every file is linted. An owned
+/// text is not copied when the tab retry needs it changed
+/// ([`source::for_each_document_in`]).
 pub fn lint_text_with(
     file: &str,
-    text: &str,
+    mut text: Cow<'_, str>,
     policy: &Policy,
     cx: &Context<'_>,
     report: &mut CompactReport,
@@ -167,13 +171,13 @@ pub fn lint_text_with(
     report.summary.files += 1;
     let name = report.strings.get(file);
     let file = &name;
-    match lint_part(file, text, Offsets::default(), policy, cx, report) {
+    match lint_part(file, &mut text, Offsets::default(), policy, cx, report) {
         Ok((part_cross, duplicates)) => {
             cross.absorb(part_cross);
             warn_duplicates(file, &duplicates, 0, report);
         }
         Err(e) => {
-            let chunks = source::split_documents(text);
+            let chunks = source::split_documents(&text);
             if chunks.len() < 2 {
                 report.summary.input_errors += 1;
                 report.input_errors.push(InputProblem {
@@ -193,7 +197,7 @@ pub fn lint_text_with(
                     index,
                 };
                 let before = report.summary.objects + report.summary.skipped;
-                match lint_part(file, chunk, at, policy, cx, report) {
+                match lint_part(file, &mut Cow::Borrowed(chunk), at, policy, cx, report) {
                     Ok((part_cross, duplicates)) => {
                         index += report.summary.objects + report.summary.skipped - before;
                         cross.absorb(part_cross);
@@ -224,7 +228,7 @@ pub fn lint_text_with(
 /// then reads the `---` parts one by one).
 fn lint_part(
     file: &Shared,
-    text: &str,
+    text: &mut Cow<'_, str>,
     at: Offsets,
     policy: &Policy,
     cx: &Context<'_>,
@@ -232,7 +236,7 @@ fn lint_part(
 ) -> Result<(CrossObject, Vec<crate::yaml::DuplicateKey>), source::InputError> {
     let mark = report.mark();
     let mut cross = CrossObject::default();
-    let parsed = source::for_each_document(text, |p| match p {
+    let parsed = source::for_each_document_in(text, |p| match p {
         source::Part::Documents(docs, positions) => {
             lint_documents(file, docs, positions, at, policy, cx, report, &mut cross);
         }

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::Context as _;
 
@@ -60,7 +61,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // two copies while the allocator returns the first. Other regular
     // files are read twice rather than all held in memory.
     let single = inputs.len() == 1 && !fix;
-    let once: Vec<Option<Result<String, InputProblem>>> = inputs
+    let mut once: Vec<Option<Result<String, InputProblem>>> = inputs
         .iter()
         .map(|input| match input {
             Input::Stdin => Some(read_stdin()),
@@ -68,23 +69,42 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             Input::File(_) => None,
         })
         .collect();
-    let read = |i: usize| -> Result<Cow<'_, str>, InputProblem> {
-        match (&once[i], &inputs[i]) {
-            (Some(Ok(text)), _) => Ok(Cow::Borrowed(text)),
-            (Some(Err(problem)), _) => Err(problem.clone()),
-            (None, Input::File(p)) => read_file(p).map(Cow::Owned),
-            (None, Input::Stdin) => unreachable!("stdin is read once"),
-        }
-    };
 
     // First pass: RuntimeClasses anywhere in the input pin their pods' OS.
     // Node objects in the input tell the cluster's Windows builds and versions.
+    // A text held for both passes is handed over owned, so a tab retry
+    // changes it in place (and the second pass needs none), not a copy.
     let mut known = KnownCluster::default();
-    for i in 0..inputs.len() {
-        if let Ok(text) = read(i) {
-            collect_cluster_objects(&text, &mut known);
+    for (held, input) in once.iter_mut().zip(&inputs) {
+        match (held, input) {
+            (Some(Ok(text)), _) => {
+                let mut owned = Cow::Owned(std::mem::take(text));
+                collect_cluster_objects(&mut owned, &mut known);
+                *text = owned.into_owned();
+            }
+            (Some(Err(_)), _) => {}
+            (None, Input::File(p)) => {
+                if let Ok(text) = read_file(p) {
+                    collect_cluster_objects(&mut Cow::Owned(text), &mut known);
+                }
+            }
+            (None, Input::Stdin) => unreachable!("stdin is read once"),
         }
     }
+    // Second pass: each input is read once, and a held text is taken, not
+    // borrowed, for the same reason.
+    let once: Vec<Mutex<_>> = once.into_iter().map(Mutex::new).collect();
+    let read = |i: usize| -> Result<String, InputProblem> {
+        let held = once[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match (held, &inputs[i]) {
+            (Some(text), _) => text,
+            (None, Input::File(p)) => read_file(p),
+            (None, Input::Stdin) => unreachable!("stdin is read once"),
+        }
+    };
     let cx = Context {
         cluster,
         runtime_classes: Some(&known.runtime_classes),
@@ -109,7 +129,14 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         for i in range {
             match read(i) {
                 Ok(text) => {
-                    lint_text_with(&inputs[i].name(), &text, &pol, &cx, &mut part, &mut cross);
+                    lint_text_with(
+                        &inputs[i].name(),
+                        text.into(),
+                        &pol,
+                        &cx,
+                        &mut part,
+                        &mut cross,
+                    );
                 }
                 Err(problem) => {
                     part.summary.files += 1;
