@@ -270,6 +270,8 @@ impl ParamsFile {
             linux_host_paths,
         } = self;
         let lower = |v: Vec<String>| v.into_iter().map(|s| s.to_ascii_lowercase()).collect();
+        // What was worked out under the old parameters no longer holds.
+        to.image_facts = crate::rules::ImageFactsCache::default();
         if let Some(v) = windows_images {
             to.windows_images = v;
         }

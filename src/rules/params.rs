@@ -26,6 +26,8 @@ pub struct RuleParams {
     pub hyperv_runtime_classes: Vec<String>,
     /// hostPath prefixes that only exist on Linux hosts (`/proc`, `/sys`, ...).
     pub linux_host_paths: Vec<String>,
+    /// What is known of images seen before (empty in a clone).
+    pub(crate) image_facts: super::ImageFactsCache,
 }
 
 impl RuleParams {
