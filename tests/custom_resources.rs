@@ -4,14 +4,16 @@
 //! the webhook's `/validate` and `/mutate`. Fixtures are in
 //! tests/fixtures/crd, shaped after each project's documentation.
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 use winadmit::admission::{self, Admission, Endpoint};
 use winadmit::engine::Context;
 use winadmit::output::LintReport;
 use winadmit::policy::Policy;
 use winadmit::report::{Added, ObjectReport, Origin, ReportBuilder, ReportOptions};
-use winadmit::workload::{CUSTOM_RESOURCES, group_of};
+
+#[path = "support/admission.rs"]
+mod admission_review;
+use admission_review::{admission_review, webhook};
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/crd/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -69,59 +71,6 @@ fn report(file: &str, policy: &Policy) -> (Vec<ObjectReport>, Vec<String>) {
         .map(|p| p.message)
         .collect();
     (out, problems)
-}
-
-/// The REST resource of a kind: the built-in table's, or a guess for
-/// declared kinds (the webhook does not read it).
-fn plural(kind: &str) -> String {
-    CUSTOM_RESOURCES
-        .iter()
-        .find(|r| r.name == kind)
-        .map_or_else(|| format!("{}s", kind.to_lowercase()), |r| r.plural.into())
-}
-
-/// An AdmissionReview for creating `object`, as the API server sends it.
-fn admission_review(object: &Value) -> Vec<u8> {
-    let api_version = object["apiVersion"].as_str().unwrap();
-    let kind = object["kind"].as_str().unwrap();
-    let group = group_of(api_version);
-    let version = api_version.rsplit('/').next().unwrap();
-    let gvk = json!({"group": group, "version": version, "kind": kind});
-    let gvr = json!({"group": group, "version": version, "resource": plural(kind)});
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0b6f3c1e-1111-4222-8333-444455556666",
-            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-            "name": object["metadata"]["name"],
-            "namespace": object["metadata"]["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
-}
-
-/// The webhook's `response` for `object` on `endpoint`, with the JSON
-/// Patch decoded (`patch`: null when none).
-fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
-    let adm = Admission {
-        policy: policy.clone(),
-        cluster: winadmit::cluster::Cluster::default(),
-        namespaces: None,
-    };
-    let out = admission::review(&adm, endpoint, &admission_review(object)).unwrap();
-    let mut review: Value = serde_json::from_slice(&out.body).unwrap();
-    let mut response = review["response"].take();
-    if let Some(p) = response["patch"].as_str() {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
-        response["patch"] = serde_json::from_slice(&bytes).unwrap();
-    }
-    response
 }
 
 /// (rule, severity, field, message, line, column) of each lint finding.

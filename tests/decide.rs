@@ -6,6 +6,10 @@
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 use winadmit::admission::{Admission, Endpoint, review};
+
+#[path = "support/admission.rs"]
+mod admission_review;
+use admission_review::{admission_review, patch_ops, webhook};
 use winadmit::engine::Context;
 use winadmit::policy::Policy;
 use winadmit::report::ReportOptions;
@@ -16,33 +20,8 @@ fn pod(namespace: &str, spec: Value) -> Value {
         "metadata": {"name": "p", "namespace": namespace}, "spec": spec})
 }
 
-fn admission_review(object: &Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": object["metadata"]["namespace"], "operation": "CREATE", "object": object}
-    }))
-    .unwrap()
-}
-
-fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
-    let adm = Admission {
-        policy: policy.clone(),
-        cluster: winadmit::cluster::Cluster::default(),
-        namespaces: None,
-    };
-    let out = review(&adm, endpoint, &admission_review(object)).unwrap();
-    serde_json::from_slice::<Value>(&out.body).unwrap()["response"].clone()
-}
-
 fn mutate_patch(policy: &Policy, object: &Value) -> Vec<Value> {
-    use base64::Engine as _;
-    let r = webhook(policy, Endpoint::Mutate, object);
-    r["patch"].as_str().map_or_else(Vec::new, |p| {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(p).unwrap();
-        serde_json::from_slice(&bytes).unwrap()
-    })
+    patch_ops(&webhook(policy, Endpoint::Mutate, object))
 }
 
 fn report(policy: &Policy, object: &Value) -> Value {

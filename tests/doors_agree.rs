@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use winadmit::admission::{Admission, Endpoint, review};
+use winadmit::admission::Endpoint;
 use winadmit::decide::{self, Decision, PatchSource, Request, Verdict};
 use winadmit::engine::Context;
 use winadmit::output::LintReport;
@@ -31,6 +30,9 @@ use winadmit::report::ReportOptions;
 use winadmit::report::body::report_body;
 use winadmit::workload::Workload;
 
+#[path = "support/admission.rs"]
+mod admission_review;
+use admission_review::{patch_ops, webhook};
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
 #[allow(dead_code)]
@@ -71,35 +73,6 @@ fn findings_of(d: &Decision) -> Vec<(String, String, String)> {
         .collect();
     v.sort();
     v
-}
-
-fn admission_review(object: &Value) -> Vec<u8> {
-    let (group, version) = match object["apiVersion"].as_str().unwrap_or("").split_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (
-            String::new(),
-            object["apiVersion"].as_str().unwrap_or("").to_owned(),
-        ),
-    };
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "u1",
-            "kind": {"group": group, "version": version, "kind": object["kind"]},
-            "resource": {"group": group, "version": version, "resource": "x"},
-            "namespace": object["metadata"]["namespace"].as_str().unwrap_or(""),
-            "operation": "CREATE", "object": object}
-    }))
-    .unwrap()
-}
-
-fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
-    let adm = Admission {
-        policy: policy.clone(),
-        cluster: winadmit::cluster::Cluster::default(),
-        namespaces: None,
-    };
-    let out = review(&adm, endpoint, &admission_review(object)).unwrap();
-    serde_json::from_slice::<Value>(&out.body).unwrap()["response"].clone()
 }
 
 fn warnings(response: &Value) -> Vec<String> {
@@ -170,13 +143,7 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
 
     // /mutate: the decision's settled patch and its warnings.
     let m = webhook(policy, Endpoint::Mutate, object);
-    let returned = m["patch"].as_str().map_or_else(
-        || json!([]),
-        |p| {
-            serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(p).unwrap())
-                .unwrap()
-        },
-    );
+    let returned = Value::from(patch_ops(&m));
     if returned != patch_json(&d) {
         return fail("/mutate patch", format!("{returned} vs {}", patch_json(&d)));
     }
