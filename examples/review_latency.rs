@@ -8,6 +8,12 @@
 //!
 //! `REVIEW_ONLY=<fixture>:<endpoint>` (e.g. `pod-windows-create.json:mutate`)
 //! runs that one row, for a profiler.
+//!
+//! `COLD_MB=<n>` writes an n MiB buffer before each timed review, so each
+//! starts with its data (and the code in the shared caches) evicted, as in
+//! a server between two requests. Each fixture then also gets a `floor`
+//! row: what `examples/noop_server.rs` does with the body (read the uid,
+//! write `allowed: true`), under the same eviction.
 
 use std::time::{Duration, Instant};
 
@@ -44,6 +50,34 @@ fn admission() -> Admission {
         cluster: winadmit::cluster::Cluster::default(),
         namespaces: None,
     }
+}
+
+/// Writes every cache line of `buf`, evicting what the caches held.
+fn evict_caches(buf: &mut [u8]) {
+    for i in (0..buf.len()).step_by(64) {
+        buf[i] = buf[i].wrapping_add(1);
+    }
+    std::hint::black_box(&buf);
+}
+
+/// What the floor server does with a body: read the uid, answer allowed.
+fn floor(body: &[u8]) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Option<Request<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        uid: &'a str,
+    }
+    let review: Review<'_> = serde_json::from_slice(body).expect("a review");
+    let uid = review.request.expect("a request").uid;
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":{},"allowed":true}}}}"#,
+        serde_json::Value::from(uid)
+    )
+    .into_bytes()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -88,6 +122,8 @@ fn main() {
     println!("| fixture | endpoint | path | KiB | p50 us | p99 us | p99.9 us | max us |");
     println!("|---|---|---|---|---|---|---|---|");
     let only = std::env::var("REVIEW_ONLY").ok();
+    let cold_mb: usize = std::env::var("COLD_MB").map_or(0, |n| n.parse().expect("COLD_MB"));
+    let mut evict = vec![0u8; cold_mb << 20];
     for (name, ep) in FIXTURES {
         if only
             .as_deref()
@@ -103,8 +139,19 @@ fn main() {
         for _ in 0..iterations / 10 {
             std::hint::black_box(admission::review(&adm, *ep, &body).unwrap());
         }
+        if !evict.is_empty() {
+            let mut t = Vec::with_capacity(iterations);
+            for _ in 0..iterations {
+                evict_caches(&mut evict);
+                let start = Instant::now();
+                std::hint::black_box(floor(std::hint::black_box(&body)));
+                t.push(start.elapsed());
+            }
+            report(name, *ep, "floor", body.len(), t);
+        }
         let mut t = Vec::with_capacity(iterations);
         for _ in 0..iterations {
+            evict_caches(&mut evict);
             let start = Instant::now();
             let out = admission::review(&adm, *ep, std::hint::black_box(&body)).unwrap();
             std::hint::black_box(&out);
@@ -121,6 +168,7 @@ fn main() {
                     .header(header::CONTENT_TYPE, "application/json")
                     .body(Body::from(bytes.clone()))
                     .unwrap();
+                evict_caches(&mut evict);
                 let start = Instant::now();
                 let resp = router.clone().oneshot(req).await.unwrap();
                 let out = axum::body::to_bytes(resp.into_body(), usize::MAX)
