@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
-use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, ScanError, Span, Tag};
 
 /// A YAML text could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,7 @@ enum Frame {
 /// event order, keyed by JSON Pointer (keys escaped as RFC 6901 says). The
 /// pointers are those of the YAML as written: a merge key is `/<<`, an
 /// alias's contents have no entries of their own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Positions {
     /// The entries' pointers, one after the other.
     text: String,
@@ -225,6 +225,94 @@ pub fn load_with_duplicates(
 pub fn load_each(
     text: &str,
     limits: ParseLimits,
+    each: impl FnMut(usize, Value, &Positions),
+) -> Result<Vec<DuplicateKey>, YamlError> {
+    load_each_on(text, limits, Threads::for_text(text), each)
+}
+
+/// Texts at least this long are parsed on a second thread ([`Threads`]).
+pub const PIPELINE_MIN_BYTES: usize = 1 << 20;
+
+/// Events handed from the parser's thread to the builder's at a time.
+const PIPELINE_BATCH: usize = 256;
+
+/// Where [`load_each`] runs the parser.
+///
+/// The parser (scanning, tokens, events) is about two thirds of the time
+/// and building the values, their positions and the lint the rest
+/// (`perf`, docs/BENCHMARKS.md, "One large file"). For a long text the
+/// parser runs on a second thread and hands its events over in batches:
+/// the builder consumes the same events in the same order, so what it
+/// builds, and any error, is the same as on one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    One,
+    Two,
+}
+
+impl Threads {
+    /// Two for a text of [`PIPELINE_MIN_BYTES`] or more when the machine
+    /// has a second CPU and `WINADMIT_LINT_THREADS` is not 1.
+    #[must_use]
+    pub fn for_text(text: &str) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let capped = std::env::var("WINADMIT_LINT_THREADS").is_ok_and(|n| n.trim() == "1");
+        if text.len() >= PIPELINE_MIN_BYTES && cpus > 1 && !capped {
+            Self::Two
+        } else {
+            Self::One
+        }
+    }
+}
+
+/// [`load_each`] with the parser on the thread `threads` says.
+///
+/// # Errors
+/// As [`load_each`].
+pub fn load_each_on(
+    text: &str,
+    limits: ParseLimits,
+    threads: Threads,
+    each: impl FnMut(usize, Value, &Positions),
+) -> Result<Vec<DuplicateKey>, YamlError> {
+    if threads == Threads::One {
+        return build(Parser::new_from_str(text), limits, each);
+    }
+    std::thread::scope(|scope| {
+        let (batches, received) = std::sync::mpsc::sync_channel(2);
+        let parser = move || {
+            let mut batch = Vec::with_capacity(PIPELINE_BATCH);
+            for item in Parser::new_from_str(text) {
+                let last = item.is_err();
+                batch.push(item);
+                if batch.len() == PIPELINE_BATCH || last {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(PIPELINE_BATCH));
+                    // After the parser's error, or on a closed channel (the
+                    // builder stopped at an error of its own): done.
+                    if batches.send(full).is_err() || last {
+                        return;
+                    }
+                }
+            }
+            let _ = batches.send(batch);
+        };
+        let spawned = std::thread::Builder::new()
+            .name("yaml-parser".into())
+            .spawn_scoped(scope, parser);
+        if let Err(e) = spawned {
+            // No second thread to be had: parse here (the closure was
+            // consumed, so parse afresh).
+            tracing::debug!(error = %e, "yaml: no parser thread; parsing on one");
+            return build(Parser::new_from_str(text), limits, each);
+        }
+        build(received.into_iter().flatten(), limits, each)
+    })
+}
+
+/// Builds the documents from the parser's events.
+fn build<'t>(
+    events: impl Iterator<Item = Result<(Event<'t>, Span), ScanError>>,
+    limits: ParseLimits,
     mut each: impl FnMut(usize, Value, &Positions),
 ) -> Result<Vec<DuplicateKey>, YamlError> {
     let mut b = Builder {
@@ -238,7 +326,7 @@ pub fn load_each(
         pointer: String::new(),
         positions: Positions::default(),
     };
-    for item in Parser::new_from_str(text) {
+    for item in events {
         let (event, span) = item.map_err(|e| YamlError {
             line: e.marker().line() as u64,
             column: e.marker().col() as u64 + 1,
@@ -741,6 +829,54 @@ mod tests {
         assert_eq!(v["use"], json!({"x": 1, "y": 3}));
         assert_eq!(v["list"][0]["x"], 1);
         assert_eq!(v["dup"], 2);
+    }
+
+    /// Everything [`load_each_on`] hands over and returns, to compare the
+    /// one- and two-thread runs.
+    fn record(text: &str, limits: ParseLimits, threads: Threads) -> String {
+        let mut out = String::new();
+        let r = load_each_on(text, limits, threads, |doc, value, at| {
+            let _ = writeln!(out, "{doc} {value} {at:?}");
+        });
+        let _ = write!(out, "{r:?}");
+        out
+    }
+
+    #[test]
+    fn the_parser_on_a_second_thread_changes_nothing() {
+        // Many batches of events: anchors, merges, duplicate keys, lists,
+        // block and quoted scalars, empty documents.
+        let doc = |i: usize| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{i}\n  labels: &l {{app: a{i}}}\nspec:\n  nodeSelector:\n    <<: *l\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: \"mcr.microsoft.com/windows/nanoserver:ltsc2022\"\n    command: [cmd, /c, 'echo hi']\n    args:\n    - |\n      line one\n      line two\n  dup: 1\n  dup: 2\n---\n---\n"
+            )
+        };
+        let text: String = (0..3000).map(doc).collect();
+        let limits = ParseLimits::for_len(text.len());
+        let one = record(&text, limits, Threads::One);
+        assert!(
+            one.contains("Ok([DuplicateKey { document: 0,")
+                && one.contains("DuplicateKey { document: 5998,"),
+            "{}",
+            &one[one.len() - 200..]
+        );
+        assert_eq!(record(&text, limits, Threads::Two), one);
+
+        // The parser's error, after many documents.
+        let broken = format!("{text}a: [1, 2\n");
+        let one = record(&broken, limits, Threads::One);
+        assert!(one.contains("Err(YamlError"), "{}", &one[one.len() - 200..]);
+        assert_eq!(record(&broken, limits, Threads::Two), one);
+
+        // The builder's error (the node budget), mid-stream: the parser's
+        // thread stops too.
+        let small = ParseLimits {
+            max_nodes: 20_000,
+            max_depth: 128,
+        };
+        let one = record(&text, small, Threads::One);
+        assert!(one.contains("safety budget"), "{}", &one[one.len() - 200..]);
+        assert_eq!(record(&text, small, Threads::Two), one);
     }
 
     #[test]
