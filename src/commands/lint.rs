@@ -365,6 +365,9 @@ fn in_parallel<T: Send>(n: usize, work: &(dyn Fn(std::ops::Range<usize>) -> T + 
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
+                // The workers keep every core busy: a worker's file is not
+                // also parsed on a thread of its own.
+                crate::yaml::allow_second_thread(false);
                 loop {
                     let r = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(range) = bounds.get(r) else { break };
