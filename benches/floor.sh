@@ -23,7 +23,8 @@
 #        DUR=5s ROUNDS=3 benches/floor.sh
 #        NOBUILD=1 WIN_BIN=/tmp/winadmit-before benches/floor.sh   # A/B
 # Env:   DUR, ROUNDS, CONC (16), RATE (2000), NOBUILD=1 (use the built
-#        binaries), WIN_BIN (the winadmit binary), OUT (target/floor).
+#        binaries), WIN_BIN (the winadmit binary), NOOP_BIN (the floor
+#        server, examples/noop_server), OUT (target/floor).
 # Needs: oha (cargo install oha --locked), taskset, python3.
 set -euo pipefail
 
@@ -37,6 +38,7 @@ FIX=$ROOT/tests/fixtures/admission
 WIN_PORT=${WIN_PORT:-18453}
 NOOP_PORT=${NOOP_PORT:-19453}
 WIN_BIN=${WIN_BIN:-$ROOT/target/release/winadmit}
+NOOP_BIN=${NOOP_BIN:-$ROOT/target/release/examples/noop_server}
 
 for tool in oha taskset python3 curl; do
   command -v $tool >/dev/null || { echo "floor.sh: needs $tool" >&2; exit 2; }
@@ -55,7 +57,7 @@ trap cleanup EXIT
 taskset -c 0 "$WIN_BIN" serve --self-signed --self-signed-dir "$OUT/winadmit-ca" \
   --listen "127.0.0.1:$WIN_PORT" --worker-threads 1 --log-format json --policy "$ROOT/benches/floor-policy.yaml" >"$OUT/winadmit.log" 2>"$OUT/winadmit.err" &
 pids+=($!) ; WIN_PID=$!
-taskset -c 0 "$ROOT/target/release/examples/noop_server" "127.0.0.1:$NOOP_PORT" "$OUT/noop-ca" 1 \
+taskset -c 0 "$NOOP_BIN" "127.0.0.1:$NOOP_PORT" "$OUT/noop-ca" 1 \
   >"$OUT/noop.log" 2>&1 &
 pids+=($!) ; NOOP_PID=$!
 
