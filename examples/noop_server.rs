@@ -12,32 +12,19 @@ use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
 use winadmit::admission::Admission;
 use winadmit::policy::Policy;
 use winadmit::server::listener::{self, Drain};
 use winadmit::server::tls::{self, CertResolver};
 use winadmit::server::{self, Limits, ServerState};
 
-#[derive(Deserialize)]
-struct Review<'a> {
-    #[serde(borrow)]
-    request: Option<Request<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Request<'a> {
-    uid: &'a str,
-}
+#[path = "support/floor.rs"]
+mod floor;
 
 async fn allow(body: Bytes) -> Response {
-    let Ok(Review { request: Some(req) }) = serde_json::from_slice::<Review<'_>>(&body) else {
+    let Some(out) = floor::answer(&body) else {
         return (StatusCode::BAD_REQUEST, "not an AdmissionReview").into_response();
     };
-    let out = format!(
-        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":{},"allowed":true}}}}"#,
-        serde_json::Value::from(req.uid)
-    );
     ([(header::CONTENT_TYPE, "application/json")], out).into_response()
 }
 

@@ -24,6 +24,9 @@ use winadmit::admission::{self, Admission, Endpoint};
 use winadmit::policy::Policy;
 use winadmit::server::{self, Limits, ServerState};
 
+#[path = "support/floor.rs"]
+mod floor;
+
 const FIXTURES: &[(&str, Endpoint)] = &[
     ("pod-windows-create.json", Endpoint::Validate),
     ("pod-windows-create.json", Endpoint::Mutate),
@@ -58,26 +61,6 @@ fn evict_caches(buf: &mut [u8]) {
         buf[i] = buf[i].wrapping_add(1);
     }
     std::hint::black_box(&buf);
-}
-
-/// What the floor server does with a body: read the uid, answer allowed.
-fn floor(body: &[u8]) -> Vec<u8> {
-    #[derive(serde::Deserialize)]
-    struct Review<'a> {
-        #[serde(borrow)]
-        request: Option<Request<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Request<'a> {
-        uid: &'a str,
-    }
-    let review: Review<'_> = serde_json::from_slice(body).expect("a review");
-    let uid = review.request.expect("a request").uid;
-    format!(
-        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":{},"allowed":true}}}}"#,
-        serde_json::Value::from(uid)
-    )
-    .into_bytes()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -144,7 +127,7 @@ fn main() {
             for _ in 0..iterations {
                 evict_caches(&mut evict);
                 let start = Instant::now();
-                std::hint::black_box(floor(std::hint::black_box(&body)));
+                std::hint::black_box(floor::answer(std::hint::black_box(&body)).expect("a review"));
                 t.push(start.elapsed());
             }
             report(name, *ep, "floor", body.len(), t);
