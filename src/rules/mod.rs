@@ -337,18 +337,13 @@ impl ImageFactsCache {
 
     /// The facts of `image`, from `work` the first time.
     pub fn get_or_insert(&self, image: &str, work: impl FnOnce() -> ImageFacts) -> ImageFacts {
-        let lock = || {
-            self.0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
-        if let Some(facts) = lock().get(image) {
+        if let Some(facts) = self.known().get(image) {
             return *facts;
         }
         // Worked out without the lock held.
         let facts = work();
         if image.len() <= Self::MAX_NAME {
-            let mut known = lock();
+            let mut known = self.known();
             if known.len() >= Self::MAX_ENTRIES {
                 known.clear();
             }
@@ -360,10 +355,14 @@ impl ImageFactsCache {
     /// Images remembered now.
     #[must_use]
     pub fn len(&self) -> usize {
+        self.known().len()
+    }
+
+    /// The images remembered (a poisoned lock still holds good facts).
+    fn known(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Box<str>, ImageFacts>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
     }
 
     /// Nothing remembered yet.
@@ -397,15 +396,10 @@ impl<'v, 'a> Cx<'_, 'v, 'a> {
         if let Some((_, facts)) = self.images.0.borrow().iter().find(|(i, _)| *i == image) {
             return *facts;
         }
-        let facts = self.params.image_facts.get_or_insert(image, || {
-            let windows = self.params.is_windows_image(image);
-            let build = crate::windows_builds::image_build(image);
-            ImageFacts {
-                windows,
-                build,
-                linux: !windows && build.is_none() && self.params.linux_by_name(image),
-            }
-        });
+        let facts = self
+            .params
+            .image_facts
+            .get_or_insert(image, || self.params.facts_of(image));
         self.images.0.borrow_mut().push((image, facts));
         facts
     }

@@ -46,9 +46,20 @@ impl RuleParams {
     /// never Linux.
     #[must_use]
     pub fn is_linux_image(&self, image: &str) -> bool {
-        !self.is_windows_image(image)
-            && crate::windows_builds::image_build(image).is_none()
-            && self.linux_by_name(image)
+        self.facts_of(image).linux
+    }
+
+    /// What the rules ask of an image, worked out (rules ask through
+    /// [`super::Cx::image`], which remembers the answer).
+    #[must_use]
+    pub fn facts_of(&self, image: &str) -> super::ImageFacts {
+        let windows = self.is_windows_image(image);
+        let build = crate::windows_builds::image_build(image);
+        super::ImageFacts {
+            windows,
+            build,
+            linux: !windows && build.is_none() && self.linux_by_name(image),
+        }
     }
 
     /// The rest of [`RuleParams::is_linux_image`], for an image already
