@@ -60,6 +60,9 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     // `--fix` rewrites it between the passes): reading it twice would hold
     // two copies while the allocator returns the first. Other regular
     // files are read twice rather than all held in memory.
+    if thread_cap() == Some(1) {
+        crate::yaml::allow_second_thread(false);
+    }
     let single = inputs.len() == 1 && !fix;
     let mut once: Vec<Option<Result<String, InputProblem>>> = inputs
         .iter()
@@ -340,12 +343,17 @@ fn decode(file: String, mut bytes: Vec<u8>) -> Result<String, InputProblem> {
 
 /// Runs `work` over `0..n` split into one contiguous run per core (a run
 /// per file at most), returning the parts in order.
-fn in_parallel<T: Send>(n: usize, work: &(dyn Fn(std::ops::Range<usize>) -> T + Sync)) -> Vec<T> {
-    // WINADMIT_LINT_THREADS caps the threads (1: one pass in order).
-    let cap = std::env::var("WINADMIT_LINT_THREADS")
+/// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in
+/// order, and no parser thread either).
+fn thread_cap() -> Option<usize> {
+    std::env::var("WINADMIT_LINT_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .filter(|t| *t > 0);
+        .filter(|t| *t > 0)
+}
+
+fn in_parallel<T: Send>(n: usize, work: &(dyn Fn(std::ops::Range<usize>) -> T + Sync)) -> Vec<T> {
+    let cap = thread_cap();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(cap.unwrap_or(usize::MAX))
