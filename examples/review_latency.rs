@@ -27,6 +27,11 @@ use winadmit::server::{self, Limits, ServerState};
 #[path = "support/floor.rs"]
 mod floor;
 
+/// The allocator of the `winadmit` binary (src/main.rs), so the numbers
+/// here are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const FIXTURES: &[(&str, Endpoint)] = &[
     ("pod-windows-create.json", Endpoint::Validate),
     ("pod-windows-create.json", Endpoint::Mutate),
