@@ -143,6 +143,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         runtime_class: runtime_class.as_ref(),
         hyperv,
         images: rules::Images::default(),
+        all_containers: rules::containers_of(spec),
     };
     let mut sink = Sink::new();
     let mut skipped = Vec::new();
