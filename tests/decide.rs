@@ -184,3 +184,39 @@ fn report_reads_admission_reviews_with_the_webhooks_decoder() {
     body["request"]["uid"] = json!("");
     assert!(decode(&body).is_err(), "a review without a uid");
 }
+
+#[test]
+fn a_skip_annotation_never_gets_spec_os_set_on_a_pod_the_api_server_would_then_refuse() {
+    // runAsUser is ignored on Windows; the pod opts out of the rule that
+    // would remove it, and (oddly, but it is the user's annotation) of
+    // WIN-OS-FIELDS too. With spec.os.name: windows the API server refuses
+    // runAsUser, so setting spec.os would turn an admitted pod into a
+    // refused one: the API server reads no winadmit annotation.
+    let policy = Policy::from_yaml("p.yaml", "mutation: {setOsName: true}\n").unwrap();
+    let mut object = pod(
+        "web",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+            "securityContext": {"runAsUser": 1000},
+            "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+                "resources": {"limits": {"memory": "1Gi"}}}]}),
+    );
+    object["metadata"]["annotations"] = json!({
+        "winadmit.io/skip.WIN-RUNASUSER": "kept on purpose",
+        "winadmit.io/skip.WIN-OS-FIELDS": "kept on purpose",
+    });
+    let patch = mutate_patch(&policy, &object);
+    assert!(
+        !patch.iter().any(|op| op["path"] == "/spec/os"),
+        "spec.os would get the pod refused: {patch:?}"
+    );
+    // Without the opt-outs, runAsUser is removed and spec.os is set.
+    object["metadata"]["annotations"] = json!({});
+    let patch = mutate_patch(&policy, &object);
+    assert!(patch.iter().any(|op| op["path"] == "/spec/os"), "{patch:?}");
+    assert!(
+        patch
+            .iter()
+            .any(|op| op["path"] == "/spec/securityContext/runAsUser" && op["op"] == "remove"),
+        "{patch:?}"
+    );
+}

@@ -379,6 +379,9 @@ pub struct Policy {
     /// Custom resources the policy names with their pod template path
     /// (`podTemplates`); the built-in ones are in [`crate::workload::CUSTOM_RESOURCES`].
     pub pod_templates: crate::workload::PodTemplates,
+    /// Whether `winadmit.io/skip.<RULE>` annotations drop a rule's findings:
+    /// always, except in [`Policy::api_server_mirror`].
+    honours_skips: bool,
     /// [`Policy::api_server_mirror`] and [`Policy::without_os_name`],
     /// made on first use.
     derived: Derived,
@@ -464,6 +467,7 @@ impl Policy {
             reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
+            honours_skips: true,
             derived: Derived::default(),
             mutation: MutationSettings::default(),
             pod_templates: crate::workload::PodTemplates::default(),
@@ -609,15 +613,24 @@ impl Policy {
         p
     }
 
-    /// This policy with only WIN-OS-FIELDS on and no exemptions: what the
-    /// API server itself would reject on a `spec.os.name: windows` pod.
+    /// This policy with only WIN-OS-FIELDS on, no exemptions and no skip
+    /// annotations (the API server reads none): what the API server itself
+    /// would reject on a `spec.os.name: windows` pod.
     /// Made on first use; the policy must not change after that (policies
     /// are read-only once loaded).
     #[must_use]
     pub fn api_server_mirror(&self) -> &Policy {
-        self.derived
-            .mirror
-            .get_or_init(|| Box::new(self.with_only_rule("WIN-OS-FIELDS")))
+        self.derived.mirror.get_or_init(|| {
+            let mut p = self.with_only_rule("WIN-OS-FIELDS");
+            p.honours_skips = false;
+            Box::new(p)
+        })
+    }
+
+    /// Do `winadmit.io/skip.<RULE>` annotations drop a rule's findings?
+    #[must_use]
+    pub fn honours_skips(&self) -> bool {
+        self.honours_skips
     }
 
     /// This policy with `mutation.setOsName` off: the mutation made again
