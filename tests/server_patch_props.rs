@@ -3,8 +3,9 @@
 //! patch applies cleanly to the request's JSON, is reinvocation-safe, keeps
 //! what was there, and leaves no fixable finding behind. Non-Windows
 //! workloads are never patched. Patched objects still deserialize as the
-//! typed Kubernetes object. And on every generated workload, lint,
-//! `/validate` and `/report` agree.
+//! typed Kubernetes object, and never hold `spec.os` beside a field the
+//! API server refuses with it, whatever rules the pod opts out of. And on
+//! every generated workload, lint, `/validate` and `/report` agree.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -543,6 +544,116 @@ proptest! {
         let linux = object(&s, false);
         for adm in admissions() {
             prop_assert!(mutate(&adm, &linux).is_none(), "patched a Linux workload: {}", linux);
+        }
+    }
+}
+
+/// Fields the API server refuses next to `spec.os.name: windows`
+/// (Kubernetes `validateWindows`, pod and container security contexts),
+/// written out here rather than read from WIN-OS-FIELDS, so the property
+/// below does not check the rule against itself.
+const REFUSED_IN_POD_SC: &[&str] = &[
+    "seLinuxOptions",
+    "seccompProfile",
+    "fsGroup",
+    "fsGroupChangePolicy",
+    "sysctls",
+    "runAsUser",
+    "runAsGroup",
+    "supplementalGroups",
+];
+const REFUSED_IN_CONTAINER_SC: &[&str] = &[
+    "seLinuxOptions",
+    "seccompProfile",
+    "capabilities",
+    "readOnlyRootFilesystem",
+    "privileged",
+    "allowPrivilegeEscalation",
+    "procMount",
+    "runAsUser",
+    "runAsGroup",
+];
+
+fn refused_next_to_os(spec: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in REFUSED_IN_POD_SC {
+        if !spec["securityContext"][key].is_null() {
+            out.push(format!("securityContext.{key}"));
+        }
+    }
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            for key in REFUSED_IN_CONTAINER_SC {
+                if !c["securityContext"][key].is_null() {
+                    out.push(format!("{list}[{i}].securityContext.{key}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Opt-outs of the rules whose fixes remove refused fields, and of
+/// WIN-OS-FIELDS itself.
+fn skips() -> impl Strategy<Value = Vec<&'static str>> {
+    proptest::sample::subsequence(
+        vec![
+            "WIN-OS-FIELDS",
+            "WIN-RUNASUSER",
+            "WIN-SECCOMP",
+            "WIN-CAPABILITIES",
+            "WIN-PRIV-ESCALATION",
+            "WIN-PRIVILEGED",
+            "WIN-PROCMOUNT",
+            "WIN-READONLY-ROOTFS",
+        ],
+        0..=8,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `/mutate` never turns a pod the API server admits into one it
+    /// refuses: whatever the pod opts out of, it sets `spec.os` only when
+    /// no refused field is left beside it.
+    #[test]
+    fn spec_os_is_never_set_beside_a_field_the_api_server_refuses(
+        s in shape(),
+        skips in skips(),
+        run_as_user in any::<bool>(),
+    ) {
+        let mut original = object(&s, true);
+        if pod_spec_of(&original)["os"].is_object() {
+            return Ok(()); // set by the user: not the patch's doing
+        }
+        let meta = match original["kind"].as_str().unwrap() {
+            "Pod" => &mut original["metadata"],
+            "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            _ => &mut original["spec"]["template"]["metadata"],
+        };
+        for rule in &skips {
+            meta["annotations"][format!("winadmit.io/skip.{rule}")] = json!("kept on purpose");
+        }
+        if run_as_user {
+            let spec = match original["kind"].as_str().unwrap() {
+                "Pod" => &mut original["spec"],
+                "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+                _ => &mut original["spec"]["template"]["spec"],
+            };
+            spec["securityContext"]["runAsUser"] = json!(1000);
+        }
+        for adm in admissions() {
+            let mut patched = original.clone();
+            if let Some(patch) = mutate(&adm, &original) {
+                json_patch::patch(&mut patched, &patch)
+                    .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
+            }
+            let spec = pod_spec_of(&patched);
+            if spec["os"]["name"] == "windows" {
+                let refused = refused_next_to_os(spec);
+                prop_assert!(refused.is_empty(), "spec.os set beside {:?} in {}", refused, patched);
+            }
         }
     }
 }
