@@ -643,7 +643,14 @@ proptest! {
             };
             spec["securityContext"]["runAsUser"] = json!(1000);
         }
-        for adm in admissions() {
+        // Under the strict stance, /mutate keeps the fields whose intent
+        // Windows loses (privileged, capabilities, ...).
+        let strict = Admission {
+            policy: Policy::from_yaml("strict.yaml", &format!("stance: strict\n{FULL_MUTATION}")).unwrap(),
+            cluster: winadmit::cluster::Cluster::default(),
+            namespaces: None,
+        };
+        for adm in admissions().into_iter().chain([strict]) {
             let mut patched = original.clone();
             if let Some(patch) = mutate(&adm, &original) {
                 json_patch::patch(&mut patched, &patch)
