@@ -664,3 +664,49 @@ proptest! {
         }
     }
 }
+
+/// Does `/validate` allow the object?
+fn validate_allows(adm: &Admission, object: &Value) -> bool {
+    let out = admission::review(adm, Endpoint::Validate, &review_of(object)).unwrap();
+    let v: Value = serde_json::from_slice(&out.body).unwrap();
+    v["response"]["allowed"].as_bool().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A patch never makes `/validate` deny an object it allowed: mutating
+    /// admission runs first, so such a patch would be an outage of
+    /// winadmit's making.
+    #[test]
+    fn a_patch_never_turns_an_allowed_object_into_a_denied_one(
+        s in shape(),
+        risks in risks(),
+        skips in skips(),
+    ) {
+        let mut original = with_risks(object(&s, true), &risks);
+        let meta = match original["kind"].as_str().unwrap() {
+            "Pod" => &mut original["metadata"],
+            "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
+            _ => &mut original["spec"]["template"]["metadata"],
+        };
+        for rule in &skips {
+            meta["annotations"][format!("winadmit.io/skip.{rule}")] = json!("kept on purpose");
+        }
+        let strict = Admission {
+            policy: Policy::from_yaml("strict.yaml", &format!("stance: strict\n{FULL_MUTATION}")).unwrap(),
+            cluster: winadmit::cluster::Cluster::default(),
+            namespaces: None,
+        };
+        for adm in admissions().into_iter().chain([strict]) {
+            if !validate_allows(&adm, &original) {
+                continue;
+            }
+            let Some(patch) = mutate(&adm, &original) else { continue };
+            let mut patched = original.clone();
+            json_patch::patch(&mut patched, &patch)
+                .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
+            prop_assert!(validate_allows(&adm, &patched), "patch {:?} denies {}", patch, patched);
+        }
+    }
+}
