@@ -28,18 +28,33 @@ const FULL_MUTATION: &str = "mutation:
   - {key: os, operator: Equal, value: windows, effect: NoSchedule}
 ";
 
+/// The webhook's view of `policy`, on the default cluster.
+fn admission(policy: Policy) -> Admission {
+    Admission {
+        policy,
+        cluster: winadmit::cluster::Cluster::default(),
+        namespaces: None,
+    }
+}
+
 fn admissions() -> Vec<Admission> {
     [
         Policy::default_policy(),
         Policy::from_yaml("full.yaml", FULL_MUTATION).unwrap(),
     ]
     .into_iter()
-    .map(|policy| Admission {
-        policy,
-        cluster: winadmit::cluster::Cluster::default(),
-        namespaces: None,
-    })
+    .map(admission)
     .collect()
+}
+
+/// [`admissions`] and the strict stance, where `/mutate` keeps the fields
+/// whose intent Windows loses (privileged, capabilities, ...).
+fn admissions_and_strict() -> Vec<Admission> {
+    let strict =
+        Policy::from_yaml("strict.yaml", &format!("stance: strict\n{FULL_MUTATION}")).unwrap();
+    let mut all = admissions();
+    all.push(admission(strict));
+    all
 }
 
 fn opt<T: Clone + std::fmt::Debug + 'static>(values: Vec<T>) -> impl Strategy<Value = Option<T>> {
@@ -267,6 +282,36 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The object holding the pod's `metadata` and `spec`: the Pod itself, or
+/// the workload's pod template.
+fn pod_template_mut(o: &mut Value) -> &mut Value {
+    match o["kind"].as_str().unwrap() {
+        "Pod" => o,
+        "CronJob" => &mut o["spec"]["jobTemplate"]["spec"]["template"],
+        _ => &mut o["spec"]["template"],
+    }
+}
+
+/// `o` with `winadmit.io/skip.<RULE>` annotations on its pod template.
+fn with_skips(mut o: Value, skips: &[&str]) -> Value {
+    let meta = &mut pod_template_mut(&mut o)["metadata"];
+    for rule in skips {
+        meta["annotations"][format!("winadmit.io/skip.{rule}")] = json!("kept on purpose");
+    }
+    o
+}
+
+/// `/mutate`'s patch for `original`, if any, and the object with it applied.
+fn mutated(adm: &Admission, original: &Value) -> (Option<json_patch::Patch>, Value) {
+    let mut patched = original.clone();
+    let patch = mutate(adm, original);
+    if let Some(patch) = &patch {
+        json_patch::patch(&mut patched, patch)
+            .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
+    }
+    (patch, patched)
+}
+
 fn pod_spec_of(o: &Value) -> &Value {
     match o["kind"].as_str().unwrap() {
         "Pod" => &o["spec"],
@@ -341,11 +386,7 @@ fn risks() -> impl Strategy<Value = Vec<(bool, &'static str, Value)>> {
 }
 
 fn with_risks(mut o: Value, risks: &[(bool, &'static str, Value)]) -> Value {
-    let spec = match o["kind"].as_str().unwrap() {
-        "Pod" => &mut o["spec"],
-        "CronJob" => &mut o["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-        _ => &mut o["spec"]["template"]["spec"],
-    };
+    let spec = &mut pod_template_mut(&mut o)["spec"];
     for (container, key, value) in risks {
         let at = if *container {
             &mut spec["containers"][0]
@@ -381,11 +422,7 @@ async fn post(app: axum::Router, path: &str, body: Vec<u8>) -> (u16, Value) {
 /// the same verdict, and `/validate` names every denied field.
 fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Value) {
     let state = winadmit::server::ServerState::new(
-        Admission {
-            policy: policy.clone(),
-            cluster: winadmit::cluster::Cluster::default(),
-            namespaces: None,
-        },
+        admission(policy.clone()),
         winadmit::server::Limits::default(),
     );
     let app = winadmit::server::router(state);
@@ -404,11 +441,7 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
         validated.clone()
     } else {
         let app = winadmit::server::router(winadmit::server::ServerState::new(
-            Admission {
-                policy: policy.clone(),
-                cluster: winadmit::cluster::Cluster::default(),
-                namespaces: None,
-            },
+            admission(policy.clone()),
             winadmit::server::Limits::default(),
         ));
         let body = review_of(&reported["patchedObject"]);
@@ -519,11 +552,7 @@ proptest! {
     fn windows_patches_apply_are_idempotent_and_fix_everything_fixable(s in shape()) {
         let original = object(&s, true);
         for adm in admissions() {
-            let mut patched = original.clone();
-            if let Some(patch) = mutate(&adm, &original) {
-                json_patch::patch(&mut patched, &patch)
-                    .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
-            }
+            let (_, patched) = mutated(&adm, &original);
             assert_typed_object(&patched);
             prop_assert!(mutate(&adm, &patched).is_none(), "second patch for {}", patched);
             let left = fixable_left(&adm, &patched);
@@ -623,39 +652,15 @@ proptest! {
         skips in skips(),
         run_as_user in any::<bool>(),
     ) {
-        let mut original = object(&s, true);
+        let mut original = with_skips(object(&s, true), &skips);
         if pod_spec_of(&original)["os"].is_object() {
             return Ok(()); // set by the user: not the patch's doing
         }
-        let meta = match original["kind"].as_str().unwrap() {
-            "Pod" => &mut original["metadata"],
-            "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
-            _ => &mut original["spec"]["template"]["metadata"],
-        };
-        for rule in &skips {
-            meta["annotations"][format!("winadmit.io/skip.{rule}")] = json!("kept on purpose");
-        }
         if run_as_user {
-            let spec = match original["kind"].as_str().unwrap() {
-                "Pod" => &mut original["spec"],
-                "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-                _ => &mut original["spec"]["template"]["spec"],
-            };
-            spec["securityContext"]["runAsUser"] = json!(1000);
+            pod_template_mut(&mut original)["spec"]["securityContext"]["runAsUser"] = json!(1000);
         }
-        // Under the strict stance, /mutate keeps the fields whose intent
-        // Windows loses (privileged, capabilities, ...).
-        let strict = Admission {
-            policy: Policy::from_yaml("strict.yaml", &format!("stance: strict\n{FULL_MUTATION}")).unwrap(),
-            cluster: winadmit::cluster::Cluster::default(),
-            namespaces: None,
-        };
-        for adm in admissions().into_iter().chain([strict]) {
-            let mut patched = original.clone();
-            if let Some(patch) = mutate(&adm, &original) {
-                json_patch::patch(&mut patched, &patch)
-                    .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
-            }
+        for adm in admissions_and_strict() {
+            let (_, patched) = mutated(&adm, &original);
             let spec = pod_spec_of(&patched);
             if spec["os"]["name"] == "windows" {
                 let refused = refused_next_to_os(spec);
@@ -684,28 +689,12 @@ proptest! {
         risks in risks(),
         skips in skips(),
     ) {
-        let mut original = with_risks(object(&s, true), &risks);
-        let meta = match original["kind"].as_str().unwrap() {
-            "Pod" => &mut original["metadata"],
-            "CronJob" => &mut original["spec"]["jobTemplate"]["spec"]["template"]["metadata"],
-            _ => &mut original["spec"]["template"]["metadata"],
-        };
-        for rule in &skips {
-            meta["annotations"][format!("winadmit.io/skip.{rule}")] = json!("kept on purpose");
-        }
-        let strict = Admission {
-            policy: Policy::from_yaml("strict.yaml", &format!("stance: strict\n{FULL_MUTATION}")).unwrap(),
-            cluster: winadmit::cluster::Cluster::default(),
-            namespaces: None,
-        };
-        for adm in admissions().into_iter().chain([strict]) {
+        let original = with_skips(with_risks(object(&s, true), &risks), &skips);
+        for adm in admissions_and_strict() {
             if !validate_allows(&adm, &original) {
                 continue;
             }
-            let Some(patch) = mutate(&adm, &original) else { continue };
-            let mut patched = original.clone();
-            json_patch::patch(&mut patched, &patch)
-                .unwrap_or_else(|e| panic!("patch {patch:?} does not apply to {original}: {e}"));
+            let (Some(patch), patched) = mutated(&adm, &original) else { continue };
             prop_assert!(validate_allows(&adm, &patched), "patch {:?} denies {}", patch, patched);
         }
     }
