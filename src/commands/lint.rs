@@ -55,14 +55,15 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
         );
     }
+    let cap = thread_cap();
+    if cap == Some(1) {
+        crate::yaml::allow_second_thread(false);
+    }
     // Stdin, FIFOs (`lint <(helm template .)`) and devices can be read
     // once: keep their text for both passes. So is a single file (unless
     // `--fix` rewrites it between the passes): reading it twice would hold
     // two copies while the allocator returns the first. Other regular
     // files are read twice rather than all held in memory.
-    if thread_cap() == Some(1) {
-        crate::yaml::allow_second_thread(false);
-    }
     let single = inputs.len() == 1 && !fix;
     let mut once: Vec<Option<Result<String, InputProblem>>> = inputs
         .iter()
@@ -151,7 +152,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         (part, cross)
     };
     let mut cross = CrossObject::default();
-    for (part, part_cross) in in_parallel(inputs.len(), &lint_part) {
+    for (part, part_cross) in in_parallel(inputs.len(), cap, &lint_part) {
         report.absorb(part);
         cross.absorb(part_cross);
     }
@@ -341,8 +342,6 @@ fn decode(file: String, mut bytes: Vec<u8>) -> Result<String, InputProblem> {
     Ok(String::from_utf8(bytes).expect("source::decode checked the encoding"))
 }
 
-/// Runs `work` over `0..n` split into one contiguous run per core (a run
-/// per file at most), returning the parts in order.
 /// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in
 /// order, and no parser thread either).
 fn thread_cap() -> Option<usize> {
@@ -352,8 +351,13 @@ fn thread_cap() -> Option<usize> {
         .filter(|t| *t > 0)
 }
 
-fn in_parallel<T: Send>(n: usize, work: &(dyn Fn(std::ops::Range<usize>) -> T + Sync)) -> Vec<T> {
-    let cap = thread_cap();
+/// Runs `work` over `0..n` split into one contiguous run per core (a run
+/// per file at most, at most `cap` threads), returning the parts in order.
+fn in_parallel<T: Send>(
+    n: usize,
+    cap: Option<usize>,
+    work: &(dyn Fn(std::ops::Range<usize>) -> T + Sync),
+) -> Vec<T> {
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(cap.unwrap_or(usize::MAX))
