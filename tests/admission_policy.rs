@@ -28,6 +28,8 @@ use winadmit::version::KubeVersion;
 use winadmit::view::ObjectView;
 use winadmit::workload::{Kind, Workload};
 
+#[path = "support/controlplane.rs"]
+mod controlplane;
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
 
@@ -814,7 +816,7 @@ fn overlay_renders_with_kustomize() {
             "ValidatingAdmissionPolicyBinding"
         ])
     );
-    let Ok(out) = std::process::Command::new("kubectl")
+    let Ok(out) = std::process::Command::new(controlplane::kubectl_program())
         .arg("kustomize")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(OVERLAY))
         .output()

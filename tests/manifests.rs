@@ -5,11 +5,14 @@
 //! renders the same objects as kustomize, and the webhooks'
 //! matchConditions never skip an object winadmit would act on.
 //!
-//! Needs `kubectl` (client only, no cluster) on PATH for the kustomize tests.
-//! Without it they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
+//! Needs `kubectl` (client only, no cluster) for the kustomize tests: v1.37
+//! built from `tests/apiserver/` when Go is installed, else the one on PATH.
+//! Without either they print why and pass, unless `WINADMIT_REQUIRE_KUBECTL` is
 //! set (CI sets it), in which case they fail. The other tests read the
 //! committed renders through `winadmit manifests` and need no kubectl.
 
+#[path = "support/controlplane.rs"]
+mod controlplane;
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
 
@@ -110,17 +113,17 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Whether kubectl runs here; if not, explains and (unless required) skips.
 fn have_kubectl() -> bool {
-    let ok = Command::new("kubectl")
+    let ok = Command::new(controlplane::kubectl_program())
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var_os("WINADMIT_REQUIRE_KUBECTL").is_none(),
-            "kubectl is required (WINADMIT_REQUIRE_KUBECTL is set) but does not run; install kubernetes-client"
+            "kubectl is required (WINADMIT_REQUIRE_KUBECTL is set) but does not run; install Go (tests/apiserver/build.sh builds kubectl v1.37)"
         );
         eprintln!(
-            "SKIPPED: kubectl not found on PATH; install it (Debian: apt-get install -y kubernetes-client) to run the kustomize tests"
+            "SKIPPED: no kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH to run the kustomize tests"
         );
     }
     ok
@@ -135,7 +138,7 @@ fn parse_yaml(text: &str) -> Vec<Value> {
 }
 
 fn kustomize_text(tree: &Tree, dir: &str) -> String {
-    let out = Command::new("kubectl")
+    let out = Command::new(controlplane::kubectl_program())
         .arg("kustomize")
         .arg(tree.root().join(dir))
         .output()

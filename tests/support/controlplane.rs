@@ -1,0 +1,343 @@
+//! A real Kubernetes control plane for the end-to-end tests: kube-apiserver
+//! v1.37, etcd and kubectl, built from the Go module in `tests/apiserver/`
+//! into `target/controlplane/bin` (`tests/apiserver/build.sh`; about
+//! 5 minutes cold, seconds once Go's caches are warm) and started on loopback
+//! with certificates made here (rcgen).
+//!
+//! One control plane per test process, shared by its tests, each working in
+//! namespaces of its own. `tests/apiserver/run.sh` supervises it: it stops
+//! the API server first, then etcd, when the test process goes away, even
+//! when a test panics or the process is killed.
+//!
+//! Without Go (and without the built binaries) the tests print `SKIPPED:`
+//! and pass, unless `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it),
+//! which makes them fail.
+
+#![allow(dead_code)] // each test target uses a part
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+fn apiserver_module() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/apiserver")
+}
+
+/// `target/controlplane/bin`, next to cargo's own output.
+fn bin_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+        PathBuf::from,
+    );
+    target.join("controlplane/bin")
+}
+
+fn required() -> bool {
+    std::env::var_os("WINADMIT_REQUIRE_APISERVER").is_some()
+}
+
+/// The directory holding `kube-apiserver`, `etcd` and `kubectl` v1.37,
+/// built on first use; `None` (after printing why) when Go is missing and
+/// the binaries are not built, unless they are required.
+///
+/// # Panics
+/// The build fails, or Go is missing while `WINADMIT_REQUIRE_APISERVER` is set.
+pub fn binaries_or_skip(test: &str) -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let out = Command::new(apiserver_module().join("build.sh"))
+            .arg(bin_dir())
+            .output()
+            .map_err(|e| format!("cannot run tests/apiserver/build.sh: {e}"))?;
+        match out.status.code() {
+            Some(0) => Ok(bin_dir()),
+            // build.sh: go is not on PATH.
+            Some(3) => Err("go not found on PATH".into()),
+            _ => panic!(
+                "tests/apiserver/build.sh failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    });
+    match built {
+        Ok(dir) => Some(dir.clone()),
+        Err(why) => {
+            assert!(
+                !required(),
+                "{test}: the control plane is required (WINADMIT_REQUIRE_APISERVER) but cannot be built: {why}"
+            );
+            eprintln!(
+                "SKIPPED: {test}: {why}; install Go 1.26 to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+            );
+            None
+        }
+    }
+}
+
+/// kubectl v1.37 from `target/controlplane/bin` when it can be built, else
+/// `kubectl` on PATH (client-only uses: `kubectl kustomize`).
+pub fn kubectl_program() -> PathBuf {
+    let built = bin_dir().join("kubectl");
+    if built.is_file() {
+        return built;
+    }
+    if Command::new("go").arg("version").output().is_ok()
+        && let Some(dir) = binaries_or_skip("kubectl")
+    {
+        return dir.join("kubectl");
+    }
+    PathBuf::from("kubectl")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running etcd and kube-apiserver, and an admin kubeconfig.
+pub struct ControlPlane {
+    pub bin: PathBuf,
+    pub work: PathBuf,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    /// The CA that signed the API server's serving certificate.
+    pub ca_pem: String,
+    supervisor: Mutex<(Child, Option<ChildStdin>)>,
+}
+
+/// The process's control plane, started on first use.
+pub fn shared(test: &str) -> Option<&'static ControlPlane> {
+    static CP: OnceLock<Option<ControlPlane>> = OnceLock::new();
+    let bin = binaries_or_skip(test)?;
+    CP.get_or_init(|| Some(ControlPlane::start(&bin)))
+        .as_ref()
+}
+
+fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
+}
+
+impl ControlPlane {
+    fn start(bin: &Path) -> Self {
+        let work = tempfile::Builder::new()
+            .prefix("winadmit-controlplane-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let pki = work.join("pki");
+        std::fs::create_dir_all(&pki).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(pki.join(name), text).unwrap();
+
+        let server_ca = ca("winadmit-test-apiserver-ca");
+        let mut p = CertificateParams::new(vec![
+            "127.0.0.1".into(),
+            "localhost".into(),
+            "10.0.0.1".into(),
+        ])
+        .unwrap();
+        p.distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
+        let key = KeyPair::generate().unwrap();
+        write("apiserver.crt", &p.signed_by(&key, &server_ca).unwrap().pem());
+        write("apiserver.key", &key.serialize_pem());
+        write("ca.crt", &server_ca.pem());
+
+        let client_ca = ca("winadmit-test-client-ca");
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        p.distinguished_name.push(DnType::CommonName, "admin");
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().unwrap();
+        write("admin.crt", &p.signed_by(&key, &client_ca).unwrap().pem());
+        write("admin.key", &key.serialize_pem());
+        write("client-ca.crt", &client_ca.pem());
+
+        // Service-account tokens (TokenRequest): ES256.
+        let sa = KeyPair::generate().unwrap();
+        write("sa.key", &sa.serialize_pem());
+        write("sa.pub", &sa.public_key_pem());
+
+        let port = free_port();
+        let kubeconfig = work.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\n\
+                 clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{port}\", certificate-authority: \"{ca}\"}}}}]\n\
+                 users: [{{name: admin, user: {{client-certificate: \"{crt}\", client-key: \"{key}\"}}}}]\n\
+                 contexts: [{{name: test, context: {{cluster: test, user: admin}}}}]\n\
+                 current-context: test\n",
+                ca = pki.join("ca.crt").display(),
+                crt = pki.join("admin.crt").display(),
+                key = pki.join("admin.key").display(),
+            ),
+        )
+        .unwrap();
+
+        let mut child = Command::new(apiserver_module().join("run.sh"))
+            .env("BIN", bin)
+            .env("WORK", &work)
+            .env("ETCD_PORT", free_port().to_string())
+            .env("PEER_PORT", free_port().to_string())
+            .env("API_PORT", port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let cp = Self {
+            bin: bin.to_path_buf(),
+            work,
+            port,
+            kubeconfig,
+            ca_pem: server_ca.pem(),
+            supervisor: Mutex::new((child, stdin)),
+        };
+        cp.wait_ready();
+        cp
+    }
+
+    /// Waits for `/readyz` (60 s at most).
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if self
+                .kubectl(&["get", "--raw", "/readyz"])
+                .status
+                .success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the API server did not become ready in 60 s:\n{}",
+                self.apiserver_log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Stops the API server and starts it again (same port, same etcd).
+    pub fn restart_apiserver(&self) {
+        {
+            let mut sup = self.supervisor.lock().unwrap();
+            let stdin = sup.1.as_mut().unwrap();
+            writeln!(stdin, "restart-apiserver").unwrap();
+            stdin.flush().unwrap();
+        }
+        // The old server needs a moment to stop listening.
+        std::thread::sleep(Duration::from_millis(500));
+        self.wait_ready();
+    }
+
+    pub fn apiserver_log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.work.join("apiserver.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn kubectl_cmd(&self) -> Command {
+        let mut c = Command::new(self.bin.join("kubectl"));
+        c.arg("--kubeconfig").arg(&self.kubeconfig);
+        c
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_cmd().args(args).output().unwrap()
+    }
+
+    /// kubectl with `input` on stdin.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .kubectl_cmd()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// kubectl that must succeed; its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `kubectl apply --server-side -f -` of JSON or YAML objects; must succeed.
+    pub fn apply(&self, objects: &str) {
+        let out = self.kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            objects,
+        );
+        assert!(
+            out.status.success(),
+            "kubectl apply: {}\n{objects}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The object as the API server stores it.
+    pub fn get(&self, resource: &str, ns: &str, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.kubectl_ok(&["get", resource, "-n", ns, name, "-o", "json"]))
+            .unwrap()
+    }
+
+    /// Creates a namespace with labels (all tests' namespaces carry
+    /// `winadmit-e2e: <setup>`, which scopes the webhook registrations and
+    /// policy bindings of one setup to its own namespaces).
+    pub fn namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+            .collect();
+        self.apply(
+            &serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": labels}
+            })
+            .to_string(),
+        );
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let mut sup = self.supervisor.lock().unwrap();
+        // End of input: run.sh stops the API server, then etcd.
+        drop(sup.1.take());
+        let _ = sup.0.wait();
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
