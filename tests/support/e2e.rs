@@ -90,6 +90,22 @@ impl Webhook {
         }
     }
 
+    /// `winadmit serve --tls-cert --tls-key` on `certs` (reloaded when the
+    /// files change), with `policy` and `extra` flags.
+    pub fn start_tls(policy: &str, certs: &super::server::Certs, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let policy_file = write(dir.path(), "policy.yaml", policy);
+        let mut args = super::server::tls_args(certs);
+        args.extend(["--policy".into(), policy_file.display().to_string()]);
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self {
+            server: Server::start(&refs),
+            ca_pem: certs.ca.pem().into_bytes(),
+            dir,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.server.addr.port())
     }
@@ -105,6 +121,25 @@ impl Webhook {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v["message"] == "admission review" && v["name"] == name)
             .collect()
+    }
+}
+
+impl Webhook {
+    /// Waits (10 s at most) for a review log line of `name` that `matches`:
+    /// the log line may trail the API server's answer.
+    pub fn wait_review(&self, name: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(r) = self.reviews_of(name).into_iter().find(|r| matches(r)) {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no matching review of {name} in winadmit's log: {:#?}",
+                self.reviews_of(name)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -203,7 +238,11 @@ pub fn wait_registered(cp: &ControlPlane, webhook: &Webhook, ns: &str, calls: us
     let deadline = Instant::now() + Duration::from_secs(30);
     for attempt in 0.. {
         let name = format!("probe-{attempt}");
-        let probe = pod(ns, &name, json!({"nodeSelector": {"kubernetes.io/os": "windows"}}));
+        let probe = pod(
+            ns,
+            &name,
+            json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+        );
         let _ = create(cp, &probe, true);
         std::thread::sleep(Duration::from_millis(200));
         // The log line may trail the answer: look at every probe so far.
