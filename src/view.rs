@@ -266,7 +266,7 @@ pub struct SpecView<'a> {
     #[serde(rename = "hostIPC")]
     pub host_ipc: Option<bool>,
     pub share_process_namespace: Option<bool>,
-    pub host_users: Option<Present>,
+    pub host_users: Option<bool>,
     #[serde(borrow)]
     pub dns_policy: Option<Str<'a>>,
     #[serde(borrow)]

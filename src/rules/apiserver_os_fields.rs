@@ -69,7 +69,12 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         );
     }
     if spec.resources.is_some() && v >= KubeVersion::new(1, 34) {
-        forbid(cx.spec_field(&["resources"]), false, out);
+        // Checked with the pod-level resources (validatePodResources),
+        // in the API server's own words.
+        out.report(
+            cx.spec_field(&["resources"]),
+            "may not be set for a windows pod",
+        );
     }
     if let Some(p) = cx.pod_security_context() {
         let fields = [

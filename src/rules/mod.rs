@@ -17,6 +17,7 @@ use crate::workload::Workload;
 
 mod affinity_conflict;
 mod allow_privilege_escalation;
+mod api_refused;
 mod apiserver_os_fields;
 mod apparmor;
 mod capabilities;
@@ -220,6 +221,7 @@ pub static ALL: &[&Rule] = &[
     &secret_volume::RULE,
     &dns_searches::RULE,
     &service_affinity::RULE,
+    &api_refused::RULE,
     &apiserver_os_fields::RULE,
 ];
 

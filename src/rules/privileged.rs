@@ -9,7 +9,7 @@ pub static RULE: Rule = Rule {
         level: super::level::warning,
         intent_lost: true,
         scope: Scope::Windows,
-        what: "`securityContext.privileged: true` on a container that is not HostProcess (on a HostProcess container it is redundant: WIN-HOSTPROCESS-REDUNDANT).",
+        what: "`securityContext.privileged: true` on a container that is not HostProcess (on a HostProcess container it is redundant: WIN-HOSTPROCESS-REDUNDANT). The mutating webhook removes it, except from a container with a `mountPropagation: Bidirectional` mount, which the API server refuses in an unprivileged container.",
         why: "Windows isolates every container in a Job object with namespace filtering that cannot be turned off, so system privileges cannot be asserted on the host: there is no privileged mode. The pod fails to start or runs without the privileges it expects.",
         source: "Windows kubelet and containerd build only the Windows container config, which has no privileged mode, so the field is ignored and the container runs unprivileged (kubernetes/kubernetes pkg/kubelet/kuberuntime/kuberuntime_container_windows.go; containerd internal/cri/server/container_create.go). Kubernetes documentation 'Windows containers in Kubernetes' > Compatibility v1.Container securityContext; 'Create a Windows HostProcess Pod'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
@@ -26,8 +26,10 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         if c.security_context().and_then(|s| s.privileged) == Some(true)
             && !super::hostprocess::is_host_process(cx, &c)
         {
+            // Without privileged a Bidirectional mount is refused by the
+            // API server (WIN-API-REFUSED): the patch keeps it.
             out.report_maybe_removable(
-                !cx.cluster.is_strict(),
+                !cx.cluster.is_strict() && !super::api_refused::has_bidirectional_mount(&c),
                 cx.container_field(&c, &["securityContext", "privileged"]),
                 "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
                 "remove privileged: true, which Windows ignores",

@@ -120,8 +120,7 @@ pub struct ControlPlane {
 pub fn shared(test: &str) -> Option<&'static ControlPlane> {
     static CP: OnceLock<Option<ControlPlane>> = OnceLock::new();
     let bin = binaries_or_skip(test)?;
-    CP.get_or_init(|| Some(ControlPlane::start(&bin)))
-        .as_ref()
+    CP.get_or_init(|| Some(ControlPlane::start(&bin))).as_ref()
 }
 
 fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
@@ -156,7 +155,10 @@ impl ControlPlane {
         p.distinguished_name
             .push(DnType::CommonName, "kube-apiserver");
         let key = KeyPair::generate().unwrap();
-        write("apiserver.crt", &p.signed_by(&key, &server_ca).unwrap().pem());
+        write(
+            "apiserver.crt",
+            &p.signed_by(&key, &server_ca).unwrap().pem(),
+        );
         write("apiserver.key", &key.serialize_pem());
         write("ca.crt", &server_ca.pem());
 
@@ -220,11 +222,7 @@ impl ControlPlane {
     pub fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if self
-                .kubectl(&["get", "--raw", "/readyz"])
-                .status
-                .success()
-            {
+            if self.kubectl(&["get", "--raw", "/readyz"]).status.success() {
                 return;
             }
             assert!(
@@ -340,4 +338,130 @@ impl Drop for ControlPlane {
         let _ = sup.0.wait();
         let _ = std::fs::remove_dir_all(&self.work);
     }
+}
+
+/// An API server's answer to a request: status code, body (the object, or
+/// a `Status`) and the warnings it sent (`Warning` headers).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub code: u16,
+    pub body: serde_json::Value,
+    pub warnings: Vec<String>,
+}
+
+impl Answer {
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    /// The `Status` message of a refusal ("" when accepted).
+    pub fn message(&self) -> &str {
+        if self.ok() {
+            return "";
+        }
+        self.body["message"].as_str().unwrap_or_default()
+    }
+
+    /// The fields of a refusal's causes whose message contains `text`.
+    pub fn cause_fields(&self, text: &str) -> std::collections::BTreeSet<String> {
+        self.body["details"]["causes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["message"].as_str().is_some_and(|m| m.contains(text)))
+            .filter_map(|c| c["field"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// The REST path of a built-in workload kind's collection in `ns`.
+pub fn collection_path(api_version: &str, kind: &str, ns: &str) -> Option<String> {
+    let plural = match kind {
+        "Pod" => "pods",
+        "ReplicationController" => "replicationcontrollers",
+        "PodTemplate" => "podtemplates",
+        "Deployment" => "deployments",
+        "ReplicaSet" => "replicasets",
+        "StatefulSet" => "statefulsets",
+        "DaemonSet" => "daemonsets",
+        "Job" => "jobs",
+        "CronJob" => "cronjobs",
+        _ => return None,
+    };
+    let prefix = if api_version == "v1" {
+        "/api/v1".to_owned()
+    } else {
+        format!("/apis/{api_version}")
+    };
+    Some(format!("{prefix}/namespaces/{ns}/{plural}"))
+}
+
+impl ControlPlane {
+    /// Server-side dry-run creates of `objects` (built-in workload kinds,
+    /// each in its `metadata.namespace`), eight at a time, straight to the
+    /// API server with the admin credentials: kubectl's answers without a
+    /// process per object.
+    pub fn dry_run_create_all(&self, objects: &[serde_json::Value]) -> Vec<Answer> {
+        use futures::StreamExt as _;
+        // kube's rustls client needs a process-wide provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .unwrap();
+            let client = kube::Client::try_from(config).unwrap();
+            futures::stream::iter(objects.iter().map(|obj| {
+                let client = client.clone();
+                async move {
+                    let path = collection_path(
+                        obj["apiVersion"].as_str().unwrap_or_default(),
+                        obj["kind"].as_str().unwrap_or_default(),
+                        obj["metadata"]["namespace"].as_str().unwrap_or("default"),
+                    )
+                    .unwrap_or_else(|| panic!("not a built-in workload kind: {obj}"));
+                    let request = hyper::Request::post(format!("{path}?dryRun=All"))
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(serde_json::to_vec(obj).unwrap()))
+                        .unwrap();
+                    let response = client.send(request).await.unwrap();
+                    let code = response.status().as_u16();
+                    let warnings = response
+                        .headers()
+                        .get_all("warning")
+                        .iter()
+                        .filter_map(|v| v.to_str().ok())
+                        .map(warning_text)
+                        .collect();
+                    let bytes = response.into_body().collect_bytes().await.unwrap();
+                    Answer {
+                        code,
+                        body: serde_json::from_slice(&bytes).unwrap_or_default(),
+                        warnings,
+                    }
+                }
+            }))
+            .buffered(8)
+            .collect()
+            .await
+        })
+    }
+}
+
+/// The text of a `Warning: 299 - "text"` header.
+fn warning_text(header: &str) -> String {
+    let text = header
+        .split_once(" - ")
+        .map_or(header, |(_, t)| t)
+        .trim()
+        .trim_matches('"');
+    text.replace("\\\"", "\"").replace("\\\\", "\\")
 }
