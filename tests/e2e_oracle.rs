@@ -220,14 +220,16 @@ fn dedupe(list: &mut Value) {
     }
 }
 
-/// The targeting a pod's name records.
-const TARGETS: [(&str, fn() -> Value); 2] = [
-    ("os", || json!({"os": {"name": "windows"}})),
-    (
-        "selector",
-        || json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
-    ),
-];
+/// The two ways a pod targets Windows, and the name prefix that records it.
+fn targets() -> [(&'static str, Value); 2] {
+    [
+        ("os", json!({"os": {"name": "windows"}})),
+        (
+            "selector",
+            json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+        ),
+    ]
+}
 
 fn make_pod(ns: &str, name: &str, target: &Value, picked: &[&Setting]) -> Value {
     let mut spec = target.clone();
@@ -253,7 +255,7 @@ fn generated(ns: &str) -> Vec<(Value, String)> {
         }
     }
     let mut out = Vec::new();
-    for (t, target) in TARGETS {
+    for (t, target) in targets() {
         for (i, picked) in combos.iter().enumerate() {
             let name = format!("{t}-{i}");
             let what = picked
@@ -262,7 +264,7 @@ fn generated(ns: &str) -> Vec<(Value, String)> {
                 .collect::<Vec<_>>()
                 .join(" + ");
             out.push((
-                make_pod(ns, &name, &target(), picked),
+                make_pod(ns, &name, &target, picked),
                 format!("{name} ({t}: {what})"),
             ));
         }

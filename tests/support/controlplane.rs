@@ -432,7 +432,18 @@ impl ControlPlane {
                         .header("content-type", "application/json")
                         .body(kube::client::Body::from(serde_json::to_vec(obj).unwrap()))
                         .unwrap();
-                    let response = client.send(request).await.unwrap();
+                    // Connection errors (an API server restarting) are
+                    // answers too: code 0, the error as the message.
+                    let response = match client.send(request).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            return Answer {
+                                code: 0,
+                                body: serde_json::json!({"message": e.to_string()}),
+                                warnings: Vec::new(),
+                            };
+                        }
+                    };
                     let code = response.status().as_u16();
                     let warnings = response
                         .headers()
@@ -441,7 +452,11 @@ impl ControlPlane {
                         .filter_map(|v| v.to_str().ok())
                         .map(warning_text)
                         .collect();
-                    let bytes = response.into_body().collect_bytes().await.unwrap();
+                    let bytes = response
+                        .into_body()
+                        .collect_bytes()
+                        .await
+                        .unwrap_or_default();
                     Answer {
                         code,
                         body: serde_json::from_slice(&bytes).unwrap_or_default(),

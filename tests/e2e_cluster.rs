@@ -1,0 +1,466 @@
+//! winadmit reading the cluster through a real kube-apiserver v1.37: the
+//! serve cluster cache (Namespaces, RuntimeClasses, Windows Nodes) with the
+//! ServiceAccount and RBAC of the rendered install, verdicts that follow
+//! what the test creates and changes, a cache that survives an API server
+//! restart, and the live `winadmit report`.
+//!
+//! Without Go the tests print `SKIPPED:` and pass, unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+
+#[path = "support/controlplane.rs"]
+mod controlplane;
+#[path = "support/e2e.rs"]
+mod e2e;
+#[path = "server_support/mod.rs"]
+mod server;
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use controlplane::{Answer, ControlPlane};
+use e2e::{Webhook, pod, stderr};
+
+/// A kubeconfig for the install's ServiceAccount `winadmit/winadmit`, with
+/// a token from the TokenRequest API (`kubectl create token`).
+fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, sa: &str) -> PathBuf {
+    let token = cp.kubectl_ok(&["create", "token", sa, "-n", "winadmit", "--duration", "2h"]);
+    let path = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
+             users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
+             contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
+             current-context: test\n",
+            cp.port,
+            cp.work.join("pki/ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The install's RBAC objects (Namespace, ServiceAccount, ClusterRole,
+/// ClusterRoleBinding), applied as rendered.
+fn apply_rbac(cp: &ControlPlane, objects: &[Value]) {
+    let rbac: Vec<Value> = objects
+        .iter()
+        .filter(|o| {
+            matches!(
+                e2e::kind(o),
+                "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+            )
+        })
+        .cloned()
+        .collect();
+    assert_eq!(rbac.len(), 4, "the install's RBAC objects");
+    cp.apply(&e2e::to_list(&rbac));
+}
+
+struct Setup {
+    cp: &'static ControlPlane,
+    webhook: Webhook,
+    /// Tests that change cluster-wide objects (Nodes, the API server) take
+    /// turns.
+    cluster_wide: Mutex<()>,
+}
+
+fn setup(test: &str) -> Option<&'static Setup> {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    let cp = controlplane::shared(test)?;
+    Some(SETUP.get_or_init(|| {
+        let objects = e2e::rendered("base");
+        apply_rbac(cp, &objects);
+        let dir = tempfile::tempdir().unwrap().keep();
+        let kubeconfig = service_account_kubeconfig(cp, &dir, "winadmit");
+        let webhook = Webhook::start(
+            &e2e::overlay_policy(&objects),
+            &[
+                "--cluster-cache",
+                "on",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--log-level",
+                "debug",
+            ],
+        );
+        cp.apply(&e2e::to_list(&e2e::registrations(
+            &objects, "cluster", &webhook,
+        )));
+        cp.namespace("cluster-probe", &[("winadmit-e2e", "cluster")]);
+        e2e::wait_registered(cp, &webhook, "cluster-probe", 2);
+        Setup {
+            cp,
+            webhook,
+            cluster_wide: Mutex::new(()),
+        }
+    }))
+}
+
+fn dry_run(cp: &ControlPlane, obj: &Value) -> Answer {
+    cp.dry_run_create_all(std::slice::from_ref(obj)).remove(0)
+}
+
+/// Retries `obj` until `done` holds for the answer (the cache follows the
+/// cluster through a watch, a moment behind): 20 s at most.
+fn eventually(
+    cp: &ControlPlane,
+    obj: &Value,
+    what: &str,
+    done: impl Fn(&Answer) -> bool,
+) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = dry_run(cp, obj);
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: still {answer:?} after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn denied_for(answer: &Answer, rule: &str) -> bool {
+    !answer.ok()
+        && answer
+            .message()
+            .contains(r#"admission webhook "validate.winadmit.io" denied"#)
+        && answer.message().contains(rule)
+}
+
+/// With the install's ServiceAccount and ClusterRole, every list and watch
+/// of the cache is allowed: it lists Namespaces, RuntimeClasses and Nodes
+/// and logs no failure.
+#[test]
+fn the_cache_runs_with_the_install_rbac() {
+    let Some(s) = setup("the_cache_runs_with_the_install_rbac") else {
+        return;
+    };
+    // Not while another test restarts the API server (its authorizer
+    // refuses everything for a moment after a start).
+    let _turn = s.cluster_wide.lock().unwrap();
+    let objects = e2e::rendered("base");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit");
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    for resource in ["namespaces", "runtimeclasses.node.k8s.io", "nodes"] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !webhook
+            .server
+            .logs_contain(&format!("cluster cache: {resource} listed"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{resource} never listed: {}",
+                webhook.server.all_logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let logs = webhook.server.all_logs();
+    assert!(
+        !logs.contains("forbidden") && !logs.contains("\"level\":\"WARN\""),
+        "the cache failed with the install's RBAC:\n{logs}"
+    );
+}
+
+/// The check above can fail: a ClusterRole without `watch` on Nodes is
+/// logged as forbidden.
+#[test]
+fn a_missing_verb_is_logged_as_forbidden() {
+    let Some(s) = setup("a_missing_verb_is_logged_as_forbidden") else {
+        return;
+    };
+    let mut objects = e2e::rendered("base");
+    for o in &mut objects {
+        let rename = |o: &mut Value| o["metadata"]["name"] = json!("winadmit-no-watch");
+        match e2e::kind(o) {
+            "ServiceAccount" => rename(o),
+            "ClusterRole" => {
+                rename(o);
+                for rule in o["rules"].as_array_mut().unwrap() {
+                    if rule["resources"] == json!(["nodes"]) {
+                        rule["verbs"] = json!(["get", "list"]);
+                    }
+                }
+            }
+            "ClusterRoleBinding" => {
+                rename(o);
+                o["roleRef"]["name"] = json!("winadmit-no-watch");
+                o["subjects"][0]["name"] = json!("winadmit-no-watch");
+            }
+            _ => {}
+        }
+    }
+    apply_rbac(s.cp, &objects);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit-no-watch");
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(webhook.server.logs_contain("forbidden") && webhook.server.logs_contain("nodes")) {
+        assert!(
+            Instant::now() < deadline,
+            "no forbidden watch logged: {}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The namespace label `winadmit.io/mode` applies as soon as it changes:
+/// `warn` admits with warnings, `enforce` denies.
+#[test]
+fn the_namespace_mode_label_follows_the_cluster() {
+    let Some(s) = setup("the_namespace_mode_label_follows_the_cluster") else {
+        return;
+    };
+    let ns = "cluster-mode";
+    s.cp.namespace(
+        ns,
+        &[("winadmit-e2e", "cluster"), ("winadmit.io/mode", "warn")],
+    );
+    let obj = pod(
+        ns,
+        "hostnet",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
+    );
+    let answer = eventually(s.cp, &obj, "mode warn", Answer::ok);
+    assert!(
+        answer
+            .warnings
+            .iter()
+            .any(|w| w.contains("WIN-HOSTNETWORK")),
+        "{answer:?}"
+    );
+    s.cp.kubectl_ok(&[
+        "label",
+        "namespace",
+        ns,
+        "winadmit.io/mode=enforce",
+        "--overwrite",
+    ]);
+    eventually(s.cp, &obj, "mode enforce", |a| {
+        denied_for(a, "WIN-HOSTNETWORK")
+    });
+}
+
+/// A RuntimeClass that pins Windows (its scheduling.nodeSelector) makes a
+/// Deployment that names it a Windows workload, once the cache has it.
+#[test]
+fn a_windows_runtime_class_follows_the_cluster() {
+    let Some(s) = setup("a_windows_runtime_class_follows_the_cluster") else {
+        return;
+    };
+    let ns = "cluster-rc";
+    s.cp.namespace(ns, &[("winadmit-e2e", "cluster")]);
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "iis", "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {"app": "iis"}},
+            "template": {
+                "metadata": {"labels": {"app": "iis"}},
+                "spec": {
+                    "runtimeClassName": "windows-2022",
+                    "hostNetwork": true,
+                    "containers": [{"name": "app", "image": "contoso/app:1.0"}]
+                }
+            }
+        }
+    });
+    let answer = dry_run(s.cp, &deploy);
+    assert!(answer.ok(), "no such RuntimeClass yet: {answer:?}");
+    s.cp.apply(
+        &json!({
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": "windows-2022"},
+            "handler": "runhcs-wcow-process",
+            "scheduling": {"nodeSelector": {"kubernetes.io/os": "windows"}}
+        })
+        .to_string(),
+    );
+    eventually(s.cp, &deploy, "RuntimeClass created", |a| {
+        denied_for(a, "WIN-HOSTNETWORK")
+    });
+}
+
+/// A Windows node's kubelet version decides version-dependent verdicts:
+/// sysctls are refused by the Windows kubelet from 1.27 (an error), and
+/// only ignored by a 1.26 kubelet (a warning). The verdict follows the node
+/// as it is created and deleted, and the cache keeps following after the
+/// API server restarts.
+#[test]
+fn windows_nodes_and_an_api_server_restart() {
+    let Some(s) = setup("windows_nodes_and_an_api_server_restart") else {
+        return;
+    };
+    let _turn = s.cluster_wide.lock().unwrap();
+    let ns = "cluster-nodes";
+    s.cp.namespace(ns, &[("winadmit-e2e", "cluster")]);
+    let obj = pod(
+        ns,
+        "sysctls",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+               "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}}),
+    );
+    eventually(s.cp, &obj, "no Windows node: 1.37", |a| {
+        denied_for(a, "WIN-SYSCTLS")
+    });
+
+    let node = |name: &str, kubelet: &str| {
+        s.cp.apply(
+            &json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/os": "windows"}}})
+            .to_string(),
+        );
+        let status = json!({"status": {"nodeInfo": {
+            "kubeletVersion": kubelet, "containerRuntimeVersion": "containerd://1.7.20",
+            "kubeProxyVersion": "", "operatingSystem": "windows", "architecture": "amd64",
+            "osImage": "Windows Server 2022 Datacenter", "kernelVersion": "10.0.20348.2527",
+            "machineID": "", "systemUUID": "", "bootID": ""
+        }}});
+        s.cp.kubectl_ok(&[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ]);
+    };
+    node("akswin-old", "v1.26.3");
+    let answer = eventually(s.cp, &obj, "a 1.26 Windows node", Answer::ok);
+    assert!(
+        answer.warnings.iter().any(|w| w.contains("WIN-SYSCTLS")),
+        "{answer:?}"
+    );
+
+    s.cp.restart_apiserver();
+    s.cp.kubectl_ok(&["delete", "node", "akswin-old"]);
+    eventually(s.cp, &obj, "node deleted after a restart", |a| {
+        denied_for(a, "WIN-SYSCTLS")
+    });
+    node("akswin-old-2", "v1.26.3");
+    eventually(s.cp, &obj, "node created after a restart", Answer::ok);
+    s.cp.kubectl_ok(&["delete", "node", "akswin-old-2"]);
+    // The restart broke the watches; they resumed from a resource version
+    // the new API server no longer has (410 Gone) and listed again.
+    let logs = s.webhook.server.all_logs();
+    assert!(
+        logs.contains("expired (too old resource version")
+            && logs.contains("listed after earlier failures"),
+        "no relist after the restart:\n{logs}"
+    );
+    eventually(s.cp, &obj, "node deleted", |a| denied_for(a, "WIN-SYSCTLS"));
+}
+
+/// The live `winadmit report` against the API server: the workloads of a
+/// namespace, each with the verdict the webhook gives.
+#[test]
+fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
+    let Some(s) = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts") else {
+        return;
+    };
+    // Stored without the webhooks (no setup label), as before an install.
+    let ns = "cluster-report";
+    s.cp.namespace(ns, &[]);
+    let spec = |extra: Value| {
+        let mut spec = json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+            "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+                            "resources": {"limits": {"memory": "1Gi"}}}]});
+        e2e_merge(&mut spec, &extra);
+        spec
+    };
+    for (name, extra) in [
+        ("clean", json!({})),
+        ("hostnet", json!({"hostNetwork": true})),
+        (
+            "privileged",
+            json!({"containers": [{"name": "app", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022", "securityContext": {"privileged": true}, "resources": {"limits": {"memory": "1Gi"}}}]}),
+        ),
+    ] {
+        let out = e2e::create(
+            s.cp,
+            &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"selector": {"matchLabels": {"app": name}},
+                             "template": {"metadata": {"labels": {"app": name}}, "spec": spec(extra)}}}),
+            false,
+        );
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+    }
+    let out = e2e::winadmit(&[
+        "report",
+        "--kubeconfig",
+        s.cp.kubeconfig.to_str().unwrap(),
+        "-n",
+        ns,
+        "--mode",
+        "enforce",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.code().is_some_and(|c| c < 2),
+        "winadmit report: {}",
+        stderr(&out)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdicts: Vec<(String, String)> = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_owned(),
+                o["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("clean".to_owned(), "allow".to_owned()),
+            ("hostnet".to_owned(), "deny".to_owned()),
+            ("privileged".to_owned(), "warn".to_owned()),
+        ],
+        "{report:#}"
+    );
+}
+
+/// JSON merge (objects merge, everything else replaces).
+fn e2e_merge(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                e2e_merge(a.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (a, b) => *a = b.clone(),
+    }
+}
