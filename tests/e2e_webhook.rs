@@ -428,3 +428,137 @@ fn a_match_condition_that_does_not_compile_is_refused() {
         stderr(&out)
     );
 }
+
+/// `reinvocationPolicy: IfNeeded`: when a mutation that runs after winadmit
+/// (here a MutatingAdmissionPolicy, reinvoked itself after winadmit's
+/// patch) puts back a field the API server refuses on a Windows pod,
+/// winadmit runs again and removes it, and the pod is accepted.
+#[test]
+fn winadmit_is_reinvoked_after_a_later_mutation() {
+    let Some(s) = enforce("winadmit_is_reinvoked_after_a_later_mutation") else {
+        return;
+    };
+    let ns = "reinvoke";
+    s.cp.namespace(
+        ns,
+        &[("winadmit-e2e", "enforce"), ("e2e-adds-privileged", "true")],
+    );
+    s.cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+             "metadata": {"name": "e2e-adds-privileged-false"},
+             "spec": {
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "IfNeeded",
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["pods"]}]},
+                "matchConditions": [{"name": "not-yet", "expression":
+                    "!has(object.spec.containers[0].securityContext) || !has(object.spec.containers[0].securityContext.privileged)"}],
+                "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/spec/containers/0/securityContext', value: {'privileged': false}}]"}}]
+             }},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+             "metadata": {"name": "e2e-adds-privileged-false"},
+             "spec": {"policyName": "e2e-adds-privileged-false",
+                      "matchResources": {"namespaceSelector": {"matchLabels": {"e2e-adds-privileged": "true"}}}}}
+        ]})
+        .to_string(),
+    );
+    let obj = pod(ns, "reinvoked", json!({"os": {"name": "windows"}}));
+    // Policies take effect after a moment, like webhook registrations.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = create(s.cp, &obj, true);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let stored: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let calls = s
+            .webhook
+            .reviews_of("reinvoked")
+            .iter()
+            .filter(|r| r["endpoint"] == "mutate")
+            .count();
+        if calls >= 2 {
+            assert!(
+                no_security_context(&stored["spec"]["containers"][0]),
+                "the field the policy put back after winadmit is stored: {stored:#}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "winadmit was never reinvoked: {:?}",
+            s.webhook.reviews_of("reinvoked")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+/// A custom resource with a pod template (Argo Rollouts' `Rollout`, its
+/// CRD installed by the test) through the custom-resources overlay's
+/// webhooks: patched at its template and denied for what Windows cannot run.
+#[test]
+fn custom_resources_with_a_pod_template_are_patched_and_denied() {
+    let Some(s) = enforce("custom_resources_with_a_pod_template_are_patched_and_denied") else {
+        return;
+    };
+    s.cp.apply(
+        &json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "rollouts.argoproj.io"},
+            "spec": {
+                "group": "argoproj.io", "scope": "Namespaced",
+                "names": {"plural": "rollouts", "singular": "rollout", "kind": "Rollout", "listKind": "RolloutList"},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        })
+        .to_string(),
+    );
+    s.cp.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/rollouts.argoproj.io",
+        "--timeout=30s",
+    ]);
+    let objects = e2e::rendered("custom-resources");
+    s.cp.apply(&e2e::to_list(&e2e::registrations(
+        &objects, "cr", &s.webhook,
+    )));
+    let ns = "custom-resources";
+    s.cp.namespace(ns, &[("winadmit-e2e", "cr")]);
+    e2e::wait_registered(s.cp, &s.webhook, ns, 2);
+
+    let rollout = |name: &str, spec: Value| {
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": pod("", "", spec)["spec"]}}})
+    };
+    let out = create(s.cp, &rollout("patched", ignored_fields_spec()), false);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored = s.cp.get("rollouts.argoproj.io", ns, "patched");
+    let spec = &stored["spec"]["template"]["spec"];
+    assert_eq!(
+        spec["nodeSelector"],
+        json!({"kubernetes.io/os": "windows"}),
+        "{stored:#}"
+    );
+    assert!(no_security_context(&spec["containers"][0]), "{stored:#}");
+
+    let out = create(
+        s.cp,
+        &rollout(
+            "denied",
+            json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
+        ),
+        true,
+    );
+    assert!(!out.status.success(), "the Rollout was admitted");
+    let err = stderr(&out);
+    assert!(
+        err.contains("validate.winadmit.io")
+            && err.contains("spec.template.spec.hostNetwork")
+            && err.contains("WIN-HOSTNETWORK"),
+        "{err}"
+    );
+}
