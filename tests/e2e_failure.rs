@@ -115,6 +115,22 @@ fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
     );
     let (linux, _) = timed_create(cp, &linux_pod(&ns, "linux-down"));
     assert!(linux.status.success(), "{}", stderr(&linux));
+
+    // The README's recovery: label the namespace winadmit.io/ignore=true.
+    cp.kubectl_ok(&["label", "namespace", &ns, "winadmit.io/ignore=true"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (out, _) = timed_create(cp, &windows_pod(&ns, "recovered"));
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still refused after the opt-out label: {}",
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// failurePolicy Ignore (the audit overlay): a Windows pod winadmit would

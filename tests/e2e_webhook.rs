@@ -562,3 +562,34 @@ fn custom_resources_with_a_pod_template_are_patched_and_denied() {
         "{err}"
     );
 }
+
+/// One workload opts out of one rule with the annotation
+/// `winadmit.io/skip.<RULE>` carrying a reason: that rule no longer denies
+/// it, the others still do.
+#[test]
+fn a_skip_annotation_opts_one_workload_out_of_one_rule() {
+    let Some(s) = enforce("a_skip_annotation_opts_one_workload_out_of_one_rule") else {
+        return;
+    };
+    let ns = ns(s, "skip");
+    let spec = json!({"nodeSelector": {"kubernetes.io/os": "windows"},
+        "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}});
+    let mut skipped = pod(&ns, "skipped", spec.clone());
+    skipped["metadata"]["annotations"] =
+        json!({"winadmit.io/skip.WIN-SYSCTLS": "the sysctl is set by the node image"});
+    let out = create(s.cp, &skipped, true);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let mut both = skipped.clone();
+    both["metadata"]["name"] = json!("skipped-one-of-two");
+    both["spec"]["hostNetwork"] = json!(true);
+    let out = create(s.cp, &both, true);
+    let err = stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("WIN-HOSTNETWORK") && !err.contains("[WIN-SYSCTLS]"),
+        "{err}"
+    );
+
+    let out = create(s.cp, &pod(&ns, "not-skipped", spec), true);
+    assert!(stderr(&out).contains("WIN-SYSCTLS"), "{}", stderr(&out));
+}
