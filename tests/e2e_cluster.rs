@@ -140,6 +140,10 @@ fn denied_for(answer: &Answer, rule: &str) -> bool {
 /// of the cache is allowed: it lists Namespaces, RuntimeClasses and Nodes
 /// and logs no failure.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn the_cache_runs_with_the_install_rbac() {
     let Some(s) = setup("the_cache_runs_with_the_install_rbac") else {
         return;
@@ -183,6 +187,10 @@ fn the_cache_runs_with_the_install_rbac() {
 /// The check above can fail: a ClusterRole without `watch` on Nodes is
 /// logged as forbidden.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn a_missing_verb_is_logged_as_forbidden() {
     let Some(s) = setup("a_missing_verb_is_logged_as_forbidden") else {
         return;
@@ -234,6 +242,10 @@ fn a_missing_verb_is_logged_as_forbidden() {
 /// The namespace label `winadmit.io/mode` applies as soon as it changes:
 /// `warn` admits with warnings, `enforce` denies.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn the_namespace_mode_label_follows_the_cluster() {
     let Some(s) = setup("the_namespace_mode_label_follows_the_cluster") else {
         return;
@@ -271,6 +283,10 @@ fn the_namespace_mode_label_follows_the_cluster() {
 /// A RuntimeClass that pins Windows (its scheduling.nodeSelector) makes a
 /// Deployment that names it a Windows workload, once the cache has it.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn a_windows_runtime_class_follows_the_cluster() {
     let Some(s) = setup("a_windows_runtime_class_follows_the_cluster") else {
         return;
@@ -314,6 +330,10 @@ fn a_windows_runtime_class_follows_the_cluster() {
 /// as it is created and deleted, and the cache keeps following after the
 /// API server restarts.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn windows_nodes_and_an_api_server_restart() {
     let Some(s) = setup("windows_nodes_and_an_api_server_restart") else {
         return;
@@ -382,6 +402,10 @@ fn windows_nodes_and_an_api_server_restart() {
 /// The live `winadmit report` against the API server: the workloads of a
 /// namespace, each with the verdict the webhook gives.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
     let Some(s) = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts") else {
         return;

@@ -82,6 +82,10 @@ fn timed_create(cp: &ControlPlane, obj: &Value) -> (Output, Duration) {
 /// API server waits `timeoutSeconds` and refuses the Windows pod; once it
 /// is gone it refuses at once. A Linux pod is admitted all along.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
     let Some(cp) = controlplane::shared("fail_refuses_windows_pods_while_winadmit_is_slow_or_down")
     else {
@@ -137,6 +141,10 @@ fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
 /// deny in enforce mode is admitted, unchecked and unmutated, while
 /// winadmit is stopped or down.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn ignore_admits_windows_pods_while_winadmit_is_slow_or_down() {
     let Some(cp) =
         controlplane::shared("ignore_admits_windows_pods_while_winadmit_is_slow_or_down")
@@ -244,6 +252,10 @@ fn garbage_server() -> Garbage {
 /// A webhook that answers garbage: Fail refuses the Windows pod with the
 /// decoding error, Ignore admits it.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn garbage_answers_follow_the_failure_policy() {
     let Some(cp) = controlplane::shared("garbage_answers_follow_the_failure_policy") else {
         return;
@@ -299,6 +311,10 @@ fn garbage_answers_follow_the_failure_policy() {
 /// another CA's bundle every call fails with the x509 error the README's
 /// troubleshooting names.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn a_ca_bundle_that_does_not_match_fails_the_call() {
     let Some(cp) = controlplane::shared("a_ca_bundle_that_does_not_match_fails_the_call") else {
         return;
@@ -341,6 +357,10 @@ fn a_ca_bundle_that_does_not_match_fails_the_call() {
 /// self-signed rotation docs/install.md describes (trust both CAs, switch
 /// the certificate, trust only the new CA). No call fails.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn certificate_rotation_fails_no_call() {
     let Some(cp) = controlplane::shared("certificate_rotation_fails_no_call") else {
         return;

@@ -332,6 +332,10 @@ fn report(pods: &[(Value, String)]) -> BTreeMap<String, Said> {
 const REFUSED_FOR_WINDOWS: &str = "set for a windows pod";
 
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn the_api_server_agrees_with_winadmit_on_generated_windows_pods() {
     let test = "the_api_server_agrees_with_winadmit_on_generated_windows_pods";
     let Some(cp) = controlplane::shared(test) else {

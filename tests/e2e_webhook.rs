@@ -52,6 +52,10 @@ fn ns(setup: &Enforce, name: &str) -> String {
 /// The README's denial example, word for word, is what kubectl v1.37 prints
 /// when it creates the pod through the installed webhooks.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn readme_denial_example_is_what_kubectl_prints() {
     let Some(s) = enforce("readme_denial_example_is_what_kubectl_prints") else {
         return;
@@ -184,6 +188,10 @@ fn pod_spec_of(obj: &Value) -> &Value {
 /// server's own Windows validation and stored with the node selector
 /// added and the ignored fields gone.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn patches_are_applied_and_stored_for_every_workload_kind() {
     let Some(s) = enforce("patches_are_applied_and_stored_for_every_workload_kind") else {
         return;
@@ -220,6 +228,10 @@ fn patches_are_applied_and_stored_for_every_workload_kind() {
 /// A server-side dry run goes through both webhooks (the webhooks declare
 /// `sideEffects: None`) and stores nothing.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn server_side_dry_run_stores_nothing() {
     let Some(s) = enforce("server_side_dry_run_stores_nothing") else {
         return;
@@ -247,6 +259,10 @@ fn server_side_dry_run_stores_nothing() {
 /// in an excluded namespace or one labelled `winadmit.io/ignore=true` is
 /// admitted unchecked, and kube-system is never sent.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn exclusions_keep_objects_away_from_the_webhooks() {
     let Some(s) = enforce("exclusions_keep_objects_away_from_the_webhooks") else {
         return;
@@ -301,6 +317,10 @@ fn exclusions_keep_objects_away_from_the_webhooks() {
 /// before winadmit saw it stays labelable, and an update that adds a
 /// problem is denied.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn updates_count_only_what_they_introduce() {
     let Some(s) = enforce("updates_count_only_what_they_introduce") else {
         return;
@@ -355,6 +375,10 @@ fn updates_count_only_what_they_introduce() {
 /// `pods/ephemeralcontainers` subresource, as `kubectl debug` does) is
 /// judged and patched on its own.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn ephemeral_containers_are_judged_and_patched() {
     let Some(s) = enforce("ephemeral_containers_are_judged_and_patched") else {
         return;
@@ -406,6 +430,10 @@ fn ephemeral_containers_are_judged_and_patched() {
 /// is applied: a broken expression is refused then, not at the first pod.
 /// The rendered configurations themselves were applied by the setup.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn a_match_condition_that_does_not_compile_is_refused() {
     let Some(s) = enforce("a_match_condition_that_does_not_compile_is_refused") else {
         return;
@@ -434,6 +462,10 @@ fn a_match_condition_that_does_not_compile_is_refused() {
 /// patch) puts back a field the API server refuses on a Windows pod,
 /// winadmit runs again and removes it, and the pod is accepted.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn winadmit_is_reinvoked_after_a_later_mutation() {
     let Some(s) = enforce("winadmit_is_reinvoked_after_a_later_mutation") else {
         return;
@@ -497,6 +529,10 @@ fn winadmit_is_reinvoked_after_a_later_mutation() {
 /// CRD installed by the test) through the custom-resources overlay's
 /// webhooks: patched at its template and denied for what Windows cannot run.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn custom_resources_with_a_pod_template_are_patched_and_denied() {
     let Some(s) = enforce("custom_resources_with_a_pod_template_are_patched_and_denied") else {
         return;
@@ -567,6 +603,10 @@ fn custom_resources_with_a_pod_template_are_patched_and_denied() {
 /// `winadmit.io/skip.<RULE>` carrying a reason: that rule no longer denies
 /// it, the others still do.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
 fn a_skip_annotation_opts_one_workload_out_of_one_rule() {
     let Some(s) = enforce("a_skip_annotation_opts_one_workload_out_of_one_rule") else {
         return;
