@@ -333,6 +333,8 @@ pub struct ReportArgs {
     pub page_size: u32,
     #[command(flatten)]
     pub deadlines: ApiDeadlines,
+    #[command(flatten)]
+    pub limits: ApiLimits,
     /// Report every owned Pod, ReplicaSet and Job on its own instead of
     /// folding it into its controller.
     #[arg(long, env = "WINADMIT_NO_FOLD")]
@@ -496,6 +498,15 @@ pub struct ClusterCacheArgs {
     /// /readyz waits at most this long for the cache's first list of both resources.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_CLUSTER_CACHE_SYNC_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub cluster_cache_sync_timeout: Duration,
+    /// Largest answer the cache accepts from the API server for one call
+    /// (a list page, or all that one watch call streams), in bytes; a
+    /// larger one fails the call, which is logged and retried with backoff.
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_CLUSTER_CACHE_MAX_RESPONSE_BYTES", default_value_t = crate::server::api_limits::MAX_RESPONSE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub cluster_cache_max_response_bytes: u64,
+    /// Most pages of one list the cache follows; a list that goes on (or
+    /// repeats its continue token) fails, logged and retried with backoff.
+    #[arg(long, value_name = "N", env = "WINADMIT_CLUSTER_CACHE_MAX_PAGES", default_value_t = crate::server::api_limits::MAX_PAGES, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cluster_cache_max_pages: u32,
 }
 
 /// Deadlines for every call to the Kubernetes API server (`report`).
@@ -510,6 +521,24 @@ pub struct ApiDeadlines {
     /// Time for one whole API call (one page of a list), however the server trickles it.
     #[arg(long = "api-timeout", value_name = "DURATION", env = "WINADMIT_API_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub call_timeout: Duration,
+}
+
+/// What `report` accepts from an API server, so a broken or hostile one
+/// cannot make it run forever or exhaust memory.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ApiLimits {
+    /// Largest answer to one API call (one page of a list, one discovery
+    /// document), in bytes; a larger one stops the report (exit 2).
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_RESPONSE_BYTES", default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_response_bytes: u64,
+    /// Most pages of one list (with --page-size 500, 5 million objects of
+    /// one kind in one namespace); more stops the report (exit 2).
+    #[arg(long, value_name = "N", env = "WINADMIT_MAX_PAGES", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pages: u32,
+    /// Report the kinds that could be listed, exit 0 or 1 as usual, when a
+    /// custom resource group cannot be discovered (without it: exit 2).
+    #[arg(long, env = "WINADMIT_ALLOW_PARTIAL")]
+    pub allow_partial: bool,
 }
 
 /// Parses `500ms`, `10s`, `2m` or a bare number of seconds.

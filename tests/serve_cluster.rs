@@ -241,6 +241,7 @@ fn cluster_api(forbid: Option<&'static str>) -> (FakeApi, tempfile::TempDir, Pat
     let api = FakeApi::start(Behaviour {
         forbid,
         fixtures: Some(fixtures()),
+        ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = api.kubeconfig(dir.path(), TOKEN);

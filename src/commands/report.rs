@@ -96,6 +96,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         mode,
         page_size,
         deadlines,
+        limits,
         no_fold,
         quiet,
         color,
@@ -142,7 +143,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             &namespaces,
             page_size,
             &custom,
-            deadlines,
+            (deadlines, limits),
             &progress,
         )?)
     } else {
@@ -189,8 +190,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     for problem in walk_problems {
         driver.builder.input_problem(problem);
     }
+    // Custom resource groups that could not be discovered: the report is
+    // partial, which fails the run unless --allow-partial.
+    let mut partial = Vec::new();
     match live {
-        Some(live) => live.run(&mut driver)?,
+        Some(live) => {
+            partial = live.undiscovered().to_vec();
+            live.run(&mut driver)?;
+        }
         None => file::run(&from_file, &mut driver),
     }
     let Driver {
@@ -208,7 +215,18 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         FailOn::Error => summary.errors > 0,
         FailOn::Warning => summary.errors + summary.warnings > 0,
     };
-    let code = if summary.input_errors > 0 {
+    if !partial.is_empty() {
+        eprintln!(
+            "winadmit: the report leaves out the custom resources of {} (they could not be discovered; see above){}",
+            partial.join(", "),
+            if limits.allow_partial {
+                ""
+            } else {
+                "; exit 2 (--allow-partial accepts a partial report)"
+            }
+        );
+    }
+    let code = if summary.input_errors > 0 || (!partial.is_empty() && !limits.allow_partial) {
         EXIT_INPUT
     } else if failing {
         EXIT_FINDINGS

@@ -584,6 +584,7 @@ async fn run<K>(
     let mut failing: Option<String> = None;
     let mut warned = Instant::now();
     let mut synced_once = false;
+    let mut relist = watcher::DefaultBackoff::default();
     // While a list is in progress each page must arrive within `list_page`:
     // a server that trickles bytes defeats the read timeout, not this.
     let mut listing = true;
@@ -601,6 +602,10 @@ async fn run<K>(
                         deadlines.list_page,
                         what.without()
                     );
+                    // Not at once: a server that keeps the list going
+                    // (an endless continue token) is retried with the
+                    // watcher's own backoff, with jitter.
+                    tokio::time::sleep(relist.next().unwrap_or(Duration::from_secs(30))).await;
                     stream = start();
                     continue;
                 }
@@ -617,6 +622,7 @@ async fn run<K>(
                 let done = matches!(event, watcher::Event::InitDone);
                 if done {
                     listing = false;
+                    kube::runtime::utils::Backoff::reset(&mut relist);
                 }
                 if let Some(n) = apply(event) {
                     metrics.objects(what, n);

@@ -19,6 +19,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::admission::{self, Admission, Endpoint};
 
+pub mod api_limits;
 pub mod cluster;
 pub mod jsonlog;
 pub mod listener;

@@ -39,6 +39,13 @@ pub struct Behaviour {
     /// Read list responses from this directory instead of
     /// tests/fixtures/report/live.
     pub fixtures: Option<PathBuf>,
+    /// Discovery (`/apis/GROUP...`) answers headers, then one byte every
+    /// 5 s, forever.
+    pub trickle_discovery: bool,
+    /// Every list answers `items: []` with `continue: "again"`.
+    pub endless_continue: bool,
+    /// Every list answers a valid list padded to this many bytes.
+    pub huge_lists: Option<usize>,
 }
 
 #[derive(Clone)]
@@ -230,6 +237,22 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
     let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
     // Discovery (/apis/G, /apis/G/V): from discovery.json, a map from path
     // to document, when the fixtures have one.
+    if parts.first() == Some(&"apis")
+        && (2..=3).contains(&parts.len())
+        && state.behaviour.trickle_discovery
+    {
+        let stream = futures::stream::unfold(0u64, |n| async move {
+            if n > 0 {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            }
+            Some((Ok::<_, std::io::Error>(Bytes::from_static(b" ")), n + 1))
+        });
+        return (
+            [("content-type", "application/json")],
+            axum::body::Body::from_stream(stream),
+        )
+            .into_response();
+    }
     if parts.first() == Some(&"apis") && (2..=3).contains(&parts.len()) {
         let docs: Value = std::fs::read_to_string(state.fixtures.join("discovery.json"))
             .map(|t| serde_json::from_str(&t).unwrap())
@@ -289,6 +312,30 @@ async fn answer(State(state): State<AppState>, req: Request) -> Response {
     }
     if watching {
         return watch(&state, plural);
+    }
+    if state.behaviour.endless_continue {
+        return (
+            [("content-type", "application/json")],
+            r#"{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"1","continue":"again"},"items":[]}"#,
+        )
+            .into_response();
+    }
+    if let Some(size) = state.behaviour.huge_lists {
+        // A list whose one item carries a huge annotation, streamed in 1 MiB chunks.
+        let head = r#"{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[{"metadata":{"name":"huge","annotations":{"pad":""#;
+        let tail = r#""}}}]}"#;
+        let chunks = size / (1 << 20) + 1;
+        let stream = futures::stream::iter(
+            std::iter::once(Bytes::from_static(head.as_bytes()))
+                .chain((0..chunks).map(|_| Bytes::from(vec![b'x'; 1 << 20])))
+                .chain(std::iter::once(Bytes::from_static(tail.as_bytes())))
+                .map(Ok::<_, std::io::Error>),
+        );
+        return (
+            [("content-type", "application/json")],
+            axum::body::Body::from_stream(stream),
+        )
+            .into_response();
     }
     // A custom resource's list may be in PLURAL.GROUP.json (OpenKruise's
     // statefulsets are not the apps group's).

@@ -14,7 +14,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use super::{Driver, Progress};
-use crate::cli::ApiDeadlines;
+use crate::cli::{ApiDeadlines, ApiLimits};
 use crate::report::Origin;
 use crate::report::stream::{self, StopError, StreamError};
 
@@ -120,12 +120,16 @@ pub(super) struct Live {
     client: Client,
     server: String,
     deadlines: ApiDeadlines,
+    limits: ApiLimits,
     /// `None`: all namespaces.
     namespaces: Vec<Option<String>>,
     page_size: u32,
     /// Custom resources with a pod template that the cluster serves and the
     /// identity may list, owners first ([`Live::discover`]).
     custom: Vec<Resource>,
+    /// Custom resource groups whose discovery failed (not a 404): their
+    /// kinds are left out of the report, which says so.
+    undiscovered: Vec<String>,
 }
 
 impl Live {
@@ -136,13 +140,15 @@ impl Live {
     /// `custom` are the (group, kind) pairs of custom resources with a pod
     /// template (the built-in table and the policy's `podTemplates`); the
     /// ones the cluster serves are listed too, before the built-in kinds.
+    /// `bounds` are how long each call may take and how much of an answer
+    /// is read.
     pub fn connect(
         kubeconfig: Option<&Path>,
         context: Option<&str>,
         namespaces: &[String],
         page_size: u32,
         custom: &[(String, String)],
-        deadlines: ApiDeadlines,
+        (deadlines, limits): (ApiDeadlines, ApiLimits),
         progress: &Progress,
     ) -> anyhow::Result<Self> {
         // kube's rustls needs a process-wide provider; another door may have
@@ -167,6 +173,7 @@ impl Live {
             client,
             server,
             deadlines,
+            limits,
             namespaces: if namespaces.is_empty() {
                 vec![None]
             } else {
@@ -174,6 +181,7 @@ impl Live {
             },
             page_size,
             custom: Vec::new(),
+            undiscovered: Vec::new(),
         };
         progress.note(&format!(
             "connecting to {} (checking that each workload kind may be listed)",
@@ -186,7 +194,7 @@ impl Live {
                     .map_err(|e| live.describe(e, r, ns.as_deref()))?;
             }
         }
-        live.custom = live.discover(custom, progress);
+        (live.custom, live.undiscovered) = live.discover(custom, progress);
         let listed: Vec<&str> = live
             .custom
             .iter()
@@ -208,8 +216,17 @@ impl Live {
     /// list. A group or kind the cluster does not serve is skipped quietly:
     /// most clusters have no Argo Rollouts, OpenKruise or KEDA. A list the
     /// identity may not make is a note, and the report goes on without it.
-    fn discover(&self, custom: &[(String, String)], progress: &Progress) -> Vec<Resource> {
+    /// A group whose discovery fails otherwise (no answer within
+    /// --api-timeout, an error, an answer too large) is returned second:
+    /// its kinds are skipped, and the report says so and exits 2 unless
+    /// --allow-partial.
+    fn discover(
+        &self,
+        custom: &[(String, String)],
+        progress: &Progress,
+    ) -> (Vec<Resource>, Vec<String>) {
         let mut found = Vec::new();
+        let mut undiscovered = Vec::new();
         let mut groups: Vec<&str> = Vec::new();
         for (g, _) in custom {
             if !groups.contains(&g.as_str()) {
@@ -217,14 +234,25 @@ impl Live {
             }
         }
         for group in groups {
-            let Some(group_version) = self.get_json(&format!("/apis/{group}")).and_then(|g| {
+            let mut document = |path: &str| match self.get_json(path) {
+                Ok(doc) => doc,
+                Err(why) => {
+                    progress.note(&format!(
+                        "warning: cannot discover {group} at {} ({path}): {why}; its kinds are skipped",
+                        self.server
+                    ));
+                    undiscovered.push(group.to_owned());
+                    None
+                }
+            };
+            let Some(group_version) = document(&format!("/apis/{group}")).and_then(|g| {
                 g.pointer("/preferredVersion/groupVersion")
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             }) else {
                 continue;
             };
-            let Some(list) = self.get_json(&format!("/apis/{group_version}")) else {
+            let Some(list) = document(&format!("/apis/{group_version}")) else {
                 continue;
             };
             let served = list
@@ -267,15 +295,79 @@ impl Live {
                 }
             }
         }
-        found
+        (found, undiscovered)
     }
 
-    /// A discovery document, or `None` when the cluster does not serve it
-    /// (or will not say).
-    fn get_json(&self, path: &str) -> Option<Value> {
-        let req = axum::http::Request::get(path).body(Vec::new()).ok()?;
-        let text = self.runtime.block_on(self.client.request_text(req)).ok()?;
-        serde_json::from_str(&text).ok()
+    /// A discovery document, `None` when the cluster does not serve it
+    /// (404), or why it could not be read, within --api-timeout and
+    /// --max-response-bytes.
+    fn get_json(&self, path: &str) -> Result<Option<Value>, String> {
+        let req = axum::http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| e.to_string())?;
+        let call = async {
+            tokio::time::timeout(self.deadlines.call_timeout, self.bounded_text(req)).await
+        };
+        match self.runtime.block_on(call) {
+            Err(_) => Err(format!(
+                "no complete answer within {:?} (--api-timeout)",
+                self.deadlines.call_timeout
+            )),
+            Ok(Err(CallError::Kube(kube::Error::Api(status)))) if status.code == 404 => Ok(None),
+            Ok(Err(CallError::TooLarge(limit))) => Err(format!(
+                "the answer is larger than {limit} bytes (--max-response-bytes)"
+            )),
+            Ok(Err(CallError::Kube(e))) => Err(error_chain(&e)),
+            Ok(Err(CallError::Timeout(t))) => {
+                Err(format!("no complete answer within {t:?} (--api-timeout)"))
+            }
+            Ok(Ok(text)) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("not a discovery document: {e}")),
+        }
+    }
+
+    /// Custom resource groups the report had to leave out.
+    pub fn undiscovered(&self) -> &[String] {
+        &self.undiscovered
+    }
+
+    /// One call's answer as text, read up to --max-response-bytes (a
+    /// larger answer is `TooLarge`); an error status is the API server's
+    /// `Status`, as kube's own `request_text` gives it.
+    async fn bounded_text(&self, req: axum::http::Request<Vec<u8>>) -> Result<String, CallError> {
+        let limit = self.limits.max_response_bytes;
+        let res = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(CallError::Kube)?;
+        let code = res.status();
+        let cap = if code.is_success() {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        } else {
+            // An error's Status is small; more is not worth reading.
+            64 * 1024
+        };
+        let bytes = axum::body::to_bytes(axum::body::Body::new(res.into_body()), cap)
+            .await
+            .map_err(|e| {
+                if code.is_success() && error_chain(&e).contains("length limit exceeded") {
+                    CallError::TooLarge(limit)
+                } else {
+                    CallError::Kube(kube::Error::Service(e.into()))
+                }
+            })?;
+        if !code.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let status = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+                kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                    .with_code(code.as_u16())
+            });
+            return Err(CallError::Kube(kube::Error::Api(status.boxed())));
+        }
+        // Without a copy when the buffer is unshared.
+        String::from_utf8(Vec::from(bytes)).map_err(|e| CallError::Kube(kube::Error::FromUtf8(e)))
     }
 
     pub fn server(&self) -> &str {
@@ -321,15 +413,15 @@ impl Live {
                         ),
                     })?;
                     items += info.objects;
+                    token = self.next_page(r, ns.as_deref(), pages, token, info.continue_token)?;
+                    if token.is_none() {
+                        break;
+                    }
                     if pages.is_multiple_of(20) {
                         driver.progress.note(&format!(
                             "{}: {items} listed so far ({pages} pages)",
                             r.display
                         ));
-                    }
-                    match info.continue_token {
-                        Some(t) => token = Some(t),
-                        None => break,
                     }
                 }
                 driver.progress.note(&format!(
@@ -349,6 +441,7 @@ impl Live {
     fn learn_cluster(&self, driver: &mut Driver<'_>) {
         for r in [NAMESPACES, RUNTIME_CLASSES, NODES] {
             let mut token: Option<String> = None;
+            let mut pages = 0u32;
             loop {
                 let text = match self.runtime.block_on(self.page(
                     r,
@@ -373,14 +466,25 @@ impl Live {
                     driver.builder.learn_from(&v);
                     Ok(())
                 };
-                match stream::for_each_item_of_type(
+                pages += 1;
+                let next = match stream::for_each_item_of_type(
                     text.as_bytes(),
                     r.api_version,
                     r.kind,
                     &mut learn,
                 ) {
-                    Ok(info) if info.continue_token.is_some() => token = info.continue_token,
-                    _ => break,
+                    Ok(info) => self.next_page(r, None, pages, token.take(), info.continue_token),
+                    Err(_) => break,
+                };
+                match next {
+                    Ok(Some(t)) => token = Some(t),
+                    Ok(None) => break,
+                    Err(e) => {
+                        driver
+                            .progress
+                            .note(&format!("note: {e:#} (the report goes on without them)"));
+                        break;
+                    }
                 }
             }
         }
@@ -404,7 +508,7 @@ impl Live {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + SLOW_CALL, SLOW_CALL);
         loop {
             tokio::select! {
-                r = &mut call => return r.map_err(CallError::Kube),
+                r = &mut call => return r,
                 () = tokio::time::sleep_until(deadline) => {
                     return Err(CallError::Timeout(self.deadlines.call_timeout));
                 }
@@ -426,7 +530,7 @@ impl Live {
         namespace: Option<&str>,
         limit: u32,
         token: Option<&str>,
-    ) -> Result<String, kube::Error> {
+    ) -> Result<String, CallError> {
         let path = match namespace {
             Some(ns) => format!("{}/namespaces/{ns}/{}", r.base, r.plural),
             None => format!("{}/{}", r.base, r.plural),
@@ -437,8 +541,40 @@ impl Live {
         }
         let req = Request::new(path)
             .list(&lp)
-            .map_err(kube::Error::BuildRequest)?;
-        self.client.request_text(req).await
+            .map_err(|e| CallError::Kube(kube::Error::BuildRequest(e)))?;
+        self.bounded_text(req).await
+    }
+
+    /// The token for the next page of `r` after `pages` pages, `None` when
+    /// the list is complete. A token the API server repeats, or more than
+    /// --max-pages pages, would never end: both stop the report.
+    fn next_page(
+        &self,
+        r: Resource,
+        namespace: Option<&str>,
+        pages: impl TryInto<u32>,
+        previous: Option<String>,
+        next: Option<String>,
+    ) -> anyhow::Result<Option<String>> {
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        let what = r.display;
+        let scope = scope(namespace);
+        if previous.as_deref() == Some(next.as_str()) {
+            return Err(anyhow!(
+                "the API server at {} answered the list of {what} in {scope} with the same continue token twice; a list that repeats itself never ends",
+                self.server
+            ));
+        }
+        let pages = pages.try_into().unwrap_or(u32::MAX);
+        if pages >= self.limits.max_pages {
+            return Err(anyhow!(
+                "the list of {what} in {scope} at {} did not end within {pages} pages (--max-pages); raise --max-pages or --page-size if the cluster really holds that many",
+                self.server
+            ));
+        }
+        Ok(Some(next))
     }
 
     /// A list call failed: say which verb on which resource, and what to do.
@@ -447,6 +583,12 @@ impl Live {
         let what = r.display;
         let err = match err {
             CallError::Kube(e) => e,
+            CallError::TooLarge(limit) => {
+                return anyhow!(
+                    "too large: the API server at {} answered the list of {what} in {scope} with more than {limit} bytes (--max-response-bytes); lower --page-size, or raise --max-response-bytes if the objects really are that large",
+                    self.server
+                );
+            }
             CallError::Timeout(t) => {
                 return anyhow!(
                     "timed out: the API server at {} did not finish answering within {t:?} (--api-timeout) when asked to list {what} in {scope}; check that the cluster is healthy, or raise --api-timeout / lower --page-size",
@@ -512,6 +654,8 @@ pub(super) enum CallError {
     Kube(kube::Error),
     /// `--api-timeout` passed before the whole answer arrived.
     Timeout(std::time::Duration),
+    /// The answer was larger than `--max-response-bytes`.
+    TooLarge(u64),
 }
 
 fn scope(namespace: Option<&str>) -> String {

@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use kube::Config;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 
 use crate::cli::{ClusterCacheArgs, ClusterCacheMode};
 use crate::policy::Policy;
 use crate::server::ServerState;
+use crate::server::api_limits::{ApiLimits, ApiLimitsLayer};
 use crate::server::cluster::{self, ClusterCache};
 
 /// A cache whose configuration was found, not yet started.
@@ -21,6 +23,8 @@ pub struct Prepared {
     sync_timeout: Duration,
     /// How long each call to the API server may take.
     pub deadlines: cluster::Deadlines,
+    /// What the cache accepts from the API server.
+    pub limits: ApiLimits,
 }
 
 /// Finds the cluster configuration for `--cluster-cache`. `None`: run
@@ -36,6 +40,8 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         kubeconfig,
         context,
         cluster_cache_sync_timeout,
+        cluster_cache_max_response_bytes,
+        cluster_cache_max_pages,
     } = args;
     if mode == ClusterCacheMode::Off {
         tracing::info!(
@@ -92,6 +98,11 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         cache: Arc::new(ClusterCache::for_policy(policy)),
         sync_timeout: cluster_cache_sync_timeout,
         deadlines: cluster::Deadlines::default(),
+        limits: ApiLimits {
+            max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
+                .unwrap_or(usize::MAX),
+            max_pages: cluster_cache_max_pages,
+        },
     }))
 }
 
@@ -109,15 +120,19 @@ impl Prepared {
             cache,
             sync_timeout,
             deadlines,
+            limits,
         } = self;
         let mut config = config;
         // Every call has deadlines: a silent or trickling API server makes
         // the watcher fail and retry (logged), never hang for good.
         deadlines.apply_to(&mut config);
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config).with_context(|| {
-            format!("cannot create a Kubernetes client for {server} (--kubeconfig, or --cluster-cache off)")
-        })?;
+        let client = ClientBuilder::try_from(config)
+            .with_context(|| {
+                format!("cannot create a Kubernetes client for {server} (--kubeconfig, or --cluster-cache off)")
+            })?
+            .with_layer(&ApiLimitsLayer::new(limits))
+            .build();
         tracing::info!(
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
