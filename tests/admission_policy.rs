@@ -2,11 +2,13 @@
 //!
 //! The CEL is evaluated with the `cel` crate, with the few Kubernetes CEL
 //! library functions the export uses implemented here (`indexOf` on lists,
-//! `join` and `trim`). For every corpus object and a set of generated pods,
-//! at the default target and at Kubernetes 1.19 with Docker, the exported
-//! validations must deny exactly the fields the engine reports as errors and
-//! warn exactly on its warnings, rule by rule, for the exported rules; the
-//! rules the command lists as not exported are left out by that same list.
+//! `join`, and the string functions `trim`, `lowerAscii`, `replace`,
+//! `split`, `lastIndexOf` and `substring`). For every corpus object and a
+//! set of generated pods, at the default target and at Kubernetes 1.19 with
+//! Docker, the exported validations must deny exactly the fields the engine
+//! reports as errors and warn exactly on its warnings, rule by rule, for the
+//! exported rules; the rules the command lists as not exported are left out
+//! by that same list.
 //! The exported mutation, applied in order, must give the engine's settled
 //! patch for the same rules.
 
@@ -71,6 +73,63 @@ fn context(env: &Arc<Env>) -> Context<'static, 'static> {
         "trim",
         |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> String {
             s.trim().to_owned()
+        },
+    )
+    .unwrap();
+    cx.add_function(
+        "lowerAscii",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> String {
+            s.to_ascii_lowercase()
+        },
+    )
+    .unwrap();
+    cx.add_function(
+        "replace",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>,
+         from: Arc<String>,
+         to: Arc<String>|
+         -> String { s.replace(from.as_str(), &to) },
+    )
+    .unwrap();
+    cx.add_function(
+        "split",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>,
+         sep: Arc<String>|
+         -> CelValue {
+            CelValue::List(Arc::new(
+                s.split(sep.as_str())
+                    .map(|p| CelValue::String(Arc::new(p.to_owned())))
+                    .collect(),
+            ))
+        },
+    )
+    .unwrap();
+    // Code points, as the Kubernetes string library counts.
+    cx.add_function(
+        "lastIndexOf",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>,
+         needle: Arc<String>|
+         -> i64 {
+            let chars: Vec<char> = s.chars().collect();
+            let n: Vec<char> = needle.chars().collect();
+            (0..=chars.len().saturating_sub(n.len()))
+                .rev()
+                .find(|&i| chars.len() >= n.len() && chars[i..i + n.len()] == n[..])
+                .map_or(-1, |i| i64::try_from(i).unwrap())
+        },
+    )
+    .unwrap();
+    cx.add_function(
+        "substring",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>,
+         start: i64,
+         end: i64|
+         -> String {
+            let (start, end) = (
+                usize::try_from(start).unwrap(),
+                usize::try_from(end).unwrap(),
+            );
+            s.chars().skip(start).take(end - start).collect()
         },
     )
     .unwrap();

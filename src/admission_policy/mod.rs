@@ -4,14 +4,18 @@
 //! Pure: from a policy and a target cluster to JSON objects and the list of
 //! what could not be exported (and why). The CEL mirrors the rule files at
 //! that target ([`probes`]); `tests/admission_policy.rs` evaluates it on the
-//! corpus and checks it agrees with [`crate::engine::evaluate`].
+//! corpus and checks it agrees with [`crate::engine::evaluate`];
+//! `tests/e2e_admission_policy.rs` checks that a real API server enforcing
+//! them gives what it gives with the webhook.
 //!
 //! CEL cost: every validation is a fixed number of `.exists()` over one
 //! list (containers, volumes) or two nested ones (container x volumeMounts),
 //! each body a constant-size field test, so the cost grows linearly with
 //! the number of containers (and mounts). The field paths in the messages
-//! use `indexOf`, which is quadratic, but only in `messageExpression`, which
-//! runs when the validation already failed. See docs/admission-policy.md.
+//! find each element's index by its name (`indexOf` on the list of names),
+//! which is quadratic in string comparisons; the API server evaluates every
+//! `messageExpression` on every request, failed or not, so that cost counts
+//! always. See docs/admission-policy.md.
 
 use std::fmt::Write as _;
 
@@ -60,6 +64,17 @@ pub struct Validation {
     /// JSON Patch removals (a CEL list of `JSONPatch`), if the rule's
     /// findings are removable.
     pub removals: Option<String>,
+    /// The field paths `removals` removes (a CEL list of strings), for the
+    /// removal record.
+    pub removed_paths: Option<String>,
+    /// True when the rule does not apply to the object (scope, exemption,
+    /// skip annotation).
+    pub unless: String,
+    /// The offending field paths (a CEL list of strings): not empty exactly
+    /// when the rule's probes find something.
+    pub paths: String,
+    /// What follows the paths in the message (`: message (ID). Fix: ...`).
+    pub text: String,
 }
 
 /// A rule that is not exported, or not completely, and why.
@@ -175,6 +190,28 @@ pub fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
             format!("has(variables.spec.{list}) ? variables.spec.{list} : []"),
         ));
     }
+    // Names are unique in each list (the API server validates it): a
+    // field path finds its element's index by name, which costs a string
+    // comparison per element, where `indexOf` on the element compares
+    // whole objects.
+    vars.extend([
+        (
+            "initContainersNames",
+            "variables.initContainers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "containersNames",
+            "variables.containers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "ephemeralContainersNames",
+            "variables.ephemeralContainers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "volumesNames",
+            "variables.volumes.map(x, x.name)".to_owned(),
+        ),
+    ]);
     let hp = probes::C_HOST_PROCESS;
     vars.extend([
         (
@@ -202,8 +239,54 @@ pub fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
             "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'windows'".to_owned(),
         ),
         ("exempt", exempt_labels(policy)),
+        // On a pod UPDATE the API server takes nothing but ephemeral
+        // containers (through pods/ephemeralcontainers): the mutation
+        // leaves the rest alone, as /mutate does.
+        (
+            "podUpdate",
+            "object.kind == 'Pod' && has(request.operation) && request.operation == 'UPDATE'"
+                .to_owned(),
+        ),
+        (
+            "ephemeralUpdate",
+            "variables.podUpdate && has(request.subResource) && request.subResource == 'ephemeralcontainers'"
+                .to_owned(),
+        ),
+        // The engine's targeting (`targeting::classify`) of the pod spec.
+        (
+            "windows",
+            format!(
+                "[variables.spec].exists(s, {})",
+                any_of(windows_signals(policy, true))
+            ),
+        ),
+        (
+            "linux",
+            format!(
+                "!variables.windows && [variables.spec].exists(s, {})",
+                any_of(linux_signals(policy, true))
+            ),
+        ),
+        (
+            "hyperv",
+            if policy.params.hyperv_runtime_classes.is_empty() {
+                "false".to_owned()
+            } else {
+                format!(
+                    "has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
+                    cel_list(&policy.params.hyperv_runtime_classes)
+                )
+            },
+        ),
     ]);
+    vars.extend(probes::image_variables(policy));
     vars
+}
+
+/// CEL bools `||`-ed, each in parentheses.
+fn any_of(signals: Vec<String>) -> String {
+    let any: Vec<String> = signals.into_iter().map(|s| format!("({s})")).collect();
+    any.join(" || ")
 }
 
 /// `exemptions.labelSelectors` as CEL over the object's and its pods'
@@ -281,18 +364,41 @@ pub fn match_conditions(policy: &Policy, cluster: &Cluster) -> Vec<(&'static str
 }
 
 /// The match conditions of the mutating policy: those of the validating
-/// ones, and no Linux signal (the engine does not mutate a pod whose
-/// targeting contradicts itself: it may land on Linux).
+/// ones for Windows-targeted pods, no Linux signal (the engine does not
+/// mutate a pod whose targeting contradicts itself: it may land on
+/// Linux), and something to change (`needs-mutation`): an object the
+/// mutation would leave as it is is not matched at all, so the API server
+/// stores it exactly as sent (a matched object is decoded again after the
+/// mutation, which, for one, no longer gives a Job without labels its
+/// template's generated labels).
 #[must_use]
 pub fn mutation_match_conditions(
     policy: &Policy,
     cluster: &Cluster,
 ) -> Vec<(&'static str, String)> {
     let mut out = match_conditions(policy, cluster);
+    let spec = by_kind(
+        "object.spec",
+        "object.spec.jobTemplate.spec.template.spec",
+        "object.spec.template.spec",
+    );
+    out.push((
+        "no-linux-targeting",
+        format!(
+            "![{spec}].exists(s, {})",
+            any_of(linux_signals(policy, cluster.version_at_least(1, 23)))
+        ),
+    ));
+    out.push(("needs-mutation", needs_mutation(policy, cluster)));
+    out
+}
+
+/// The engine's Linux signals as CEL over the spec `s`.
+fn linux_signals(policy: &Policy, os_name: bool) -> Vec<String> {
     let mut signals = vec![
         "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'linux') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'linux'))".to_owned(),
     ];
-    if cluster.version_at_least(1, 23) {
+    if os_name {
         signals.push("has(s.os) && has(s.os.name) && s.os.name == 'linux'".to_owned());
     }
     let terms =
@@ -307,27 +413,17 @@ pub fn mutation_match_conditions(
             cel_list(&classes)
         ));
     }
-    let spec = by_kind(
-        "object.spec",
-        "object.spec.jobTemplate.spec.template.spec",
-        "object.spec.template.spec",
-    );
-    let any: Vec<String> = signals.into_iter().map(|s| format!("({s})")).collect();
-    out.push((
-        "no-linux-targeting",
-        format!("![{spec}].exists(s, {})", any.join(" || ")),
-    ));
-    out
+    signals
 }
 
 /// The engine's Windows signals (`targeting::classify`) as CEL over the spec `s`.
-fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
+fn windows_signals(policy: &Policy, os_name: bool) -> Vec<String> {
     let mut signals = vec![
         "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'windows') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'windows') || ('node.kubernetes.io/windows-build' in s.nodeSelector) || (('kubernetes.azure.com/os-sku' in s.nodeSelector) && s.nodeSelector['kubernetes.azure.com/os-sku'] in ".to_owned()
             + &cel_list(crate::targeting::WINDOWS_OS_SKUS)
             + "))",
     ];
-    if cluster.version_at_least(1, 23) {
+    if os_name {
         signals.push("has(s.os) && has(s.os.name) && s.os.name == 'windows'".to_owned());
     }
     let terms =
@@ -347,13 +443,70 @@ fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
             cel_list(&classes)
         ));
     }
+    signals
+}
+
+/// The pod spec is Windows-targeted (a match condition: no variables).
+fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
     let spec = by_kind(
         "object.spec",
         "object.spec.jobTemplate.spec.template.spec",
         "object.spec.template.spec",
     );
-    let any: Vec<String> = signals.into_iter().map(|s| format!("({s})")).collect();
-    format!("[{spec}].exists(s, {})", any.join(" || "))
+    format!(
+        "[{spec}].exists(s, {})",
+        any_of(windows_signals(policy, cluster.version_at_least(1, 23)))
+    )
+}
+
+/// The match conditions of the validating policies: a pod spec is there,
+/// the user is not exempt, and the pod may run on Windows or names
+/// something only Windows has (`may-target-windows`, the webhooks'
+/// matchCondition of the same name, with the policy's image patterns): a
+/// Windows signal, the Hyper-V isolation annotation, `windowsOptions`, a
+/// Windows hostPath, or an image that is Windows by `params.windowsImages`
+/// or names a Windows build. The rules for Windows-targeted pods then
+/// check `variables.windows`, those for Linux-targeted pods
+/// `variables.linux`, as the engine scopes them.
+#[must_use]
+pub fn validation_match_conditions(
+    policy: &Policy,
+    cluster: &Cluster,
+) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = match_conditions(policy, cluster)
+        .into_iter()
+        .filter(|(name, _)| *name != "targets-windows")
+        .collect();
+    let pod = by_kind(
+        "object",
+        "object.spec.jobTemplate.spec.template",
+        "object.spec.template",
+    );
+    let (_, _, word, _) = probes::build_regexes();
+    let mut image = format!("c.image.matches({})", cel_str(&format!("(?i){word}")));
+    if let Some(re) = probes::globs_regex(&policy.params.windows_images) {
+        image = format!("c.image.lowerAscii().matches({}) || {image}", cel_str(&re));
+    }
+    let windows_path = cel_str(probes::WINDOWS_PATH);
+    let mut signals = windows_signals(policy, cluster.version_at_least(1, 23));
+    signals.extend([
+        format!(
+            "has(p.metadata) && has(p.metadata.annotations) && {} in p.metadata.annotations",
+            cel_str(crate::rules::hyperv::ISOLATION_ANNOTATION)
+        ),
+        "(has(s.securityContext) && has(s.securityContext.windowsOptions)) || [has(s.initContainers) ? s.initContainers : [], has(s.containers) ? s.containers : [], has(s.ephemeralContainers) ? s.ephemeralContainers : []].exists(l, l.exists(c, has(c.securityContext) && has(c.securityContext.windowsOptions)))".to_owned(),
+        format!(
+            "has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({windows_path}))"
+        ),
+        format!(
+            "[has(s.initContainers) ? s.initContainers : [], has(s.containers) ? s.containers : [], has(s.ephemeralContainers) ? s.ephemeralContainers : []].exists(l, l.exists(c, has(c.image) && ({image})))"
+        ),
+    ]);
+    out.push((
+        "may-target-windows",
+        format!("[{pod}].exists(p, [p.spec].exists(s, {}))", any_of(signals)),
+    ));
+    out
 }
 
 /// The CEL expression naming an element's path, e.g. `spec.containers[2]`.
@@ -366,15 +519,15 @@ fn element(scope: ProbeScope, list: &str, pointer: bool) -> String {
     match scope {
         ProbeScope::Pod => root.to_owned(),
         ProbeScope::Volume => format!(
-            "{root} + '{sep}volumes{open}' + string(variables.volumes.indexOf(v)) + '{close}'"
+            "{root} + '{sep}volumes{open}' + string(variables.volumesNames.indexOf(v.name)) + '{close}'"
         ),
         ProbeScope::Container | ProbeScope::Mount => {
             let c = format!(
-                "{root} + '{sep}{list}{open}' + string(variables.{list}.indexOf(c)) + '{close}'"
+                "{root} + '{sep}{list}{open}' + string(variables.{list}Names.indexOf(c.name)) + '{close}'"
             );
             if scope == ProbeScope::Mount {
                 format!(
-                    "{c} + '{sep}volumeMounts{open}' + string(c.volumeMounts.indexOf(m)) + '{close}'"
+                    "{c} + '{sep}volumeMounts{open}' + string(c.volumeMounts.map(x, x.mountPath).indexOf(m.mountPath)) + '{close}'"
                 )
             } else {
                 c
@@ -548,16 +701,15 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 partial: true,
             });
         }
-        // HostProcess and a contradiction both carry a Windows signal.
-        if rule.info.scope == rules::Scope::Any
-            && !matches!(id, "WIN-HOSTPROCESS" | "WIN-OS-CONFLICT")
-        {
-            gaps.push(Gap {
-                rule: id,
-                reason: "checked on Windows-targeted pods only (the policies match those); the webhook also checks pods with no OS targeting".into(),
-                partial: true,
-            });
-        }
+        // The engine's scope: the policies match every pod that may run on
+        // Windows (`may-target-windows`). HostProcess and a contradiction
+        // are about pods with a Windows signal.
+        let guard = match rule.info.scope {
+            _ if matches!(id, "WIN-HOSTPROCESS" | "WIN-OS-CONFLICT") => "!variables.windows || ",
+            rules::Scope::Windows => "!variables.windows || ",
+            rules::Scope::Linux => "!variables.linux || ",
+            rules::Scope::Any => "",
+        };
         let anys = any(&probes);
         let lists: Vec<String> = probes.iter().flat_map(|p| paths(p, false)).collect();
         // One line: the API server ignores a message with line breaks.
@@ -568,26 +720,45 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");
-        let expression = format!(
-            "variables.exempt || {} || !({})",
-            skip(id),
-            anys.join(" || ")
-        );
-        let message_expression = format!(
-            "({}).join(', ') + {}",
-            lists.join(" + "),
-            cel_str(&format!(": {message} ({id}). Fix: {fix}"))
-        );
+        let unless = format!("{guard}variables.exempt || {}", skip(id));
+        let expression = format!("{unless} || !({})", anys.join(" || "));
+        let text = cel_str(&format!(": {message} ({id}). Fix: {fix}"));
+        let message_expression = format!("({}).join(', ') + {text}", lists.join(" + "));
         let removable: Vec<&Probe> = probes
             .iter()
             .filter(|p| p.removable && matches!(p.field, Field::Keys(_)))
             .collect();
+        // On a pod UPDATE only ephemeral containers (pods/ephemeralcontainers).
+        let gated = |p: &Probe, pointer: bool| -> Vec<String> {
+            paths(p, pointer)
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let ephemeral = matches!(p.scope, ProbeScope::Container | ProbeScope::Mount)
+                        && CONTAINER_LISTS[i] == "ephemeralContainers";
+                    let gate = if ephemeral {
+                        "variables.podUpdate && !variables.ephemeralUpdate"
+                    } else {
+                        "variables.podUpdate"
+                    };
+                    format!("({gate} ? [] : {l})")
+                })
+                .collect()
+        };
         let removals = (!removable.is_empty()).then(|| {
             let lists: Vec<String> = removable
                 .iter()
-                .flat_map(|p| paths(p, true))
+                .flat_map(|p| gated(p, true))
                 .map(|l| format!("{l}.map(p, JSONPatch{{op: 'remove', path: p}})"))
                 .collect();
+            format!(
+                "variables.exempt || {} ? [] : {}",
+                skip(id),
+                lists.join(" + ")
+            )
+        });
+        let removed_paths = (!removable.is_empty()).then(|| {
+            let lists: Vec<String> = removable.iter().flat_map(|p| gated(p, false)).collect();
             format!(
                 "variables.exempt || {} ? [] : {}",
                 skip(id),
@@ -602,14 +773,19 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
             message_expression,
             message: format!("{id}: {message}"),
             removals,
+            removed_paths,
+            unless,
+            paths: lists.join(" + "),
+            text,
         });
     }
     (out, gaps)
 }
 
 /// The mutation that adds `kubernetes.io/os: windows` to the node selector
-/// of a Windows-targeted pod spec without an OS label (a CEL list of `JSONPatch`).
-pub const NODE_SELECTOR: &str = "variables.exempt ? [] : (!has(variables.spec.nodeSelector) ? [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector', value: {'kubernetes.io/os': 'windows'}}] : (('kubernetes.io/os' in variables.spec.nodeSelector) ? [] : [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector/kubernetes.io~1os', value: 'windows'}]))";
+/// of a Windows-targeted pod spec without an OS label (a CEL list of
+/// `JSONPatch`; nothing on a pod UPDATE, where the spec is immutable).
+pub const NODE_SELECTOR: &str = "variables.exempt || variables.podUpdate ? [] : (!has(variables.spec.nodeSelector) ? [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector', value: {'kubernetes.io/os': 'windows'}}] : (('kubernetes.io/os' in variables.spec.nodeSelector) ? [] : [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector/kubernetes.io~1os', value: 'windows'}]))";
 
 /// A 64-bit FNV-1a hash, hex: stable across builds and platforms.
 fn fnv(text: &str) -> String {
@@ -621,6 +797,278 @@ fn fnv(text: &str) -> String {
     format!("{h:016x}")
 }
 
+/// The annotation prefix of the removal records: the mutating policy
+/// records the fields it removed for rule `R` in `winadmit.io/removed.R`,
+/// and the validating policy `winadmit-warnings` turns each record into a
+/// warning (a mutation cannot return warnings).
+pub const REMOVED_PREFIX: &str = "winadmit.io/removed.";
+
+/// The validations whose removals the mutating policy makes.
+fn mutated<'a>(policy: &Policy, all: &'a [Validation]) -> Vec<&'a Validation> {
+    all.iter()
+        .filter(|x| {
+            x.removals.is_some()
+                && (x.rule == "WIN-EMPTYDIR-MEMORY" || policy.mutation.remove_no_op_fields)
+        })
+        .collect()
+}
+
+/// `expr` for a match condition, which cannot read the policy's
+/// variables: each variable it uses (and those they use) is bound once, in
+/// order, by a comprehension over a one-element list
+/// (`[DEF].map(v_NAME, ...)[0]`), and `variables.NAME` becomes `v_NAME`.
+#[must_use]
+pub fn bind_variables(expr: &str, vars: &[(&'static str, String)]) -> String {
+    bind(expr, vars, false)
+}
+
+/// `expr` evaluated on `oldObject` instead of `object`, with the variables
+/// it uses bound as in [`bind_variables`], each on `oldObject` too.
+#[must_use]
+pub fn on_old_object(expr: &str, vars: &[(&'static str, String)]) -> String {
+    bind(expr, vars, true)
+}
+
+fn bind(expr: &str, vars: &[(&'static str, String)], old: bool) -> String {
+    const AT: &str = "variables.";
+    // The names `text` reads, and `text` with them renamed (and `object`
+    // read as `oldObject` when `old`).
+    let rename = |text: &str| -> (Vec<String>, String) {
+        let text = if old {
+            old_object(text)
+        } else {
+            text.to_owned()
+        };
+        let mut used = Vec::new();
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(AT) {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + AT.len()..];
+            let len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            let name = &after[..len];
+            if !used.iter().any(|u| u == name) {
+                used.push(name.to_owned());
+            }
+            out.push_str("v_");
+            out.push_str(name);
+            rest = &after[len..];
+        }
+        out.push_str(rest);
+        (used, out)
+    };
+    let (mut needed, body) = rename(expr);
+    // Close over the variables' own dependencies (definitions read only
+    // earlier variables).
+    for (name, def) in vars.iter().rev() {
+        if needed.iter().any(|n| n == name) {
+            for dep in rename(def).0 {
+                if !needed.contains(&dep) {
+                    needed.push(dep);
+                }
+            }
+        }
+    }
+    let mut out = body;
+    for (name, def) in vars.iter().rev() {
+        if needed.iter().any(|n| n == name) {
+            out = format!("[{}].map(v_{name}, {out})[0]", rename(def).1);
+        }
+    }
+    out
+}
+
+/// `text` with the identifier `object` read as `oldObject`.
+fn old_object(text: &str) -> String {
+    const OBJECT: &str = "object";
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(OBJECT) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + OBJECT.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(|c| ident(c) || c == '.') || after.is_some_and(ident) {
+            out.push_str(OBJECT);
+        } else {
+            out.push_str("oldObject");
+        }
+        rest = &rest[i + OBJECT.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `needs-mutation` match condition: the node selector to add, a field
+/// to remove, or a removal record to clear.
+fn needs_mutation(policy: &Policy, cluster: &Cluster) -> String {
+    let (all, _) = validations(policy, cluster);
+    let mut any = Vec::new();
+    if policy.mutation.inject_node_selector {
+        any.push("!variables.exempt && !variables.podUpdate && (!has(variables.spec.nodeSelector) || !('kubernetes.io/os' in variables.spec.nodeSelector))".to_owned());
+    }
+    for x in mutated(policy, &all) {
+        if let Some(paths) = &x.removed_paths {
+            any.push(format!("size({paths}) > 0"));
+        }
+    }
+    any.push(format!(
+        "!variables.podUpdate && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith({}))",
+        cel_str(REMOVED_PREFIX)
+    ));
+    bind_variables(&any_of(any), &variables(policy))
+}
+
+/// The longest removal record kept whole; a longer one names the first
+/// field and how many more.
+const MAX_RECORD_CHARS: usize = 2000;
+
+/// The mutation that records the removals of `x` (before they happen):
+/// `winadmit.io/removed.RULE` set to the removed field paths, or cleared
+/// when this write removes nothing of the rule (a record copied from
+/// another object, or left by an earlier write). Nothing on a pod UPDATE.
+fn record_mutation(x: &Validation) -> Option<String> {
+    let paths = x.removed_paths.as_ref()?;
+    let key = format!("{REMOVED_PREFIX}{}", x.rule);
+    let pointer = format!(
+        "/metadata/annotations/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    );
+    let (key, pointer) = (cel_str(&key), cel_str(&pointer));
+    // At most MAX_RECORD_CHARS a record: annotations total 256 KiB at most.
+    let value = format!(
+        "[p.join(', ')].map(v, size(v) <= {MAX_RECORD_CHARS} ? v : p[0] + ' and ' + string(size(p) - 1) + ' more fields')[0]"
+    );
+    Some(format!(
+        "variables.podUpdate ? [] : [{paths}].map(p, size(p) > 0 ? (has(object.metadata.annotations) ? [JSONPatch{{op: 'add', path: {pointer}, value: {value}}}] : [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{{key}: {value}}}}}]) : (has(object.metadata.annotations) && {key} in object.metadata.annotations ? [JSONPatch{{op: 'remove', path: {pointer}}}] : []))[0]"
+    ))
+}
+
+/// The warning for a removal record of `x` (`winadmit-warnings`).
+fn removal_notice(x: &Validation, message: &str) -> Value {
+    let key = cel_str(&format!("{REMOVED_PREFIX}{}", x.rule));
+    let text = message
+        .strip_prefix(&format!("{}: ", x.rule))
+        .unwrap_or(message);
+    json!({
+        "expression": format!("variables.podUpdate || !({key} in variables.annotations)"),
+        "messageExpression": format!(
+            "({key} in variables.annotations ? variables.annotations[{key}] : '') + {}",
+            cel_str(&format!(
+                ": removed by the MutatingAdmissionPolicy winadmit-mutate (recorded in the annotation {REMOVED_PREFIX}{}): {text} ({})",
+                x.rule, x.rule
+            ))
+        ),
+        "message": format!("{}: removed by the MutatingAdmissionPolicy winadmit-mutate: {text}", x.rule),
+        "reason": "Invalid",
+    })
+}
+
+/// A variable name for `rule` (`r_WIN_HOSTNETWORK`).
+fn rule_variable(prefix: &str, rule: &str) -> String {
+    format!("{prefix}_{}", rule.replace('-', "_"))
+}
+
+/// The variables of a validating policy over `group`: the shared ones,
+/// `update`, and for each rule the field paths it finds on the object
+/// (`r_RULE`, empty when the rule does not apply) and, on an UPDATE, on
+/// the old object (`o_RULE`), and whether it passes (`f_RULE`).
+fn policy_variables(
+    shared: &[(&'static str, String)],
+    group: &[Validation],
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = shared
+        .iter()
+        .map(|(n, e)| ((*n).to_owned(), e.clone()))
+        .collect();
+    out.push((
+        "update".to_owned(),
+        "has(request.operation) && request.operation == 'UPDATE' ? oldObject != null : false"
+            .to_owned(),
+    ));
+    for x in group {
+        let found = format!("{} ? [] : {}", x.unless, x.paths);
+        out.push((
+            rule_variable("o", x.rule),
+            format!("variables.update ? {} : []", on_old_object(&found, shared)),
+        ));
+        out.push((rule_variable("r", x.rule), found));
+        out.push((rule_variable("f", x.rule), passes(x)));
+    }
+    out
+}
+
+/// The rule passes: it finds nothing (its linear test: the field paths,
+/// quadratic in the number of elements, are worked out only for the
+/// message and on an UPDATE), or, on an UPDATE, only what the old object
+/// had (on `pods/ephemeralcontainers`, nothing new in ephemeral
+/// containers), as `/validate` counts only the findings an update
+/// introduces.
+fn passes(x: &Validation) -> String {
+    let r = format!("variables.{}", rule_variable("r", x.rule));
+    let o = format!("variables.{}", rule_variable("o", x.rule));
+    format!(
+        "{} || (variables.update && (variables.ephemeralUpdate ? {r}.filter(p, p.startsWith('spec.ephemeralContainers[')) : {r}).all(p, p in {o}))",
+        x.expression
+    )
+}
+
+/// A warning rule's validation.
+fn validation(x: &Validation) -> Value {
+    json!({
+        "expression": format!("variables.{}", rule_variable("f", x.rule)),
+        "messageExpression": format!(
+            "variables.{}.join(', ') + {}",
+            rule_variable("r", x.rule),
+            x.text
+        ),
+        "message": x.message,
+        "reason": if x.severity == Severity::Error { "Forbidden" } else { "Invalid" },
+    })
+}
+
+/// Messages longer than this (in characters) give way to the list of rule
+/// ids: the API server drops a message over 5 KiB for the static one.
+const MAX_MESSAGE_CHARS: usize = 4000;
+
+/// The one validation of an error policy: every rule of `group` must pass,
+/// and the message names each one that does not. The API server reports
+/// only the first validation that denies a request, so one validation per
+/// rule would name one rule of several.
+fn combined(group: &[Validation]) -> Value {
+    let expression: Vec<String> = group
+        .iter()
+        .map(|x| format!("variables.{}", rule_variable("f", x.rule)))
+        .collect();
+    let pairs: Vec<String> = group
+        .iter()
+        .map(|x| {
+            format!(
+                "[{}, variables.{} ? '' : variables.{}.join(', ') + {}]",
+                cel_str(x.rule),
+                rule_variable("f", x.rule),
+                rule_variable("r", x.rule),
+                // `; ` separates the rules: no final period before it.
+                x.text
+                    .strip_suffix(".'")
+                    .map_or_else(|| x.text.clone(), |t| format!("{t}'"))
+            )
+        })
+        .collect();
+    let head = "'winadmit: ' + string(size(l)) + ' problem(s) Windows nodes cannot run: '";
+    json!({
+        "expression": expression.join(" && "),
+        "messageExpression": format!(
+            "[[{}].filter(p, p[1] != '')].map(l, [l.map(p, p[1]).join('; ')].map(m, size(m) <= {MAX_MESSAGE_CHARS} ? {head} + m : {head} + l.map(p, p[0]).join(', ') + ' (the fields are too many to list here: winadmit lint or winadmit explain RULE)')[0])[0]",
+            pairs.join(", ")
+        ),
+        "message": "winadmit: this workload has problems Windows nodes cannot run (winadmit lint lists them)",
+        "reason": "Forbidden",
+    })
+}
+
 fn match_constraints() -> Value {
     json!({
         "resourceRules": [
@@ -630,6 +1078,25 @@ fn match_constraints() -> Value {
              "resources": ["deployments", "daemonsets", "statefulsets", "replicasets"]},
             {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
              "resources": ["jobs", "cronjobs"]}
+        ]
+    })
+}
+
+/// The mutating policy's resources: the validating ones less two, as the
+/// mutating webhook (manifests/base/webhooks.yaml): no ReplicaSets (the
+/// Deployment controller compares their templates with its own), and Jobs
+/// on CREATE only (a Job's pod template is immutable).
+fn mutation_match_constraints() -> Value {
+    json!({
+        "resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+             "resources": ["pods", "pods/ephemeralcontainers", "replicationcontrollers"]},
+            {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+             "resources": ["deployments", "daemonsets", "statefulsets"]},
+            {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+             "resources": ["cronjobs"]},
+            {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"],
+             "resources": ["jobs"]}
         ]
     })
 }
@@ -646,6 +1113,11 @@ fn named(list: &[(&'static str, String)]) -> Value {
 struct Group {
     name: String,
     validations: Vec<Validation>,
+    /// Errors: one validation for all (see [`combined`]); warnings: one
+    /// per rule, each a warning of its own.
+    combine: bool,
+    /// Validations after the rules' (the removal notices).
+    extra: Vec<Value>,
     /// (binding name suffix, actions, namespace label values it matches:
     /// `None` for "no recognised label").
     bindings: Vec<(String, Vec<&'static str>, Option<&'static str>)>,
@@ -704,6 +1176,8 @@ pub fn export(
         groups.push(Group {
             name: "winadmit-errors".into(),
             validations: errors,
+            combine: true,
+            extra: Vec::new(),
             bindings,
         });
     }
@@ -717,6 +1191,8 @@ pub fn export(
             groups.push(Group {
                 name: format!("winadmit-errors-always-{}", mode_name(m)),
                 validations: own,
+                combine: true,
+                extra: Vec::new(),
                 bindings: vec![("all".into(), actions(m), None)],
             });
         }
@@ -726,16 +1202,27 @@ pub fn export(
         .filter(|x| x.severity == Severity::Warning)
         .cloned()
         .collect();
-    if !warnings.is_empty() {
+    let with_mutation = mutating && v >= MAP_SINCE;
+    let notices: Vec<Value> = if with_mutation {
+        mutated(policy, &all)
+            .into_iter()
+            .map(|x| removal_notice(x, &x.message))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !warnings.is_empty() || !notices.is_empty() {
         groups.push(Group {
             name: "winadmit-warnings".into(),
             validations: warnings,
+            combine: false,
+            extra: notices,
             bindings: vec![("all".into(), vec!["Warn"], None)],
         });
     }
 
-    let vars = named(&variables(policy));
-    let conditions = named(&match_conditions(policy, cluster));
+    let shared = variables(policy);
+    let conditions = named(&validation_match_conditions(policy, cluster));
     let label = &policy.namespace_mode_label;
     let exempt_ns = &policy.exemptions.namespaces;
     let namespace_selector = |value: Option<&str>, all_modes: bool| -> Value {
@@ -767,17 +1254,15 @@ pub fn export(
 
     let mut documents = Vec::new();
     for g in &groups {
-        let validations: Vec<Value> = g
-            .validations
-            .iter()
-            .map(|x| {
-                json!({
-                    "expression": x.expression,
-                    "messageExpression": x.message_expression,
-                    "message": x.message,
-                    "reason": if x.severity == Severity::Error { "Forbidden" } else { "Invalid" },
-                })
-            })
+        let mut validations: Vec<Value> = if g.combine {
+            vec![combined(&g.validations)]
+        } else {
+            g.validations.iter().map(validation).collect()
+        };
+        validations.extend(g.extra.iter().cloned());
+        let vars: Vec<Value> = policy_variables(&shared, &g.validations)
+            .into_iter()
+            .map(|(name, expression)| json!({"name": name, "expression": expression}))
             .collect();
         documents.push(json!({
             "apiVersion": format!("{GROUP}/v1"),
@@ -817,25 +1302,25 @@ pub fn export(
             reason: "left out (--no-mutating): use the mutating webhook, or generate without --no-mutating on 1.34+".into(),
             partial: false,
         });
-    } else if v >= MAP_SINCE {
+    } else if with_mutation {
         let api = if v >= KubeVersion::new(1, 36) {
             "v1"
         } else {
             "v1beta1"
         };
         let mut mutations = Vec::new();
+        let patch = |e: &str| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": e}});
         if policy.mutation.inject_node_selector {
-            mutations.push(
-                json!({"patchType": "JSONPatch", "jsonPatch": {"expression": NODE_SELECTOR}}),
-            );
+            mutations.push(patch(NODE_SELECTOR));
         }
-        for x in &all {
+        // Each rule's record first, then its removals: both see the
+        // object as the rule's removals find it.
+        for x in mutated(policy, &all) {
+            if let Some(record) = record_mutation(x) {
+                mutations.push(patch(&record));
+            }
             if let Some(r) = &x.removals {
-                let emptydir = x.rule == "WIN-EMPTYDIR-MEMORY";
-                if emptydir || policy.mutation.remove_no_op_fields {
-                    mutations
-                        .push(json!({"patchType": "JSONPatch", "jsonPatch": {"expression": r}}));
-                }
+                mutations.push(patch(r));
             }
         }
         for (on, what) in [
@@ -873,10 +1358,15 @@ pub fn export(
                 "metadata": {"name": "winadmit-mutate"},
                 "spec": {
                     "failurePolicy": "Fail",
-                    "reinvocationPolicy": "IfNeeded",
-                    "matchConstraints": match_constraints(),
+                    // Not invoked again when a later plugin changes the
+                    // object: its removal records must describe this
+                    // request (a second call finds nothing to remove and
+                    // would clear them); what a later webhook adds is
+                    // validated, and warned about, as sent.
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": mutation_match_constraints(),
                     "matchConditions": named(&mutation_match_conditions(policy, cluster)),
-                    "variables": vars,
+                    "variables": named(&shared),
                     "mutations": mutations,
                 }
             }));

@@ -3,6 +3,8 @@
 //! exported. Mirrors the rule files in `src/rules/` at one target cluster;
 //! `tests/admission_policy.rs` checks the two agree on the corpus.
 
+use std::fmt::Write as _;
+
 use super::cel_str;
 use crate::cluster::Cluster;
 use crate::policy::Policy;
@@ -87,6 +89,9 @@ fn c_sc(key: &str) -> String {
     format!("has(c.securityContext) && has(c.securityContext.{key})")
 }
 
+/// The container `c` has a mount with Bidirectional propagation.
+const C_BIDIRECTIONAL: &str = "(has(c.volumeMounts) && c.volumeMounts.exists(m, has(m.mountPropagation) && m.mountPropagation == 'Bidirectional'))";
+
 /// The container is HostProcess (its own value, else the pod's).
 pub const C_HOST_PROCESS: &str = "(has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess) ? c.securityContext.windowsOptions.hostProcess : variables.podHostProcess)";
 
@@ -96,7 +101,7 @@ const SUBPATH_KEY: &str = "[(has(m.subPath) && m.subPath != '' ? '.subPath' : '.
 
 /// `rules::host_path_os::is_windows_path` as a regular expression: a drive
 /// (`C:`, `C:\\...`, `c:/...`), a UNC path or a device path.
-const WINDOWS_PATH: &str = r"(?s)^([A-Za-z]:([\\/].*)?|\\\\.*|//\./.*|//\?/.*)$";
+pub const WINDOWS_PATH: &str = r"(?s)^([A-Za-z]:([\\/].*)?|\\\\.*|//\./.*|//\?/.*)$";
 
 /// Escapes the RE2 metacharacters of `s`.
 fn regex_escape(s: &str) -> String {
@@ -108,6 +113,232 @@ fn regex_escape(s: &str) -> String {
         out.push(ch);
     }
     out
+}
+
+/// `crate::glob::glob_match` patterns (`*`: any run of characters) as one
+/// anchored regular expression; `None` for no pattern.
+#[must_use]
+pub fn globs_regex(patterns: &[String]) -> Option<String> {
+    if patterns.is_empty() {
+        return None;
+    }
+    let alternatives: Vec<String> = patterns
+        .iter()
+        .map(|p| {
+            p.split('*')
+                .map(regex_escape)
+                .collect::<Vec<_>>()
+                .join(".*")
+        })
+        .collect();
+    Some(format!("(?s)^(?:{})$", alternatives.join("|")))
+}
+
+/// A decimal number of at most `max` (leading zeros allowed), as a
+/// regular expression: what `str::parse` accepts for an unsigned type.
+fn decimal_at_most(max: u64) -> String {
+    let digits: Vec<u8> = max.to_string().bytes().map(|b| b - b'0').collect();
+    let n = digits.len();
+    let mut alternatives = Vec::new();
+    for (i, &d) in digits.iter().enumerate() {
+        if d == 0 {
+            continue;
+        }
+        let prefix: String = digits[..i].iter().map(|&d| char::from(b'0' + d)).collect();
+        let rest = n - i - 1;
+        let tail = if rest == 0 {
+            String::new()
+        } else {
+            format!("[0-9]{{{rest}}}")
+        };
+        alternatives.push(format!("{prefix}[0-{}]{tail}", d - 1));
+    }
+    alternatives.push(max.to_string());
+    if n > 1 {
+        alternatives.push(format!("[0-9]{{1,{}}}", n - 1));
+    }
+    format!("0*(?:{})", alternatives.join("|"))
+}
+
+/// A `10.MINOR.BUILD[.REVISION]` word as `windows_builds::Build` parses it.
+fn ten_build() -> String {
+    format!(
+        r"10\.{}\.{}(?:\.[0-9]+)?",
+        decimal_at_most(u64::from(u16::MAX)),
+        decimal_at_most(u64::from(u32::MAX))
+    )
+}
+
+/// The Windows build the embedded table (`policies/windows-builds.yaml`)
+/// reads from image tags: `(known, unknown, word, names)`. A tag's words
+/// (split at `-` and `_`, lowercased) are written with a leading `*` when
+/// they follow a marker word (`nanoserver-1809` gives `nanoserver`,
+/// `*1809`); `known` matches a word that names a build in a repository of
+/// the table, `unknown` in any other (release names that are not plain
+/// numbers anywhere, the others and `10.x` versions only after a marker).
+/// `word` finds such a word anywhere in an image name (a superset, for the
+/// match condition), and `names` maps release names to builds (a CEL map).
+#[must_use]
+pub fn build_regexes() -> (String, String, String, String) {
+    let table = &*crate::windows_builds::EMBEDDED;
+    let mut all = Vec::new();
+    let mut words = Vec::new();
+    let mut names = Vec::new();
+    for r in &table.releases {
+        for n in &r.names {
+            all.push(regex_escape(n));
+            if !n.bytes().all(|b| b.is_ascii_digit()) {
+                words.push(regex_escape(n));
+            }
+            names.push(format!("{}: {}", cel_str(n), cel_str(&r.build.to_string())));
+        }
+    }
+    let all = all.join("|");
+    let ten = ten_build();
+    let known = format!(r"^\*?(?:{all}|{ten})$");
+    let mut unknown = vec![format!(r"^\*(?:{all}|{ten})$")];
+    if !words.is_empty() {
+        unknown.push(format!(r"^\*?(?:{})$", words.join("|")));
+    }
+    let word = format!(r"{all}|10\.[0-9]+\.[0-9]+");
+    (
+        known,
+        unknown.join("|"),
+        word,
+        format!("{{{}}}", names.join(", ")),
+    )
+}
+
+/// The variables that work out, once per request, what each container
+/// image is: its Windows build by the table (as `Build` displays it), a
+/// Windows image by `params.windowsImages`, an image known to run only on
+/// Linux (`params.linuxImages`, `params.linuxTagWords`). They mirror
+/// `RuleParams::facts_of` and `windows_builds::image_build` step by step:
+/// the name without its digest, its repository (without `docker.io/`,
+/// `index.docker.io/` and `library/`) and tag, the tag's words, then the
+/// facts. Each is a list with one entry per container that has an image,
+/// in the engine's order (init, regular, ephemeral containers).
+#[must_use]
+pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
+    let params = &policy.params;
+    let table = &*crate::windows_builds::EMBEDDED;
+    let (known, unknown, _, names) = build_regexes();
+    let matches = |subject: &str, re: Option<&String>| {
+        re.map_or_else(
+            || "false".to_owned(),
+            |re| format!("{subject}.matches({})", cel_str(re)),
+        )
+    };
+    let strip = |repo: &str| {
+        format!(
+            "[{repo}].map(r, r.startsWith('docker.io/') ? r.substring(10, size(r)) : (r.startsWith('index.docker.io/') ? r.substring(16, size(r)) : r)).map(r, r.startsWith('library/') ? r.substring(8, size(r)) : r)[0]"
+        )
+    };
+    let linux_words = if params.linux_tag_words.is_empty() {
+        None
+    } else {
+        let words: Vec<String> = params
+            .linux_tag_words
+            .iter()
+            .map(|w| regex_escape(w))
+            .collect();
+        Some(format!("(?:^|[-_])(?:{})(?:[-_]|$)", words.join("|")))
+    };
+    let linux = format!(
+        "!p[2].matches('windows|nanoserver|servercore|(?:^|[-_])win(?:[-_]|$)') && ({} || {})",
+        matches("p[3]", globs_regex(&params.linux_images).as_ref()),
+        matches("p[2]", linux_words.as_ref()),
+    );
+    // Each word in its own `-w-`, then `*` before a word that follows a
+    // marker; only words with a digit can name a build (a cheap test before
+    // the long expressions: the API server charges `matches` by the length
+    // of the string times that of the expression).
+    let mut marked = "('-' + p[2].replace('_', '-').replace('-', '--') + '-')".to_owned();
+    for m in &table.markers {
+        let m = m.to_ascii_lowercase();
+        let _ = write!(marked, ".replace('-{m}-', '-{m}-*')");
+    }
+    marked.push_str(".replace('*-', '-*').split('-').filter(w, w != '')");
+    let words = format!(
+        "variables.imageParts.map(p, [p[0], [{marked}.filter(w, w.matches('[0-9]'))].map(ws, {} ? ws.filter(w, w.matches({})) : ws.filter(w, w.matches({}))).map(l, size(l) > 0 ? l[0] : '')[0], ({linux}) ? 'linux' : ''])",
+        matches("p[1]", globs_regex(&table.repositories).as_ref()),
+        cel_str(&known),
+        cel_str(&unknown),
+    );
+    let build = format!(
+        "p[1] == '' ? '' : [p[1].startsWith('*') ? p[1].substring(1, size(p[1])) : p[1]].map(x, x in {names} ? {names}[x] : [x.split('.')].map(v, '10.' + string(int(v[1])) + '.' + string(int(v[2])))[0])[0]"
+    );
+    let windows = matches(
+        "p[0].lowerAscii()",
+        globs_regex(&params.windows_images).as_ref(),
+    );
+    let u16_ = decimal_at_most(u64::from(u16::MAX));
+    let u32_ = decimal_at_most(u64::from(u32::MAX));
+    let selected = format!(
+        "[has(variables.spec.nodeSelector) && 'node.kubernetes.io/windows-build' in variables.spec.nodeSelector ? variables.spec.nodeSelector['node.kubernetes.io/windows-build'] : ''].map(v, v.matches({}) ? [v.split('.')].map(x, string(int(x[0])) + '.' + string(int(x[1])) + '.' + string(int(x[2])))[0] : '')[0]",
+        cel_str(&format!(r"^{u16_}\.{u16_}\.{u32_}(?:\.[0-9]+)?$")),
+    );
+    vec![
+        (
+            "images",
+            "(variables.initContainers + variables.containers + variables.ephemeralContainers).filter(c, has(c.image)).map(c, string(c.image))".to_owned(),
+        ),
+        // [image, repository, tag], as `windows_builds::split_image`.
+        (
+            "imageNames",
+            "variables.images.map(i, [i.trim().split('@')[0]].map(n, [n.lastIndexOf(':')].map(k, k >= 0 && !n.substring(k, size(n)).contains('/') ? [string(i), n.substring(0, k), n.substring(k + 1, size(n))] : [string(i), n, ''])[0])[0])".to_owned(),
+        ),
+        // [image, repository without the prefixes (then lowercased), tag
+        // (lowercased), repository lowercased first (as the Linux check
+        // reads it)].
+        (
+            "imageParts",
+            format!(
+                "variables.imageNames.map(p, [p[0], {}.lowerAscii(), p[2].lowerAscii(), {}])",
+                strip("p[1]"),
+                strip("p[1].lowerAscii()")
+            ),
+        ),
+        // [image, the first tag word naming a build or '', 'linux' or ''].
+        ("imageWords", words),
+        // [image, build or '', 'windows' or '', 'linux' or ''].
+        (
+            "imageFacts",
+            format!(
+                "variables.imageWords.map(p, [p[0], {build}, {windows} ? 'windows' : '', p[2]])"
+            ),
+        ),
+        (
+            "firstBuild",
+            "variables.imageFacts.exists(f, f[1] != '') ? variables.imageFacts.filter(f, f[1] != '')[0][1] : ''".to_owned(),
+        ),
+        (
+            "otherBuildImages",
+            "variables.imageFacts.filter(f, f[1] != '' && f[1] != variables.firstBuild).map(f, f[0])".to_owned(),
+        ),
+        ("selectedBuild", selected),
+        (
+            "mismatchImages",
+            "variables.selectedBuild == '' ? [] : variables.imageFacts.filter(f, f[1] != '' && f[1] != variables.selectedBuild).map(f, f[0])".to_owned(),
+        ),
+        (
+            "windowsImages",
+            "variables.imageFacts.filter(f, f[2] != '').map(f, f[0])".to_owned(),
+        ),
+        (
+            "anyWindowsImage",
+            "variables.imageFacts.exists(f, f[2] != '' || f[1] != '')".to_owned(),
+        ),
+        (
+            "linuxImages",
+            "variables.imageFacts.filter(f, f[1] == '' && f[2] == '' && f[3] != '').map(f, f[0])".to_owned(),
+        ),
+    ]
+}
+
+/// A container whose image is in the list variable `list`.
+fn image_in(list: &str) -> String {
+    format!("has(c.image) && c.image in variables.{list}")
 }
 
 /// A pod-level security-context field Windows ignores.
@@ -133,18 +364,24 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         partial: None,
     };
     match id {
+        // Kept on a container with a Bidirectional mount, which the API
+        // server refuses unprivileged (WIN-API-REFUSED), as /mutate does.
         "WIN-PRIVILEGED" => cel(
-            vec![
-                Probe::new(
-                    ProbeScope::Container,
-                    format!(
-                        "{} && c.securityContext.privileged == true && !{C_HOST_PROCESS}",
-                        c_sc("privileged")
-                    ),
-                    &["securityContext", "privileged"],
-                )
-                .removable(!strict),
-            ],
+            [false, true]
+                .into_iter()
+                .map(|bidirectional| {
+                    Probe::new(
+                        ProbeScope::Container,
+                        format!(
+                            "{} && c.securityContext.privileged == true && !{C_HOST_PROCESS} && {}{C_BIDIRECTIONAL}",
+                            c_sc("privileged"),
+                            if bidirectional { "" } else { "!" },
+                        ),
+                        &["securityContext", "privileged"],
+                    )
+                    .removable(!strict && !bidirectional)
+                })
+                .collect(),
             "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
         ),
         "WIN-RUNASUSER" => cel(
@@ -596,6 +833,82 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                 "no toleration for the Windows node taint: the pod cannot be scheduled onto Windows nodes",
             )
         }
+        "WIN-UNPINNED-IMAGE" => {
+            // The first container with a Windows image, as the rule reports.
+            let lists: Vec<String> = super::CONTAINER_LISTS
+                .iter()
+                .map(|l| {
+                    format!(
+                        "variables.{l}.filter(c, {}).map(c, variables.prefix + '.{l}[' + string(variables.{l}Names.indexOf(c.name)) + '].image')",
+                        image_in("windowsImages")
+                    )
+                })
+                .collect();
+            cel(
+                vec![Probe {
+                    scope: ProbeScope::Pod,
+                    container_hit: None,
+                    hit: "!variables.windows && size(variables.windowsImages) > 0".to_owned(),
+                    field: Field::Absolute(format!(
+                        "[{}].map(l, size(l) > 0 ? [l[0]] : [])[0]",
+                        lists.join(" + ")
+                    )),
+                    removable: false,
+                }],
+                "a Windows image (params.windowsImages) in a pod that nothing pins to Windows nodes (no OS node selector, spec.os.name, affinity or Windows RuntimeClass): the scheduler may place it on a Linux node, where it cannot run",
+            )
+        }
+        "WIN-WINDOWSOPTIONS-LINUX" => cel(
+            vec![
+                pod_field("windowsOptions", &["securityContext", "windowsOptions"]),
+                container_field("windowsOptions", &["securityContext", "windowsOptions"]),
+            ],
+            "windows options cannot be set for a linux pod",
+        ),
+        "WIN-HOSTPATH-WINDOWS-PATH" => cel(
+            vec![Probe::new(
+                ProbeScope::Volume,
+                format!(
+                    "has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({})",
+                    cel_str(WINDOWS_PATH)
+                ),
+                &["hostPath", "path"],
+            )],
+            "hostPath is a Windows path but the pod targets Linux nodes",
+        ),
+        "WIN-MIXED-OS" => cel(
+            vec![Probe::new(
+                ProbeScope::Container,
+                format!("variables.anyWindowsImage && {}", image_in("linuxImages")),
+                &["image"],
+            )],
+            "the image runs only on Linux (params.linuxImages, params.linuxTagWords) but the pod also has a Windows image; a pod runs on one node, under one OS",
+        ),
+        "WIN-BUILD-MIXED" => cel(
+            vec![Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "!variables.allHostProcess && {}",
+                    image_in("otherBuildImages")
+                ),
+                &["image"],
+            )],
+            "the image needs another Windows build (by its tag) than the first image of the pod with a known build; one of them cannot match the node",
+        ),
+        "WIN-BUILD-NODE-MISMATCH" => Export::Cel {
+            probes: vec![Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "!variables.allHostProcess && !variables.hyperv && {}",
+                    image_in("mismatchImages")
+                ),
+                &["image"],
+            )],
+            message: "the image needs another Windows build (by its tag) than the pod selects with nodeSelector node.kubernetes.io/windows-build; a process-isolated container of another build does not start",
+            partial: Some(
+                "the build is read from the pod's nodeSelector only (the webhook also reads a RuntimeClass's scheduling.nodeSelector), and Hyper-V isolation is recognised by the names in params.hypervRuntimeClasses only (the webhook also reads RuntimeClass handlers)",
+            ),
+        },
         "WIN-HOSTPROCESS" => host_process(cluster, policy),
         "WIN-OS-FIELDS" => os_fields(v),
         _ => Export::Gap(gap_reason(id)),
@@ -682,7 +995,7 @@ fn host_process(cluster: &Cluster, policy: &Policy) -> Export {
     ];
     let unsupported = !cluster.version_at_least(1, 22) || cluster.is_docker();
     // The first HostProcess field: the pod's, else the first HostProcess container's.
-    let first = "[variables.podHostProcess ? variables.prefix + '.securityContext.windowsOptions.hostProcess' : (variables.initContainers.filter(c, HP).map(c, variables.prefix + '.initContainers[' + string(variables.initContainers.indexOf(c)) + '].securityContext.windowsOptions.hostProcess') + variables.containers.filter(c, HP).map(c, variables.prefix + '.containers[' + string(variables.containers.indexOf(c)) + '].securityContext.windowsOptions.hostProcess') + variables.ephemeralContainers.filter(c, HP).map(c, variables.prefix + '.ephemeralContainers[' + string(variables.ephemeralContainers.indexOf(c)) + '].securityContext.windowsOptions.hostProcess'))[0]]"
+    let first = "[variables.podHostProcess ? variables.prefix + '.securityContext.windowsOptions.hostProcess' : (variables.initContainers.filter(c, HP).map(c, variables.prefix + '.initContainers[' + string(variables.initContainersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess') + variables.containers.filter(c, HP).map(c, variables.prefix + '.containers[' + string(variables.containersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess') + variables.ephemeralContainers.filter(c, HP).map(c, variables.prefix + '.ephemeralContainers[' + string(variables.ephemeralContainersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess'))[0]]"
         .replace("HP", C_HOST_PROCESS);
     if unsupported {
         probes.push(Probe {
@@ -889,20 +1202,13 @@ fn gap_reason(id: &str) -> &'static str {
         "WIN-OS-INVALID" => {
             "the API server validates spec.os itself (Required / NotSupported); nothing to add"
         }
-        "WIN-UNPINNED-IMAGE" => {
-            "judges pods with no Windows targeting by matching images against the policy's glob lists; the exported policies only match Windows-targeted pods"
+        "WIN-API-REFUSED" => {
+            "the API server refuses these pods itself, for every OS; nothing to add"
         }
-        "WIN-WINDOWSOPTIONS-LINUX"
-        | "WIN-HOSTPATH-WINDOWS-PATH"
-        | "WIN-LINUX-TOLERATES-WINDOWS" => {
-            "judges Linux-targeted pods; the exported policies only match Windows-targeted pods"
+        "WIN-LINUX-TOLERATES-WINDOWS" => {
+            "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version"
         }
-        "WIN-MIXED-OS" => {
-            "needs to know which OS each image is built for (the policy's image globs and tag knowledge)"
-        }
-        "WIN-BUILD-MIXED" | "WIN-BUILD-NODE-MISMATCH" => {
-            "needs each image's Windows build (tag tables, registry manifests) and, with live facts, the nodes' builds"
-        }
+        "WIN-BUILD-NO-NODE" => "needs the builds of the cluster's Windows nodes: live facts",
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
             "judges Services by the pods behind them: needs live facts"
         }
