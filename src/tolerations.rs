@@ -37,6 +37,27 @@ fn taint_effect<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Err
 }
 
 impl Taint {
+    /// What the API server would refuse in this taint, or in the toleration
+    /// made from it (`validateNodeTaints`, `ValidateTolerations`): the
+    /// field (`key`, `value`) and why.
+    #[must_use]
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if let Some(why) = crate::names::qualified_name(&self.key) {
+            return Some((
+                "key",
+                format!("{:?} is not a valid label key: {why}", self.key),
+            ));
+        }
+        let value = self.value.as_deref().unwrap_or_default();
+        if let Some(why) = crate::names::label_value(value) {
+            return Some((
+                "value",
+                format!("{value:?} is not a valid label value: {why}"),
+            ));
+        }
+        None
+    }
+
     /// The toleration that tolerates exactly this taint.
     #[must_use]
     pub fn toleration(&self) -> serde_json::Value {

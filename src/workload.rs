@@ -432,6 +432,14 @@ pub enum ReadError {
     /// The object does not fit the shape of a Kubernetes object.
     #[error("not a valid Kubernetes object: {0}")]
     Invalid(#[source] serde_json::Error),
+    /// A field does not fit its type (an array where an object is
+    /// required, ...), at this field path.
+    #[error("not a valid Kubernetes object: {path}: {source}")]
+    InvalidAt {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
     /// A declared kind's path does not lead to a pod template on this object.
     #[error(
         "{kind} {name}: {path} {problem}, but the policy's podTemplates says {group} {kind} keeps its pod template there; fix the object or the podTemplates entry"
@@ -443,6 +451,32 @@ pub enum ReadError {
         path: String,
         problem: &'static str,
     },
+}
+
+impl ReadError {
+    /// The error reading `value` as a `T`, at the field path where it
+    /// happens (below `prefix`, the path of `value` in its object).
+    fn invalid<'de, T: serde::Deserialize<'de>>(
+        value: &'de serde_json::Value,
+        prefix: &str,
+        fallback: serde_json::Error,
+    ) -> Self {
+        match crate::strict::located_in_value::<T>(value) {
+            Some((path, source)) => {
+                let path = match (prefix, path.as_str()) {
+                    (p, ".") => p.to_owned(),
+                    ("", rest) => rest.to_owned(),
+                    (p, rest) => format!("{p}.{rest}"),
+                };
+                if path.is_empty() || path == "." {
+                    Self::Invalid(source)
+                } else {
+                    Self::InvalidAt { path, source }
+                }
+            }
+            None => Self::Invalid(fallback),
+        }
+    }
 }
 
 impl PodTemplates {
@@ -543,8 +577,8 @@ impl PodTemplates {
     /// and its path does not hold a pod template (an object with a `spec`
     /// object): that is an input error, not something to skip silently.
     pub fn read<'a>(&self, value: &'a serde_json::Value) -> Result<ObjectView<'a>, ReadError> {
-        use serde::Deserialize as _;
-        let mut view = ObjectView::deserialize(value).map_err(ReadError::Invalid)?;
+        let mut view: ObjectView<'a> = crate::strict::from_value(value)
+            .map_err(|e| ReadError::invalid::<ObjectView<'_>>(value, "", e))?;
         let Some((api_version, kind)) = type_of(value) else {
             return Ok(view);
         };
@@ -575,7 +609,8 @@ impl PodTemplates {
         if !at.get("spec").is_some_and(serde_json::Value::is_object) {
             return Err(no_template("has no pod spec (no `spec` object)"));
         }
-        let template = TemplateView::deserialize(at).map_err(ReadError::Invalid)?;
+        let template: TemplateView<'a> = crate::strict::from_value(at)
+            .map_err(|e| ReadError::invalid::<TemplateView<'_>>(at, &path.to_string(), e))?;
         view.declared = Some(Box::new(crate::view::DeclaredTemplate {
             path: path.clone(),
             template,

@@ -628,3 +628,28 @@ fn parallel_lint_output_is_identical_to_one_pass() {
         );
     }
 }
+
+/// A file named several times (directly, or through its directory) is
+/// read once: JUnit grouped each copy's test case with every copy's
+/// findings, so ten copies of a file gave a hundred times its report.
+#[test]
+fn a_file_named_twice_is_read_once() {
+    let once = winadmit(&["lint", "--format", "junit", BAD]);
+    let many = winadmit(&[
+        "lint",
+        "--format",
+        "junit",
+        BAD,
+        BAD,
+        "./tests/fixtures/lint/windows-bad.yaml",
+        BAD,
+    ]);
+    assert_eq!(many.status.code(), once.status.code());
+    assert_eq!(
+        String::from_utf8_lossy(&many.stdout),
+        String::from_utf8_lossy(&once.stdout)
+    );
+    let dir_and_file = winadmit(&["lint", "tests/fixtures/lint/dir", "tests/fixtures/lint/dir"]);
+    let dir = winadmit(&["lint", "tests/fixtures/lint/dir"]);
+    assert_eq!(dir_and_file.stdout, dir.stdout);
+}

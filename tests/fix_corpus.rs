@@ -107,6 +107,10 @@ fn fix_applies_every_settled_patch_in_the_corpus() {
         .map(|f| {
             let copy = tmp.path().join(f.file_name().unwrap());
             std::fs::copy(f, &copy).unwrap();
+            // The corpus is read-only, and `--fix` leaves read-only files
+            // alone: the copies are the user's working files.
+            std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .unwrap();
             let bytes = std::fs::read(f).unwrap();
             (copy, String::from_utf8_lossy(&bytes).into_owned())
         })

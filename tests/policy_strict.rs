@@ -91,3 +91,214 @@ fn valid_taints_and_tolerations_load() {
     let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies/default.yaml");
     Policy::load(&[default]).unwrap();
 }
+
+/// Every value `/mutate` writes from the policy (tolerations, the
+/// toleration for the Windows taint) and every name it reads objects by
+/// (RuntimeClass names, label keys and values, namespaces) is refused at
+/// load when the API server would refuse it: a policy cannot make the
+/// webhook produce objects the API server rejects.
+#[test]
+fn values_the_api_server_would_refuse_are_refused_at_their_line_and_column() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "params:\n  windowsTaint:\n    key: \"bad key!!/x/y\"\n    value: windows\n    effect: NoSchedule\n",
+            "invalid policy policy.yaml:3:5: params.windowsTaint.key: \"bad key!!/x/y\" is not a valid label key",
+        ),
+        (
+            "params:\n  windowsTaint: {key: os, value: \"v v\", effect: NoSchedule}\n",
+            "invalid policy policy.yaml:2:27: params.windowsTaint.value: \"v v\" is not a valid label value",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - key: \"os/x~y\"\n    operator: Exists\n",
+            "invalid policy policy.yaml:3:5: mutation.tolerations[0].key: \"os/x~y\" is not a valid label key: name part must consist of alphanumeric characters",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - {key: os, operator: Exists}\n  - key: no spaces allowed here\n    operator: Exists\n",
+            "invalid policy policy.yaml:4:5: mutation.tolerations[1].key: \"no spaces allowed here\" is not a valid label key",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - key: os\n    operator: Exists\n    effect: NoSchedule\n    tolerationSeconds: 60\n",
+            "invalid policy policy.yaml:6:5: mutation.tolerations[0].tolerationSeconds: only allowed with effect NoExecute",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - {key: os, operator: Exists, tolerationSeconds: 60}\n",
+            "invalid policy policy.yaml:3:33: mutation.tolerations[0].tolerationSeconds: only allowed with effect NoExecute (the API server refuses it with no effect)",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - {key: os, operator: Equal, value: \"win dows\"}\n",
+            "invalid policy policy.yaml:3:32: mutation.tolerations[0].value: \"win dows\" is not a valid label value",
+        ),
+        (
+            "mutation:\n  tolerations:\n  - {key: os, value: \"-x\"}\n",
+            "invalid policy policy.yaml:3:15: mutation.tolerations[0].value: \"-x\" is not a valid label value",
+        ),
+        (
+            "windowsRuntimeClasses: [windows-2022, \"Windows\\r\"]\n",
+            "invalid policy policy.yaml:1:39: windowsRuntimeClasses[1]: \"Windows\\r\" is not a valid RuntimeClass name",
+        ),
+        (
+            "params:\n  hypervRuntimeClasses: [\"hyper v\"]\n",
+            "invalid policy policy.yaml:2:26: params.hypervRuntimeClasses[0]: \"hyper v\" is not a valid RuntimeClass name",
+        ),
+        (
+            "namespaceModeLabel: \"winadmit.io/mode\\r\"\n",
+            "invalid policy policy.yaml:1:1: namespaceModeLabel: \"winadmit.io/mode\\r\" is not a valid label key",
+        ),
+        (
+            "mutation:\n  isolationNamespaceLabel: \"a/b/c\"\n",
+            "invalid policy policy.yaml:2:3: mutation.isolationNamespaceLabel: \"a/b/c\" is not a valid label key",
+        ),
+        (
+            "exemptions:\n  namespaces: [ok, \"Not_A_Namespace\"]\n",
+            "invalid policy policy.yaml:2:20: exemptions.namespaces[1]: \"Not_A_Namespace\" is not a valid namespace name",
+        ),
+        (
+            "reach:\n  excludedNamespaces: [\"kube-system\\r\"]\n",
+            "invalid policy policy.yaml:2:24: reach.excludedNamespaces[0]: \"kube-system\\r\" is not a valid namespace name",
+        ),
+        (
+            "reach:\n  optOutNamespaceLabels: {\"winadmit.io/ignore\": \"yes please\"}\n",
+            "invalid policy policy.yaml:2:27: reach.optOutNamespaceLabels.winadmit.io/ignore: \"yes please\" is not a valid label value",
+        ),
+        (
+            "exemptions:\n  labelSelectors:\n  - matchLabels: {\"bad key\": x}\n",
+            "invalid policy policy.yaml:3:19: exemptions.labelSelectors[0].matchLabels: \"bad key\" is not a valid label key",
+        ),
+        (
+            "exemptions:\n  labelSelectors:\n  - matchExpressions:\n    - {key: team, operator: In, values: [\"a b\"]}\n",
+            "invalid policy policy.yaml:4:42: exemptions.labelSelectors[0].matchExpressions[0].values[0]: \"a b\" is not a valid label value",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (text, want) in cases {
+        match load(text) {
+            Ok(_) => wrong.push(format!("accepted:\n{text}")),
+            Err(err) if !err.starts_with(want) => {
+                wrong.push(format!("{text}\n got: {err}\nwant: {want}"));
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
+fn winadmit(args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "winadmit {args:?} still running after 20 s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_binary_refuses_each_invalid_value_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lint/clean.yaml");
+    for (text, want) in [
+        (
+            "params:\n  windowsTaint: {key: \"bad key!!/x/y\", value: \"v v\", effect: NoSchedule}\n",
+            ":2:18: params.windowsTaint.key: \"bad key!!/x/y\" is not a valid label key",
+        ),
+        (
+            "mutation:\n  tolerations: [{key: \"os/x~y\", operator: Exists}]\n",
+            ":2:18: mutation.tolerations[0].key: \"os/x~y\" is not a valid label key",
+        ),
+        (
+            "mutation:\n  tolerations: [{key: os, operator: Exists, effect: NoSchedule, tolerationSeconds: 60}]\n",
+            ":2:65: mutation.tolerations[0].tolerationSeconds: only allowed with effect NoExecute",
+        ),
+    ] {
+        let policy = dir.path().join("p.yaml");
+        std::fs::write(&policy, text).unwrap();
+        let out = winadmit(&[
+            "lint",
+            "--policy",
+            policy.to_str().unwrap(),
+            manifest.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}\n{stderr}");
+        assert!(
+            stderr.contains(want),
+            "{text}\n got: {stderr}\nwant: {want}"
+        );
+    }
+}
+
+/// Policy files are read with the limits manifests have: a device is not
+/// read forever, a FIFO does not block the start, a large file is refused
+/// before it is read.
+#[test]
+fn devices_fifos_and_large_files_are_refused_as_policies_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lint/clean.yaml");
+    let big = dir.path().join("big.yaml");
+    let file = std::fs::File::create(&big).unwrap();
+    // Sparse: the size check must not need to read it.
+    file.set_len(64 * 1024 * 1024).unwrap();
+    let fifo = dir.path().join("fifo.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(made, "mkfifo is needed for this test");
+    for (policy, want) in [
+        (
+            "/dev/zero",
+            "invalid policy /dev/zero: a device, not a regular file",
+        ),
+        (
+            fifo.to_str().unwrap(),
+            "fifo.yaml: a FIFO, not a regular file: write the policy to a file",
+        ),
+        (
+            big.to_str().unwrap(),
+            "big.yaml: file is 64 MiB, over the 32 MiB limit for policy files",
+        ),
+    ] {
+        let start = std::time::Instant::now();
+        let out = winadmit(&["lint", "--policy", policy, manifest.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{policy}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{policy}\n got: {stderr}\nwant: {want}"
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{policy}: {:?}",
+            start.elapsed()
+        );
+    }
+    let nul = dir.path().join("nul.yaml");
+    std::fs::write(&nul, b"mode: warn\n\0\n").unwrap();
+    let out = winadmit(&[
+        "lint",
+        "--policy",
+        nul.to_str().unwrap(),
+        manifest.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("nul.yaml:2:1: binary file (contains NUL bytes), not a policy"),
+        "{stderr}"
+    );
+}

@@ -248,12 +248,25 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
         req.is_some(),
         req.and_then(|r| r.uid.as_ref()),
     )?;
-    let what = if req.and_then(|r| r.object).is_some() {
-        "request.object"
-    } else {
-        "request"
+    // Where it failed, by field path: `request.dryRun` is not the object.
+    let located = std::str::from_utf8(body)
+        .ok()
+        .and_then(crate::strict::located::<ReviewIn<'_>>);
+    let what = match located.as_ref().map(|(path, _)| path.as_str()) {
+        Some(path) if path.starts_with("request.object") => "request.object".to_owned(),
+        Some(path) if path.starts_with("request.oldObject") => "request.oldObject".to_owned(),
+        Some(path) if path.starts_with("request.") => path.to_owned(),
+        _ if req.and_then(|r| r.object).is_some() => "request.object".to_owned(),
+        _ => "request".to_owned(),
     };
-    let reason = format!("{what} cannot be read: {err}");
+    let reason = match &located {
+        Some((path, e))
+            if path.starts_with("request.object.") || path.starts_with("request.oldObject.") =>
+        {
+            format!("{what} cannot be read: {path}: {e}")
+        }
+        _ => format!("{what} cannot be read: {err}"),
+    };
     // For logs: serde's message can quote values from the object.
     let note = format!(
         "{what} cannot be read ({:?} error at line {}, column {})",
@@ -289,7 +302,10 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
         let mut r = allow(&types, uid);
         r.audit_annotations.insert(
             "winadmit.io/unreadable".to_owned(),
-            format!("{what} could not be read; allowed in {mode:?} mode").to_lowercase(),
+            format!(
+                "{what} could not be read; allowed in {} mode",
+                format!("{mode:?}").to_lowercase()
+            ),
         );
         if mode == Mode::Warn {
             r.warnings = Some(vec![truncate(format!("winadmit: {reason}"))]);
@@ -333,7 +349,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Review
             )));
         }
     };
-    let envelope: ReviewIn<'_> = match serde_json::from_str(json) {
+    let envelope: ReviewIn<'_> = match crate::strict::from_str(json) {
         Ok(e) => e,
         Err(e) => return recover(adm, body, &e),
     };

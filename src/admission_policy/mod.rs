@@ -93,7 +93,8 @@ pub struct Exported {
     pub gaps: Vec<Gap>,
 }
 
-/// A CEL string literal.
+/// A CEL string literal: single-quoted, with `\\`, `'` and every control
+/// character escaped.
 #[must_use]
 pub fn cel_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -103,6 +104,14 @@ pub fn cel_str(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\'' => out.push_str("\\'"),
             '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // Every other control character as a \u escape (CEL's grammar
+            // refuses a raw carriage return or newline in a quoted string).
+            c if c.is_control() => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
             c => out.push(c),
         }
     }

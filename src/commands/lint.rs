@@ -229,9 +229,23 @@ fn expand(paths: &[PathBuf], report: &mut CompactReport) -> Vec<Input> {
 pub(crate) fn manifest_paths(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<InputProblem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
+    // A file named twice (`lint a.yaml a.yaml`, or a directory and a file
+    // in it) is read once, under the first name it was given: its findings
+    // would otherwise be reported, and `--fix`ed, twice.
+    let mut seen = std::collections::HashSet::new();
+    let mut files_push = |files: &mut Vec<PathBuf>, p: PathBuf| {
+        let key = if p.as_os_str() == "-" {
+            p.clone()
+        } else {
+            std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone())
+        };
+        if seen.insert(key) {
+            files.push(p);
+        }
+    };
     for path in paths {
         if path.as_os_str() == "-" || !path.is_dir() {
-            files.push(path.clone());
+            files_push(&mut files, path.clone());
             continue;
         }
         let walker = walkdir::WalkDir::new(path)
@@ -240,7 +254,7 @@ pub(crate) fn manifest_paths(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<InputProbl
         for entry in walker {
             match entry {
                 Ok(e) if e.file_type().is_file() && is_manifest(e.path()) => {
-                    files.push(e.into_path());
+                    files_push(&mut files, e.into_path());
                 }
                 Ok(_) => {}
                 Err(err) => {

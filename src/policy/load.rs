@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::PolicyError;
+use crate::source;
 use crate::tolerations::{TAINT_EFFECTS, TOLERATION_OPERATORS};
 
 /// A YAML error in the project's words, at its line and column: one
@@ -63,9 +64,11 @@ pub(super) fn located(path: &Path, text: &str, pointer: &str, message: String) -
 }
 
 /// `mutation.tolerations`: each a Kubernetes `Toleration` the API server
-/// accepts (operator `Exists` or `Equal`, effect `NoSchedule`,
-/// `PreferNoSchedule`, `NoExecute` or empty for all; `Exists` with no
-/// value; no key only with `Exists`). The error: a pointer below the list,
+/// accepts (`ValidateTolerations` in `pkg/apis/core/validation`): a key
+/// that is a qualified name, operator `Exists` or `Equal`, effect
+/// `NoSchedule`, `PreferNoSchedule`, `NoExecute` or empty for all;
+/// `Exists` with no value, `Equal` with a label value; no key only with
+/// `Exists`; `tolerationSeconds` only with `NoExecute`. The error: a pointer below the list,
 /// and the message.
 pub(super) fn check_tolerations(value: &serde_json::Value) -> Result<(), (String, String)> {
     use k8s_openapi::api::core::v1::Toleration;
@@ -114,6 +117,36 @@ pub(super) fn check_tolerations(value: &serde_json::Value) -> Result<(), (String
                 ),
             ));
         }
+        let key = t.key.as_deref().unwrap_or_default();
+        if !key.is_empty()
+            && let Some(why) = crate::names::qualified_name(key)
+        {
+            return Err((
+                here("key"),
+                format!("{name}.key: {key:?} is not a valid label key: {why}"),
+            ));
+        }
+        if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
+            return Err((
+                here("tolerationSeconds"),
+                format!(
+                    "{name}.tolerationSeconds: only allowed with effect NoExecute (the API server refuses it with {}): set effect: NoExecute or remove tolerationSeconds",
+                    t.effect
+                        .as_deref()
+                        .filter(|e| !e.is_empty())
+                        .map_or_else(|| "no effect".to_owned(), |e| format!("effect {e}"))
+                ),
+            ));
+        }
+        if operator == "Equal"
+            && let Some(value) = t.value.as_deref()
+            && let Some(why) = crate::names::label_value(value)
+        {
+            return Err((
+                here("value"),
+                format!("{name}.value: {value:?} is not a valid label value: {why}"),
+            ));
+        }
         if operator == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
             return Err((
                 here("value"),
@@ -128,6 +161,69 @@ pub(super) fn check_tolerations(value: &serde_json::Value) -> Result<(), (String
         }
     }
     Ok(())
+}
+
+/// A policy file's text, read with the limits manifests have: a regular
+/// file (symbolic links followed) of at most [`source::MAX_FILE_BYTES`],
+/// UTF-8 without NUL bytes (a byte-order mark is dropped). A FIFO, socket
+/// or device is refused before it is opened: opening a FIFO blocks until
+/// something writes to it, and a device such as `/dev/zero` never ends.
+/// The read stops at the limit even when the file grows meanwhile.
+pub(super) fn read_policy_file(path: &Path) -> Result<String, PolicyError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let read = |source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let invalid = |message: String| PolicyError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let limit_mib = source::MAX_FILE_BYTES / (1024 * 1024);
+    let meta = std::fs::metadata(path).map_err(read)?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(invalid(format!(
+            "{what}, not a regular file: write the policy to a file and give that to --policy"
+        )));
+    }
+    if meta.len() > source::MAX_FILE_BYTES as u64 {
+        return Err(invalid(format!(
+            "file is {} MiB, over the {limit_mib} MiB limit for policy files",
+            meta.len() / (1024 * 1024)
+        )));
+    }
+    let file = std::fs::File::open(path).map_err(read)?;
+    let limit = source::MAX_FILE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes).map_err(read)?;
+    if bytes.len() as u64 >= limit {
+        return Err(invalid(format!(
+            "file is over the {limit_mib} MiB limit for policy files (read stopped there)"
+        )));
+    }
+    match source::decode(&bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(e) => Err(match e.line {
+            Some(line) => PolicyError::At {
+                path: path.to_owned(),
+                line,
+                column: e.column.unwrap_or(1),
+                message: e.message.replace("not a manifest", "not a policy"),
+            },
+            None => invalid(e.message.replace("for manifests", "for policy files")),
+        }),
+    }
 }
 
 /// The files a `--policy` argument names: the file itself, or a directory's

@@ -23,7 +23,7 @@ pub use crate::tolerations::{TAINT_EFFECTS, TOLERATION_OPERATORS, Taint};
 use crate::version::KubeVersion;
 
 mod load;
-use load::{check_tolerations, located, parse_error, policy_files};
+use load::{check_tolerations, located, parse_error, policy_files, read_policy_file};
 
 /// The embedded default policy.
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.yaml");
@@ -259,6 +259,26 @@ fn explicit_null<'de, D: serde::Deserializer<'de>>(
 }
 
 impl ParamsFile {
+    /// Values the API server would refuse in what `/mutate` writes from
+    /// them: the taint's key and value, the RuntimeClass names.
+    fn check(&self, at: At<'_>) -> Result<(), PolicyError> {
+        if let Some(Some(taint)) = &self.windows_taint
+            && let Some((field, why)) = taint.problem()
+        {
+            return Err(at(
+                &format!("/params/windowsTaint/{field}"),
+                format!("params.windowsTaint.{field}: {why}"),
+            ));
+        }
+        if let Some(names) = &self.hyperv_runtime_classes {
+            check_each(names, "params.hypervRuntimeClasses", at, |n| {
+                crate::names::dns1123_subdomain(n)
+                    .map(|why| format!("{n:?} is not a valid RuntimeClass name: {why}"))
+            })?;
+        }
+        Ok(())
+    }
+
     fn apply(self, to: &mut RuleParams) {
         let Self {
             windows_images,
@@ -429,10 +449,7 @@ impl Policy {
         )];
         for path in paths {
             for file in policy_files(path)? {
-                let text = std::fs::read_to_string(&file).map_err(|source| PolicyError::Read {
-                    path: file.clone(),
-                    source,
-                })?;
+                let text = read_policy_file(&file)?;
                 files.push((file, text));
             }
         }
@@ -511,9 +528,19 @@ impl Policy {
             self.mode = m;
         }
         if let Some(l) = namespace_mode_label {
+            if let Some(why) = crate::names::qualified_name(&l) {
+                return Err(at(
+                    "/namespaceModeLabel",
+                    format!("namespaceModeLabel: {l:?} is not a valid label key: {why}"),
+                ));
+            }
             self.namespace_mode_label = l;
         }
         if let Some(names) = windows_runtime_classes {
+            check_each(&names, "windowsRuntimeClasses", &at, |n| {
+                crate::names::dns1123_subdomain(n)
+                    .map(|why| format!("{n:?} is not a valid RuntimeClass name: {why}"))
+            })?;
             self.runtime_classes = windows_only(names);
         }
         self.layer_rules(rules.unwrap_or_default(), &at)?;
@@ -521,9 +548,11 @@ impl Policy {
             self.layer_exemptions(ex, &at)?;
         }
         if let Some(r) = reach {
+            check_reach(&r, &at)?;
             self.reach = r;
         }
         if let Some(p) = params {
+            p.check(&at)?;
             p.apply(&mut self.params);
         }
         if let Some(keys) = mutation {
@@ -581,6 +610,20 @@ impl Policy {
     /// The `exemptions` block, replacing the current one once every label
     /// selector in it is valid.
     fn layer_exemptions(&mut self, ex: Exemptions, at: At<'_>) -> Result<(), PolicyError> {
+        check_each(
+            &ex.namespaces,
+            "exemptions.namespaces",
+            at,
+            namespace_problem,
+        )?;
+        for (n, s) in ex.label_selectors.iter().enumerate() {
+            check_selector(
+                s,
+                &format!("exemptions.labelSelectors[{n}]"),
+                &format!("/exemptions/labelSelectors/{n}"),
+                at,
+            )?;
+        }
         let mut selectors = Vec::with_capacity(ex.label_selectors.len());
         for (n, s) in ex.label_selectors.iter().enumerate() {
             let sel = Selector::try_from(s.clone()).map_err(|e| {
@@ -831,6 +874,103 @@ fn retired_profile_notice(path: &Path, profile: Profile) -> String {
     )
 }
 
+/// Each item of a list by `problem`; the first error at its index.
+fn check_each(
+    items: &[String],
+    name: &str,
+    at: At<'_>,
+    problem: impl Fn(&str) -> Option<String>,
+) -> Result<(), PolicyError> {
+    for (i, item) in items.iter().enumerate() {
+        if let Some(why) = problem(item) {
+            let pointer = format!("/{}/{i}", name.replace('.', "/"));
+            return Err(at(&pointer, format!("{name}[{i}]: {why}")));
+        }
+    }
+    Ok(())
+}
+
+fn namespace_problem(n: &str) -> Option<String> {
+    crate::names::dns1123_label(n).map(|why| format!("{n:?} is not a valid namespace name: {why}"))
+}
+
+/// `reach`: namespace names, and label keys and values the manifests'
+/// `namespaceSelector` holds.
+fn check_reach(r: &Reach, at: At<'_>) -> Result<(), PolicyError> {
+    check_each(
+        &r.excluded_namespaces,
+        "reach.excludedNamespaces",
+        at,
+        namespace_problem,
+    )?;
+    for (k, v) in &r.opt_out_namespace_labels {
+        let pointer = format!(
+            "/reach/optOutNamespaceLabels/{}",
+            crate::path::escape_pointer(k)
+        );
+        if let Some(why) = crate::names::qualified_name(k) {
+            return Err(at(
+                &pointer,
+                format!("reach.optOutNamespaceLabels: {k:?} is not a valid label key: {why}"),
+            ));
+        }
+        if let Some(why) = crate::names::label_value(v) {
+            return Err(at(
+                &pointer,
+                format!("reach.optOutNamespaceLabels.{k}: {v:?} is not a valid label value: {why}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A label selector's keys and values, as the API server validates them.
+fn check_selector(
+    s: &LabelSelector,
+    name: &str,
+    pointer: &str,
+    at: At<'_>,
+) -> Result<(), PolicyError> {
+    for (k, v) in s.match_labels.iter().flatten() {
+        let here = format!("{pointer}/matchLabels/{}", crate::path::escape_pointer(k));
+        if let Some(why) = crate::names::qualified_name(k) {
+            return Err(at(
+                &here,
+                format!("{name}.matchLabels: {k:?} is not a valid label key: {why}"),
+            ));
+        }
+        if let Some(why) = crate::names::label_value(v) {
+            return Err(at(
+                &here,
+                format!("{name}.matchLabels.{k}: {v:?} is not a valid label value: {why}"),
+            ));
+        }
+    }
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        let here = format!("{pointer}/matchExpressions/{i}");
+        if let Some(why) = crate::names::qualified_name(&e.key) {
+            return Err(at(
+                &format!("{here}/key"),
+                format!(
+                    "{name}.matchExpressions[{i}].key: {:?} is not a valid label key: {why}",
+                    e.key
+                ),
+            ));
+        }
+        for (j, v) in e.values.iter().flatten().enumerate() {
+            if let Some(why) = crate::names::label_value(v) {
+                return Err(at(
+                    &format!("{here}/values/{j}"),
+                    format!(
+                        "{name}.matchExpressions[{i}].values[{j}]: {v:?} is not a valid label value: {why}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `windowsRuntimeClasses`: these names, all pinned to Windows, and no others.
 fn windows_only(names: Vec<String>) -> RuntimeClasses {
     let mut classes = RuntimeClasses::default();
@@ -880,6 +1020,14 @@ fn layered_mutation(
         return Err(at(
             "/mutation/isolation",
             format!("mutation.isolation must be process or hyperv, not {iso}"),
+        ));
+    }
+    if let Some(label) = &m.isolation_namespace_label
+        && let Some(why) = crate::names::qualified_name(label)
+    {
+        return Err(at(
+            "/mutation/isolationNamespaceLabel",
+            format!("mutation.isolationNamespaceLabel: {label:?} is not a valid label key: {why}"),
         ));
     }
     Ok(m)
