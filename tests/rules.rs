@@ -326,6 +326,37 @@ fn table_of_bad_and_good_cases() {
             vec!["spec.containers[0].volumeMounts[0].mountPropagation"],
         ),
         (
+            // Bidirectional needs privileged; HostToContainer does not.
+            "WIN-API-REFUSED",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\a\n    mountPropagation: Bidirectional\n  - name: v\n    mountPath: C:\\b\n    mountPropagation: HostToContainer"
+            )),
+            vec!["spec.containers[0].volumeMounts[0].mountPropagation"],
+        ),
+        (
+            "WIN-API-REFUSED",
+            windows_pod(&format!(
+                "{C}\n  securityContext:\n    privileged: true\n  volumeMounts:\n  - name: v\n    mountPath: C:\\a\n    mountPropagation: Bidirectional"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-API-REFUSED",
+            windows_pod(&format!(
+                "hostPID: true\nshareProcessNamespace: true\nhostUsers: false\n{C}\n  securityContext:\n    procMount: Unmasked\n    privileged: true\n    allowPrivilegeEscalation: false"
+            )),
+            vec![
+                "spec.hostPID",
+                "spec.shareProcessNamespace",
+                "spec.containers[0].securityContext.allowPrivilegeEscalation",
+            ],
+        ),
+        (
+            "WIN-API-REFUSED",
+            windows_pod(&format!("{C}\n  securityContext:\n    procMount: Unmasked")),
+            vec!["spec.containers[0].securityContext.procMount"],
+        ),
+        (
             "WIN-DNS-HOSTNET",
             host_process_pod("dnsPolicy: ClusterFirstWithHostNet\n"),
             vec!["spec.dnsPolicy"],
