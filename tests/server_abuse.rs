@@ -186,15 +186,17 @@ async fn http2_streams_hold_no_more_than_the_body_budget() {
         "resident memory grew by {grown} MiB, over twice the body budget ({} MiB)",
         BODY_BUDGET / MIB
     );
-    // The client leaves: what stays resident is within the budget.
+    // The client leaves. What the bodies made resident is not returned
+    // until traffic resumes (docs/hardening.md): it stays within the bound
+    // above.
     drop(senders);
     drop(conns);
-    let bound = idle + BODY_BUDGET / 1024;
+    let bound = idle + 2 * BODY_BUDGET / 1024;
     let after = rss_falls_to(&server, bound).await;
     eprintln!("after the client left: {} MiB", after / 1024);
     assert!(
         after <= bound,
-        "{} MiB still resident after the client left (idle was {} MiB, budget {} MiB)",
+        "{} MiB still resident after the client left (idle was {} MiB, body budget {} MiB)",
         after / 1024,
         idle / 1024,
         BODY_BUDGET / MIB

@@ -45,9 +45,10 @@ pub struct Limits {
     /// Time for a client to send a request's headers (HTTP/1.1), including
     /// idle keep-alive time between requests.
     pub header_timeout: Duration,
-    /// Connections served at once. At the cap, the connection idle the
-    /// longest is closed for the new one; clients wait in the backlog only
-    /// when every connection has a request in progress.
+    /// Connections served at once. At the cap, one is closed gracefully
+    /// for the new one (idle, else with stalled request bodies, else one
+    /// that never sent a request); clients wait in the backlog only while
+    /// every connection has a request making progress.
     pub max_connections: usize,
     /// Time a connection may go without a request in progress (after the
     /// handshake, between requests, an HTTP/2 connection with no stream:
