@@ -364,6 +364,19 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where `POST /report` is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportExposure {
+    /// On the webhook's HTTPS port.
+    On,
+    /// Only on its own HTTPS listener (--report-listen).
+    Separate,
+    /// Only on the plain-HTTP metrics listener (--metrics-listen).
+    Metrics,
+    /// Not served.
+    Off,
+}
+
 /// `winadmit serve`: every flag also reads the environment variable beside it.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -417,12 +430,30 @@ pub struct ServeArgs {
     pub metrics: Exposure,
     /// Where POST /report (the dry-run report) is served: `on` the HTTPS
     /// port, only on a `separate` HTTPS listener (--report-listen, same
-    /// certificate and client CA), or `off`.
-    #[arg(long, value_enum, value_name = "WHERE", env = "WINADMIT_REPORT", default_value_t = Exposure::On)]
-    pub report: Exposure,
+    /// certificate and client CA), only on the plain-HTTP `metrics`
+    /// listener (--metrics-listen), or `off`.
+    #[arg(long, value_enum, value_name = "WHERE", env = "WINADMIT_REPORT", default_value_t = ReportExposure::On)]
+    pub report: ReportExposure,
     /// Address of the HTTPS listener for --report=separate.
     #[arg(long, value_name = "ADDR", env = "WINADMIT_REPORT_LISTEN")]
     pub report_listen: Option<SocketAddr>,
+    /// Largest /report answer; the objects past it are left out and the
+    /// answer says how many (`truncated`).
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_REPORT_MAX_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub report_max_bytes: usize,
+    /// Time a /report client has to read the whole answer; a client that
+    /// reads slower is cut off and the report's memory freed.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REPORT_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub report_write_timeout: Duration,
+    /// Reports computed or sent at once; more are answered 503 at once.
+    /// Reports never take the review slots of /validate and /mutate.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "WINADMIT_REPORT_CONCURRENCY",
+        default_value_t = 1
+    )]
+    pub report_concurrency: usize,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
@@ -430,6 +461,11 @@ pub struct ServeArgs {
     /// Largest AdmissionReview body accepted (413 above it).
     #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Bytes of request bodies held in memory at once, all connections and
+    /// HTTP/2 streams together; a request that does not fit gets 503 at
+    /// once (before its body is read when it has a Content-Length).
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_BODY_BYTES_IN_FLIGHT", default_value_t = 64 * 1024 * 1024)]
+    pub max_body_bytes_in_flight: usize,
     /// Time to receive a request body and answer it (408 after).
     #[arg(long, value_name = "DURATION", env = "WINADMIT_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub request_timeout: Duration,
@@ -439,7 +475,7 @@ pub struct ServeArgs {
     /// Time for a client to complete the TLS handshake.
     #[arg(long, value_name = "DURATION", env = "WINADMIT_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
-    /// Connections served at once; at the cap the connection idle the longest is closed for a new one (new clients wait only when all are busy).
+    /// Connections served at once; at the cap one is closed gracefully for a new client: the one idle the longest, else the one whose request bodies stalled the longest, else one that never sent a request (new clients wait only while every connection makes progress).
     #[arg(
         long,
         value_name = "N",

@@ -183,7 +183,8 @@ async fn denial_of_a_huge_pod_is_capped() {
 
 /// `--max-connections` idle clients (silent after the handshake, idle
 /// HTTP/1.1 keep-alive, idle HTTP/2) do not keep a new client waiting:
-/// the connection idle the longest is closed for it.
+/// a connection is closed for it, the established idle ones first (the one
+/// idle the longest), then those that never sent a request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_crowd_at_the_connection_cap_does_not_lock_out_new_clients() {
     let c = certs();
@@ -263,11 +264,40 @@ async fn an_idle_crowd_at_the_connection_cap_does_not_lock_out_new_clients() {
             });
         assert_eq!(status, 200);
     }
-    // The first silent connection was the one idle the longest: closed.
+    // The connection closed for the first newcomer was the established one
+    // idle the longest (the first HTTP/2 client), not a silent one.
+    let first = idle_clients
+        .remove(0)
+        .downcast::<H2>()
+        .expect("the first idle client is HTTP/2");
+    let closed = tokio::time::timeout(HANG, async {
+        while !first.is_closed() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the established idle connection was not closed"
+    );
+    // New clients that hold their connections: the three other established
+    // idle connections are closed for them, then the silent ones.
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let tls = tokio::time::timeout(
+            HANG,
+            connect(addr, client_config(&ca, &[b"http/1.1"], None, TLS_ALL)),
+        )
+        .await
+        .expect("a new client waited behind idle connections")
+        .unwrap();
+        held.push(tls);
+    }
+    // The first silent connection, after the established idle ones: closed.
     let mut buf = [0u8; 16];
     let n = tokio::time::timeout(HANG, crowd[0].read(&mut buf))
         .await
-        .expect("the oldest idle connection was not closed");
+        .expect("the oldest silent connection was not closed");
     assert!(matches!(n, Ok(0) | Err(_)), "{n:?}");
     drop(idle_clients);
 }

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use rustls::crypto::CryptoProvider;
 
 use crate::admission::Admission;
-use crate::cli::{Exposure, LogFormat, ServeArgs};
+use crate::cli::{Exposure, LogFormat, ReportExposure, ServeArgs};
 use crate::server::listener::{self, Drain};
 use crate::server::tls::{self, CertFiles, CertResolver};
 use crate::server::{self, Limits, ServerState};
@@ -34,9 +34,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics,
         report,
         report_listen,
+        report_max_bytes,
+        report_write_timeout,
+        report_concurrency,
         policy,
         cluster,
         max_body_bytes,
+        max_body_bytes_in_flight,
         request_timeout,
         header_timeout,
         handshake_timeout,
@@ -49,7 +53,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         log_level,
     } = args;
     let _log_guard = init_logging(log_format, &log_level)?;
-    let endpoints = endpoints(metrics, metrics_listen, report, report_listen)?;
+    let exposure = endpoints(metrics, metrics_listen, report, report_listen)?;
     // kube's client (the cluster cache) uses the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -69,18 +73,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         admission(pol, target.clone(), cluster.as_ref()),
         Limits {
             max_body_bytes,
+            max_body_bytes_in_flight,
             request_timeout,
             handshake_timeout,
             header_timeout,
             max_connections,
             idle_timeout,
+            report_max_bytes,
+            report_write_timeout,
+            report_concurrency,
         },
     );
     let serving = Serving {
         listen,
-        report_listen: report_listen.filter(|_| report == Exposure::Separate),
-        metrics_listen: metrics_listen.filter(|_| metrics != Exposure::Off),
-        endpoints,
+        report_listen: report_listen.filter(|_| report == ReportExposure::Separate),
+        metrics_listen: metrics_listen
+            .filter(|_| metrics != Exposure::Off || report == ReportExposure::Metrics),
+        endpoints: exposure.https,
+        metrics_endpoints: exposure.metrics_listener,
         state,
         tls_config: Arc::new(tls_config),
         certs,
@@ -182,6 +192,8 @@ struct Serving {
     /// `--metrics-listen`, unless `--metrics=off`.
     metrics_listen: Option<SocketAddr>,
     endpoints: server::Endpoints,
+    /// What the metrics listener serves besides health.
+    metrics_endpoints: server::Endpoints,
     state: Arc<ServerState>,
     tls_config: Arc<rustls::ServerConfig>,
     certs: Certificates,
@@ -201,6 +213,7 @@ impl Serving {
             report_listen,
             metrics_listen,
             endpoints,
+            metrics_endpoints,
             state,
             tls_config,
             certs,
@@ -226,9 +239,19 @@ impl Serving {
                     .await?,
             ),
         };
-        if let Some(metrics_addr) = metrics_listen {
-            spawn_metrics_listener(metrics_addr, &state, stop_rx.clone()).await?;
-        }
+        let metrics_task = match metrics_listen {
+            None => None,
+            Some(metrics_addr) => Some(
+                spawn_metrics_listener(
+                    metrics_addr,
+                    &state,
+                    metrics_endpoints,
+                    stop_rx.clone(),
+                    drain,
+                )
+                .await?,
+            ),
+        };
         if let Some(files) = certs.watched {
             tokio::spawn(tls::watch(
                 certs.resolver,
@@ -250,7 +273,7 @@ impl Serving {
         listener::serve_tls(tcp, tls_config, app, state, shutdown, drain)
             .await
             .context("serving")?;
-        if let Some(task) = report_task {
+        for task in [report_task, metrics_task].into_iter().flatten() {
             let _ = task.await;
         }
         drop(stop_rx);
@@ -307,32 +330,47 @@ async fn spawn_report_listener(
     }))
 }
 
-/// `--metrics-listen`: plain-HTTP /metrics on its own address.
+/// `--metrics-listen`: plain-HTTP /metrics (and /report with
+/// `--report=metrics`) on its own address, stopped and drained with the
+/// main listener.
 async fn spawn_metrics_listener(
     addr: SocketAddr,
     state: &Arc<ServerState>,
+    endpoints: server::Endpoints,
     stop: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
+    drain: Drain,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let m = bind(addr, "--metrics-listen").await?;
     let maddr = m.local_addr().context("reading the bound address")?;
-    tracing::info!(addr = %maddr, "serving plain-HTTP /metrics");
-    let app = server::metrics_router(state.clone());
-    tokio::spawn(async move {
-        if let Err(e) = listener::serve_plain(m, app, stopped(stop)).await {
+    tracing::info!(
+        addr = %maddr,
+        metrics = endpoints.metrics,
+        report = endpoints.report,
+        "serving plain-HTTP /metrics"
+    );
+    let app = server::metrics_router(state.clone(), endpoints);
+    let serving = listener::serve_plain(m, app, state.clone(), stopped(stop), drain);
+    Ok(tokio::spawn(async move {
+        if let Err(e) = serving.await {
             tracing::error!(error = %e, "metrics listener failed");
         }
-    });
-    Ok(())
+    }))
 }
 
-/// Which optional endpoints the HTTPS port serves; `--metrics` and
-/// `--report` checked against their listener flags.
+/// What the HTTPS port and the metrics listener serve.
+struct Exposed {
+    https: server::Endpoints,
+    metrics_listener: server::Endpoints,
+}
+
+/// Which optional endpoints the HTTPS port and the metrics listener serve;
+/// `--metrics` and `--report` checked against their listener flags.
 fn endpoints(
     metrics: Exposure,
     metrics_listen: Option<std::net::SocketAddr>,
-    report: Exposure,
+    report: ReportExposure,
     report_listen: Option<std::net::SocketAddr>,
-) -> anyhow::Result<server::Endpoints> {
+) -> anyhow::Result<Exposed> {
     match (metrics, metrics_listen) {
         (Exposure::Separate, None) => {
             anyhow::bail!(
@@ -345,17 +383,30 @@ fn endpoints(
         _ => {}
     }
     match (report, report_listen) {
-        (Exposure::Separate, None) => {
-            anyhow::bail!("--report=separate needs --report-listen ADDR (or use --report=on|off)")
+        (ReportExposure::Separate, None) => {
+            anyhow::bail!(
+                "--report=separate needs --report-listen ADDR (or use --report=on|metrics|off)"
+            )
         }
-        (Exposure::On | Exposure::Off, Some(_)) => {
+        (ReportExposure::On | ReportExposure::Metrics | ReportExposure::Off, Some(_)) => {
             anyhow::bail!("--report-listen is only used with --report=separate")
         }
         _ => {}
     }
-    Ok(server::Endpoints {
-        metrics: metrics == Exposure::On,
-        report: report == Exposure::On,
+    if report == ReportExposure::Metrics && metrics_listen.is_none() {
+        anyhow::bail!(
+            "--report=metrics needs --metrics-listen ADDR (or use --report=on|separate|off)"
+        );
+    }
+    Ok(Exposed {
+        https: server::Endpoints {
+            metrics: metrics == Exposure::On,
+            report: report == ReportExposure::On,
+        },
+        metrics_listener: server::Endpoints {
+            metrics: metrics != Exposure::Off,
+            report: report == ReportExposure::Metrics,
+        },
     })
 }
 

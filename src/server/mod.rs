@@ -20,6 +20,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::admission::{self, Admission, Endpoint};
 
 pub mod api_limits;
+pub mod budget;
 pub mod cluster;
 pub mod jsonlog;
 pub mod listener;
@@ -35,6 +36,9 @@ pub use metrics::Metrics;
 pub struct Limits {
     /// Largest request body accepted (the API server's own limit is 3 MiB).
     pub max_body_bytes: usize,
+    /// Bytes of request bodies held at once, all connections and streams
+    /// together; a request that does not fit is answered 503 at once.
+    pub max_body_bytes_in_flight: usize,
     /// Time to read a whole request body and answer it.
     pub request_timeout: Duration,
     /// Time for a client to finish the TLS handshake.
@@ -42,25 +46,37 @@ pub struct Limits {
     /// Time for a client to send a request's headers (HTTP/1.1), including
     /// idle keep-alive time between requests.
     pub header_timeout: Duration,
-    /// Connections served at once. At the cap, the connection idle the
-    /// longest is closed for the new one; clients wait in the backlog only
-    /// when every connection has a request in progress.
+    /// Connections served at once. At the cap, one is closed gracefully
+    /// for the new one (idle, else with stalled request bodies, else one
+    /// that never sent a request); clients wait in the backlog only while
+    /// every connection has a request making progress.
     pub max_connections: usize,
     /// Time a connection may go without a request in progress (after the
     /// handshake, between requests, an HTTP/2 connection with no stream:
     /// PINGs do not count) before it is closed.
     pub idle_timeout: Duration,
+    /// Largest `/report` answer (objects past it are left out, and the
+    /// answer says so).
+    pub report_max_bytes: usize,
+    /// Time a `/report` client has to read the answer.
+    pub report_write_timeout: Duration,
+    /// Reports computed or sent at once.
+    pub report_concurrency: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 3 * 1024 * 1024,
+            max_body_bytes_in_flight: 64 * 1024 * 1024,
             request_timeout: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(60),
             max_connections: 1024,
             idle_timeout: Duration::from_secs(60),
+            report_max_bytes: 8 * 1024 * 1024,
+            report_write_timeout: Duration::from_secs(10),
+            report_concurrency: 1,
         }
     }
 }
@@ -71,12 +87,17 @@ pub struct ServerState {
     pub admission: Admission,
     pub metrics: Metrics,
     pub limits: Limits,
+    /// Request bodies held at once (`--max-body-bytes-in-flight`).
+    pub body_budget: Arc<budget::BodyBudget>,
     ready: AtomicBool,
     /// Large reviews (over [`INLINE_REVIEW_MAX_BYTES`]) evaluated at once,
     /// off the I/O threads (on tokio's blocking pool): one per CPU. Further
     /// ones wait for a slot, within their `--request-timeout`, while health
     /// checks and metrics keep answering. Small reviews run inline.
     review_slots: Arc<Semaphore>,
+    /// Reports computed or sent at once (`--report-concurrency`), apart
+    /// from the review slots.
+    report_slots: Arc<Semaphore>,
     /// Readiness also waits for the cluster cache's first list (bounded by
     /// `--cluster-cache-sync-timeout`).
     cluster_pending: AtomicBool,
@@ -91,8 +112,10 @@ impl ServerState {
             admission,
             metrics: Metrics::new(),
             limits,
+            body_budget: Arc::new(budget::BodyBudget::new(limits.max_body_bytes_in_flight)),
             ready: AtomicBool::new(false),
             review_slots: Arc::new(Semaphore::new(review_slots())),
+            report_slots: Arc::new(Semaphore::new(limits.report_concurrency.max(1))),
             cluster_pending: AtomicBool::new(false),
         })
     }
@@ -238,16 +261,26 @@ pub fn report_router(state: Arc<ServerState>) -> Router {
     layers(routes, &limits)
 }
 
-/// The router for a plain-HTTP metrics listener (`--metrics-listen`).
-pub fn metrics_router(state: Arc<ServerState>) -> Router {
+/// The router for a plain-HTTP metrics listener (`--metrics-listen`):
+/// `/healthz` and `/readyz`, with `GET /metrics` and `POST /report` as
+/// chosen.
+pub fn metrics_router(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     let limits = state.limits;
-    let routes = Router::new()
-        .route("/metrics", get(metrics))
+    let mut routes = Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .fallback(not_found)
-        .with_state(state);
-    layers(routes, &limits)
+        .route("/readyz", get(readyz));
+    if endpoints.metrics {
+        routes = routes.route("/metrics", get(metrics));
+    }
+    let report = endpoints.report.then(|| report::routes(&state));
+    let mut routes = routes.fallback(not_found).with_state(state);
+    if let Some(report) = report {
+        routes = routes.merge(report);
+    }
+    layers(
+        routes.layer(DefaultBodyLimit::max(limits.max_body_bytes)),
+        &limits,
+    )
 }
 
 /// The middleware every router gets: a panic becomes a logged 500 and the
@@ -277,24 +310,36 @@ fn timed_out(path: &str, timeout: Duration) -> Response {
          was too slow or the review too large; the webhook's failurePolicy decides"
     );
     tracing::warn!(path, timeout = ?timeout, "request timed out; answered 408");
-    let status = serde_json::json!({
+    status_response(StatusCode::REQUEST_TIMEOUT, "Timeout", &message)
+}
+
+/// An error answer with a Kubernetes `Status` body, which the API server
+/// reports as a failed webhook call (the webhook's `failurePolicy`
+/// applies).
+pub(crate) fn status_response(status: StatusCode, reason: &str, message: &str) -> Response {
+    let body = serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": "Timeout",
-        "code": 408,
+        "reason": reason,
+        "code": status.as_u16(),
     });
-    (
-        StatusCode::REQUEST_TIMEOUT,
+    let mut resp = (
+        status,
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        status.to_string(),
+        body.to_string(),
     )
-        .into_response()
+        .into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
 }
 
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {

@@ -7,16 +7,19 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
 
 use super::ServerState;
 use crate::engine::Context;
 use crate::policy::{Mode, Policy};
 use crate::report::body::{ReportError, report_body};
+use crate::report::format::ReportSink as _;
+use crate::report::format::json::JsonSink;
 use crate::report::{NamespaceLookup, ReportOptions};
 
 /// The route's state: the server's, with its policy shared rather than
@@ -54,8 +57,14 @@ struct ReportQuery {
 }
 
 /// `POST /report`: 200 with the report, 400 for a body that cannot be
-/// read, 415 for a Content-Type that is neither JSON nor YAML. Errors are
-/// `{"error": "..."}`. Reports take the same slots as reviews.
+/// read, 415 for a Content-Type that is neither JSON nor YAML, 503 when
+/// `--report-concurrency` reports are already running. Errors are
+/// `{"error": "..."}`. Reports run on the blocking pool under their own
+/// slots, never the review slots of `/validate` and `/mutate`. The answer
+/// is streamed, at most `--report-max-bytes` (objects past it are left
+/// out, and `truncated` says how many), and must be read within
+/// `--report-write-timeout`: a client that reads slower is cut off and the
+/// report freed.
 async fn report(
     State(state): State<ReportState>,
     Query(query): Query<ReportQuery>,
@@ -76,35 +85,67 @@ async fn report(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let permit = Arc::clone(&state.server.review_slots)
-        .acquire_owned()
-        .await
-        .ok();
+    let Ok(permit) = Arc::clone(&state.server.report_slots).try_acquire_owned() else {
+        let limits = state.server.limits;
+        tracing::warn!(
+            concurrency = limits.report_concurrency,
+            "reports at --report-concurrency; answered 503"
+        );
+        let mut resp = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "{} report(s) are already being computed or sent (--report-concurrency); retry",
+                limits.report_concurrency
+            ),
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return resp;
+    };
+    let limits = state.server.limits;
+    let (tx, rx) = mpsc::channel::<Chunk>(4);
+    let (computed_tx, computed_rx) = oneshot::channel::<Result<(), ReportError>>();
+    let runtime = tokio::runtime::Handle::current();
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let ReportState { policy, server } = state;
-        let cache = server.admission.namespaces.as_ref();
-        let runtime_classes = cache.and_then(|n| n.runtime_classes());
-        let namespace_lookup = cache.is_some().then(|| {
-            NamespaceLookup(Arc::new(ServerNamespaces(Arc::clone(&server)))
-                as Arc<dyn crate::cluster::ClusterView>)
-        });
-        let cx = Context {
-            cluster: server.admission.cluster.clone(),
-            runtime_classes: runtime_classes.as_deref(),
-            nodes: None,
+        let report = compute(&state, mode, &content_type, &body);
+        drop(body);
+        let report = match report {
+            Ok(report) => report,
+            Err(e) => {
+                let _ = computed_tx.send(Err(e));
+                return;
+            }
         };
-        let options = ReportOptions {
-            mode,
-            patched_objects: true,
-            fold: true,
-            namespaces: Vec::new(),
-            namespace_lookup,
+        if computed_tx.send(Ok(())).is_err() {
+            // The request timed out meanwhile: nobody to answer.
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + limits.report_write_timeout;
+        let out = ChannelWriter {
+            tx,
+            runtime,
+            deadline,
+            buf: Vec::with_capacity(CHUNK),
         };
-        report_body(&policy, &cx, &options, &content_type, &body)
+        if let Err(e) = write_capped(&report, limits.report_max_bytes, out) {
+            tracing::warn!(
+                error = %e,
+                timeout = ?limits.report_write_timeout,
+                "/report answer not read in time (--report-write-timeout) or the client left; cut off"
+            );
+        }
     });
-    match work.await {
-        Ok(Ok(report)) => Json(report).into_response(),
+    match computed_rx.await {
+        Ok(Ok(())) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            Body::from_stream(chunks(rx)),
+        )
+            .into_response(),
         Ok(Err(e)) => {
             let status = match e {
                 ReportError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -112,11 +153,191 @@ async fn report(
             };
             error(status, &e.to_string())
         }
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("report failed: {e}"),
-        ),
+        Err(_) => {
+            let why = match work.await {
+                Err(e) if e.is_panic() => "report failed: it panicked (logged)".to_owned(),
+                Err(e) => format!("report failed: {e}"),
+                Ok(()) => "report failed".to_owned(),
+            };
+            tracing::error!("{why}");
+            error(StatusCode::INTERNAL_SERVER_ERROR, &why)
+        }
     }
+}
+
+/// The report of `body`, over the server's policy, target cluster and
+/// cluster cache.
+fn compute(
+    state: &ReportState,
+    mode: Option<Mode>,
+    content_type: &str,
+    body: &[u8],
+) -> Result<crate::report::Report, ReportError> {
+    let ReportState { policy, server } = state;
+    let cache = server.admission.namespaces.as_ref();
+    let runtime_classes = cache.and_then(|n| n.runtime_classes());
+    let namespace_lookup = cache.is_some().then(|| {
+        NamespaceLookup(
+            Arc::new(ServerNamespaces(Arc::clone(server))) as Arc<dyn crate::cluster::ClusterView>
+        )
+    });
+    let cx = Context {
+        cluster: server.admission.cluster.clone(),
+        runtime_classes: runtime_classes.as_deref(),
+        nodes: None,
+    };
+    let options = ReportOptions {
+        mode,
+        patched_objects: true,
+        fold: true,
+        namespaces: Vec::new(),
+        namespace_lookup,
+    };
+    report_body(policy, &cx, &options, content_type, body)
+}
+
+/// Writes `report` as JSON (the `--format json` shape) with its objects
+/// up to `max_bytes` in all; the rest are left out and counted in
+/// `truncated`.
+fn write_capped(
+    report: &crate::report::Report,
+    max_bytes: usize,
+    out: ChannelWriter,
+) -> std::io::Result<()> {
+    let mut sink = JsonSink::new(out)?;
+    let mut written = 0usize;
+    let mut buf = Vec::new();
+    let total = report.objects.len();
+    let mut shown = 0;
+    for object in &report.objects {
+        buf.clear();
+        let fits = serde_json::to_writer(
+            Capped {
+                buf: &mut buf,
+                room: max_bytes.saturating_sub(written),
+            },
+            object,
+        )
+        .is_ok();
+        if !fits {
+            break;
+        }
+        written += buf.len();
+        sink.object_json(&buf)?;
+        shown += 1;
+    }
+    drop(buf);
+    if shown < total {
+        sink.truncated(serde_json::json!({
+            "objectsShown": shown,
+            "objectsLeftOut": total - shown,
+            "maxBytes": max_bytes,
+            "message": format!(
+                "the answer is limited to {max_bytes} bytes of objects (--report-max-bytes): {} of \
+                 {total} object(s) are left out (the summary counts them all); run `winadmit \
+                 report --from-file` on the input for every object",
+                total - shown
+            ),
+        }));
+    }
+    Box::new(sink).finish(&report.summary, &report.input_errors)
+}
+
+/// A `Vec` that refuses to grow past `room` bytes.
+struct Capped<'a> {
+    buf: &'a mut Vec<u8>,
+    room: usize,
+}
+
+impl std::io::Write for Capped<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + data.len() > self.room {
+            return Err(std::io::Error::other("over --report-max-bytes"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes handed from the blocking thread to the response at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// What the blocking thread sends to the response body.
+enum Chunk {
+    Data(Bytes),
+    /// The answer is complete.
+    End,
+}
+
+/// Writes to the response body through a small channel, from a blocking
+/// thread; a send that cannot complete by `deadline` (the client does not
+/// read) fails, which ends the report.
+struct ChannelWriter {
+    tx: mpsc::Sender<Chunk>,
+    runtime: tokio::runtime::Handle,
+    deadline: tokio::time::Instant,
+    buf: Vec<u8>,
+}
+
+impl ChannelWriter {
+    fn send(&mut self, chunk: Chunk) -> std::io::Result<()> {
+        let sent = self
+            .runtime
+            .block_on(tokio::time::timeout_at(self.deadline, self.tx.send(chunk)));
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(std::io::Error::other("the client went away")),
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not read the answer within --report-write-timeout",
+            )),
+        }
+    }
+}
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+            self.send(Chunk::Data(chunk))?;
+        }
+        Ok(data.len())
+    }
+
+    /// Sends what is buffered and marks the answer complete (`JsonSink`
+    /// flushes once, at its end).
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            let chunk = Bytes::from(std::mem::take(&mut self.buf));
+            self.send(Chunk::Data(chunk))?;
+        }
+        self.send(Chunk::End)
+    }
+}
+
+/// The response body: the chunks until `End`; an error (the stream is
+/// reset, not ended as if complete) when the writer stopped before it.
+fn chunks(
+    rx: mpsc::Receiver<Chunk>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    futures::stream::unfold(Some(rx), |rx| async move {
+        let mut rx = rx?;
+        match rx.recv().await {
+            Some(Chunk::Data(b)) => Some((Ok(b), Some(rx))),
+            Some(Chunk::End) => None,
+            None => Some((
+                Err(std::io::Error::other(
+                    "the report was cut off (--report-write-timeout)",
+                )),
+                None,
+            )),
+        }
+    })
 }
 
 fn error(status: StatusCode, message: &str) -> Response {

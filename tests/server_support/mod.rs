@@ -25,6 +25,12 @@ use tokio_rustls::client::TlsStream;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
 
+/// The binary the server tests run: `WINADMIT_TEST_BIN` (e.g. a release
+/// build, to measure it) or this crate's own.
+pub fn bin() -> String {
+    std::env::var("WINADMIT_TEST_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
+
 pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
         "{}/tests/fixtures/admission/{name}",
@@ -88,7 +94,7 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
             .args(args)
