@@ -271,7 +271,8 @@ pub struct SpecView<'a> {
     pub dns_policy: Option<Str<'a>>,
     #[serde(borrow)]
     pub dns_config: Option<DnsConfigView<'a>>,
-    pub resources: Option<Present>,
+    #[serde(borrow)]
+    pub resources: Option<ResourcesView<'a>>,
     #[serde(borrow)]
     pub security_context: Option<PodSecurityContextView<'a>>,
     #[serde(borrow)]

@@ -175,6 +175,18 @@ fn table_of_bad_and_good_cases() {
             vec!["spec.resources"],
         ),
         (
+            // The kubelet counts cpu, memory and hugepages only
+            // (IsPodLevelResourcesSet); an empty struct runs.
+            "WIN-POD-RESOURCES",
+            windows_pod(&format!("resources: {{}}\n{C}")),
+            vec![],
+        ),
+        (
+            "WIN-POD-RESOURCES",
+            windows_pod(&format!("resources:\n  requests:\n    hugepages-2Mi: 2Mi\n{C}")),
+            vec!["spec.resources"],
+        ),
+        (
             "WIN-HOSTPATH-LINUX-DEVICE",
             windows_pod(&format!(
                 "{C}\nvolumes:\n- name: sock\n  hostPath:\n    path: /run/containerd/containerd.sock\n    type: Socket\n- name: pipe\n  hostPath:\n    path: \\\\.\\pipe\\containerd-containerd\n    type: Socket"

@@ -626,7 +626,8 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
         "WIN-POD-RESOURCES" => cel(
             vec![Probe::new(
                 ProbeScope::Pod,
-                "has(variables.spec.resources)",
+                // As the kubelet's IsPodLevelResourcesSet: cpu, memory or hugepages.
+                "has(variables.spec.resources) && ((has(variables.spec.resources.requests) && variables.spec.resources.requests.exists(k, k == 'cpu' || k == 'memory' || k.startsWith('hugepages-'))) || (has(variables.spec.resources.limits) && variables.spec.resources.limits.exists(k, k == 'cpu' || k == 'memory' || k.startsWith('hugepages-'))))",
                 &["resources"],
             )],
             "pod-level resources are refused by the Windows kubelet from Kubernetes 1.34; set resources per container",

@@ -2,6 +2,7 @@
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::version::KubeVersion;
+use crate::view::{ResourcesView, StrMap};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -10,9 +11,9 @@ pub static RULE: Rule = Rule {
         level: super::level::error,
         intent_lost: false,
         scope: Scope::Windows,
-        what: "Pod-level `spec.resources` (requests or limits for the whole pod) on a Windows-targeted pod.",
+        what: "Pod-level `spec.resources` with a request or limit of `cpu`, `memory` or a `hugepages-*` size on a Windows-targeted pod (an empty `resources: {}` is not refused by the kubelet; with `spec.os.name: windows` the API server refuses any `resources`, WIN-OS-FIELDS).",
         why: "From Kubernetes 1.34 the Windows kubelet refuses pods with pod-level resources at admission, so the pod never starts; with `spec.os.name: windows` the API server refuses it first (WIN-OS-FIELDS).",
-        source: "The Windows kubelet: kubernetes/kubernetes pkg/kubelet/lifecycle/features_windows.go (PR #133046, 1.34); the API server's validateWindows. Kubernetes documentation 'Resource Management for Windows nodes'.",
+        source: "The Windows kubelet: kubernetes/kubernetes pkg/kubelet/lifecycle/features_windows.go (PR #133046, 1.34), which refuses a pod when IsPodLevelResourcesSet (k8s.io/component-helpers/resource) holds; the API server's validatePodResources. Kubernetes documentation 'Resource Management for Windows nodes'.",
         doc_url: "https://kubernetes.io/docs/concepts/configuration/windows-resource-management/",
         fix: "Move the requests and limits into each container's `resources`.",
         example: "spec:\n  resources:\n    limits:\n      memory: 1Gi",
@@ -22,8 +23,20 @@ pub static RULE: Rule = Rule {
     check,
 };
 
+/// Whether pod-level resources are set as the kubelet counts them
+/// (`IsPodLevelResourcesSet` in k8s.io/component-helpers): a request or
+/// limit of cpu, memory or a hugepages size. An empty `resources: {}`, or
+/// only other names, is not.
+fn is_set(resources: &ResourcesView<'_>) -> bool {
+    [&resources.requests, &resources.limits]
+        .into_iter()
+        .flatten()
+        .flat_map(StrMap::iter)
+        .any(|(name, _)| matches!(name, "cpu" | "memory") || name.starts_with("hugepages-"))
+}
+
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
-    if cx.spec.resources.is_some() {
+    if cx.spec.resources.as_ref().is_some_and(is_set) {
         out.report(
             cx.spec_field(&["resources"]),
             format!(
