@@ -10,12 +10,12 @@ ARG RUST_VERSION=1.95
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
 # Strip symbols: the binary is most of the image.
-ENV CARGO_PROFILE_RELEASE_STRIP=symbols
+ENV CARGO_PROFILE_DIST_STRIP=symbols
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin winadmit \
-    && install -m 0755 target/release/winadmit /winadmit
+    cargo build --profile dist --locked --bin winadmit \
+    && install -m 0755 target/dist/winadmit /winadmit
 
 # glibc + libgcc, CA certificates, no shell, no package manager; the
 # :nonroot tag runs as 65532:65532. Same Debian release as the builder.

@@ -36,20 +36,20 @@ if [[ ${NOBUILD:-0} != 1 ]]; then
   trap 'git -C "$ROOT" worktree remove --force "$tree"' EXIT
   git -C "$tree" apply "$ROOT/benches/ablation.patch" ||
     { echo "ablate.sh: benches/ablation.patch no longer applies to HEAD; update it" >&2; exit 2; }
-  (cd "$tree" && CARGO_TARGET_DIR=$WORK/target cargo build --release --locked \
+  (cd "$tree" && CARGO_TARGET_DIR=$WORK/target cargo build --profile dist --locked \
     --bin winadmit --example noop_server)
 fi
 
 for mode in full no-decision uid-only; do
   wrapper=$WORK/winadmit-$mode
   if [[ $mode == full ]]; then
-    printf '#!/bin/sh\nexec %s "$@"\n' "$WORK/target/release/winadmit" >"$wrapper"
+    printf '#!/bin/sh\nexec %s "$@"\n' "$WORK/target/dist/winadmit" >"$wrapper"
   else
-    printf '#!/bin/sh\nWINADMIT_ABLATE=%s exec %s "$@"\n' "$mode" "$WORK/target/release/winadmit" >"$wrapper"
+    printf '#!/bin/sh\nWINADMIT_ABLATE=%s exec %s "$@"\n' "$mode" "$WORK/target/dist/winadmit" >"$wrapper"
   fi
   chmod +x "$wrapper"
   echo "== $mode" >&2
-  OUT=$WORK/$mode NOBUILD=1 WIN_BIN=$wrapper NOOP_BIN=$WORK/target/release/examples/noop_server \
+  OUT=$WORK/$mode NOBUILD=1 WIN_BIN=$wrapper NOOP_BIN=$WORK/target/dist/examples/noop_server \
     "$ROOT/benches/floor.sh" >/dev/null
 done
 

@@ -37,8 +37,8 @@ OUT=${OUT:-$ROOT/target/floor}
 FIX=$ROOT/tests/fixtures/admission
 WIN_PORT=${WIN_PORT:-18453}
 NOOP_PORT=${NOOP_PORT:-19453}
-WIN_BIN=${WIN_BIN:-$ROOT/target/release/winadmit}
-NOOP_BIN=${NOOP_BIN:-$ROOT/target/release/examples/noop_server}
+WIN_BIN=${WIN_BIN:-$ROOT/target/dist/winadmit}
+NOOP_BIN=${NOOP_BIN:-$ROOT/target/dist/examples/noop_server}
 
 for tool in oha taskset python3 curl; do
   command -v $tool >/dev/null || { echo "floor.sh: needs $tool" >&2; exit 2; }
@@ -46,7 +46,7 @@ done
 [[ $(nproc) -ge 2 ]] || { echo "floor.sh: needs 2 CPUs (server on 0, oha on 1)" >&2; exit 2; }
 
 if [[ ${NOBUILD:-0} != 1 ]]; then
-  (cd "$ROOT" && cargo build --release --bin winadmit --example noop_server)
+  (cd "$ROOT" && cargo build --profile dist --bin winadmit --example noop_server)
 fi
 rm -rf "$OUT" && mkdir -p "$OUT"
 

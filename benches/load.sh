@@ -41,17 +41,17 @@ if [[ $PIN == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; the
   server_cpu=(taskset -c 0) ; client_cpu=(taskset -c 1)
 fi
 
-(cd "$ROOT" && cargo build --release --bin winadmit --example noop_server)
+(cd "$ROOT" && cargo build --profile dist --bin winadmit --example noop_server)
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-"${server_cpu[@]}" "$ROOT/target/release/winadmit" serve --self-signed --self-signed-dir "$OUT/winadmit-ca" \
+"${server_cpu[@]}" "$ROOT/target/dist/winadmit" serve --self-signed --self-signed-dir "$OUT/winadmit-ca" \
   --listen "127.0.0.1:$WIN_PORT" --worker-threads "$THREADS" --log-format json >"$OUT/winadmit.log" 2>"$OUT/winadmit.err" &
 pids+=($!) ; WIN_PID=$!
-"${server_cpu[@]}" "$ROOT/target/release/examples/noop_server" "127.0.0.1:$NOOP_PORT" "$OUT/noop-ca" "$THREADS" \
+"${server_cpu[@]}" "$ROOT/target/dist/examples/noop_server" "127.0.0.1:$NOOP_PORT" "$OUT/noop-ca" "$THREADS" \
   >"$OUT/noop.log" 2>&1 &
 pids+=($!) ; NOOP_PID=$!
 

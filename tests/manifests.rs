@@ -1360,7 +1360,7 @@ fn dockerfile_fits_the_deployment() {
     );
     assert!(last_stage.contains("ENTRYPOINT [\"/usr/local/bin/winadmit\"]"));
     assert!(last_stage.contains("EXPOSE 8443"));
-    assert!(dockerfile.contains("cargo build --release --locked --bin winadmit"));
+    assert!(dockerfile.contains("cargo build --profile dist --locked --bin winadmit"));
     let ignore = std::fs::read_to_string(root.join(".dockerignore")).unwrap();
     for line in [
         "target/",
