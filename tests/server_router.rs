@@ -655,3 +655,47 @@ async fn spec_os_is_not_set_where_old_pod_security_restricted_would_refuse_it() 
     let patch = patch_of(&new).unwrap();
     assert!(patch.iter().any(|op| op["path"] == "/spec/os"), "{patch:?}");
 }
+
+/// A path the listener does not serve gets 404 naming every route it does
+/// serve, `POST /report` included where it is on.
+#[tokio::test]
+async fn not_found_lists_the_routes_of_this_listener() {
+    let state = state_with(Policy::default_policy(), None);
+    let all = server::Endpoints {
+        metrics: true,
+        report: true,
+    };
+    let (status, body) = send(
+        server::router_with(state.clone(), all),
+        "GET",
+        "/nope",
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains(
+            "POST /validate, POST /mutate, POST /report, GET /healthz, GET /readyz, GET /metrics"
+        ),
+        "{text}"
+    );
+    let none = server::Endpoints {
+        metrics: false,
+        report: false,
+    };
+    let (_, body) = send(
+        server::router_with(state, none),
+        "POST",
+        "/report",
+        None,
+        Vec::new(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("serves POST /validate, POST /mutate, GET /healthz, GET /readyz\n"),
+        "{text}"
+    );
+}

@@ -306,7 +306,10 @@ async fn self_signed_quick_start() {
     let d = dir.path().display().to_string();
     let server = Server::start(&["--self-signed", "--self-signed-dir", &d]);
     let ca = std::fs::read_to_string(dir.path().join("ca.pem")).unwrap();
-    let printed = server.stderr.lock().unwrap().join("\n");
+    // --log-format json (as Server::start runs it): the banner is a log line.
+    let printed = server
+        .log_field("self-signed certificate for localhost", "try_it")
+        .unwrap_or_default();
     assert!(
         printed.contains(&format!("curl --cacert {d}/ca.pem https://localhost:")),
         "{printed}"
@@ -397,4 +400,68 @@ async fn metrics_on_a_plain_http_listener() {
         ),
         "{text}"
     );
+}
+
+/// With `--log-format json` the server describes itself in log lines: the
+/// start-up line names every route of the port, the self-signed banner is a
+/// JSON line with the CA's path, and each `/report` request gets a line
+/// with its counts.
+#[tokio::test]
+async fn the_server_describes_itself_in_json_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let server = Server::start(&[
+        "--self-signed",
+        "--self-signed-dir",
+        certs.to_str().unwrap(),
+    ]);
+    let routes = server
+        .log_field("winadmit is serving", "message")
+        .unwrap_or_default();
+    assert!(
+        routes.contains(
+            "POST /validate, POST /mutate, POST /report, GET /healthz, GET /readyz, GET /metrics"
+        ),
+        "{routes}"
+    );
+    let ca = server
+        .log_field("self-signed certificate for localhost", "ca")
+        .expect("the banner is a JSON log line");
+    assert!(ca.ends_with("ca.pem"), "{ca}");
+
+    let ca_pem = std::fs::read_to_string(&ca).unwrap();
+    let cfg = client_config(&ca_pem, &[b"http/1.1"], None, TLS_ALL);
+    let mut h1 = h1(connect(server.addr, cfg).await.unwrap()).await;
+    let pod = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n"},"spec":{"nodeSelector":{"kubernetes.io/os":"windows"},"hostNetwork":true,"containers":[{"name":"c","image":"mcr.microsoft.com/windows/nanoserver:ltsc2022"}]}}"#;
+    let (status, _) = read(
+        h1.send_request(request("POST", "/report", pod.to_vec()))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(deny) = server.log_field("report request", "message") {
+            assert_eq!(deny, "report request");
+            let line = server
+                .stdout
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains("\"report request\""))
+                .cloned()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(v["objects"], 1, "{line}");
+            assert_eq!(v["deny"], 1, "{line}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no report log line: {}",
+            server.all_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -102,6 +102,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             delay: drain_delay,
             timeout: shutdown_timeout,
         },
+        json_logs: log_format == LogFormat::Json,
     };
 
     let rt = runtime(worker_threads)?;
@@ -202,6 +203,8 @@ struct Serving {
     cluster: Option<cluster::Prepared>,
     target_summary: String,
     drain: Drain,
+    /// `--log-format json`: the self-signed banner is a log line too.
+    json_logs: bool,
 }
 
 impl Serving {
@@ -222,6 +225,7 @@ impl Serving {
             cluster,
             target_summary,
             drain,
+            json_logs,
         } = self;
         if let Some(cluster) = cluster {
             cluster.start(&state)?;
@@ -229,7 +233,7 @@ impl Serving {
         let tcp = bind(listen, "--listen").await?;
         let addr = tcp.local_addr().context("reading the bound address")?;
         if let Some(ca) = &certs.ca_hint {
-            announce_self_signed(ca, addr.port());
+            announce_self_signed(ca, addr.port(), json_logs);
         }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let report_task = match report_listen {
@@ -263,7 +267,8 @@ impl Serving {
         tracing::info!(
             addr = %addr,
             target = %target_summary,
-            "winadmit is serving /validate and /mutate over HTTPS (HTTP/1.1 and HTTP/2)"
+            "winadmit is serving {} over HTTPS (HTTP/1.1 and HTTP/2)",
+            server::route_list(true, endpoints)
         );
         let app = server::router_with(state.clone(), endpoints);
         let shutdown = async move {
@@ -293,8 +298,16 @@ async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
 }
 
 /// How to reach and trust the `--self-signed` server.
-fn announce_self_signed(ca: &std::path::Path, port: u16) {
+fn announce_self_signed(ca: &std::path::Path, port: u16, json_logs: bool) {
     let ca = ca.display();
+    if json_logs {
+        tracing::info!(
+            ca = %ca,
+            try_it = %format!("curl --cacert {ca} https://localhost:{port}/healthz"),
+            "self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory); its CA is written to the file in `ca`"
+        );
+        return;
+    }
     eprintln!(
         "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
          winadmit: its CA is written to {ca}\n\

@@ -236,7 +236,9 @@ pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
         routes = routes.route("/metrics", get(metrics));
     }
     let report = endpoints.report.then(|| report::routes(&state));
-    let mut routes = routes.fallback(not_found).with_state(state);
+    let mut routes = routes
+        .fallback(not_found(route_list(true, endpoints)))
+        .with_state(state);
     if let Some(report) = report {
         routes = routes.merge(report);
     }
@@ -254,7 +256,13 @@ pub fn report_router(state: Arc<ServerState>) -> Router {
     let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .fallback(not_found)
+        .fallback(not_found(route_list(
+            false,
+            Endpoints {
+                metrics: false,
+                report: true,
+            },
+        )))
         .with_state(state)
         .merge(report)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes));
@@ -273,7 +281,9 @@ pub fn metrics_router(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
         routes = routes.route("/metrics", get(metrics));
     }
     let report = endpoints.report.then(|| report::routes(&state));
-    let mut routes = routes.fallback(not_found).with_state(state);
+    let mut routes = routes
+        .fallback(not_found(route_list(false, endpoints)))
+        .with_state(state);
     if let Some(report) = report {
         routes = routes.merge(report);
     }
@@ -558,12 +568,34 @@ async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
         .into_response()
 }
 
-async fn not_found(method: Method, uri: Uri) -> Response {
-    plain(
-        StatusCode::NOT_FOUND,
-        format!(
-            "no route for {method} {}; winadmit serves POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics\n",
-            uri.path()
-        ),
-    )
+/// The routes a listener serves, as `METHOD /path` joined by ", ": for
+/// the start-up log line and the 404 text.
+#[must_use]
+pub fn route_list(webhook: bool, endpoints: Endpoints) -> String {
+    let mut routes = Vec::new();
+    if webhook {
+        routes.extend(["POST /validate", "POST /mutate"]);
+    }
+    if endpoints.report {
+        routes.push("POST /report");
+    }
+    routes.extend(["GET /healthz", "GET /readyz"]);
+    if endpoints.metrics {
+        routes.push("GET /metrics");
+    }
+    routes.join(", ")
+}
+
+/// The 404 fallback of a router serving `routes` (from [`route_list`]).
+fn not_found(routes: String) -> impl Fn(Method, Uri) -> std::future::Ready<Response> + Clone {
+    let routes: Arc<str> = routes.into();
+    move |method: Method, uri: Uri| {
+        std::future::ready(plain(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no route for {method} {}; this listener serves {routes}\n",
+                uri.path()
+            ),
+        ))
+    }
 }

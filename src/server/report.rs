@@ -106,17 +106,40 @@ async fn report(
     let (tx, rx) = mpsc::channel::<Chunk>(4);
     let (computed_tx, computed_rx) = oneshot::channel::<Result<(), ReportError>>();
     let runtime = tokio::runtime::Handle::current();
+    let started = std::time::Instant::now();
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         let report = compute(&state, mode, &content_type, &body);
+        let body_bytes = body.len();
         drop(body);
         let report = match report {
             Ok(report) => report,
             Err(e) => {
+                tracing::info!(
+                    endpoint = "report",
+                    body_bytes,
+                    error = %e,
+                    latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                    "report request"
+                );
                 let _ = computed_tx.send(Err(e));
                 return;
             }
         };
+        // One line per request, like the reviews': counts, never contents.
+        let s = &report.summary;
+        tracing::info!(
+            endpoint = "report",
+            body_bytes,
+            objects = s.objects,
+            windows_workloads = s.windows_workloads,
+            deny = s.verdicts.deny,
+            warn = s.verdicts.warn,
+            allow = s.verdicts.allow,
+            input_errors = report.input_errors.len(),
+            latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            "report request"
+        );
         if computed_tx.send(Ok(())).is_err() {
             // The request timed out meanwhile: nobody to answer.
             return;
