@@ -23,6 +23,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check manifest files for Windows problems (for CI).
+    #[command(
+        after_help = "Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed, a bad policy): the other files are still linted."
+    )]
     Lint(LintArgs),
     /// List the rule catalogue.
     Rules(RulesArgs),
@@ -36,6 +39,9 @@ pub enum Command {
     Manifests(ManifestsArgs),
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
+    #[command(
+        after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, or custom resources that could not be discovered (unless --allow-partial)."
+    )]
     Report(ReportArgs),
     /// Print a ready example to try winadmit with.
     Example(ExampleArgs),

@@ -653,3 +653,19 @@ fn a_file_named_twice_is_read_once() {
     let dir = winadmit(&["lint", "tests/fixtures/lint/dir"]);
     assert_eq!(dir_and_file.stdout, dir.stdout);
 }
+
+/// `lint --help` and `report --help` say what each exit code means.
+#[test]
+fn help_lists_the_exit_codes() {
+    for command in ["lint", "report"] {
+        let out = winadmit(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("Exit codes")
+                && help.contains("0 no error finding")
+                && help.contains("1 error findings")
+                && help.contains("2 a usage or input problem"),
+            "{command} --help:\n{help}"
+        );
+    }
+}
