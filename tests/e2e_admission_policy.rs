@@ -101,7 +101,8 @@ fn setups(test: &str) -> Option<&'static Setups> {
     let cp = controlplane::shared(test)?;
     Some(SETUPS.get_or_init(|| {
         let objects = e2e::rendered("base");
-        let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]);
+        let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"])
+            .adopted_by(cp);
         cp.apply(&e2e::to_list(&e2e::registrations(
             &objects, "webhook", &webhook,
         )));

@@ -88,7 +88,8 @@ fn setup(test: &str) -> Option<&'static Setup> {
                 "--log-level",
                 "debug",
             ],
-        );
+        )
+        .adopted_by(cp);
         cp.apply(&e2e::to_list(&e2e::registrations(
             &objects, "cluster", &webhook,
         )));

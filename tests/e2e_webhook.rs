@@ -33,7 +33,8 @@ fn enforce(test: &str) -> Option<&'static Enforce> {
     let cp = controlplane::shared(test)?;
     Some(SETUP.get_or_init(|| {
         let objects = e2e::rendered("base");
-        let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]);
+        let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"])
+            .adopted_by(cp);
         cp.apply(&e2e::to_list(&e2e::registrations(
             &objects, "enforce", &webhook,
         )));

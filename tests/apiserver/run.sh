@@ -2,7 +2,9 @@
 # Runs etcd and kube-apiserver for one test process, and stops them when that
 # process goes away, even if it crashed: the test holds this script's stdin,
 # and end of input means "stop". A line `restart-apiserver` on stdin stops
-# the API server and starts it again on the same port and etcd.
+# the API server and starts it again on the same port and etcd; a line
+# `adopt PID` names a process the tests started (a `winadmit serve` held in
+# a static, which Rust never drops) to kill first, at the end.
 #
 # Stop order: the API server first, then etcd, each with SIGTERM and SIGKILL
 # after 5 s (an API server left without etcd ignores SIGTERM and spins).
@@ -40,11 +42,14 @@ stop() {
 
 start_apiserver
 echo "started etcd=$etcd apiserver=$apiserver"
+adopted=""
 while read -r line; do
   case "$line" in
     restart-apiserver) stop "$apiserver"; start_apiserver; echo "restarted apiserver=$apiserver" ;;
+    adopt\ *) adopted="$adopted ${line#adopt }" ;;
   esac
 done
+for pid in $adopted; do kill -KILL "$pid" 2>/dev/null; done
 stop "$apiserver"
 stop "$etcd"
 rm -rf "$WORK"

@@ -247,6 +247,15 @@ impl ControlPlane {
         self.wait_ready();
     }
 
+    /// Has the supervisor kill `pid` when the test process goes away: for
+    /// processes held in statics, which are never dropped.
+    pub fn adopt(&self, pid: u32) {
+        let mut sup = self.supervisor.lock().unwrap();
+        let stdin = sup.1.as_mut().unwrap();
+        writeln!(stdin, "adopt {pid}").unwrap();
+        stdin.flush().unwrap();
+    }
+
     pub fn apiserver_log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.work.join("apiserver.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();

@@ -106,6 +106,13 @@ impl Webhook {
         }
     }
 
+    /// Leaves the process to `cp`'s supervisor to stop when the tests end
+    /// (a webhook kept in a static is never dropped).
+    pub fn adopted_by(self, cp: &ControlPlane) -> Self {
+        cp.adopt(self.server.child.id());
+        self
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.server.addr.port())
     }
