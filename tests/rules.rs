@@ -1285,3 +1285,41 @@ fn runtime_class_facts_come_from_the_cluster_object_first() {
         "{found:?}"
     );
 }
+
+/// WIN-API-REFUSED's hostUsers and procMount checks apply from 1.33, when
+/// the API server keeps both fields by default; the others at every
+/// version.
+#[test]
+fn api_refused_follows_the_release_that_keeps_user_namespace_fields() {
+    let spec = "hostPID: true\nshareProcessNamespace: true\nhostUsers: false\ncontainers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2022\n  securityContext:\n    procMount: Unmasked";
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n{}\n",
+        spec.lines()
+            .map(|l| format!("  {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let at = |minor| {
+        let mut got = flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, minor),
+            &pod,
+            "WIN-API-REFUSED",
+        );
+        got.sort();
+        got
+    };
+    assert_eq!(at(32), ["spec.shareProcessNamespace"]);
+    assert_eq!(at(33), ["spec.hostPID", "spec.shareProcessNamespace"]);
+    let pod_without_host_users = pod.replace("  hostUsers: false\n", "");
+    let unmasked = |minor| {
+        flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, minor),
+            &pod_without_host_users,
+            "WIN-API-REFUSED",
+        )
+    };
+    assert!(!unmasked(32).iter().any(|f| f.ends_with("procMount")));
+    assert!(unmasked(33).iter().any(|f| f.ends_with("procMount")));
+}

@@ -3,6 +3,12 @@
 //! one of them "ignored" never stands alone on a pod that cannot be created.
 
 use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
+use crate::version::KubeVersion;
+
+/// From this release the API server keeps `hostUsers` and `procMount` by
+/// default (the UserNamespacesSupport and ProcMountType gates are on), so
+/// its checks on them apply; before, it dropped both fields.
+const USER_NAMESPACES_BY_DEFAULT: KubeVersion = KubeVersion::new(1, 33);
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -11,9 +17,9 @@ pub static RULE: Rule = Rule {
         level: super::level::error,
         intent_lost: false,
         scope: Scope::Windows,
-        what: "`mountPropagation: Bidirectional` in a container that is not `privileged: true`; `procMount: Unmasked` without `hostUsers: false`; `hostNetwork`, `hostPID`, `hostIPC` or `volumeDevices` with `hostUsers: false`; `shareProcessNamespace` with `hostPID`; `allowPrivilegeEscalation: false` with `privileged: true` or `capabilities.add: [CAP_SYS_ADMIN]`.",
+        what: "`mountPropagation: Bidirectional` in a container that is not `privileged: true`; `procMount: Unmasked` without `hostUsers: false`; `hostNetwork`, `hostPID`, `hostIPC` or `volumeDevices` with `hostUsers: false` (those two from 1.33, when the API server keeps `hostUsers` and `procMount` by default); `shareProcessNamespace` with `hostPID`; `allowPrivilegeEscalation: false` with `privileged: true` or `capabilities.add: [CAP_SYS_ADMIN]`.",
         why: "The API server's validation refuses these pods whatever their OS, so no controller can create them. Windows ignores each of these settings on its own (WIN-MOUNT-PROPAGATION, WIN-PROCMOUNT, WIN-HOSTPID, ...), which is why they are warnings there; together they are an error. The mutating webhook never removes `privileged` from a container with a Bidirectional mount, so its patch cannot create such a pod.",
-        source: "kube-apiserver v1.37 validation (pkg/apis/core/validation/validation.go): validateMountPropagation ('Bidirectional mount propagation is available only to privileged containers'), the security context's procMount check ('`hostUsers` must be false to use `Unmasked`'), validateHostUsers ('when `hostUsers` is false'), validateShareProcessNamespace ('ShareProcessNamespace and HostPID cannot both be enabled'), the security context's allowPrivilegeEscalation check ('cannot set `allowPrivilegeEscalation` to false and `privileged` to true', '... and `capabilities.Add` CAP_SYS_ADMIN'). Checked against a real v1.37 API server by tests/e2e_oracle.rs.",
+        source: "kube-apiserver v1.37 validation (pkg/apis/core/validation/validation.go): validateMountPropagation ('Bidirectional mount propagation is available only to privileged containers'), the security context's procMount check ('`hostUsers` must be false to use `Unmasked`'), validateHostUsers ('when `hostUsers` is false'), validateShareProcessNamespace ('ShareProcessNamespace and HostPID cannot both be enabled'), the security context's allowPrivilegeEscalation check ('cannot set `allowPrivilegeEscalation` to false and `privileged` to true', '... and `capabilities.Add` CAP_SYS_ADMIN'). The procMount check dates from 1.30 (kubernetes/kubernetes PR #123520; 'Kubernetes v1.12 to v1.29 did not enforce that requirement', docs 'Configure a Security Context'); the UserNamespacesSupport and ProcMountType feature gates are on by default from 1.33. Checked against a real v1.37 API server by tests/e2e_oracle.rs.",
         doc_url: "https://kubernetes.io/docs/concepts/storage/volumes/#mount-propagation",
         fix: "Remove the Linux-only setting: on Windows nodes it has no effect (remove `mountPropagation`, `procMount`, `hostUsers`, `shareProcessNamespace` or `allowPrivilegeEscalation`).",
         example: "containers:\n- name: csi\n  volumeMounts:\n  - name: plugins\n    mountPath: C:\\var\\lib\\kubelet\n    mountPropagation: Bidirectional",
@@ -40,7 +46,9 @@ pub fn has_bidirectional_mount(c: &ContainerRef<'_, '_>) -> bool {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let spec = cx.spec;
-    let no_host_users = spec.host_users == Some(false);
+    // Before 1.33 the API server drops hostUsers and procMount by default.
+    let user_namespaces = cx.version >= USER_NAMESPACES_BY_DEFAULT;
+    let no_host_users = user_namespaces && spec.host_users == Some(false);
     for (set, key) in [
         (spec.host_network == Some(true), "hostNetwork"),
         (spec.host_pid == Some(true), "hostPID"),
@@ -80,7 +88,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         let Some(sc) = c.security_context() else {
             continue;
         };
-        if sc.proc_mount.as_deref() == Some("Unmasked") && !no_host_users {
+        if user_namespaces && sc.proc_mount.as_deref() == Some("Unmasked") && !no_host_users {
             out.report(
                 cx.container_field(&c, &["securityContext", "procMount"]),
                 "procMount Unmasked without hostUsers: false is refused by the API server for every pod (\"`hostUsers` must be false to use `Unmasked`\")",
