@@ -265,18 +265,12 @@ fn garbage_answers_follow_the_failure_policy() {
         ("base", "garbage-fail", false),
         ("audit", "garbage-ignore", true),
     ] {
-        let mut regs: Vec<Value> = e2e::rendered(overlay)
-            .into_iter()
-            .filter(|o| e2e::kind(o).ends_with("WebhookConfiguration"))
-            .collect();
-        for r in &mut regs {
-            e2e::point_at(
-                r,
-                setup,
-                &format!("https://127.0.0.1:{}", fake.port),
-                &fake.ca_pem,
-            );
-        }
+        let regs = e2e::registrations_at(
+            &e2e::rendered(overlay),
+            setup,
+            &format!("https://127.0.0.1:{}", fake.port),
+            &fake.ca_pem,
+        );
         cp.apply(&e2e::to_list(&regs));
         let ns = format!("{setup}-ns");
         cp.namespace(&ns, &[("winadmit-e2e", setup)]);
@@ -322,14 +316,12 @@ fn a_ca_bundle_that_does_not_match_fails_the_call() {
     let objects = e2e::rendered("base");
     let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]);
     let other = server::Ca::new("another CA");
-    let mut regs: Vec<Value> = objects
-        .iter()
-        .filter(|o| e2e::kind(o).ends_with("WebhookConfiguration"))
-        .cloned()
-        .collect();
-    for r in &mut regs {
-        e2e::point_at(r, "wrong-ca", &webhook.url(""), other.pem().as_bytes());
-    }
+    let regs = e2e::registrations_at(
+        &objects,
+        "wrong-ca",
+        &webhook.url(""),
+        other.pem().as_bytes(),
+    );
     cp.apply(&e2e::to_list(&regs));
     cp.namespace("wrong-ca-ns", &[("winadmit-e2e", "wrong-ca")]);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -374,15 +366,12 @@ fn certificate_rotation_fails_no_call() {
     );
     let setup = "rotate";
     let apply_bundle = |bundle: &[u8]| {
-        let mut regs: Vec<Value> = objects
-            .iter()
-            .filter(|o| e2e::kind(o).ends_with("WebhookConfiguration"))
-            .cloned()
-            .collect();
-        for r in &mut regs {
-            e2e::point_at(r, setup, &webhook.url(""), bundle);
-        }
-        cp.apply(&e2e::to_list(&regs));
+        cp.apply(&e2e::to_list(&e2e::registrations_at(
+            &objects,
+            setup,
+            &webhook.url(""),
+            bundle,
+        )));
     };
     apply_bundle(&webhook.ca_pem);
     let ns = "rotate-ns";

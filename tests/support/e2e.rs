@@ -153,7 +153,7 @@ impl Webhook {
 /// Rewrites a rendered webhook configuration to call `url_base` with `ca`
 /// as its caBundle, names it `winadmit-<setup>` and scopes it to namespaces
 /// labelled `winadmit-e2e: <setup>`.
-pub fn point_at(config: &mut Value, setup: &str, url_base: &str, ca: &[u8]) {
+fn point_at(config: &mut Value, setup: &str, url_base: &str, ca: &[u8]) {
     config["metadata"]["name"] = json!(format!("winadmit-{setup}"));
     if let Some(annotations) = config["metadata"]
         .get_mut("annotations")
@@ -192,13 +192,18 @@ pub fn scope(selector: &mut Value, setup: &str) {
 
 /// The webhook configurations of `objects`, pointed at `webhook`.
 pub fn registrations(objects: &[Value], setup: &str, webhook: &Webhook) -> Vec<Value> {
-    let base = webhook.url("");
+    registrations_at(objects, setup, &webhook.url(""), &webhook.ca_pem)
+}
+
+/// The webhook configurations of `objects`, pointed at `url_base` with
+/// `ca` as their caBundle (a fake server, or a bundle of several CAs).
+pub fn registrations_at(objects: &[Value], setup: &str, url_base: &str, ca: &[u8]) -> Vec<Value> {
     objects
         .iter()
         .filter(|o| kind(o).ends_with("WebhookConfiguration"))
         .cloned()
         .map(|mut c| {
-            point_at(&mut c, setup, &base, &webhook.ca_pem);
+            point_at(&mut c, setup, url_base, ca);
             c
         })
         .collect()
