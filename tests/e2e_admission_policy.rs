@@ -19,7 +19,7 @@
 //!
 //! Without Go on PATH the tests are compiled as ignored (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it); without the
-//! corpus, its test prints `SKIPPED:` and passes.
+//! corpus, its corpus test is ignored too.
 
 #[path = "support/controlplane.rs"]
 mod controlplane;
@@ -96,10 +96,10 @@ struct Setups {
     _webhook: Webhook,
 }
 
-fn setups(test: &str) -> Option<&'static Setups> {
+fn setups(test: &str) -> &'static Setups {
     static SETUPS: OnceLock<Setups> = OnceLock::new();
-    let cp = controlplane::shared(test)?;
-    Some(SETUPS.get_or_init(|| {
+    let cp = controlplane::shared(test);
+    SETUPS.get_or_init(|| {
         let objects = e2e::rendered("base");
         let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"])
             .adopted_by(cp);
@@ -116,7 +116,7 @@ fn setups(test: &str) -> Option<&'static Setups> {
             cp,
             _webhook: webhook,
         }
-    }))
+    })
 }
 
 /// `winadmit admission-policy` at the default target, with the mutating
@@ -496,6 +496,10 @@ fn compare_all(s: &Setups, label: &str, objects: &[(String, Value)]) -> usize {
 /// Every workload document of every corpus file.
 #[test]
 #[cfg_attr(
+    all(no_corpus, not(no_control_plane)),
+    ignore = "needs the real-world manifests in ../shared/corpus (or set WINADMIT_CORPUS)"
+)]
+#[cfg_attr(
     no_control_plane,
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
@@ -505,12 +509,8 @@ fn compare_all(s: &Setups, label: &str, objects: &[(String, Value)]) -> usize {
 )]
 fn corpus_policies_agree_with_the_webhook() {
     let test = "corpus_policies_agree_with_the_webhook";
-    let Some(dir) = corpus_dir::corpus_dir_or_skip(test) else {
-        return;
-    };
-    let Some(s) = setups(test) else {
-        return;
-    };
+    let dir = corpus_dir::corpus_dir(test);
+    let s = setups(test);
     let mut objects = Vec::new();
     for path in corpus_dir::manifests(&dir) {
         let text = std::fs::read_to_string(&path).unwrap();
@@ -918,9 +918,7 @@ fn workload(kind: &str, name: &str, template: &Value) -> Value {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn generated_workloads_policies_agree_with_the_webhook() {
-    let Some(s) = setups("generated_workloads_policies_agree_with_the_webhook") else {
-        return;
-    };
+    let s = setups("generated_workloads_policies_agree_with_the_webhook");
     let mut objects = Vec::new();
     for (i, c) in cases().iter().enumerate() {
         let mut template = windows_template();
@@ -955,9 +953,7 @@ fn generated_workloads_policies_agree_with_the_webhook() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn large_workloads_stay_within_the_cel_budget() {
-    let Some(s) = setups("large_workloads_stay_within_the_cel_budget") else {
-        return;
-    };
+    let s = setups("large_workloads_stay_within_the_cel_budget");
     let n = 150;
     let container = |i: usize, errors: bool| {
         let mut c = json!({
@@ -1057,9 +1053,7 @@ fn large_workloads_stay_within_the_cel_budget() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn updates_count_only_what_they_introduce() {
-    let Some(s) = setups("updates_count_only_what_they_introduce") else {
-        return;
-    };
+    let s = setups("updates_count_only_what_they_introduce");
     let cp = s.cp;
     let mut template = windows_template();
     template["spec"]["hostNetwork"] = json!(true);

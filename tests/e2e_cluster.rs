@@ -4,7 +4,7 @@
 //! what the test creates and changes, a cache that survives an API server
 //! restart, and the live `winadmit report`.
 //!
-//! Without Go the tests print `SKIPPED:` and pass, unless
+//! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
 #[path = "support/controlplane.rs"]
@@ -70,10 +70,10 @@ struct Setup {
     cluster_wide: Mutex<()>,
 }
 
-fn setup(test: &str) -> Option<&'static Setup> {
+fn setup(test: &str) -> &'static Setup {
     static SETUP: OnceLock<Setup> = OnceLock::new();
-    let cp = controlplane::shared(test)?;
-    Some(SETUP.get_or_init(|| {
+    let cp = controlplane::shared(test);
+    SETUP.get_or_init(|| {
         let objects = e2e::rendered("base");
         apply_rbac(cp, &objects);
         let dir = tempfile::tempdir().unwrap().keep();
@@ -100,7 +100,7 @@ fn setup(test: &str) -> Option<&'static Setup> {
             webhook,
             cluster_wide: Mutex::new(()),
         }
-    }))
+    })
 }
 
 fn dry_run(cp: &ControlPlane, obj: &Value) -> Answer {
@@ -146,9 +146,7 @@ fn denied_for(answer: &Answer, rule: &str) -> bool {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn the_cache_runs_with_the_install_rbac() {
-    let Some(s) = setup("the_cache_runs_with_the_install_rbac") else {
-        return;
-    };
+    let s = setup("the_cache_runs_with_the_install_rbac");
     // Not while another test restarts the API server (its authorizer
     // refuses everything for a moment after a start).
     let _turn = s.cluster_wide.lock().unwrap();
@@ -193,9 +191,7 @@ fn the_cache_runs_with_the_install_rbac() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn a_missing_verb_is_logged_as_forbidden() {
-    let Some(s) = setup("a_missing_verb_is_logged_as_forbidden") else {
-        return;
-    };
+    let s = setup("a_missing_verb_is_logged_as_forbidden");
     let mut objects = e2e::rendered("base");
     for o in &mut objects {
         let rename = |o: &mut Value| o["metadata"]["name"] = json!("winadmit-no-watch");
@@ -248,9 +244,7 @@ fn a_missing_verb_is_logged_as_forbidden() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn the_namespace_mode_label_follows_the_cluster() {
-    let Some(s) = setup("the_namespace_mode_label_follows_the_cluster") else {
-        return;
-    };
+    let s = setup("the_namespace_mode_label_follows_the_cluster");
     let ns = "cluster-mode";
     s.cp.namespace(
         ns,
@@ -289,9 +283,7 @@ fn the_namespace_mode_label_follows_the_cluster() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn a_windows_runtime_class_follows_the_cluster() {
-    let Some(s) = setup("a_windows_runtime_class_follows_the_cluster") else {
-        return;
-    };
+    let s = setup("a_windows_runtime_class_follows_the_cluster");
     let ns = "cluster-rc";
     s.cp.namespace(ns, &[("winadmit-e2e", "cluster")]);
     let deploy = json!({
@@ -336,9 +328,7 @@ fn a_windows_runtime_class_follows_the_cluster() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn windows_nodes_and_an_api_server_restart() {
-    let Some(s) = setup("windows_nodes_and_an_api_server_restart") else {
-        return;
-    };
+    let s = setup("windows_nodes_and_an_api_server_restart");
     let _turn = s.cluster_wide.lock().unwrap();
     let ns = "cluster-nodes";
     s.cp.namespace(ns, &[("winadmit-e2e", "cluster")]);
@@ -408,9 +398,7 @@ fn windows_nodes_and_an_api_server_restart() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
-    let Some(s) = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts") else {
-        return;
-    };
+    let s = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts");
     // Stored without the webhooks (no setup label), as before an install.
     let ns = "cluster-report";
     s.cp.namespace(ns, &[]);

@@ -4,7 +4,7 @@
 //! showing what a user sees. Each claim of the README's webhook sections is
 //! a test here.
 //!
-//! Without Go the tests print `SKIPPED:` and pass, unless
+//! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
 #[path = "support/controlplane.rs"]
@@ -28,10 +28,10 @@ struct Enforce {
     webhook: Webhook,
 }
 
-fn enforce(test: &str) -> Option<&'static Enforce> {
+fn enforce(test: &str) -> &'static Enforce {
     static SETUP: OnceLock<Enforce> = OnceLock::new();
-    let cp = controlplane::shared(test)?;
-    Some(SETUP.get_or_init(|| {
+    let cp = controlplane::shared(test);
+    SETUP.get_or_init(|| {
         let objects = e2e::rendered("base");
         let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"])
             .adopted_by(cp);
@@ -41,7 +41,7 @@ fn enforce(test: &str) -> Option<&'static Enforce> {
         cp.namespace("e2e-probe", &[("winadmit-e2e", "enforce")]);
         e2e::wait_registered(cp, &webhook, "e2e-probe", 2);
         Enforce { cp, webhook }
-    }))
+    })
 }
 
 /// A namespace of the enforce setup.
@@ -58,9 +58,7 @@ fn ns(setup: &Enforce, name: &str) -> String {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn readme_denial_example_is_what_kubectl_prints() {
-    let Some(s) = enforce("readme_denial_example_is_what_kubectl_prints") else {
-        return;
-    };
+    let s = enforce("readme_denial_example_is_what_kubectl_prints");
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let start = readme
@@ -194,9 +192,7 @@ fn pod_spec_of(obj: &Value) -> &Value {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn patches_are_applied_and_stored_for_every_workload_kind() {
-    let Some(s) = enforce("patches_are_applied_and_stored_for_every_workload_kind") else {
-        return;
-    };
+    let s = enforce("patches_are_applied_and_stored_for_every_workload_kind");
     let ns = ns(s, "patches");
     for (resource, obj) in workloads(&ns, &ignored_fields_spec()) {
         let out = create(s.cp, &obj, false);
@@ -234,9 +230,7 @@ fn patches_are_applied_and_stored_for_every_workload_kind() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn server_side_dry_run_stores_nothing() {
-    let Some(s) = enforce("server_side_dry_run_stores_nothing") else {
-        return;
-    };
+    let s = enforce("server_side_dry_run_stores_nothing");
     let ns = ns(s, "dry-run");
     let obj = pod(&ns, "dry", ignored_fields_spec());
     let out = create(s.cp, &obj, true);
@@ -265,9 +259,7 @@ fn server_side_dry_run_stores_nothing() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn exclusions_keep_objects_away_from_the_webhooks() {
-    let Some(s) = enforce("exclusions_keep_objects_away_from_the_webhooks") else {
-        return;
-    };
+    let s = enforce("exclusions_keep_objects_away_from_the_webhooks");
     let denied = json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true});
     let watched = ns(s, "excl-watched");
 
@@ -323,9 +315,7 @@ fn exclusions_keep_objects_away_from_the_webhooks() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn updates_count_only_what_they_introduce() {
-    let Some(s) = enforce("updates_count_only_what_they_introduce") else {
-        return;
-    };
+    let s = enforce("updates_count_only_what_they_introduce");
     let ns = "update";
     // Admitted while the namespace opts out.
     s.cp.namespace(
@@ -381,9 +371,7 @@ fn updates_count_only_what_they_introduce() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn ephemeral_containers_are_judged_and_patched() {
-    let Some(s) = enforce("ephemeral_containers_are_judged_and_patched") else {
-        return;
-    };
+    let s = enforce("ephemeral_containers_are_judged_and_patched");
     let ns = ns(s, "ephemeral");
     let target = pod(&ns, "target", json!({"os": {"name": "windows"}}));
     let out = create(s.cp, &target, false);
@@ -436,9 +424,7 @@ fn ephemeral_containers_are_judged_and_patched() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn a_match_condition_that_does_not_compile_is_refused() {
-    let Some(s) = enforce("a_match_condition_that_does_not_compile_is_refused") else {
-        return;
-    };
+    let s = enforce("a_match_condition_that_does_not_compile_is_refused");
     let objects = e2e::rendered("base");
     let mut regs = e2e::registrations(&objects, "broken", &s.webhook);
     for r in &mut regs {
@@ -468,9 +454,7 @@ fn a_match_condition_that_does_not_compile_is_refused() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn winadmit_is_reinvoked_after_a_later_mutation() {
-    let Some(s) = enforce("winadmit_is_reinvoked_after_a_later_mutation") else {
-        return;
-    };
+    let s = enforce("winadmit_is_reinvoked_after_a_later_mutation");
     let ns = "reinvoke";
     s.cp.namespace(
         ns,
@@ -535,9 +519,7 @@ fn winadmit_is_reinvoked_after_a_later_mutation() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn custom_resources_with_a_pod_template_are_patched_and_denied() {
-    let Some(s) = enforce("custom_resources_with_a_pod_template_are_patched_and_denied") else {
-        return;
-    };
+    let s = enforce("custom_resources_with_a_pod_template_are_patched_and_denied");
     s.cp.apply(
         &json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -609,9 +591,7 @@ fn custom_resources_with_a_pod_template_are_patched_and_denied() {
     ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
 )]
 fn a_skip_annotation_opts_one_workload_out_of_one_rule() {
-    let Some(s) = enforce("a_skip_annotation_opts_one_workload_out_of_one_rule") else {
-        return;
-    };
+    let s = enforce("a_skip_annotation_opts_one_workload_out_of_one_rule");
     let ns = ns(s, "skip");
     let spec = json!({"nodeSelector": {"kubernetes.io/os": "windows"},
         "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]}});

@@ -9,9 +9,11 @@
 //! the API server first, then etcd, when the test process goes away, even
 //! when a test panics or the process is killed.
 //!
-//! Without Go (and without the built binaries) the tests print `SKIPPED:`
-//! and pass, unless `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it),
-//! which makes them fail.
+//! Without Go the tests are ignored, with the reason: `build.rs` sets
+//! `cfg(no_control_plane)` and each test carries
+//! `#[cfg_attr(no_control_plane, ignore = "...")]`. With Go, or with
+//! `WINADMIT_REQUIRE_APISERVER` set (`.ci/run` sets it), they run, and a
+//! control plane that cannot be built fails them.
 
 #![allow(dead_code)] // each test target uses a part
 
@@ -45,12 +47,12 @@ fn required() -> bool {
 }
 
 /// The directory holding `kube-apiserver`, `etcd` and `kubectl` v1.37,
-/// built on first use; `None` (after printing why) when Go is missing and
-/// the binaries are not built, unless they are required.
+/// built on first use.
 ///
 /// # Panics
-/// The build fails, or Go is missing while `WINADMIT_REQUIRE_APISERVER` is set.
-pub fn binaries_or_skip(test: &str) -> Option<PathBuf> {
+/// The build fails or Go is missing (the tests that get here were built
+/// with Go on PATH, or require the control plane).
+pub fn binaries(test: &str) -> PathBuf {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let out = Command::new(apiserver_module().join("build.sh"))
@@ -61,24 +63,17 @@ pub fn binaries_or_skip(test: &str) -> Option<PathBuf> {
             Some(0) => Ok(bin_dir()),
             // build.sh: go is not on PATH.
             Some(3) => Err("go not found on PATH".into()),
-            _ => panic!(
+            _ => Err(format!(
                 "tests/apiserver/build.sh failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
-            ),
+            )),
         }
     });
     match built {
-        Ok(dir) => Some(dir.clone()),
-        Err(why) => {
-            assert!(
-                !required(),
-                "{test}: the control plane is required (WINADMIT_REQUIRE_APISERVER) but cannot be built: {why}"
-            );
-            eprintln!(
-                "SKIPPED: {test}: {why}; install Go 1.26 to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
-            );
-            None
-        }
+        Ok(dir) => dir.clone(),
+        Err(why) => panic!(
+            "{test}: cannot build the control plane: {why}; install Go 1.26 to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+        ),
     }
 }
 
@@ -89,10 +84,8 @@ pub fn kubectl_program() -> PathBuf {
     if built.is_file() {
         return built;
     }
-    if Command::new("go").arg("version").output().is_ok()
-        && let Some(dir) = binaries_or_skip("kubectl")
-    {
-        return dir.join("kubectl");
+    if Command::new("go").arg("version").output().is_ok() {
+        return binaries("kubectl").join("kubectl");
     }
     PathBuf::from("kubectl")
 }
@@ -117,10 +110,9 @@ pub struct ControlPlane {
 }
 
 /// The process's control plane, started on first use.
-pub fn shared(test: &str) -> Option<&'static ControlPlane> {
-    static CP: OnceLock<Option<ControlPlane>> = OnceLock::new();
-    let bin = binaries_or_skip(test)?;
-    CP.get_or_init(|| Some(ControlPlane::start(&bin))).as_ref()
+pub fn shared(test: &str) -> &'static ControlPlane {
+    static CP: OnceLock<ControlPlane> = OnceLock::new();
+    CP.get_or_init(|| ControlPlane::start(&binaries(test)))
 }
 
 fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {

@@ -1,35 +1,30 @@
 //! Where the real-world corpus lives: `WINADMIT_CORPUS`, else
-//! `../shared/corpus` beside the checkout. It is not part of a clone: tests
-//! that need it print `SKIPPED` and pass when it is absent, unless
-//! `WINADMIT_REQUIRE_CORPUS=1` (set by `.ci/run`), which makes them fail.
+//! `../shared/corpus` beside the checkout. It is not part of a clone:
+//! `build.rs` sets `cfg(no_corpus)` when it is absent, and the tests that
+//! need it carry `#[cfg_attr(no_corpus, ignore = "...")]`, so the test
+//! runner shows them as ignored. With `WINADMIT_REQUIRE_CORPUS=1` (set by
+//! `.ci/run`) they always run, and fail without it.
 
 #![allow(dead_code)] // each test target uses a part
 
 use std::path::{Path, PathBuf};
 
-/// The corpus directory, or `None` (after printing `SKIPPED: <test>`) when
-/// it is absent and not required.
+/// The corpus directory.
 ///
 /// # Panics
-/// The corpus is absent and `WINADMIT_REQUIRE_CORPUS` is set.
-pub fn corpus_dir_or_skip(test: &str) -> Option<PathBuf> {
+/// The corpus is absent: the test was built when it was there (or required
+/// it), so running without it is a failure, not a pass.
+pub fn corpus_dir(test: &str) -> PathBuf {
     let dir = std::env::var_os("WINADMIT_CORPUS").map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
         PathBuf::from,
     );
-    if dir.join("INDEX.tsv").is_file() {
-        return Some(dir);
-    }
     assert!(
-        std::env::var_os("WINADMIT_REQUIRE_CORPUS").is_none(),
-        "{test}: the corpus is required (WINADMIT_REQUIRE_CORPUS) but {} has no INDEX.tsv; set WINADMIT_CORPUS",
+        dir.join("INDEX.tsv").is_file(),
+        "{test}: needs the corpus, but {} has no INDEX.tsv; set WINADMIT_CORPUS (the test is ignored when the corpus is absent at build time)",
         dir.display()
     );
-    eprintln!(
-        "SKIPPED: {test}: no corpus at {} (set WINADMIT_CORPUS)",
-        dir.display()
-    );
-    None
+    dir
 }
 
 /// The corpus's manifest files (`.yaml`, `.yml`, `.json`), sorted.
