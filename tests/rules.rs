@@ -2,6 +2,8 @@
 //! fields, and a good one it must leave alone. Pods are Windows-targeted by
 //! `nodeSelector kubernetes.io/os: windows` unless the case says otherwise.
 
+use std::collections::BTreeSet;
+
 use serde::Deserialize;
 use winadmit::cluster::Cluster;
 use winadmit::engine::{Context, evaluate};
@@ -32,6 +34,11 @@ fn pod(spec: &str) -> String {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n{}\n",
         indent(spec)
     )
+}
+
+/// A pod pinned to Linux nodes with `spec` lines appended.
+fn linux_pod(spec: &str) -> String {
+    pod(&format!("nodeSelector:\n  kubernetes.io/os: linux\n{spec}"))
 }
 
 fn indent(s: &str) -> String {
@@ -65,8 +72,13 @@ fn flagged(yaml: &str, rule: &str) -> Vec<String> {
 
 const C: &str = "containers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2022";
 
-#[test]
-fn table_of_bad_and_good_cases() {
+/// One row per case: the rule, a manifest, and the fields it must flag
+/// (empty for a good case). Every rule has at least one bad and one good
+/// case (`every_rule_has_a_bad_and_a_good_case`).
+type Case = (&'static str, String, Vec<&'static str>);
+
+#[allow(clippy::too_many_lines)] // a table
+fn cases() -> Vec<Case> {
     let sc = |body: &str| {
         format!(
             "{C}\n  securityContext:\n{}",
@@ -85,7 +97,7 @@ fn table_of_bad_and_good_cases() {
                 .join("\n")
         )
     };
-    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+    vec![
         (
             "WIN-PRIVILEGED",
             windows_pod(&sc("privileged: true")),
@@ -638,7 +650,105 @@ fn table_of_bad_and_good_cases() {
             )),
             vec![],
         ),
-    ];
+        // Near misses: the setting where it works, or a value that is fine.
+        (
+            "WIN-APPARMOR",
+            linux_pod(&sc("appArmorProfile:\n  type: RuntimeDefault")),
+            vec![],
+        ),
+        (
+            "WIN-DEFAULT-MODE",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: s\n  secret:\n    secretName: s"
+            )),
+            vec![],
+        ),
+        ("WIN-FSGROUP", linux_pod(&psc("fsGroup: 2000")), vec![]),
+        (
+            "WIN-FSGROUP-CHANGE-POLICY",
+            linux_pod(&psc("fsGroupChangePolicy: OnRootMismatch")),
+            vec![],
+        ),
+        ("WIN-HOSTIPC", windows_pod(&format!("hostIPC: false\n{C}")), vec![]),
+        (
+            "WIN-HOSTPATH-LINUX-DEVICE",
+            windows_pod(&format!(
+                "{C}\nvolumes:\n- name: pipe\n  hostPath:\n    path: \\\\.\\pipe\\containerd-containerd\n    type: Socket"
+            )),
+            vec![],
+        ),
+        ("WIN-HOSTPROCESS", host_process_pod(""), vec![]),
+        ("WIN-HOSTPROCESS-NONROOT", host_process_pod(""), vec![]),
+        (
+            "WIN-HUGEPAGES",
+            windows_pod(&format!("{C}\n  resources:\n    limits:\n      memory: 1Gi")),
+            vec![],
+        ),
+        (
+            "WIN-MOUNT-PROPAGATION",
+            windows_pod(&format!(
+                "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\b\n    mountPropagation: None"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-NFS",
+            linux_pod("containers:\n- name: a\n  image: nginx\nvolumes:\n- name: v\n  nfs:\n    server: s\n    path: /x"),
+            vec![],
+        ),
+        (
+            "WIN-OS-CONFLICT",
+            pod(&format!(
+                "os:\n  name: windows\nnodeSelector:\n  kubernetes.io/os: windows\n{C}"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-READONLY-ROOTFS",
+            linux_pod(&sc("readOnlyRootFilesystem: true")),
+            vec![],
+        ),
+        ("WIN-RUNASGROUP", linux_pod(&psc("runAsGroup: 3000")), vec![]),
+        (
+            "WIN-SELINUX",
+            linux_pod(&psc("seLinuxOptions:\n  level: s0")),
+            vec![],
+        ),
+        (
+            "WIN-SHAREPROCESSNS",
+            linux_pod(&format!("shareProcessNamespace: true\n{C}")),
+            vec![],
+        ),
+        (
+            "WIN-SUPPLEMENTAL-GROUPS",
+            linux_pod(&psc("supplementalGroups: [4000]")),
+            vec![],
+        ),
+        (
+            "WIN-SYSCTLS",
+            linux_pod(&psc(
+                "sysctls:\n- name: net.core.somaxconn\n  value: \"1024\"",
+            )),
+            vec![],
+        ),
+        (
+            "WIN-VOLUME-DEVICES",
+            linux_pod(&format!(
+                "{C}\n  volumeDevices:\n  - name: d\n    devicePath: /dev/xvda"
+            )),
+            vec![],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX",
+            windows_pod(&sc("windowsOptions:\n  runAsUserName: ContainerUser")),
+            vec![],
+        ),
+    ]
+}
+
+#[test]
+fn table_of_bad_and_good_cases() {
+    let cases = cases();
     let mut failures = Vec::new();
     for (rule, yaml, want) in &cases {
         let got = flagged(yaml, rule);
@@ -653,16 +763,218 @@ fn table_of_bad_and_good_cases() {
     assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
 }
 
-#[test]
-fn every_rule_has_a_bad_case_in_the_table() {
-    let source = include_str!("rules.rs");
-    for r in winadmit::rules::ALL {
-        assert!(
-            source.contains(&format!("\"{}\"", r.info.id)),
-            "{} has no test case",
-            r.info.id
-        );
+/// What a context case changes from the default policy, target and input.
+enum Setting {
+    /// A policy (YAML) instead of the default one.
+    Policy(&'static str),
+    /// Another Kubernetes version (with docker before 1.24).
+    Version(u16),
+    /// The cluster's Windows nodes: name, windows-build, kubelet, runtime.
+    Nodes(&'static [(&'static str, &'static str, &'static str, &'static str)]),
+    /// The whole input through `lint`, for rules on other objects.
+    Lint,
+}
+
+/// Cases for rules that need more than one object under the defaults.
+type ContextCase = (&'static str, Setting, String, Vec<&'static str>);
+
+const TAINT: &str = "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n";
+const WIN_1: &[(&str, &str, &str, &str)] =
+    &[("win-1", "10.0.20348", "v1.31.0", "containerd://1.7.22")];
+
+fn context_cases() -> Vec<ContextCase> {
+    let secret = "volumes:\n- name: tls\n  secret:\n    secretName: web-tls";
+    let tolerates =
+        "tolerations:\n- key: os\n  operator: Equal\n  value: windows\n  effect: NoSchedule";
+    let nginx = "containers:\n- name: web\n  image: nginx:1.27";
+    let hyperv = |containers: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    experimental.windows.kubernetes.io/isolation-type: hyperv\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n{containers}"
+        )
+    };
+    let service = |selector: &str| {
+        format!(
+            "{}---\napiVersion: v1\nkind: Service\nmetadata:\n  name: iis\nspec:\n  selector: {{app: {selector}}}\n  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: 600\n",
+            windows_pod(C).replace("  name: p\n", "  name: p\n  labels: {app: iis}\n")
+        )
+    };
+    vec![
+        (
+            "WIN-SECRET-VOLUME",
+            Setting::Policy("rules:\n  WIN-SECRET-VOLUME: warning\n"),
+            windows_pod(&format!("{C}\n{secret}")),
+            vec!["spec.volumes[0].secret"],
+        ),
+        (
+            "WIN-SECRET-VOLUME",
+            Setting::Policy("rules:\n  WIN-SECRET-VOLUME: warning\n"),
+            windows_pod(C),
+            vec![],
+        ),
+        (
+            "WIN-TAINT-TOLERATION",
+            Setting::Policy(TAINT),
+            windows_pod(C),
+            vec!["spec.tolerations"],
+        ),
+        (
+            "WIN-TAINT-TOLERATION",
+            Setting::Policy(TAINT),
+            windows_pod(&format!("{tolerates}\n{C}")),
+            vec![],
+        ),
+        (
+            "WIN-LINUX-TOLERATES-WINDOWS",
+            Setting::Policy(TAINT),
+            pod(&format!("{tolerates}\n{nginx}")),
+            vec!["spec.tolerations[0]"],
+        ),
+        (
+            "WIN-LINUX-TOLERATES-WINDOWS",
+            Setting::Policy(TAINT),
+            linux_pod(&format!("tolerations:\n- operator: Exists\n{nginx}")),
+            vec![],
+        ),
+        (
+            "WIN-HYPERV",
+            Setting::Version(19),
+            hyperv("  - name: a\n    image: x\n  - name: b\n    image: y\n"),
+            vec!["metadata.annotations[experimental.windows.kubernetes.io/isolation-type]"],
+        ),
+        (
+            "WIN-HYPERV",
+            Setting::Version(19),
+            hyperv("  - name: a\n    image: x\n"),
+            vec![],
+        ),
+        (
+            "WIN-TERMINATION-MESSAGE-PATH",
+            Setting::Version(19),
+            windows_pod(&format!("{C}\n  terminationMessagePath: C:\\logs\\end.log")),
+            vec!["spec.containers[0].terminationMessagePath"],
+        ),
+        (
+            "WIN-BUILD-NO-NODE",
+            Setting::Nodes(WIN_1),
+            windows_pod(
+                "containers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2019",
+            ),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-BUILD-NO-NODE",
+            Setting::Nodes(WIN_1),
+            windows_pod(C),
+            vec![],
+        ),
+        (
+            "WIN-SERVICE-AFFINITY-TIMEOUT",
+            Setting::Lint,
+            service("iis"),
+            vec!["spec.sessionAffinityConfig.clientIP.timeoutSeconds"],
+        ),
+        (
+            "WIN-SERVICE-AFFINITY-TIMEOUT",
+            Setting::Lint,
+            service("other"),
+            vec![],
+        ),
+    ]
+}
+
+/// Fields flagged by `rule` on `yaml` under `setting`.
+fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
+    match setting {
+        Setting::Policy(policy) => flagged_with(
+            &Policy::from_yaml("case.yaml", policy).unwrap(),
+            KubeVersion::LATEST,
+            yaml,
+            rule,
+        ),
+        Setting::Version(minor) => flagged_with(
+            &Policy::default_policy(),
+            KubeVersion::new(1, *minor),
+            yaml,
+            rule,
+        ),
+        Setting::Nodes(list) => {
+            let docs = winadmit::source::parse(yaml).unwrap();
+            let view = ObjectView::deserialize(&docs[0].value).unwrap();
+            let nodes = nodes(list);
+            let cx = Context {
+                nodes: Some(&nodes),
+                ..Context::default()
+            };
+            evaluate(
+                &Policy::default_policy(),
+                &Workload::from_view(&view).unwrap(),
+                &cx,
+            )
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.field.to_string())
+            .collect()
+        }
+        Setting::Lint => lint_rules(&Policy::default_policy(), yaml)
+            .into_iter()
+            .filter(|(r, _, _)| r == rule)
+            .map(|(_, field, _)| field)
+            .collect(),
     }
+}
+
+#[test]
+fn table_of_cases_in_context() {
+    let mut failures = Vec::new();
+    for (rule, setting, yaml, want) in &context_cases() {
+        let mut got = flagged_in(setting, yaml, rule);
+        got.sort();
+        let mut want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+        want.sort();
+        if got != want {
+            failures.push(format!("{rule}: expected {want:?}, got {got:?}\n{yaml}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n---\n"));
+}
+
+#[test]
+fn every_rule_has_a_bad_and_a_good_case() {
+    let cases: Vec<(&str, bool)> = cases()
+        .iter()
+        .map(|(rule, _, want)| (*rule, want.is_empty()))
+        .chain(
+            context_cases()
+                .iter()
+                .map(|(rule, _, _, want)| (*rule, want.is_empty())),
+        )
+        .collect();
+    let known: BTreeSet<&str> = winadmit::rules::ALL.iter().map(|r| r.info.id).collect();
+    let unknown: Vec<&str> = cases
+        .iter()
+        .map(|(rule, _)| *rule)
+        .filter(|rule| !known.contains(rule))
+        .collect();
+    assert!(unknown.is_empty(), "cases for unknown rules: {unknown:?}");
+    let with = |bad: bool| -> BTreeSet<&str> {
+        cases
+            .iter()
+            .filter(|(_, good)| *good != bad)
+            .map(|(rule, _)| *rule)
+            .collect()
+    };
+    let (bad, good) = (with(true), with(false));
+    let missing: Vec<String> = known
+        .iter()
+        .filter_map(|id| match (bad.contains(id), good.contains(id)) {
+            (true, true) => None,
+            (false, true) => Some(format!("{id}: no bad case")),
+            (true, false) => Some(format!("{id}: no good case")),
+            (false, false) => Some(format!("{id}: no case")),
+        })
+        .collect();
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
 
 #[test]
