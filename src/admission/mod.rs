@@ -195,8 +195,8 @@ impl ReviewSummary {
 }
 
 /// The rules behind a patch: findings whose fix operations it holds, the
-/// scheduling findings when it changes node selection, and the rules the
-/// settled rounds name in their explanations.
+/// scheduling findings when it changes node selection, and the rules whose
+/// findings the later rounds of settling fixed.
 fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Vec<&'static str> {
     let targeting = m
         .ops
@@ -221,10 +221,8 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
             add(f.rule);
         }
     }
-    for why in &m.explanations {
-        for id in crate::decide::messages::rules_named(why) {
-            add(id);
-        }
+    for id in m.fixed_rules() {
+        add(id);
     }
     ids
 }
@@ -736,9 +734,16 @@ mod tests {
         assert_eq!(w, format!("{pod}: gMSA credential spec not found"));
         assert!(w.chars().count() <= MAX_WARNING_CHARS);
         let seccomp = "spec.template.spec.containers[0].securityContext.seccompProfile";
-        let w = mutation_warning(format!(
-            "winadmit: remove seccompProfile RuntimeDefault, which has no effect on Windows (WIN-SECCOMP: {seccomp})"
-        ));
+        let description = "remove seccompProfile RuntimeDefault, which has no effect on Windows";
+        let fixed = crate::patch::Fixed {
+            rule: "WIN-SECCOMP",
+            field: seccomp.to_owned(),
+            description: description.to_owned(),
+        };
+        let w = mutation_warning(
+            &format!("winadmit: {description} (WIN-SECCOMP: {seccomp})"),
+            Some(&fixed),
+        );
         assert_eq!(
             w,
             format!("WIN-SECCOMP {seccomp}: remove seccompProfile RuntimeDefault")

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::{MAX_DENIAL_FINDINGS, MAX_WARNING_CHARS, MAX_WARNINGS};
 use crate::engine::Evaluation;
 use crate::finding::Finding;
+use crate::patch::Fixed;
 use crate::rules;
 use crate::workload::{Kind, Workload};
 
@@ -54,61 +55,26 @@ pub(crate) fn fit_warning(head: &str, reasons: &[Option<&str>]) -> String {
     }
 }
 
-/// A mutation's explanation (`winadmit: what it did (RULE: field)`) as a
-/// warning that fits: rule and field first, as for findings. Explanations
-/// without a rule (node selection, tolerations) are short already.
-pub(crate) fn mutation_warning(why: String) -> String {
-    let rule_and_field = why.strip_suffix(')').and_then(|rest| {
-        let (rule, at, end) = rule_marker(rest)?;
-        Some((rule, &rest[..at], &rest[end..]))
-    });
-    let Some((rule, what, field)) = rule_and_field else {
-        return truncate(why);
+/// A mutation's explanation as a warning that fits: for the fix of a
+/// finding, its rule and field first, as for findings. Explanations
+/// without a finding (node selection, tolerations) are short already.
+pub(crate) fn mutation_warning(why: &str, fixed: Option<&Fixed>) -> String {
+    let Some(fixed) = fixed else {
+        return truncate(why.to_owned());
     };
-    let title = format!("winadmit: fixed {}", rule.info.title);
+    let rule = rules::find(fixed.rule);
+    let what = format!("winadmit: {}", fixed.description);
+    let title = rule.map(|r| format!("winadmit: fixed {}", r.info.title));
     fit_warning(
-        &format!("{} {field}", rule.info.id),
+        &format!("{} {}", fixed.rule, fixed.field),
         &[
-            Some(what),
-            what.strip_prefix("winadmit: "),
-            first_clause(what),
-            first_clause(what).and_then(|c| c.strip_prefix("winadmit: ")),
-            Some(&title),
+            Some(&what),
+            Some(&fixed.description),
+            first_clause(&what),
+            first_clause(&what).and_then(|c| c.strip_prefix("winadmit: ")),
+            title.as_deref(),
         ],
     )
-}
-
-/// The `(ID: ` markers of rules in `s`: each rule's index in
-/// [`rules::ALL`] and where its id starts, in the order they appear. One
-/// pass over `s`, whatever the number of rules.
-fn markers(s: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
-    s.match_indices('(').filter_map(move |(open, _)| {
-        let start = open + 1;
-        let id = &s[start..start + s[start..].find(':')?];
-        let index = rules::ALL.iter().position(|r| r.info.id == id)?;
-        s[start + id.len()..]
-            .starts_with(": ")
-            .then_some((index, start))
-    })
-}
-
-/// The marker ` (ID: ` of the first rule in [`rules::ALL`] that `s` names
-/// that way (its last such marker): the rule, and where the marker starts
-/// and ends.
-pub(crate) fn rule_marker(s: &str) -> Option<(&'static rules::Rule, usize, usize)> {
-    let (index, start) = markers(s)
-        .filter(|(_, start)| s[..start - 1].ends_with(' '))
-        .min_by_key(|(index, start)| (*index, std::cmp::Reverse(*start)))?;
-    let rule = rules::ALL[index];
-    Some((rule, start - 2, start + rule.info.id.len() + 2))
-}
-
-/// The rules `s` names with `(ID: `, in [`rules::ALL`]'s order.
-pub(crate) fn rules_named(s: &str) -> Vec<&'static str> {
-    let mut indices: Vec<usize> = markers(s).map(|(index, _)| index).collect();
-    indices.sort_unstable();
-    indices.dedup();
-    indices.into_iter().map(|i| rules::ALL[i].info.id).collect()
 }
 
 /// At most `max` characters of `s`, ending at a word boundary, with `…`.
@@ -242,41 +208,5 @@ mod tests {
             super::first_clause("hostNetwork is not supported, remove it"),
             Some("hostNetwork is not supported")
         );
-    }
-
-    use super::*;
-
-    #[test]
-    fn rule_markers_are_found_as_the_formatted_marker_would_be() {
-        let cases = [
-            "winadmit: remove x (WIN-SECCOMP: spec.containers[0])",
-            "winadmit: a (WIN-SECCOMP: b) then (WIN-SECCOMP: c)",
-            "winadmit: a (WIN-OS-FIELDS: b) then (WIN-SECCOMP: c)",
-            "winadmit: a (WIN-SECCOMP: b) then (WIN-OS-FIELDS: c)",
-            "no marker WIN-SECCOMP here",
-            "(WIN-SECCOMP: at the start",
-            "winadmit: x (WIN-SECCOMPX: y)",
-            "winadmit: x (SECCOMP: y)",
-            "winadmit: x (WIN-SECCOMP:y)",
-            "winadmit: x(WIN-SECCOMP: y)",
-            "winadmit: x (not a rule: y) (",
-            "",
-        ];
-        for s in cases {
-            // What formatting each rule's marker and searching for it gives.
-            let want = rules::ALL.iter().find_map(|rule| {
-                let marker = format!(" ({}: ", rule.info.id);
-                s.rfind(&marker)
-                    .map(|at| (rule.info.id, at, at + marker.len()))
-            });
-            let got = rule_marker(s).map(|(rule, at, end)| (rule.info.id, at, end));
-            assert_eq!(got, want, "{s:?}");
-            let named: Vec<&str> = rules::ALL
-                .iter()
-                .map(|r| r.info.id)
-                .filter(|id| s.contains(&format!("({id}: ")))
-                .collect();
-            assert_eq!(rules_named(s), named, "{s:?}");
-        }
     }
 }

@@ -281,8 +281,8 @@ impl Decision {
         let lines: Vec<String> = m
             .explanations
             .iter()
-            .cloned()
-            .map(messages::mutation_warning)
+            .zip(&m.fixes)
+            .map(|(why, fixed)| messages::mutation_warning(why, fixed.as_ref()))
             .chain(m.notes.iter().cloned())
             .collect();
         if lines.is_empty() {

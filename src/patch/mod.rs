@@ -59,6 +59,10 @@ pub const PSA_ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-
 pub struct Mutation {
     pub ops: Vec<PatchOperation>,
     pub explanations: Vec<String>,
+    /// For each operation (same index), the finding it fixes; `None` for
+    /// what the policy adds on its own (the node selector, `spec.os`,
+    /// tolerations, the isolation annotation).
+    pub fixes: Vec<Option<Fixed>>,
     /// Warnings about changes not made (e.g. `spec.os` left unset).
     pub notes: Vec<String>,
     /// The paths [`Mutation::push`] has added, so de-duplication is a hash
@@ -66,13 +70,43 @@ pub struct Mutation {
     pushed: HashSet<String>,
 }
 
+/// The finding a patch operation fixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fixed {
+    pub rule: &'static str,
+    /// The finding's field path.
+    pub field: String,
+    /// What the fix does (the rule's fix description).
+    pub description: String,
+}
+
 impl Mutation {
-    fn push(&mut self, op: PatchOperation, why: impl Into<String>) {
+    fn push(&mut self, op: PatchOperation, why: impl Into<String>, fixed: Option<Fixed>) {
         if !self.pushed.insert(op.path().as_str().to_owned()) {
             return;
         }
         self.ops.push(op);
         self.explanations.push(why.into());
+        self.fixes.push(fixed);
+    }
+
+    /// Keeps the first `len` operations, with their explanations and rules.
+    fn truncate(&mut self, len: usize) {
+        self.ops.truncate(len);
+        self.explanations.truncate(len);
+        self.fixes.truncate(len);
+    }
+
+    /// The rules whose findings this patch fixes, each once, in order.
+    #[must_use]
+    pub fn fixed_rules(&self) -> Vec<&'static str> {
+        let mut ids: Vec<&'static str> = Vec::new();
+        for fixed in self.fixes.iter().flatten() {
+            if !ids.contains(&fixed.rule) {
+                ids.push(fixed.rule);
+            }
+        }
+        ids
     }
 
     #[must_use]
@@ -116,6 +150,7 @@ pub fn mutation(
         m.push(
             add_node_selector(&workload.spec_path, spec),
             "winadmit added nodeSelector kubernetes.io/os=windows",
+            None,
         );
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
@@ -127,6 +162,7 @@ pub fn mutation(
             m.push(
                 crate::finding::add_op(workload.spec_path.key("os"), json!({"name": "windows"})),
                 "winadmit set spec.os.name=windows",
+                None,
             );
         }
     }
@@ -163,6 +199,11 @@ pub fn mutation(
                 m.push(
                     op.clone(),
                     format!("winadmit: {} ({}: {})", fix.description, f.rule, f.field),
+                    Some(Fixed {
+                        rule: f.rule,
+                        field: f.field.to_string(),
+                        description: fix.description.to_string(),
+                    }),
                 );
             }
         }
@@ -213,6 +254,7 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
         format!(
             "winadmit added nodeSelector {WINDOWS_BUILD_LABEL}={build} (the images' Windows build)"
         ),
+        None,
     );
 }
 
@@ -244,6 +286,7 @@ fn add_tolerations(
         m.push(
             crate::finding::add_op(&path, Value::Array(all)),
             "winadmit added the Windows node tolerations",
+            None,
         );
         return;
     }
@@ -256,6 +299,7 @@ fn add_tolerations(
                 "winadmit added a Windows node toleration ({})",
                 n + 1
             ));
+            m.fixes.push(None);
         }
     }
 }
@@ -280,7 +324,7 @@ fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str)
         }
         (None, None) => crate::finding::add_op(&meta, json!({"annotations": { key: isolation }})),
     };
-    m.push(op, why);
+    m.push(op, why, None);
 }
 
 /// Rounds of re-evaluation before giving up on a fixpoint.
@@ -375,8 +419,7 @@ fn mutate_doc(
         if apply(&mut patched, &m.ops[applied..]).is_err() {
             // A generated patch that does not apply is a bug: send nothing
             // rather than something the API server would refuse.
-            m.ops.truncate(applied);
-            m.explanations.truncate(applied);
+            m.truncate(applied);
             return Some((m, patched));
         }
         applied = m.ops.len();
@@ -394,8 +437,7 @@ fn mutate_doc(
         }
     }
     if apply(&mut patched, &m.ops[applied..]).is_err() {
-        m.ops.truncate(applied);
-        m.explanations.truncate(applied);
+        m.truncate(applied);
     }
     Some((m, patched))
 }
@@ -446,6 +488,7 @@ impl Mutation {
             .any(|op| changes_targeting(op, spec_pointer));
         self.ops.extend(next.ops);
         self.explanations.extend(next.explanations);
+        self.fixes.extend(next.fixes);
         for note in next.notes {
             if !self.notes.contains(&note) {
                 self.notes.push(note);
@@ -468,6 +511,8 @@ impl Mutation {
         self.ops.retain(|_| *k.next().unwrap_or(&false));
         let mut k = kept.iter();
         self.explanations.retain(|_| *k.next().unwrap_or(&false));
+        let mut k = kept.iter();
+        self.fixes.retain(|_| *k.next().unwrap_or(&false));
     }
 }
 
