@@ -1,8 +1,8 @@
-//! Hardening III, against the real `winadmit serve` process: HTTP/2
-//! clients cannot hold more request-body memory than the budget, a crowd of
-//! slow streams cannot lock new clients out, a burst at a small connection
-//! cap resets nobody, and `/report` readers that do not read cannot make the
-//! server hold their answers.
+//! Abuse of the server's memory and connection slots, against the real
+//! `winadmit serve` process: HTTP/2 clients cannot hold more request-body
+//! memory than the budget, a crowd of slow streams cannot lock new clients
+//! out, a burst at a small connection cap resets nobody, and `/report`
+//! readers that do not read cannot make the server hold their answers.
 //!
 //! Memory is compared with a budget, never with a time; the time-outs below
 //! only turn a hang into a failure. Each test prints what it measured
