@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where a review's added CPU goes, by ablation on the real server
-# (issue 15). benches/floor.sh measures winadmit against the floor; this
+# Where a review's added CPU goes, by ablation on the real server.
+# benches/floor.sh measures winadmit against the floor; this
 # script runs it three times against one build of HEAD with
 # benches/ablation.patch applied, which adds a switch to
 # `admission::review` (never on main):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Joins the real corpus into one large multi-document file, for lint's
-memory on a file of real manifests (docs/BENCHMARKS.md, "The tab retry
-without a second copy").
+memory on a file of real manifests (docs/BENCHMARKS.md, "lint on one
+large file").
 
 Usage: benches/corpus_join.py CORPUS_DIR OUT [BYTES] [--with-broken]
   CORPUS_DIR  ../shared/corpus

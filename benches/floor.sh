@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The floor comparison of issue 15: `winadmit serve --worker-threads 1`
+# The floor comparison: `winadmit serve --worker-threads 1`
 # against examples/noop_server.rs (the same axum + rustls + hyper stack,
 # answering allowed:true after reading only the uid), both pinned to one
 # CPU from exec (`taskset -c 0`: every thread, the log writer and the

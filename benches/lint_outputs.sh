@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Saves everything `winadmit lint` prints for a fixed set of inputs, in every
-# format, so two builds can be compared byte for byte (issue 15: lint's
-# output must not change when its parsing does).
+# format, so two builds can be compared byte for byte (lint's output must
+# not change when its parsing does).
 #
 # Usage: benches/lint_outputs.sh BINARY OUTDIR [BASELINE_OUTDIR]
 #   Writes OUTDIR/<set>.<format>.{out,err,rc} and, for --fix, the files as

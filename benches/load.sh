@@ -9,7 +9,7 @@
 # webhooks, HTTP/2, a fixed rate, a new TLS connection per request, and
 # large reviews. Results: target/load/summary.md (and one JSON per run).
 #
-# The issue-15 comparison (CPU per review against this floor, 16
+# The floor comparison (CPU per review against this floor, 16
 # connections, allowed / denied / mutate / fixed rate) is benches/floor.sh.
 #
 # Usage: benches/load.sh            # 10 s per run

@@ -1,7 +1,7 @@
 //! Criterion: in-process server time per review, and the decoding choice
 //! (purpose-built borrowed envelope + `ObjectView` vs kube's
 //! `AdmissionReview<DynamicObject>` vs a `serde_json::Value` tree vs a
-//! typed k8s-openapi `Pod`). Numbers: docs/BENCHMARKS.md, "Webhook server".
+//! typed k8s-openapi `Pod`). Numbers: docs/BENCHMARKS.md, "Decoding".
 
 use std::hint::black_box;
 

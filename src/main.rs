@@ -4,7 +4,7 @@ use clap::Parser;
 
 /// mimalloc returns freed pages to the OS within milliseconds; glibc's
 /// malloc kept a large review's hundreds of MB resident for good
-/// (docs/hardening.md, "Memory after a large review").
+/// (docs/BENCHMARKS.md, "What was tried and not kept").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

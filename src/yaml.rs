@@ -240,7 +240,7 @@ const PIPELINE_BATCH: usize = 256;
 ///
 /// The parser (scanning, tokens, events) is about two thirds of the time
 /// and building the values, their positions and the lint the rest
-/// (`perf`, docs/BENCHMARKS.md, "One large file"). For a long text the
+/// (`perf`, docs/BENCHMARKS.md, "lint on one large file"). For a long text the
 /// parser runs on a second thread and hands its events over in batches:
 /// the builder consumes the same events in the same order, so what it
 /// builds, and any error, is the same as on one thread.

@@ -1,4 +1,4 @@
-//! Audit mode never denies (issue 13): an AdmissionReview whose object
+//! Audit mode never denies: an AdmissionReview whose object
 //! cannot be read is allowed under `mode: audit` (and `warn`), with an
 //! audit annotation saying why; under `enforce` it stays `invalid`.
 

@@ -1,4 +1,4 @@
-//! Custom resources with a pod template (issue 17): the built-in kinds (Argo
+//! Custom resources with a pod template: the built-in kinds (Argo
 //! Rollouts, OpenKruise, KEDA) and kinds a policy declares under
 //! `podTemplates`, through every door: `lint`, `lint --fix`, `report` and
 //! the webhook's `/validate` and `/mutate`. Fixtures are in
@@ -97,7 +97,7 @@ fn report_findings(r: &ObjectReport) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// The test the issue is done by: a Windows Argo Rollout with
+/// The central case: a Windows Argo Rollout with
 /// `hostNetwork: true` gets the same findings, verdict and patch as the
 /// equivalent Deployment (its template is at the same path), through lint,
 /// lint --fix, report, /validate and /mutate.

@@ -1,4 +1,4 @@
-//! One decision for every door (issue 11): the report previews the settled
+//! One decision for every door: the report previews the settled
 //! patch `/mutate` returns and the verdict after it; the webhook's reach
 //! (excluded namespaces, the opt-out label) is policy data every door
 //! honours.

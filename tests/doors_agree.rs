@@ -1,4 +1,4 @@
-//! The same object gets the same decision from every door (issue 11).
+//! The same object gets the same decision from every door.
 //!
 //! For each object, the core's [`decide`] is the reference; then each door
 //! is asked in its own language and its answer compared with the whole

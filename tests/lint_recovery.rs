@@ -1,5 +1,5 @@
 //! `lint` on a multi-document file with a broken YAML document in the
-//! middle (issue 13): the broken one is reported at its line, the
+//! middle: the broken one is reported at its line, the
 //! documents before and after it are still linted; duplicate keys give an
 //! input warning naming the line and the key.
 

@@ -611,7 +611,7 @@ fn check_wiring(name: &str, objects: &[Value]) {
         "{name}: ConfigMap has no key {key}"
     );
 
-    // Hardening the issue asks for.
+    // Hardening of the webhook's own Deployment.
     let spec = &pod["spec"];
     assert!(deployment["spec"]["replicas"].as_i64().unwrap() >= 2);
     assert_eq!(spec["nodeSelector"]["kubernetes.io/os"], "linux");
@@ -1385,7 +1385,7 @@ fn engine_acts_on(object: &Value) -> bool {
 }
 
 /// The objects the matchCondition used to keep from the webhook although
-/// the engine gives them a finding (issue 11, and the proptest's Hyper-V
+/// the engine gives them a finding (among them the proptest's Hyper-V
 /// annotation counterexample).
 #[test]
 fn match_conditions_send_the_objects_they_used_to_skip() {

@@ -1,4 +1,4 @@
-//! The lint writers scale linearly (issue 13): rendering twice the findings
+//! The lint writers scale linearly: rendering twice the findings
 //! allocates about twice as often, and SARIF, written as it is serialized,
 //! needs no more extra memory for a large report than for a small one (it
 //! used to build the whole log as a JSON tree, then a string: GBs for

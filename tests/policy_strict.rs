@@ -1,4 +1,4 @@
-//! Policy values are checked at load (issue 13): taints and tolerations
+//! Policy values are checked at load: taints and tolerations
 //! with the enums Kubernetes accepts, every error at `file:line:col`, and
 //! messages in winadmit's words rather than the YAML library's.
 

@@ -1,5 +1,5 @@
-//! `winadmit report` against API servers that never finish answering
-//! (issue 13): one that completes TLS and then says nothing, one that sends
+//! `winadmit report` against API servers that never finish answering:
+//! one that completes TLS and then says nothing, one that sends
 //! response headers and stalls, one that trickles a byte a second. Each
 //! run ends with exit 2 and a message naming the server and the step.
 

@@ -1,7 +1,7 @@
 //! Speed and memory of `winadmit report --from-file` on 100,000 generated
 //! objects (a `kubectl get -A -o json` style List). Ignored by default: run
 //! with `cargo test --release --test report_speed -- --ignored --nocapture`
-//! (numbers are recorded in docs/BENCHMARKS.md, "Reports").
+//! (numbers are recorded in docs/BENCHMARKS.md, "report --from-file").
 
 mod report_support;
 

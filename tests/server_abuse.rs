@@ -1,13 +1,13 @@
-//! Hardening III, against the real `winadmit serve` process: HTTP/2
-//! clients cannot hold more request-body memory than the budget, a crowd of
-//! slow streams cannot lock new clients out, a burst at a small connection
-//! cap resets nobody, and `/report` readers that do not read cannot make the
-//! server hold their answers.
+//! Abuse of the server's memory and connection slots, against the real
+//! `winadmit serve` process: HTTP/2 clients cannot hold more request-body
+//! memory than the budget, a crowd of slow streams cannot lock new clients
+//! out, a burst at a small connection cap resets nobody, and `/report`
+//! readers that do not read cannot make the server hold their answers.
 //!
 //! Memory is compared with a budget, never with a time; the time-outs below
 //! only turn a hang into a failure. Each test prints what it measured
 //! (`-- --nocapture`); `WINADMIT_TEST_BIN=path` runs them against another
-//! build (docs/hardening.md has the numbers for the release builds).
+//! build (docs/BENCHMARKS.md, "Limits under attack", has the numbers).
 
 mod server_support;
 
@@ -187,8 +187,8 @@ async fn http2_streams_hold_no_more_than_the_body_budget() {
         BODY_BUDGET / MIB
     );
     // The client leaves. What the bodies made resident is not returned
-    // until traffic resumes (docs/hardening.md): it stays within the bound
-    // above.
+    // until traffic resumes (docs/hardening.md, "Not covered"): it stays
+    // within the bound above.
     drop(senders);
     drop(conns);
     let bound = idle + 2 * BODY_BUDGET / 1024;

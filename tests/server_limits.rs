@@ -1,4 +1,4 @@
-//! Issue 13, against the real `winadmit serve` process: one huge review
+//! Bounded work, against the real `winadmit serve` process: one huge review
 //! does not stall the server, a crowd of idle connections cannot lock new
 //! clients out, and connections that say nothing are closed.
 //!

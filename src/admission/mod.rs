@@ -4,7 +4,7 @@
 //! The envelope is decoded in one pass into a purpose-built borrowed struct
 //! whose `object`/`oldObject` are read straight into [`ObjectView`], the
 //! same narrow view `lint` uses. No `DynamicObject` or `serde_json::Value`
-//! tree is built on the hot path (docs/BENCHMARKS.md, "Webhook server",
+//! tree is built on the hot path (docs/BENCHMARKS.md, "Decoding",
 //! has the measurements: about 3x faster than kube's
 //! `AdmissionReview<DynamicObject>` on a 4 KiB pod, 6x on 30 KiB, and a
 //! quarter faster than keeping the object as a `&RawValue` and parsing it

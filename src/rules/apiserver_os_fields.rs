@@ -142,7 +142,7 @@ fn container_fields(
         .as_ref()
         .is_some_and(|c| c.add.as_ref().is_none_or(Vec::is_empty));
     // The API server refuses procMount on a windows pod whatever its value,
-    // `Default` included (issue #12); `Default` is a no-op, so /mutate
+    // `Default` included; `Default` is a no-op, so /mutate
     // removes it, which also covers a value the API server defaulted.
     let proc_mount = sc.proc_mount.is_some();
     let proc_mount_default = sc.proc_mount.as_deref() == Some("Default");

@@ -4,7 +4,7 @@
 //! without its per-field detours (a `String` for every `Display`/`Debug`
 //! field, a UTF-8 check for every punctuation mark it writes). The
 //! request log line is one per review, so its cost is per review
-//! (docs/BENCHMARKS.md, "Per-review CPU against the floor"). An event
+//! (docs/BENCHMARKS.md, "What was tried and not kept"). An event
 //! inside a span is handed to tracing-subscriber's formatter unchanged,
 //! so lines with spans keep their `spans` list.
 

@@ -3,7 +3,7 @@
 //! one `write` a few milliseconds after the first line of a batch. No
 //! per-line system call and no per-line wake-up of another thread (which,
 //! on a busy core, cost more than formatting the line: docs/BENCHMARKS.md,
-//! "Webhook server"). Lines are never dropped: past [`HIGH_WATER`] bytes
+//! "What was tried and not kept"). Lines are never dropped: past [`HIGH_WATER`] bytes
 //! the logging thread writes the buffer itself (back-pressure).
 
 use std::io::Write;
