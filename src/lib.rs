@@ -1,10 +1,30 @@
 //! winadmit: the admission webhook and policy validator that makes Windows
 //! nodes in Kubernetes safe to use.
 //!
-//! The core (`view`, `workload`, `targeting`, `rules`, `engine`, `patch`,
-//! `policy`) is pure: no I/O, no async. The doors (`commands`, `server`,
-//! `admission`, `source`, `output`) decode input, call
-//! [`engine::evaluate`], and encode output.
+//! The modules fall in four layers; `tests/layers.rs` checks that each
+//! imports only what its layer may.
+//!
+//! - **The core** is pure: no network, no async, no clock. [`decide::decide`]
+//!   is the one decision every door calls; it runs [`engine::evaluate`]
+//!   (the rules of [`rules`] over a [`workload`] seen through [`view`],
+//!   targeted by [`targeting`]) and settles the JSON Patch of [`patch`].
+//!   Beside them: the policy model ([`policy`], which also loads policy
+//!   files), the facts about the target cluster ([`cluster`], [`version`],
+//!   [`windows_builds`], [`tolerations`]), findings and field paths
+//!   ([`finding`], [`path`]), cross-object checks ([`services`]), the API
+//!   server's own format rules ([`names`], [`strict`]), pattern matching
+//!   ([`glob`]), and the export of the rules as admission policies
+//!   ([`admission_policy`]). The core imports only the core and the
+//!   readers of input.
+//! - **Readers of input**: [`yaml`] (YAML to JSON values with positions)
+//!   and [`source`] (manifest files and streams).
+//! - **Renderers**: [`output`] (text, JSON, SARIF, JUnit for `lint`).
+//! - **Doors**, which decode input, call the core and encode its answer:
+//!   the webhook ([`admission`] for AdmissionReview bytes, [`server`] for
+//!   HTTP, TLS, the cluster watch cache and metrics), `lint` ([`lint`],
+//!   [`fix`]), `report` ([`report`], with its own formats), the command
+//!   line ([`cli`], [`commands`]), and the install ([`certs`],
+//!   [`manifests`]); [`errors`] helps them word errors.
 
 pub mod admission;
 pub mod admission_policy;
