@@ -21,7 +21,7 @@ use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules;
 
 /// The rule a Service's session-affinity timeout is reported under.
-pub const AFFINITY_TIMEOUT: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";
+pub const AFFINITY_TIMEOUT: &str = crate::rules::SERVICE_AFFINITY_TIMEOUT;
 
 /// The API server's default `sessionAffinityConfig.clientIP.timeoutSeconds`
 /// (3 hours): present on every defaulted ClientIP Service, so not reported.

@@ -137,7 +137,14 @@ fn layers_import_only_what_they_may() {
 
 #[test]
 fn the_core_does_no_network_or_async_io() {
-    let forbidden = ["tokio", "axum", "hyper", "kube::Client", "kube::api", "reqwest"];
+    let forbidden = [
+        "tokio",
+        "axum",
+        "hyper",
+        "kube::Client",
+        "kube::api",
+        "reqwest",
+    ];
     let mut wrong = Vec::new();
     for (module, files) in modules() {
         if layer_of(&module) != Some("core") {

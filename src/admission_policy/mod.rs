@@ -714,7 +714,7 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
         // Windows (`may-target-windows`). HostProcess and a contradiction
         // are about pods with a Windows signal.
         let guard = match rule.info.scope {
-            _ if matches!(id, "WIN-HOSTPROCESS" | "WIN-OS-CONFLICT") => "!variables.windows || ",
+            _ if matches!(id, rules::HOSTPROCESS | rules::OS_CONFLICT) => "!variables.windows || ",
             rules::Scope::Windows => "!variables.windows || ",
             rules::Scope::Linux => "!variables.linux || ",
             rules::Scope::Any => "",
@@ -817,7 +817,7 @@ fn mutated<'a>(policy: &Policy, all: &'a [Validation]) -> Vec<&'a Validation> {
     all.iter()
         .filter(|x| {
             x.removals.is_some()
-                && (x.rule == "WIN-EMPTYDIR-MEMORY" || policy.mutation.remove_no_op_fields)
+                && (x.rule == rules::EMPTYDIR_MEMORY || policy.mutation.remove_no_op_fields)
         })
         .collect()
 }

@@ -133,7 +133,7 @@ pub fn mutation(
         && eval
             .findings
             .iter()
-            .any(|f| f.rule == "WIN-UNPINNED-IMAGE" && f.fix.is_some());
+            .any(|f| f.rule == crate::rules::UNPINNED_IMAGE && f.fix.is_some());
     if eval.exempt.is_some()
         || eval.target.is_conflicting()
         || !(eval.target.is_windows() || inferred)

@@ -664,7 +664,7 @@ impl Policy {
     #[must_use]
     pub fn api_server_mirror(&self) -> &Policy {
         self.derived.mirror.get_or_init(|| {
-            let mut p = self.with_only_rule("WIN-OS-FIELDS");
+            let mut p = self.with_only_rule(crate::rules::OS_FIELDS);
             p.honours_skips = false;
             Box::new(p)
         })

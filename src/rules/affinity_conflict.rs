@@ -4,9 +4,12 @@ use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::path::FieldPath;
 use crate::targeting::Signal;
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-OS-CONFLICT";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-OS-CONFLICT",
+        id: ID,
         title: "contradictory OS targeting",
         level: super::level::error,
         intent_lost: false,

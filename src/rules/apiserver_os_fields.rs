@@ -11,9 +11,12 @@ use crate::path::FieldPath;
 use crate::version::KubeVersion;
 use crate::view::{SeccompView, SecurityContextView};
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-OS-FIELDS";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-OS-FIELDS",
+        id: ID,
         title: "field forbidden by the API server for spec.os.name: windows",
         level: super::level::error,
         intent_lost: false,

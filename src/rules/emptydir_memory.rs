@@ -3,9 +3,12 @@
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::finding::{Fix, FixKind};
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-EMPTYDIR-MEMORY";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-EMPTYDIR-MEMORY",
+        id: ID,
         title: "emptyDir on Memory is disk-backed on Windows",
         level: super::level::error_on_docker,
         intent_lost: false,

@@ -4,9 +4,12 @@
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-HOSTPROCESS";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-HOSTPROCESS",
+        id: ID,
         title: "HostProcess pods must be consistent and use the host network",
         level: super::level::error,
         intent_lost: false,

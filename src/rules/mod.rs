@@ -61,6 +61,15 @@ pub mod windows_build;
 mod windows_options_format;
 pub mod windows_taint;
 
+pub use affinity_conflict::ID as OS_CONFLICT;
+pub use apiserver_os_fields::ID as OS_FIELDS;
+/// The ids of the rules that other modules name: they use these, never
+/// the id's text.
+pub use emptydir_memory::ID as EMPTYDIR_MEMORY;
+pub use hostprocess::ID as HOSTPROCESS;
+pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
+pub use unpinned_image::ID as UNPINNED_IMAGE;
+
 /// Which workloads a rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

@@ -3,9 +3,12 @@
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-SERVICE-AFFINITY-TIMEOUT",
+        id: ID,
         title: "Session affinity timeout is not supported for Windows backends",
         level: super::level::warning,
         intent_lost: false,

@@ -3,9 +3,12 @@
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
 use crate::finding::{Fix, FixKind, PatchOperation};
 
+/// The rule's id, for the modules that name it.
+pub const ID: &str = "WIN-UNPINNED-IMAGE";
+
 pub static RULE: Rule = Rule {
     info: RuleInfo {
-        id: "WIN-UNPINNED-IMAGE",
+        id: ID,
         title: "Windows image without Windows node selection",
         level: super::level::warning,
         intent_lost: false,
