@@ -293,8 +293,7 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
         .namespaces
         .as_ref()
         .filter(|_| !namespace.is_empty())
-        .and_then(|n| n.label(namespace, &policy.namespace_mode_label))
-        .and_then(|v| v.parse::<Mode>().ok());
+        .and_then(|n| crate::decide::namespace_mode(policy, |key| n.label(namespace, key)));
     let mode = ns_mode.unwrap_or(policy.mode);
     if mode != Mode::Enforce {
         let mut r = allow(&types, uid);

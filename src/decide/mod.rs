@@ -335,9 +335,7 @@ pub fn decide(
     if decision.exemption.is_some() {
         return decision;
     }
-    let mode = request
-        .mode
-        .or_else(|| labels(&policy.namespace_mode_label).and_then(|v| v.parse::<Mode>().ok()));
+    let mode = request.mode.or_else(|| namespace_mode(policy, labels));
     decision.mode = mode;
     count(policy, cx, w, request, &mut decision);
     decision.validation = decision
@@ -494,6 +492,12 @@ fn patch_and_verdict(
         decision.verdict = decision.verdict.max(Verdict::Warn);
     }
     decision.patch = m;
+}
+
+/// The mode a namespace selects with the policy's `namespaceModeLabel`
+/// (`labels` reads the namespace's labels), if it names one.
+pub fn namespace_mode(policy: &Policy, labels: impl Fn(&str) -> Option<String>) -> Option<Mode> {
+    labels(&policy.namespace_mode_label).and_then(|v| v.parse::<Mode>().ok())
 }
 
 /// The verdict `/validate` gives an evaluated object, in the mode the
