@@ -16,20 +16,15 @@ use serde_json::Value;
 
 use crate::cluster::Cluster;
 use crate::finding::Finding;
-use crate::path::FieldPath;
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::rules;
 
 /// The rule a Service's session-affinity timeout is reported under.
 pub const AFFINITY_TIMEOUT: &str = crate::rules::SERVICE_AFFINITY_TIMEOUT;
 
-/// The API server's default `sessionAffinityConfig.clientIP.timeoutSeconds`
-/// (3 hours): present on every defaulted ClientIP Service, so not reported.
-pub const DEFAULT_AFFINITY_TIMEOUT: i64 = 10_800;
-
 /// JSON Pointers (from the Service root) of the fields this module may
 /// report, so a caller can look their source positions up in advance.
-pub const REPORTED_POINTERS: &[&str] = &["/spec/sessionAffinityConfig/clientIP/timeoutSeconds"];
+pub const REPORTED_POINTERS: &[&str] = &[rules::service_affinity::POINTER];
 
 /// One Windows workload's pods: where they run and their labels.
 #[derive(Debug, Clone)]
@@ -163,17 +158,12 @@ pub fn check_service(
     let Some(owner) = windows.selected_by(namespace, &str_map("/spec/selector")) else {
         return out;
     };
-    let timeout = service.pointer(REPORTED_POINTERS[0]);
-    if let Some(t) =
-        timeout.filter(|t| !t.is_null() && t.as_i64() != Some(DEFAULT_AFFINITY_TIMEOUT))
-    {
+    if let Some((field, message)) = rules::service_affinity::check_service(service, owner) {
         out.push(Finding {
             rule: rule.info.id,
             severity,
-            field: FieldPath::keys(&["spec", "sessionAffinityConfig", "clientIP", "timeoutSeconds"]),
-            message: format!(
-                "timeoutSeconds {t} is not supported on Windows, and the Service selects the Windows pods of {owner}: Windows kube-proxy ignores the session affinity timeout"
-            ),
+            field,
+            message,
             fix: None,
         });
     }

@@ -184,7 +184,7 @@ rules! {
     host_path_os: LINUX_PATH, LINUX_DEVICE, WINDOWS_PATH;
     secret_volume: RULE;
     dns_searches: RULE;
-    service_affinity: RULE;
+    pub service_affinity: RULE;
     api_refused: RULE;
     apiserver_os_fields: RULE;
 }

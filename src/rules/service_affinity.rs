@@ -1,7 +1,12 @@
-//! WIN-SERVICE-AFFINITY-TIMEOUT: a Service rule, checked across objects by
-//! [`crate::services`]; its workload check does nothing.
+//! WIN-SERVICE-AFFINITY-TIMEOUT: a rule on Services. Whether a Service
+//! matters depends on the workloads it selects, so [`crate::services`]
+//! pairs Services with the Windows workloads of the same input and calls
+//! [`check_service`] here; the per-workload check does nothing.
+
+use serde_json::Value;
 
 use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use crate::path::FieldPath;
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";
@@ -26,3 +31,25 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(_: &Cx<'_, '_, '_>, _: &mut Sink) {}
+
+/// The API server's default `sessionAffinityConfig.clientIP.timeoutSeconds`
+/// (3 hours): present on every defaulted ClientIP Service, so not reported.
+pub const DEFAULT_TIMEOUT: i64 = 10_800;
+
+/// JSON Pointer (from the Service root) of the field this rule reports.
+pub const POINTER: &str = "/spec/sessionAffinityConfig/clientIP/timeoutSeconds";
+
+/// The finding on a Service that selects the Windows pods of `owner`
+/// (`Kind/name`): its field and message, if it sets a timeout.
+#[must_use]
+pub fn check_service(service: &Value, owner: &str) -> Option<(FieldPath, String)> {
+    let timeout = service
+        .pointer(POINTER)
+        .filter(|t| !t.is_null() && t.as_i64() != Some(DEFAULT_TIMEOUT))?;
+    Some((
+        FieldPath::keys(&["spec", "sessionAffinityConfig", "clientIP", "timeoutSeconds"]),
+        format!(
+            "timeoutSeconds {timeout} is not supported on Windows, and the Service selects the Windows pods of {owner}: Windows kube-proxy ignores the session affinity timeout"
+        ),
+    ))
+}
