@@ -25,8 +25,6 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Text<'a>(pub Cow<'a, str>);
 
-type Str<'a> = Text<'a>;
-
 impl std::ops::Deref for Text<'_> {
     type Target = str;
     fn deref(&self) -> &str {
@@ -73,7 +71,7 @@ impl<'de> Deserialize<'de> for Present {
 /// style mistakes, quantities written as numbers) are kept as their text
 /// rather than failing the whole object.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StrMap<'a>(pub Vec<(Str<'a>, Str<'a>)>);
+pub struct StrMap<'a>(pub Vec<(Text<'a>, Text<'a>)>);
 
 impl SecurityContextView<'_> {
     /// A `procMount` other than the API server's default.
@@ -167,9 +165,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for StrMap<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectView<'a> {
     #[serde(borrow)]
-    pub api_version: Option<Str<'a>>,
+    pub api_version: Option<Text<'a>>,
     #[serde(borrow)]
-    pub kind: Option<Str<'a>>,
+    pub kind: Option<Text<'a>>,
     #[serde(borrow)]
     pub metadata: Option<MetaView<'a>>,
     #[serde(borrow)]
@@ -195,11 +193,11 @@ pub struct DeclaredTemplate<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct MetaView<'a> {
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub generate_name: Option<Str<'a>>,
+    pub generate_name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub namespace: Option<Str<'a>>,
+    pub namespace: Option<Text<'a>>,
     #[serde(borrow)]
     pub labels: Option<StrMap<'a>>,
     #[serde(borrow)]
@@ -259,7 +257,7 @@ pub struct SpecView<'a> {
     #[serde(borrow)]
     pub tolerations: Option<Vec<TolerationView<'a>>>,
     #[serde(borrow)]
-    pub runtime_class_name: Option<Str<'a>>,
+    pub runtime_class_name: Option<Text<'a>>,
     pub host_network: Option<bool>,
     #[serde(rename = "hostPID")]
     pub host_pid: Option<bool>,
@@ -268,7 +266,7 @@ pub struct SpecView<'a> {
     pub share_process_namespace: Option<bool>,
     pub host_users: Option<bool>,
     #[serde(borrow)]
-    pub dns_policy: Option<Str<'a>>,
+    pub dns_policy: Option<Text<'a>>,
     #[serde(borrow)]
     pub dns_config: Option<DnsConfigView<'a>>,
     #[serde(borrow)]
@@ -290,16 +288,16 @@ pub struct SpecView<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct WorkloadRefView<'a> {
     #[serde(borrow)]
-    pub kind: Option<Str<'a>>,
+    pub kind: Option<Text<'a>>,
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodOsView<'a> {
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -334,31 +332,31 @@ pub struct NodeSelectorTermView<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct RequirementView<'a> {
     #[serde(borrow)]
-    pub key: Option<Str<'a>>,
+    pub key: Option<Text<'a>>,
     #[serde(borrow)]
-    pub operator: Option<Str<'a>>,
+    pub operator: Option<Text<'a>>,
     #[serde(borrow)]
-    pub values: Option<Vec<Str<'a>>>,
+    pub values: Option<Vec<Text<'a>>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TolerationView<'a> {
     #[serde(borrow)]
-    pub key: Option<Str<'a>>,
+    pub key: Option<Text<'a>>,
     #[serde(borrow)]
-    pub operator: Option<Str<'a>>,
+    pub operator: Option<Text<'a>>,
     #[serde(borrow)]
-    pub value: Option<Str<'a>>,
+    pub value: Option<Text<'a>>,
     #[serde(borrow)]
-    pub effect: Option<Str<'a>>,
+    pub effect: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DnsConfigView<'a> {
     #[serde(borrow)]
-    pub searches: Option<Vec<Str<'a>>>,
+    pub searches: Option<Vec<Text<'a>>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -392,7 +390,7 @@ pub struct SecurityContextView<'a> {
     pub capabilities: Option<CapabilitiesView<'a>>,
     /// `Default` is what the API server fills in; only other values count.
     #[serde(borrow)]
-    pub proc_mount: Option<Str<'a>>,
+    pub proc_mount: Option<Text<'a>>,
     pub read_only_root_filesystem: Option<bool>,
     pub run_as_user: Option<Present>,
     pub run_as_group: Option<Present>,
@@ -410,16 +408,16 @@ pub struct SecurityContextView<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct CapabilitiesView<'a> {
     #[serde(borrow)]
-    pub add: Option<Vec<Str<'a>>>,
+    pub add: Option<Vec<Text<'a>>>,
     #[serde(borrow)]
-    pub drop: Option<Vec<Str<'a>>>,
+    pub drop: Option<Vec<Text<'a>>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SeccompView<'a> {
     #[serde(borrow, rename = "type")]
-    pub kind: Option<Str<'a>>,
+    pub kind: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -427,20 +425,20 @@ pub struct SeccompView<'a> {
 pub struct WindowsOptionsView<'a> {
     pub host_process: Option<bool>,
     #[serde(borrow)]
-    pub run_as_user_name: Option<Str<'a>>,
+    pub run_as_user_name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub gmsa_credential_spec_name: Option<Str<'a>>,
+    pub gmsa_credential_spec_name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub gmsa_credential_spec: Option<Str<'a>>,
+    pub gmsa_credential_spec: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ContainerView<'a> {
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub image: Option<Str<'a>>,
+    pub image: Option<Text<'a>>,
     #[serde(borrow)]
     pub security_context: Option<SecurityContextView<'a>>,
     #[serde(borrow)]
@@ -449,22 +447,22 @@ pub struct ContainerView<'a> {
     #[serde(borrow)]
     pub resources: Option<ResourcesView<'a>>,
     #[serde(borrow)]
-    pub termination_message_path: Option<Str<'a>>,
+    pub termination_message_path: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeMountView<'a> {
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
     #[serde(borrow)]
-    pub mount_path: Option<Str<'a>>,
+    pub mount_path: Option<Text<'a>>,
     #[serde(borrow)]
-    pub sub_path: Option<Str<'a>>,
+    pub sub_path: Option<Text<'a>>,
     #[serde(borrow)]
-    pub sub_path_expr: Option<Str<'a>>,
+    pub sub_path_expr: Option<Text<'a>>,
     #[serde(borrow)]
-    pub mount_propagation: Option<Str<'a>>,
+    pub mount_propagation: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -480,7 +478,7 @@ pub struct ResourcesView<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeView<'a> {
     #[serde(borrow)]
-    pub name: Option<Str<'a>>,
+    pub name: Option<Text<'a>>,
     #[serde(borrow)]
     pub empty_dir: Option<EmptyDirView<'a>>,
     pub nfs: Option<Present>,
@@ -496,17 +494,17 @@ pub struct VolumeView<'a> {
 #[serde(rename_all = "camelCase", default)]
 pub struct EmptyDirView<'a> {
     #[serde(borrow)]
-    pub medium: Option<Str<'a>>,
+    pub medium: Option<Text<'a>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct HostPathView<'a> {
     #[serde(borrow)]
-    pub path: Option<Str<'a>>,
+    pub path: Option<Text<'a>>,
     /// `type`: `Socket`, `CharDevice`, `BlockDevice`, `Directory`, ...
     #[serde(rename = "type", borrow)]
-    pub kind: Option<Str<'a>>,
+    pub kind: Option<Text<'a>>,
 }
 
 /// Volume sources with file modes (`secret`, `configMap`, `projected`, `downwardAPI`).

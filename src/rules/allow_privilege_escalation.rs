@@ -1,6 +1,6 @@
 //! WIN-PRIV-ESCALATION: allowPrivilegeEscalation is not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -25,14 +25,14 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "allowPrivilegeEscalation: true is not supported on Windows nodes";
     let container = |c: &SecurityContextView<'_>| {
-        super::hit_removable(c.allow_privilege_escalation == Some(true))
+        super::removable_if(c.allow_privilege_escalation == Some(true))
     };
     security_field(
         cx,
         out,
         "allowPrivilegeEscalation",
         message,
-        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Reported>,
         Some(&container),
         "remove allowPrivilegeEscalation: true, which Windows ignores",
     );

@@ -1,6 +1,6 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {
@@ -43,28 +43,28 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
 
 fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
-    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group.is_some());
     security_field(
         cx,
         out,
         "fsGroup",
         message,
         Some(&pod),
-        None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
 }
 
 fn check_change_policy(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)";
-    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.fs_group_change_policy.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group_change_policy.is_some());
     security_field(
         cx,
         out,
         "fsGroupChangePolicy",
         message,
         Some(&pod),
-        None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
 }

@@ -576,26 +576,33 @@ mod tests {
     }
 }
 
-/// Whether a security-context field is set in a way a rule reports.
+/// Whether a rule reports a security-context field, and whether the fix
+/// may remove it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hit {
-    /// Not set, or set to an accepted value.
+pub enum Reported {
+    /// Not set, or set to an accepted value: not reported.
     No,
-    /// Set; removing it would change behaviour somewhere, so no automatic fix.
-    Yes,
-    /// Set to a value that has no effect on Windows: removing it is safe.
-    NoOp,
+    /// Reported; removing it would change behaviour somewhere, so no
+    /// automatic fix.
+    Kept,
+    /// Reported, and set to a value that has no effect on Windows:
+    /// removing it is safe.
+    Removable,
 }
 
-/// A field Windows ignores and `/mutate` may remove when set.
+/// A field Windows ignores: reported, and removable, when `set`.
 #[must_use]
-pub fn hit_removable(set: bool) -> Hit {
-    if set { Hit::NoOp } else { Hit::No }
+pub fn removable_if(set: bool) -> Reported {
+    if set {
+        Reported::Removable
+    } else {
+        Reported::No
+    }
 }
 
-impl From<bool> for Hit {
-    fn from(hit: bool) -> Self {
-        if hit { Self::Yes } else { Self::No }
+impl From<bool> for Reported {
+    fn from(reported: bool) -> Self {
+        if reported { Self::Kept } else { Self::No }
     }
 }
 
@@ -607,15 +614,15 @@ pub(crate) fn security_field(
     out: &mut Sink,
     key: &'static str,
     message: &str,
-    pod: Option<&dyn Fn(&crate::view::PodSecurityContextView<'_>) -> Hit>,
-    container: Option<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+    pod: Option<&dyn Fn(&crate::view::PodSecurityContextView<'_>) -> Reported>,
+    container: Option<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
     fix: &str,
 ) {
     // Paths are built only for hits: this runs for every container and rule.
-    let mut emit = |hit: Hit, path: &dyn Fn() -> FieldPath| match hit {
-        Hit::No => {}
-        Hit::Yes => out.report(path(), message),
-        Hit::NoOp => out.report_removable(path(), message, fix),
+    let mut emit = |hit: Reported, path: &dyn Fn() -> FieldPath| match hit {
+        Reported::No => {}
+        Reported::Kept => out.report(path(), message),
+        Reported::Removable => out.report_removable(path(), message, fix),
     };
     if let (Some(pod), Some(sc)) = (pod, cx.pod_security_context()) {
         emit(pod(sc), &|| cx.spec_field(&["securityContext", key]));

@@ -1,6 +1,6 @@
 //! WIN-PROCMOUNT: procMount is not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -25,13 +25,13 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "procMount Unmasked is ignored on Windows nodes (no /proc filesystem)";
     let container =
-        |c: &SecurityContextView<'_>| super::hit_removable(c.custom_proc_mount().is_some());
+        |c: &SecurityContextView<'_>| super::removable_if(c.custom_proc_mount().is_some());
     security_field(
         cx,
         out,
         "procMount",
         message,
-        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Reported>,
         Some(&container),
         "remove procMount, which Windows ignores",
     );

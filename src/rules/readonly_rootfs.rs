@@ -1,6 +1,6 @@
 //! WIN-READONLY-ROOTFS: read-only root filesystems are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -25,13 +25,13 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
     let container =
-        |c: &SecurityContextView<'_>| Hit::from(c.read_only_root_filesystem == Some(true));
+        |c: &SecurityContextView<'_>| Reported::from(c.read_only_root_filesystem == Some(true));
     security_field(
         cx,
         out,
         "readOnlyRootFilesystem",
         message,
-        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&PodSecurityContextView<'_>) -> Reported>,
         Some(&container),
         "",
     );

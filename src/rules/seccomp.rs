@@ -1,6 +1,6 @@
 //! WIN-SECCOMP: seccompProfile is not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -25,11 +25,11 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "seccompProfile Unconfined is ignored on Windows nodes (no seccomp)";
     let hit = |s: Option<&crate::view::SeccompView<'_>>| match s {
-        None => Hit::No,
+        None => Reported::No,
         // Required by Pod Security Admission restricted for pods without
         // spec.os; ignored by Windows. WIN-OS-FIELDS covers spec.os set.
-        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => Hit::No,
-        Some(_) => Hit::NoOp,
+        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => Reported::No,
+        Some(_) => Reported::Removable,
     };
     let pod = |p: &PodSecurityContextView<'_>| hit(p.seccomp_profile.as_ref());
     let container = |c: &SecurityContextView<'_>| hit(c.seccomp_profile.as_ref());

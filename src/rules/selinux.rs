@@ -1,6 +1,6 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
+use super::{Cx, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -24,8 +24,8 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "seLinuxOptions is ignored on Windows nodes (no SELinux)";
-    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.se_linux_options.is_some());
-    let container = |c: &SecurityContextView<'_>| hit_removable(c.se_linux_options.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| removable_if(p.se_linux_options.is_some());
+    let container = |c: &SecurityContextView<'_>| removable_if(c.se_linux_options.is_some());
     security_field(
         cx,
         out,

@@ -1,6 +1,6 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, hit_removable, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -25,26 +25,26 @@ pub static RULE: Rule = Rule {
 fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let message = "supplementalGroups is ignored on Windows nodes (no group ids)";
     // An empty list is what some generators emit by default; it asks for nothing.
-    let pod = |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| removable_if(p.supplemental_groups.is_some());
     security_field(
         cx,
         out,
         "supplementalGroups",
         message,
         Some(&pod),
-        None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
     let message = "supplementalGroupsPolicy is ignored on Windows nodes (no group ids)";
     let policy =
-        |p: &PodSecurityContextView<'_>| hit_removable(p.supplemental_groups_policy.is_some());
+        |p: &PodSecurityContextView<'_>| removable_if(p.supplemental_groups_policy.is_some());
     security_field(
         cx,
         out,
         "supplementalGroupsPolicy",
         message,
         Some(&policy),
-        None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
 }

@@ -1,6 +1,6 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
-use super::{Cx, Hit, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
 use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -35,14 +35,14 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     } else {
         "sysctls are ignored on Windows nodes (no sysctl interface)"
     };
-    let pod = |p: &PodSecurityContextView<'_>| Hit::from(p.sysctls.is_some());
+    let pod = |p: &PodSecurityContextView<'_>| Reported::from(p.sysctls.is_some());
     security_field(
         cx,
         out,
         "sysctls",
         message,
         Some(&pod),
-        None::<&dyn Fn(&SecurityContextView<'_>) -> Hit>,
+        None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "",
     );
 }
