@@ -991,10 +991,12 @@ fn helm_install_upgrade_uninstall_webhook() {
         "mode=block",
     ]);
     assert!(!out.status.success());
+    let err = e2e::stderr(&out);
     assert!(
-        e2e::stderr(&out).contains("at '/mode': value must be one of"),
-        "{}",
-        e2e::stderr(&out)
+        err.starts_with(
+            "Error: INSTALLATION FAILED: values don't meet the specifications of the schema(s)"
+        ) && err.contains("- at '/mode': value must be one of 'enforce', 'warn', 'audit'"),
+        "{err}"
     );
     assert!(
         webhook_configurations(cp)
@@ -1207,6 +1209,20 @@ fn helm_install_upgrade_uninstall_webhook() {
         "{test}: {} pods created during the upgrade: {audited} bad ones audited, {denied} denied",
         answers.len()
     );
+
+    // An upgrade without a new rotation value keeps the certificate and
+    // both CAs.
+    let before = cp.get("secret", "winadmit", "winadmit-tls")["data"].clone();
+    helm.ok(&[
+        "upgrade",
+        "winadmit",
+        chart,
+        "-n",
+        "winadmit",
+        "--reuse-values",
+    ]);
+    assert_eq!(cp.get("secret", "winadmit", "winadmit-tls")["data"], before);
+    assert_eq!(ca_bundle_certs(cp), 2);
 
     // Enforce everywhere now.
     let out = apply("helm-apps");
