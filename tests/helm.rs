@@ -1040,21 +1040,14 @@ fn helm_install_upgrade_uninstall_webhook() {
     e2e::wait_registered(cp, &probe, "helm-apps", 2);
     let a = probe.server;
 
-    let pod_file = dir.path().join("pod.yaml");
-    let mut bad = windows_pod("", "iis", true);
-    bad["metadata"].as_object_mut().unwrap().remove("namespace");
-    std::fs::write(&pod_file, bad.to_string()).unwrap();
-    let apply = |ns: &str| {
-        cp.kubectl(&[
-            "apply",
-            "-n",
-            ns,
-            "-f",
-            pod_file.to_str().unwrap(),
-            "--dry-run=server",
-        ])
+    // `kubectl apply -f pod.yaml` of a Windows hostNetwork pod named `name`.
+    let apply = |ns: &str, name: &str| {
+        let mut bad = windows_pod("", name, true);
+        bad["metadata"].as_object_mut().unwrap().remove("namespace");
+        let file = e2e::write(dir.path(), &format!("{name}.yaml"), &bad.to_string());
+        cp.kubectl(&["apply", "-n", ns, "-f", file.to_str().unwrap()])
     };
-    let out = apply("helm-enforced");
+    let out = apply("helm-enforced", "iis-enforced");
     assert!(
         !out.status.success(),
         "the hostNetwork pod was admitted where the namespace enforces"
@@ -1065,7 +1058,7 @@ fn helm_install_upgrade_uninstall_webhook() {
             && err.contains("[WIN-HOSTNETWORK]"),
         "{err}"
     );
-    let out = apply("helm-apps");
+    let out = apply("helm-apps", "iis-audited");
     assert!(
         out.status.success(),
         "audit mode denied: {}",
@@ -1225,7 +1218,7 @@ fn helm_install_upgrade_uninstall_webhook() {
     assert_eq!(ca_bundle_certs(cp), 2);
 
     // Enforce everywhere now.
-    let out = apply("helm-apps");
+    let out = apply("helm-apps", "iis-enforced");
     assert!(
         !out.status.success(),
         "the hostNetwork pod was admitted after the upgrade to enforce"
@@ -1261,8 +1254,13 @@ fn helm_install_upgrade_uninstall_webhook() {
         assert!(!out.status.success(), "{cluster_wide} winadmit is left");
     }
     // Nothing calls winadmit any more: the pod is admitted unreviewed.
-    let out = apply("helm-apps");
+    let out = apply("helm-apps", "iis-uninstalled");
     assert!(out.status.success(), "{}", e2e::stderr(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        validated(&[&b], "iis-uninstalled").is_empty(),
+        "winadmit was still called"
+    );
     b.sigterm();
     b.wait_exit(Duration::from_secs(30));
 }
