@@ -132,6 +132,38 @@ fn chart_admission_policies_are_current() {
     );
 }
 
+/// The chart's `may-target-windows` expression (written once, in
+/// `_helpers.tpl`, for both webhooks) is the text of
+/// `manifests/base/webhooks.yaml`, which tests/manifests.rs evaluates against
+/// the corpus and generated objects. Checked without helm; with helm,
+/// `helm_template_equals_kustomize` compares every object.
+#[test]
+fn chart_match_condition_is_the_base_one() {
+    let base = e2e::parse_yaml(&read(&root().join("manifests/base/webhooks.yaml")));
+    let expected = base[0]["webhooks"][0]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        base[1]["webhooks"][0]["matchConditions"][0]["expression"],
+        expected.as_str()
+    );
+    let helpers = read(&helm::chart().join("templates/_helpers.tpl"));
+    let start = helpers
+        .find("    expression: |\n")
+        .expect("_helpers.tpl holds the matchCondition")
+        + "    expression: |\n".len();
+    let chart: String = helpers[start..]
+        .lines()
+        .take_while(|l| l.starts_with("      "))
+        .map(|l| format!("{}\n", &l[6..]))
+        .collect();
+    assert_eq!(
+        chart, expected,
+        "charts/winadmit/templates/_helpers.tpl's matchCondition differs from manifests/base/webhooks.yaml"
+    );
+}
+
 /// One row of the chart README's values table.
 #[derive(Debug)]
 struct ValueDoc {
