@@ -1331,7 +1331,7 @@ fn helm_install_uninstall_admission_policy() {
         .map(str::to_owned)
         .collect()
     };
-    helm.ok(&[
+    let notes = helm.ok(&[
         "install",
         "winadmit-policies",
         chart,
@@ -1343,6 +1343,10 @@ fn helm_install_uninstall_admission_policy() {
         "--set",
         "mode=enforce",
     ]);
+    assert!(
+        notes.contains("kubectl get validatingadmissionpolicies,validatingadmissionpolicybindings"),
+        "NOTES.txt names the installed policies:\n{notes}"
+    );
     let installed = policies();
     let expected: Vec<String> = committed_render("admission-policy")
         .iter()
