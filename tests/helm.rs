@@ -18,8 +18,10 @@
 //!
 //! The tests of the chart's own files (appVersion, README, the generated
 //! admission policies) need neither helm nor the API server. The others are
-//! ignored without Go (build.rs), and fail instead when
-//! `WINADMIT_REQUIRE_HELM` or `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run`).
+//! compiled as ignored without Go (build.rs's `no_helm` and
+//! `no_control_plane`), and run and fail instead when `WINADMIT_REQUIRE_HELM`
+//! (and, for the cluster tests, `WINADMIT_REQUIRE_APISERVER`) is set, as
+//! `.ci/run` does.
 
 #[path = "support/controlplane.rs"]
 mod controlplane;
@@ -325,14 +327,9 @@ fn template(helm: &Helm, ns: &str, args: &[&str]) -> Vec<Value> {
 /// `helm lint --strict` passes on the chart with its defaults and with
 /// each `ci/*-values.yaml` (the variants chart-testing lints and installs).
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build helm (tests/helm/build.sh)"
-)]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
 fn helm_lint_strict() {
-    let Some(helm) = helm::helm_or_skip("helm_lint_strict") else {
-        return;
-    };
+    let helm = helm::helm("helm_lint_strict");
     let chart = helm::chart();
     let chart = chart.to_str().unwrap();
     let out = helm.ok(&["lint", "--strict", chart]);
@@ -502,14 +499,9 @@ fn assert_same_objects(case: &str, mut chart: Vec<Value>, mut kustomize: Vec<Val
 /// `helm template` renders the objects of the kustomize install for the
 /// same settings, for every certificate mode and overlay.
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build helm (tests/helm/build.sh)"
-)]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
 fn helm_template_equals_kustomize() {
-    let Some(helm) = helm::helm_or_skip("helm_template_equals_kustomize") else {
-        return;
-    };
+    let helm = helm::helm("helm_template_equals_kustomize");
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
     let out = e2e::winadmit(&["certs", "--out", certs.to_str().unwrap()]);
@@ -590,14 +582,9 @@ fn helm_template_equals_kustomize() {
 /// The values the kustomize install has no counterpart for render what
 /// they say, and nothing when off.
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build helm (tests/helm/build.sh)"
-)]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
 fn helm_template_extra_values() {
-    let Some(helm) = helm::helm_or_skip("helm_template_extra_values") else {
-        return;
-    };
+    let helm = helm::helm("helm_template_extra_values");
     let find = |objects: &[Value], k: &str| -> Option<Value> {
         objects.iter().find(|o| kind(o) == k).cloned()
     };
@@ -705,14 +692,9 @@ fn helm_template_extra_values() {
 
 /// helm refuses bad values, naming the value and what it accepts.
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build helm (tests/helm/build.sh)"
-)]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
 fn bad_values_are_refused_with_the_field() {
-    let Some(helm) = helm::helm_or_skip("bad_values_are_refused_with_the_field") else {
-        return;
-    };
+    let helm = helm::helm("bad_values_are_refused_with_the_field");
     let chart = helm::chart();
     let cases: &[(&[&str], &str)] = &[
         (
@@ -987,17 +969,13 @@ fn ca_bundle_certs(cp: &ControlPlane) -> usize {
 ///    release in its namespace.
 #[test]
 #[cfg_attr(
-    no_control_plane,
+    any(no_helm, no_control_plane),
     ignore = "needs Go to build helm, kube-apiserver, etcd and kubectl (tests/helm/build.sh, tests/apiserver/build.sh)"
 )]
 fn helm_install_upgrade_uninstall_webhook() {
     let test = "helm_install_upgrade_uninstall_webhook";
-    let Some(helm) = helm::helm_or_skip(test) else {
-        return;
-    };
-    let Some(cp) = controlplane::shared(test) else {
-        return;
-    };
+    let helm = helm::helm(test);
+    let cp = controlplane::shared(test);
     let _cluster = CLUSTER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -1302,17 +1280,13 @@ fn helm_install_upgrade_uninstall_webhook() {
 /// pod, and `helm uninstall` leaves no policy or binding behind.
 #[test]
 #[cfg_attr(
-    no_control_plane,
+    any(no_helm, no_control_plane),
     ignore = "needs Go to build helm, kube-apiserver, etcd and kubectl (tests/helm/build.sh, tests/apiserver/build.sh)"
 )]
 fn helm_install_uninstall_admission_policy() {
     let test = "helm_install_uninstall_admission_policy";
-    let Some(helm) = helm::helm_or_skip(test) else {
-        return;
-    };
-    let Some(cp) = controlplane::shared(test) else {
-        return;
-    };
+    let helm = helm::helm(test);
+    let cp = controlplane::shared(test);
     let _cluster = CLUSTER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

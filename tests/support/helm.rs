@@ -2,9 +2,10 @@
 //! module in `tests/helm/` into `target/helm/bin` (`tests/helm/build.sh`;
 //! stamped, so it rebuilds only when the module or the script change).
 //!
-//! Without Go the chart tests are compiled as ignored (build.rs's
-//! `no_helm`); with `WINADMIT_REQUIRE_HELM` set (`.ci/run` sets it) they
-//! run, and a helm that cannot be built fails them.
+//! Without Go the chart tests are ignored, with the reason: `build.rs` sets
+//! `cfg(no_helm)` and each test carries `#[cfg_attr(no_helm, ignore =
+//! "...")]`. With Go, or with `WINADMIT_REQUIRE_HELM` set (`.ci/run` sets
+//! it), they run, and a helm that cannot be built fails them.
 
 #![allow(dead_code)] // each test target uses a part
 
@@ -25,21 +26,12 @@ fn bin_dir() -> PathBuf {
     target.join("helm/bin")
 }
 
-fn required() -> bool {
-    std::env::var_os("WINADMIT_REQUIRE_HELM").is_some()
-}
-
-/// The chart in this repository.
-pub fn chart() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/winadmit")
-}
-
-/// helm, built on first use; `None` (after printing why) when Go is
-/// missing, unless helm is required.
+/// helm, built on first use.
 ///
 /// # Panics
-/// The build fails, or Go is missing while helm is required.
-pub fn helm_or_skip(test: &str) -> Option<Helm> {
+/// The build fails or Go is missing (the tests that get here were built
+/// with Go on PATH, or require helm).
+pub fn helm(test: &str) -> Helm {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
         let out = Command::new(module().join("build.sh"))
@@ -50,25 +42,23 @@ pub fn helm_or_skip(test: &str) -> Option<Helm> {
             Some(0) => Ok(bin_dir().join("helm")),
             // build.sh: go is not on PATH.
             Some(3) => Err("go not found on PATH".into()),
-            _ => panic!(
+            _ => Err(format!(
                 "tests/helm/build.sh failed:\n{}",
                 String::from_utf8_lossy(&out.stderr)
-            ),
+            )),
         }
     });
     match built {
-        Ok(bin) => Some(Helm::new(bin)),
-        Err(why) => {
-            assert!(
-                !required(),
-                "{test}: helm is required (WINADMIT_REQUIRE_HELM) but cannot be built: {why}"
-            );
-            eprintln!(
-                "SKIPPED: {test}: {why}; install Go 1.26 to build helm (tests/helm/build.sh)"
-            );
-            None
-        }
+        Ok(bin) => Helm::new(bin),
+        Err(why) => panic!(
+            "{test}: cannot build helm: {why}; install Go 1.26 to build helm (tests/helm/build.sh)"
+        ),
     }
+}
+
+/// The chart in this repository.
+pub fn chart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/winadmit")
 }
 
 /// helm with its own cache, configuration and data directories (nothing
