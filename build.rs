@@ -5,6 +5,8 @@
 //! - `no_control_plane`: Go is missing, so the end-to-end tests
 //!   (`tests/e2e_*.rs`) cannot build kube-apiserver, etcd and kubectl
 //!   (`tests/apiserver/build.sh`);
+//! - `no_helm`: Go is missing, so the chart tests (`tests/helm.rs`) cannot
+//!   build helm (`tests/helm/build.sh`);
 //! - `no_kubectl`: neither Go (to build kubectl v1.37) nor a `kubectl` on
 //!   `PATH`, for the kustomize tests;
 //! - `no_corpus`: the real-world manifests beside the checkout
@@ -29,6 +31,7 @@ fn main() {
         .output()
         .is_ok_and(|o| o.status.success());
     flag("no_control_plane", "WINADMIT_REQUIRE_APISERVER", !go);
+    flag("no_helm", "WINADMIT_REQUIRE_HELM", !go);
     flag(
         "no_kubectl",
         "WINADMIT_REQUIRE_KUBECTL",

@@ -94,9 +94,15 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&str]) -> Self {
+        Self::start_on("127.0.0.1:0", args)
+    }
+
+    /// `winadmit serve --listen <listen>`: for a server that must come back
+    /// on a known address.
+    pub fn start_on(listen: &str, args: &[&str]) -> Self {
         let mut child = Command::new(bin())
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+            .args(["--listen", listen, "--log-format", "json"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,0 +1,134 @@
+{{/*
+The objects are named `winadmit`, like the kustomize install: one release per
+cluster (the webhook configurations and the ClusterRole are cluster-wide).
+tests/helm.rs renders this chart and manifests/ for the same settings and
+compares them object by object.
+*/}}
+
+{{- define "winadmit.labels" -}}
+app.kubernetes.io/name: winadmit
+{{- end }}
+
+{{- define "winadmit.selectorLabels" -}}
+app.kubernetes.io/name: winadmit
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "winadmit.failurePolicy" -}}
+{{- if .Values.failurePolicy -}}
+{{ .Values.failurePolicy }}
+{{- else if eq .Values.mode "audit" -}}
+Ignore
+{{- else -}}
+Fail
+{{- end -}}
+{{- end }}
+
+{{- define "winadmit.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The policy file the server loads with --policy. */}}
+{{- define "winadmit.policy" -}}
+{{- if hasKey .Values.policy "mode" -}}
+{{- fail "policy.mode: set the chart value `mode` (enforce, warn or audit) instead" -}}
+{{- end -}}
+{{- if or (hasKey .Values.policy "apiVersion") (hasKey .Values.policy "kind") -}}
+{{- fail "policy.apiVersion, policy.kind: the chart sets them; leave them out" -}}
+{{- end -}}
+apiVersion: winadmit.io/v1alpha1
+kind: Policy
+mode: {{ .Values.mode }}
+{{- with .Values.policy }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+What both webhooks share (manifests/base/webhooks.yaml explains each field).
+*/}}
+{{- define "winadmit.webhookCommon" -}}
+matchPolicy: Equivalent
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: ["kube-system", {{ .Release.Namespace | quote }}]
+    - key: winadmit.io/ignore
+      operator: NotIn
+      values: ["true"]
+{{- if .Values.webhook.matchConditions }}
+matchConditions:
+  - name: may-target-windows
+    expression: |
+      (
+        has(object.spec) && has(object.spec.jobTemplate) ?
+          (has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) ?
+            [object.spec.jobTemplate.spec.template] : [])
+        : has(object.spec) && has(object.spec.jobTargetRef) ?
+          (has(object.spec.jobTargetRef.template) ? [object.spec.jobTargetRef.template] : [])
+        : has(object.spec) && has(object.spec.template) ?
+          (has(object.spec.template.spec) ? [object.spec.template]
+          : has(object.spec.template.jobTemplate) ?
+            (has(object.spec.template.jobTemplate.spec) && has(object.spec.template.jobTemplate.spec.template) ?
+              [object.spec.template.jobTemplate.spec.template] : [])
+          : has(object.spec.template.broadcastJobTemplate) ?
+            (has(object.spec.template.broadcastJobTemplate.spec) &&
+              has(object.spec.template.broadcastJobTemplate.spec.template) ?
+              [object.spec.template.broadcastJobTemplate.spec.template] : [])
+          : [])
+        : [object]
+      ).exists(p,
+        (has(p.metadata) && has(p.metadata.annotations) &&
+          'experimental.windows.kubernetes.io/isolation-type' in p.metadata.annotations)
+        || (has(p.spec) && [p.spec].exists(s,
+        (has(s.nodeSelector) && s.nodeSelector.exists(k,
+          ((k == 'kubernetes.io/os' || k == 'beta.kubernetes.io/os') && s.nodeSelector[k] == 'windows')
+          || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'))
+        || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
+        || has(s.runtimeClassName)
+        || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
+            has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
+            has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&
+            s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
+              has(t.matchExpressions) && t.matchExpressions.exists(e,
+                e.key == 'kubernetes.io/os' || e.key == 'beta.kubernetes.io/os'
+                || e.key == 'node.kubernetes.io/windows-build')))
+        || (has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) &&
+            v.hostPath.path.matches('^([A-Za-z]:|\\\\|//)')))
+        || (has(s.securityContext) && has(s.securityContext.windowsOptions))
+        || [
+             has(s.containers) ? s.containers : [],
+             has(s.initContainers) ? s.initContainers : [],
+             has(s.ephemeralContainers) ? s.ephemeralContainers : []
+           ].exists(cs, cs.exists(c,
+             (has(c.securityContext) && has(c.securityContext.windowsOptions))
+             || (has(c.image) && c.image.matches('(?i)windows|servercore|nanoserver|ltsc|20h2|10\\.0\\.[12][0-9]{4}|dotnet/framework|dotnet-framework|microsoft/(iis|aspnet)'))))
+        ))
+      )
+{{- end }}
+failurePolicy: {{ include "winadmit.failurePolicy" . }}
+sideEffects: None
+admissionReviewVersions: ["v1", "v1beta1"]
+timeoutSeconds: 5
+{{- end }}
+
+{{/* The webhook's clientConfig for `path`: the Service, or webhook.url. */}}
+{{- define "winadmit.clientConfig" -}}
+{{- $root := index . 0 -}}
+{{- $path := index . 1 -}}
+{{- $caBundle := index . 2 -}}
+clientConfig:
+  {{- if $root.Values.webhook.url }}
+  url: {{ printf "%s%s" (trimSuffix "/" $root.Values.webhook.url) $path | quote }}
+  {{- else }}
+  service:
+    name: winadmit
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ $path }}
+    port: 443
+  {{- end }}
+  {{- with $caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end }}
