@@ -535,6 +535,42 @@ fn table_of_bad_and_good_cases() {
             vec![],
         ),
         (
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: web\n  image: nginx:1.27\n- name: tools\n  image: docker.io/library/busybox@sha256:0123"),
+            vec!["spec.containers[0].image", "spec.containers[1].image"],
+        ),
+        (
+            // HostProcess pods pull Windows images too.
+            "WIN-LINUX-IMAGE",
+            windows_pod("hostNetwork: true\nsecurityContext:\n  windowsOptions:\n    hostProcess: true\n    runAsUserName: NT AUTHORITY\\SYSTEM\ncontainers:\n- name: web\n  image: nginx"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            // A tag naming Windows, a multi-OS image, an untargeted pod, a
+            // tag word alone: none is WIN-LINUX-IMAGE.
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: cache\n  image: redis:3.0-nanoserver\n- name: py\n  image: python:3.12-alpine\n- name: pause\n  image: registry.k8s.io/pause:3.9"),
+            vec![],
+        ),
+        ("WIN-LINUX-IMAGE", pod("containers:\n- name: web\n  image: nginx:1.27"), vec![]),
+        (
+            // With a Windows image beside it, WIN-MIXED-OS reports it.
+            "WIN-LINUX-IMAGE",
+            windows_pod(&format!("{C}\n- name: web\n  image: nginx:1.27")),
+            vec![],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("initContainers:\n- name: init\n  image: python:3.12-alpine\ncontainers:\n- name: app\n  image: contoso/app:1.0-bookworm\n- name: web\n  image: nginx:1.27-alpine"),
+            vec!["spec.initContainers[0].image", "spec.containers[0].image"],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("containers:\n- name: app\n  image: python:3.12-slim\n- name: ps\n  image: mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022\n- name: odd\n  image: contoso/alpine-windows:1.0-alpine-windows"),
+            vec![],
+        ),
+        ("WIN-LINUX-IMAGE-TAG", pod("containers:\n- name: app\n  image: python:3.12-alpine"), vec![]),
+        (
             "WIN-BUILD-MIXED",
             windows_pod(&format!(
                 "{C}\n- name: log\n  image: mcr.microsoft.com/windows/nanoserver:1809"
@@ -775,6 +811,16 @@ fn verdicts_by_target_follow_the_reference() {
     let psc = |body: &str| windows_pod(&format!("securityContext:\n  {body}\n{C}"));
     let rows: Vec<(&str, String, [Option<Severity>; 4])> = vec![
         ("WIN-SUBPATH", one_subpath, [Some(E), None, None, None]),
+        (
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: web\n  image: nginx:1.27"),
+            [Some(E), Some(E), Some(E), Some(E)],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("containers:\n- name: app\n  image: python:3.12-alpine"),
+            [Some(W), Some(W), Some(W), Some(W)],
+        ),
         (
             "WIN-SUBPATH",
             two_subpaths,

@@ -34,6 +34,7 @@ mod hostprocess_advice;
 mod hugepages;
 pub mod hyperv;
 mod hyperv_annotation;
+mod linux_image;
 mod linux_windows_options;
 mod memory_limits;
 mod mixed_os;
@@ -208,6 +209,8 @@ pub static ALL: &[&Rule] = &[
     &termination_message::RULE,
     &default_mode::RULE,
     &mixed_os::RULE,
+    &linux_image::LISTED,
+    &linux_image::TAG_WORD,
     &windows_build::MIXED,
     &windows_build::NODE_MISMATCH,
     &windows_build::NO_NODE,
@@ -319,6 +322,9 @@ pub struct ImageFacts {
     pub build: Option<crate::windows_builds::Build>,
     /// Known to run only on Linux ([`params::RuleParams::is_linux_image`]).
     pub linux: bool,
+    /// Known to run only on Linux by its repository (`params.linuxImages`),
+    /// not only by a tag word.
+    pub linux_listed: bool,
 }
 
 /// [`ImageFacts`] already worked out, shared by every evaluation under the
@@ -560,6 +566,7 @@ mod tests {
             windows,
             build: None,
             linux: !windows,
+            linux_listed: !windows,
         };
         assert_eq!(cache.get_or_insert("a:1", || facts(true)), facts(true));
         let again = || -> ImageFacts { panic!("worked out a second time") };
