@@ -173,6 +173,11 @@ pub struct LintArgs {
     /// Write the safe fixes back into the files.
     #[arg(long)]
     pub fix: bool,
+    /// Image facts (digest and platforms per image, as `winadmit images
+    /// resolve` writes them): they decide what each image runs on, instead
+    /// of its name. For CI without registry access.
+    #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
+    pub image_facts: Option<PathBuf>,
     /// Colour in text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
     pub color: ColorChoice,
@@ -321,6 +326,11 @@ pub struct ReportArgs {
     pub namespaces: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Image facts (digest and platforms per image, as `winadmit images
+    /// resolve` writes them): they decide what each image runs on, instead
+    /// of its name. For CI without registry access.
+    #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
+    pub image_facts: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
     pub format: ReportFormat,

@@ -18,6 +18,7 @@ pub mod errors;
 pub mod finding;
 pub mod fix;
 pub mod glob;
+pub mod images;
 pub mod lint;
 pub mod manifests;
 pub mod names;

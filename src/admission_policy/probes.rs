@@ -896,8 +896,8 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             )],
             "the image runs only on Linux (params.linuxImages, params.linuxTagWords) but the pod also has a Windows image; a pod runs on one node, under one OS",
         ),
-        "WIN-LINUX-IMAGE" => cel(
-            vec![Probe::new(
+        "WIN-LINUX-IMAGE" => Export::Cel {
+            probes: vec![Probe::new(
                 ProbeScope::Container,
                 format!(
                     "!variables.anyWindowsImage && {}",
@@ -905,8 +905,11 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                 ),
                 &["image"],
             )],
-            "the image runs only on Linux (its repository is in params.linuxImages) but the pod targets Windows nodes: there is no Windows variant to pull",
-        ),
+            message: "the image runs only on Linux (its repository is in params.linuxImages) but the pod targets Windows nodes: there is no Windows variant to pull",
+            partial: Some(
+                "images are judged by their names (params.linuxImages); the platforms their registries list (--image-facts, --registry) are not read",
+            ),
+        },
         "WIN-LINUX-IMAGE-TAG" => cel(
             vec![Probe::new(
                 ProbeScope::Container,
@@ -1243,6 +1246,9 @@ fn gap_reason(id: &str) -> &'static str {
             "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version"
         }
         "WIN-BUILD-NO-NODE" => "needs the builds of the cluster's Windows nodes: live facts",
+        "WIN-IMAGE-WINDOWS-ONLY" | "WIN-IMAGE-FACTS-UNKNOWN" => {
+            "needs the images' platforms from their registries, which CEL cannot read: the webhook, `lint --image-facts` and `lint --registry` judge them"
+        }
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
             "judges Services by the pods behind them: needs live facts"
         }

@@ -42,9 +42,11 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         format,
         fail_on,
         fix,
+        image_facts,
         color,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
+    let images = super::load_image_facts(image_facts.as_deref())?;
     // Findings are held compactly until the whole input is read; only the
     // JSON output shows their patches.
     let mut report = CompactReport::new(matches!(format, LintFormat::Json));
@@ -113,6 +115,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         cluster,
         runtime_classes: Some(&known.runtime_classes),
         nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
+        images: images.as_ref(),
     };
     // Fix first, so the report shows what is left.
     if fix {

@@ -39,6 +39,17 @@ pub fn load_policy(
     Ok((pol, cluster))
 }
 
+/// Reads `--image-facts FILE`, if given.
+///
+/// # Errors
+/// The file cannot be read or is not an image facts file (the error names
+/// the file and the field).
+pub fn load_image_facts(
+    path: Option<&std::path::Path>,
+) -> Result<Option<crate::images::KnownImages>, crate::images::FactsFileError> {
+    path.map(crate::images::KnownImages::read).transpose()
+}
+
 /// Standard output for reports: when the reader has gone (`winadmit lint
 /// ... | head`), the process ends quietly with exit 0, as ripgrep does,
 /// instead of reporting an error nobody asked for.

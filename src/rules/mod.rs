@@ -34,6 +34,7 @@ mod hostprocess_advice;
 mod hugepages;
 pub mod hyperv;
 mod hyperv_annotation;
+mod image_facts;
 mod linux_image;
 mod linux_windows_options;
 mod memory_limits;
@@ -172,6 +173,7 @@ pub static ALL: &[&Rule] = &[
     &affinity_conflict::RULE,
     &os_spec::RULE,
     &unpinned_image::RULE,
+    &image_facts::WINDOWS_ONLY,
     &linux_windows_options::RULE,
     &privileged::RULE,
     &run_as::RUN_AS_USER,
@@ -211,6 +213,7 @@ pub static ALL: &[&Rule] = &[
     &mixed_os::RULE,
     &linux_image::LISTED,
     &linux_image::TAG_WORD,
+    &image_facts::UNKNOWN,
     &windows_build::MIXED,
     &windows_build::NODE_MISMATCH,
     &windows_build::NO_NODE,
@@ -296,6 +299,9 @@ pub struct Cx<'e, 'v, 'a> {
     pub cluster: &'e Cluster,
     /// The cluster's Windows nodes, when known.
     pub nodes: Option<&'e crate::cluster::WindowsNodes>,
+    /// What registries say of the pod's images, when looked up (never
+    /// empty: no facts is `None`).
+    pub registry: Option<&'e crate::images::KnownImages>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e params::RuleParams,
@@ -430,7 +436,7 @@ pub fn containers_of<'v, 'a>(spec: &'v SpecView<'a>) -> Vec<ContainerRef<'v, 'a>
     .collect()
 }
 
-impl<'v, 'a> Cx<'_, 'v, 'a> {
+impl<'e, 'v, 'a> Cx<'e, 'v, 'a> {
     /// The facts of `image` (memoized for this evaluation, and across
     /// evaluations under the same parameters by [`ImageFactsCache`]).
     pub fn image(&self, image: &'v str) -> ImageFacts {
@@ -443,6 +449,61 @@ impl<'v, 'a> Cx<'_, 'v, 'a> {
             .get_or_insert(image, || self.params.facts_of(image));
         self.images.0.borrow_mut().push((image, facts));
         facts
+    }
+
+    /// The registry's facts of `image`, when its lookup succeeded: they
+    /// win over what its name says.
+    #[must_use]
+    pub fn registry_facts(&self, image: &str) -> Option<&'e crate::images::ImageFacts> {
+        self.registry?.facts(image)
+    }
+
+    /// Runs only on Windows: every platform its registry lists is Windows,
+    /// or, without facts, its name says so (`params.windowsImages`, a tag
+    /// naming a Windows build).
+    pub fn windows_only(&self, image: &'v str) -> bool {
+        match self.registry_facts(image) {
+            Some(f) => f.windows_only(),
+            None => {
+                let facts = self.image(image);
+                facts.windows || facts.build.is_some()
+            }
+        }
+    }
+
+    /// Has no Windows variant: its registry lists no Windows platform, or,
+    /// without facts, its name says Linux-only (`params.linuxImages`,
+    /// `params.linuxTagWords`).
+    pub fn linux_only(&self, image: &'v str) -> bool {
+        match self.registry_facts(image) {
+            Some(f) => f.no_windows(),
+            None => self.image(image).linux,
+        }
+    }
+
+    /// The Windows builds `image` offers to a process-isolated container:
+    /// the `os.version` builds of its registry's Windows platforms, or,
+    /// without facts (or Windows platforms without `os.version`), the build
+    /// its name says. With the facts that gave them.
+    pub fn windows_builds(
+        &self,
+        image: &'v str,
+    ) -> (
+        Vec<crate::windows_builds::Build>,
+        Option<&'e crate::images::ImageFacts>,
+    ) {
+        if let Some(f) = self.registry_facts(image) {
+            let builds = f.windows_builds();
+            if !builds.is_empty() {
+                return (builds, Some(f));
+            }
+            if !f.has_windows() {
+                // A Linux image has no Windows build at all; Windows
+                // platforms without `os.version` leave it to the name.
+                return (Vec::new(), Some(f));
+            }
+        }
+        (self.image(image).build.into_iter().collect(), None)
     }
 
     /// Path of a pod-spec field, e.g. `cx.spec_field(&["hostPID"])`.
