@@ -26,6 +26,7 @@ pub mod output;
 pub mod patch;
 pub mod path;
 pub mod policy;
+pub mod registry;
 pub mod report;
 pub mod rules;
 pub mod server;

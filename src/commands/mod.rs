@@ -8,6 +8,7 @@ pub mod admission_policy;
 pub mod certs;
 pub mod example;
 pub mod explain;
+pub mod images;
 pub mod lint;
 pub mod manifests;
 pub mod report;
@@ -117,5 +118,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Example(args) => example::run(args),
         Command::AdmissionPolicy(args) => admission_policy::run(args),
+        Command::Images(args) => images::run(args),
     }
 }
