@@ -1697,3 +1697,57 @@ fn an_unknown_fact_is_said_and_falls_back_to_the_name() {
         ["spec.containers[1].image"]
     );
 }
+
+/// The mutation pins a pod whose images have only Windows platforms (by
+/// their registry's facts) to Windows nodes, whatever `inferFromImages`
+/// says, and its reason names the facts; after the patch nothing is denied.
+#[test]
+fn the_patch_pins_windows_only_images_by_their_facts() {
+    use winadmit::decide::{PatchSource, Request, Verdict, decide};
+    let yaml = pod("containers:\n- name: api\n  image: contoso/payments:4.2");
+    let docs = winadmit::source::parse(&yaml).unwrap();
+    let value = docs[0].value.clone();
+    let view = ObjectView::deserialize(&value).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let known = registry();
+    let policy = Policy::default_policy();
+    assert!(!policy.mutation.infer_from_images);
+    let cx = Context {
+        images: Some(&known),
+        ..Context::default()
+    };
+    let decision = decide(
+        &policy,
+        &cx,
+        &workload,
+        &Request::manifest(PatchSource::Preview(&value)),
+    );
+    assert_eq!(decision.validation, Verdict::Deny);
+    let paths: Vec<String> = decision
+        .patch
+        .ops
+        .iter()
+        .map(|op| op.path().as_str().to_owned())
+        .collect();
+    assert_eq!(paths, ["/spec/nodeSelector"], "{:?}", decision.patch);
+    assert!(
+        decision.patch.explanations[0].contains(
+            "image contoso/payments:4.2 (sha256:eeeeeeeeeeee...) has platforms windows/amd64 10.0.20348.2527: only Windows"
+        ),
+        "{:?}",
+        decision.patch.explanations
+    );
+    assert_eq!(
+        decision.verdict,
+        Verdict::Warn,
+        "the patched pod is allowed"
+    );
+    // Without facts the name decides: no pin (inferFromImages is off).
+    let plain = decide(
+        &policy,
+        &Context::default(),
+        &workload,
+        &Request::manifest(PatchSource::Preview(&value)),
+    );
+    assert!(plain.patch.is_empty(), "{:?}", plain.patch);
+}
