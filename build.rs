@@ -11,7 +11,10 @@
 //!   `PATH`, for the kustomize tests;
 //! - `no_corpus`: the real-world manifests beside the checkout
 //!   (`../shared/corpus`, or `WINADMIT_CORPUS`) are absent;
-//! - `no_chromium`: no headless Chromium on `PATH` for the HTML report test.
+//! - `no_chromium`: no headless Chromium on `PATH` for the HTML report test;
+//! - `no_registry`: Debian's `docker-registry` (the CNCF distribution
+//!   registry) or `htpasswd` is not on `PATH`, for the registry tests
+//!   (`tests/registry.rs`).
 //!
 //! Each is checked when the tests are built. Setting the matching
 //! `WINADMIT_REQUIRE_*` variable (as `.ci/run` does) turns the check off:
@@ -41,6 +44,11 @@ fn main() {
         "no_chromium",
         "WINADMIT_REQUIRE_CHROMIUM",
         !on_path(&["chromium", "chromium-browser", "google-chrome"]),
+    );
+    flag(
+        "no_registry",
+        "WINADMIT_REQUIRE_REGISTRY",
+        !(on_path(&["docker-registry"]) && on_path(&["htpasswd"])),
     );
 
     println!("cargo::rerun-if-env-changed=WINADMIT_CORPUS");

@@ -48,6 +48,96 @@ pub enum Command {
     /// Print the rules as ValidatingAdmissionPolicy and MutatingAdmissionPolicy
     /// objects: enforcement by the API server, no webhook.
     AdmissionPolicy(AdmissionPolicyArgs),
+    /// Look images up in their registries.
+    Images(ImagesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    #[command(subcommand)]
+    pub what: ImagesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Write an image facts file (each image's digest and platforms, for
+    /// `--image-facts`) from the images' registries.
+    #[command(
+        after_help = "Exit codes: 0 every image resolved; 1 some lookups failed (the file still names them, with `unknown` and the reason); 2 a usage problem (a credentials file that cannot be read)."
+    )]
+    Resolve(ResolveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// Image references, as pods write them (`nginx:1.27`,
+    /// `registry.example/app@sha256:...`).
+    #[arg(value_name = "IMAGE", required = true)]
+    pub images: Vec<String>,
+    /// Write the file here instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// How registries are reached (`images resolve`, `lint --registry`).
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// A Docker config.json (`{"auths": {...}}`, the format of a
+    /// `kubernetes.io/dockerconfigjson` Secret) with credentials per
+    /// registry; other registries are accessed anonymously.
+    #[arg(long, value_name = "FILE", env = "WINADMIT_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
+    /// A registry (`host[:port]`, as images name it) reached over plain
+    /// HTTP instead of HTTPS (repeatable).
+    #[arg(
+        long,
+        value_name = "HOST",
+        env = "WINADMIT_INSECURE_REGISTRY",
+        value_delimiter = ','
+    )]
+    pub insecure_registry: Vec<String>,
+    /// A PEM file of CA certificates to trust for registries, besides the
+    /// system's (repeatable).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "WINADMIT_REGISTRY_CA",
+        value_delimiter = ','
+    )]
+    pub registry_ca: Vec<PathBuf>,
+    /// The deadline of one lookup, in seconds: past it the image's facts
+    /// are unknown and it is judged by its name.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        env = "WINADMIT_REGISTRY_TIMEOUT"
+    )]
+    pub registry_timeout: f64,
+}
+
+impl RegistryArgs {
+    /// # Errors
+    /// The timeout is not a positive number of seconds.
+    pub fn options(&self) -> anyhow::Result<crate::registry::RegistryOptions> {
+        if !(self.registry_timeout.is_finite()
+            && self.registry_timeout > 0.0
+            && self.registry_timeout <= 600.0)
+        {
+            anyhow::bail!(
+                "--registry-timeout {}: give a number of seconds above 0, at most 600",
+                self.registry_timeout
+            );
+        }
+        Ok(crate::registry::RegistryOptions {
+            insecure: self.insecure_registry.clone(),
+            config: self.registry_config.clone(),
+            ca_files: self.registry_ca.clone(),
+            deadline: Some(std::time::Duration::from_secs_f64(self.registry_timeout)),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -173,6 +263,18 @@ pub struct LintArgs {
     /// Write the safe fixes back into the files.
     #[arg(long)]
     pub fix: bool,
+    /// Image facts (digest and platforms per image, as `winadmit images
+    /// resolve` writes them): they decide what each image runs on, instead
+    /// of its name. For CI without registry access.
+    #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
+    pub image_facts: Option<PathBuf>,
+    /// Look the workloads' images up in their registries (off by default,
+    /// so CI stays offline unless asked); an image the `--image-facts` file
+    /// names is not looked up.
+    #[arg(long, env = "WINADMIT_REGISTRY")]
+    pub registry: bool,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
     /// Colour in text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
     pub color: ColorChoice,
@@ -321,6 +423,11 @@ pub struct ReportArgs {
     pub namespaces: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Image facts (digest and platforms per image, as `winadmit images
+    /// resolve` writes them): they decide what each image runs on, instead
+    /// of its name. For CI without registry access.
+    #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
+    pub image_facts: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
     pub format: ReportFormat,

@@ -28,6 +28,10 @@ pub struct Context<'c> {
     /// objects in the input): their builds, and the facts a pod's node
     /// selection narrows `cluster` to.
     pub nodes: Option<&'c WindowsNodes>,
+    /// What registries say of the images (digest, platforms), resolved
+    /// before the decision: `--image-facts`, `--registry`. An image
+    /// without an entry is judged by its name.
+    pub images: Option<&'c crate::images::KnownImages>,
 }
 
 impl Context<'_> {
@@ -38,6 +42,7 @@ impl Context<'_> {
             cluster: Cluster::at(version),
             runtime_classes: None,
             nodes: None,
+            images: None,
         }
     }
 
@@ -138,6 +143,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         version: cluster.kubernetes_version,
         cluster,
         nodes: cx.nodes,
+        registry: cx.images.filter(|i| !i.is_empty()),
         host_process: host_process(spec),
         params: &policy.params,
         runtime_class: runtime_class.as_ref(),

@@ -10,14 +10,16 @@
 //!   targeted by [`targeting`]) and settles the JSON Patch of [`patch`].
 //!   Beside them: the policy model ([`policy`], which also loads policy
 //!   files), the facts about the target cluster ([`cluster`], [`version`],
-//!   [`windows_builds`], [`tolerations`]), findings and field paths
+//!   [`windows_builds`], [`tolerations`], and what registries say of
+//!   images: [`images`]), findings and field paths
 //!   ([`finding`], [`path`]), cross-object checks ([`services`]), the API
 //!   server's own format rules ([`names`], [`strict`]), pattern matching
 //!   ([`glob`]), and the export of the rules as admission policies
 //!   ([`admission_policy`]). The core imports only the core and the
 //!   readers of input.
-//! - **Readers of input**: [`yaml`] (YAML to JSON values with positions)
-//!   and [`source`] (manifest files and streams).
+//! - **Readers of input**: [`yaml`] (YAML to JSON values with positions),
+//!   [`source`] (manifest files and streams) and [`registry`] (image
+//!   facts from OCI registries).
 //! - **Renderers**: [`output`] (text, JSON, SARIF, JUnit for `lint`).
 //! - **Doors**, which decode input, call the core and encode its answer:
 //!   the webhook ([`admission`] for AdmissionReview bytes, [`server`] for
@@ -38,6 +40,7 @@ pub mod errors;
 pub mod finding;
 pub mod fix;
 pub mod glob;
+pub mod images;
 pub mod lint;
 pub mod manifests;
 pub mod names;
@@ -45,6 +48,7 @@ pub mod output;
 pub mod patch;
 pub mod path;
 pub mod policy;
+pub mod registry;
 pub mod report;
 pub mod rules;
 pub mod server;

@@ -63,6 +63,37 @@ pub fn collect_cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster)
     }
 }
 
+/// Adds the images of the workloads in `text` (every container list) to
+/// `into`, for the registry to look up. A text that does not parse adds
+/// nothing (`lint` reports it).
+pub fn collect_images(
+    text: &mut Cow<'_, str>,
+    policy: &Policy,
+    into: &mut std::collections::BTreeSet<String>,
+) {
+    if !text.contains("image") {
+        return;
+    }
+    let _ = source::for_each_document_in(text, |part| {
+        if let source::Part::Documents(docs, _) = part {
+            for d in docs {
+                let Ok(view) = policy.pod_templates.read(&d.value) else {
+                    continue;
+                };
+                let Some(spec) = crate::workload::Workload::from_view(&view).and_then(|w| w.spec)
+                else {
+                    continue;
+                };
+                for c in crate::rules::containers_of(spec) {
+                    if let Some(image) = c.container.image.as_deref() {
+                        into.insert(image.to_owned());
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Checks that need more than one object: Services against the Windows
 /// workloads they select ([`services`]).
 ///

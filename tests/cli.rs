@@ -669,3 +669,115 @@ fn help_lists_the_exit_codes() {
         );
     }
 }
+
+/// `lint --image-facts` and `report --from-file --image-facts` read the
+/// same file and agree; `lint --fix` adds the Windows selector the facts
+/// call for; a bad file is exit 2 naming the file and the field.
+#[test]
+fn image_facts_file_decides_what_images_run_on() {
+    const PODS: &str = "tests/fixtures/images/pods.yaml";
+    const FACTS: &str = "tests/fixtures/images/facts.json";
+    let findings = |v: &serde_json::Value, list: &str| -> Vec<(String, String, String)> {
+        let mut out: Vec<_> = v[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap().to_owned(),
+                    f["field"].as_str().unwrap().to_owned(),
+                    f["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let lint = winadmit(&["lint", "--format", "json", "--image-facts", FACTS, PODS]);
+    assert_eq!(lint.status.code(), Some(1), "{}", transcript(&lint));
+    let lint: serde_json::Value = serde_json::from_slice(&lint.stdout).unwrap();
+    let from_lint = findings(&lint, "findings");
+    let rules: Vec<&str> = from_lint.iter().map(|f| f.0.as_str()).collect();
+    for rule in [
+        "WIN-LINUX-IMAGE",
+        "WIN-IMAGE-WINDOWS-ONLY",
+        "WIN-BUILD-NODE-MISMATCH",
+        "WIN-IMAGE-FACTS-UNKNOWN",
+    ] {
+        assert!(rules.contains(&rule), "{rule} missing: {from_lint:?}");
+    }
+    assert!(
+        from_lint.iter().any(|f| f.2
+            == "image nginx:1.27 (sha256:4f2c1b0e5d6a...) has platforms linux/amd64, linux/arm64/v8: no Windows variant to pull on the Windows nodes the pod targets"),
+        "{from_lint:?}"
+    );
+
+    let report = winadmit(&[
+        "report",
+        "--from-file",
+        PODS,
+        "--image-facts",
+        FACTS,
+        "--format",
+        "json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let mut from_report: Vec<(String, String, String)> = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|o| findings(o, "findings"))
+        .collect();
+    from_report.sort();
+    assert_eq!(from_lint, from_report);
+
+    // Without the file the names decide: nginx is still an error.
+    let names = winadmit(&["lint", "--format", "json", PODS]);
+    let names: serde_json::Value = serde_json::from_slice(&names.stdout).unwrap();
+    let names = findings(&names, "findings");
+    assert!(
+        names
+            .iter()
+            .any(|f| f.0 == "WIN-LINUX-IMAGE" && f.2.contains("params.linuxImages"))
+    );
+    assert!(!names.iter().any(|f| f.0 == "WIN-IMAGE-WINDOWS-ONLY"));
+
+    // --fix pins the Windows-only image's pod to Windows nodes.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("pods.yaml");
+    std::fs::copy(PODS, &copy).unwrap();
+    let copy = copy.to_str().unwrap();
+    winadmit(&["lint", "--fix", "--image-facts", FACTS, copy]);
+    let fixed = std::fs::read_to_string(copy).unwrap();
+    let again = winadmit(&["lint", "--format", "json", "--image-facts", FACTS, copy]);
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert!(
+        !findings(&again, "findings")
+            .iter()
+            .any(|f| f.0 == "WIN-IMAGE-WINDOWS-ONLY"),
+        "{fixed}"
+    );
+
+    // A bad file: exit 2, naming the file and the field.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"images": {"nginx:1.27": {"platforms": [{"os": "linux"}]}}}"#,
+    )
+    .unwrap();
+    let out = winadmit(&["lint", "--image-facts", bad.to_str().unwrap(), PODS]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("platforms[0]: missing field `architecture`"),
+        "{err}"
+    );
+    let out = winadmit(&[
+        "lint",
+        "--image-facts",
+        "tests/fixtures/images/none.json",
+        PODS,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none.json"));
+}

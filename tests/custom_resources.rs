@@ -28,6 +28,7 @@ fn cx() -> Context<'static> {
     Context {
         cluster: winadmit::cluster::Cluster::default(),
         nodes: None,
+        images: None,
         runtime_classes: None,
     }
 }

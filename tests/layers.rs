@@ -14,6 +14,7 @@ const CORE: &[&str] = &[
     "engine",
     "finding",
     "glob",
+    "images",
     "names",
     "patch",
     "path",
@@ -28,7 +29,7 @@ const CORE: &[&str] = &[
     "windows_builds",
     "workload",
 ];
-const INPUTS: &[&str] = &["source", "yaml"];
+const INPUTS: &[&str] = &["registry", "source", "yaml"];
 const RENDERERS: &[&str] = &["output"];
 const DOORS: &[&str] = &[
     "admission",

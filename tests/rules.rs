@@ -57,6 +57,7 @@ fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -
         cluster: winadmit::cluster::Cluster::at(version),
         runtime_classes: None,
         nodes: None,
+        images: None,
     };
     evaluate(policy, &workload, &cx)
         .findings
@@ -547,6 +548,42 @@ fn cases() -> Vec<Case> {
             vec![],
         ),
         (
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: web\n  image: nginx:1.27\n- name: tools\n  image: docker.io/library/busybox@sha256:0123"),
+            vec!["spec.containers[0].image", "spec.containers[1].image"],
+        ),
+        (
+            // HostProcess pods pull Windows images too.
+            "WIN-LINUX-IMAGE",
+            windows_pod("hostNetwork: true\nsecurityContext:\n  windowsOptions:\n    hostProcess: true\n    runAsUserName: NT AUTHORITY\\SYSTEM\ncontainers:\n- name: web\n  image: nginx"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            // A tag naming Windows, a multi-OS image, an untargeted pod, a
+            // tag word alone: none is WIN-LINUX-IMAGE.
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: cache\n  image: redis:3.0-nanoserver\n- name: py\n  image: python:3.12-alpine\n- name: pause\n  image: registry.k8s.io/pause:3.9"),
+            vec![],
+        ),
+        ("WIN-LINUX-IMAGE", pod("containers:\n- name: web\n  image: nginx:1.27"), vec![]),
+        (
+            // With a Windows image beside it, WIN-MIXED-OS reports it.
+            "WIN-LINUX-IMAGE",
+            windows_pod(&format!("{C}\n- name: web\n  image: nginx:1.27")),
+            vec![],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("initContainers:\n- name: init\n  image: python:3.12-alpine\ncontainers:\n- name: app\n  image: contoso/app:1.0-bookworm\n- name: web\n  image: nginx:1.27-alpine"),
+            vec!["spec.initContainers[0].image", "spec.containers[0].image"],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("containers:\n- name: app\n  image: python:3.12-slim\n- name: ps\n  image: mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022\n- name: odd\n  image: contoso/alpine-windows:1.0-alpine-windows"),
+            vec![],
+        ),
+        ("WIN-LINUX-IMAGE-TAG", pod("containers:\n- name: app\n  image: python:3.12-alpine"), vec![]),
+        (
             "WIN-BUILD-MIXED",
             windows_pod(&format!(
                 "{C}\n- name: log\n  image: mcr.microsoft.com/windows/nanoserver:1809"
@@ -773,6 +810,8 @@ enum Setting {
     Nodes(&'static [(&'static str, &'static str, &'static str, &'static str)]),
     /// The whole input through `lint`, for rules on other objects.
     Lint,
+    /// What a registry says of the images (`registry()`).
+    Facts,
 }
 
 /// Cases for rules that need more than one object under the defaults.
@@ -868,6 +907,30 @@ fn context_cases() -> Vec<ContextCase> {
             vec![],
         ),
         (
+            "WIN-IMAGE-WINDOWS-ONLY",
+            Setting::Facts,
+            pod("containers:\n- name: pay\n  image: contoso/payments:4.2"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-IMAGE-WINDOWS-ONLY",
+            Setting::Facts,
+            pod("containers:\n- name: both\n  image: contoso/both:1"),
+            vec![],
+        ),
+        (
+            "WIN-IMAGE-FACTS-UNKNOWN",
+            Setting::Facts,
+            windows_pod("containers:\n- name: down\n  image: registry.example/down:1"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-IMAGE-FACTS-UNKNOWN",
+            Setting::Facts,
+            windows_pod("containers:\n- name: pay\n  image: contoso/payments:4.2"),
+            vec![],
+        ),
+        (
             "WIN-SERVICE-AFFINITY-TIMEOUT",
             Setting::Lint,
             service("iis"),
@@ -916,6 +979,7 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
             .map(|f| f.field.to_string())
             .collect()
         }
+        Setting::Facts => rules_of(&with_facts(yaml, None), rule),
         Setting::Lint => lint_rules(&Policy::default_policy(), yaml)
             .into_iter()
             .filter(|(r, _, _)| r == rule)
@@ -1050,6 +1114,7 @@ fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
         cluster: cluster.clone(),
         runtime_classes: None,
         nodes: None,
+        images: None,
     };
     evaluate(
         &Policy::default_policy(),
@@ -1087,6 +1152,16 @@ fn verdicts_by_target_follow_the_reference() {
     let psc = |body: &str| windows_pod(&format!("securityContext:\n  {body}\n{C}"));
     let rows: Vec<(&str, String, [Option<Severity>; 4])> = vec![
         ("WIN-SUBPATH", one_subpath, [Some(E), None, None, None]),
+        (
+            "WIN-LINUX-IMAGE",
+            windows_pod("containers:\n- name: web\n  image: nginx:1.27"),
+            [Some(E), Some(E), Some(E), Some(E)],
+        ),
+        (
+            "WIN-LINUX-IMAGE-TAG",
+            windows_pod("containers:\n- name: app\n  image: python:3.12-alpine"),
+            [Some(W), Some(W), Some(W), Some(W)],
+        ),
         (
             "WIN-SUBPATH",
             two_subpaths,
@@ -1392,6 +1467,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
         cluster: winadmit::cluster::Cluster::default(),
         runtime_classes: Some(&rc),
         nodes: None,
+        images: None,
     };
     let mut report = winadmit::output::LintReport::default();
     winadmit::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);
@@ -1489,6 +1565,7 @@ fn findings_on(
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let cx = Context {
         nodes: Some(nodes),
+        images: None,
         ..Context::default()
     };
     evaluate(
@@ -1634,4 +1711,382 @@ fn api_refused_follows_the_release_that_keeps_user_namespace_fields() {
     };
     assert!(!unmasked(32).iter().any(|f| f.ends_with("procMount")));
     assert!(unmasked(33).iter().any(|f| f.ends_with("procMount")));
+}
+
+/// What a registry says of the images the facts tests use.
+fn registry() -> winadmit::images::KnownImages {
+    let digest = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    let platforms = |list: &[(&str, &str, Option<&str>)]| {
+        list.iter()
+            .map(|(os, arch, version)| winadmit::images::Platform {
+                os: (*os).into(),
+                architecture: (*arch).into(),
+                variant: None,
+                os_version: version.map(Into::into),
+                os_features: Vec::new(),
+            })
+            .collect()
+    };
+    let mut known = winadmit::images::KnownImages::default();
+    let mut add = |image: &str, d: char, list: &[(&str, &str, Option<&str>)]| {
+        known.insert(
+            image,
+            winadmit::images::Lookup::Known(winadmit::images::ImageFacts {
+                digest: Some(digest(d)),
+                platforms: platforms(list),
+            }),
+        );
+    };
+    add(
+        "nginx:1.27",
+        '4',
+        &[("linux", "amd64", None), ("linux", "arm64", None)],
+    );
+    // Listed as Linux by name, but the registry says it has a Windows build.
+    add(
+        "busybox:1.36",
+        'b',
+        &[
+            ("linux", "amd64", None),
+            ("windows", "amd64", Some("10.0.20348.2527")),
+        ],
+    );
+    add("python:3.12-alpine", 'a', &[("linux", "amd64", None)]);
+    add(
+        "contoso/app:1.0-bookworm",
+        'c',
+        &[
+            ("linux", "amd64", None),
+            ("windows", "amd64", Some("10.0.20348.1")),
+        ],
+    );
+    add(
+        "contoso/payments:4.2",
+        'e',
+        &[("windows", "amd64", Some("10.0.20348.2527"))],
+    );
+    add(
+        "contoso/both:1",
+        'f',
+        &[
+            ("windows", "amd64", Some("10.0.17763.5830")),
+            ("windows", "amd64", Some("10.0.20348.2527")),
+            ("linux", "amd64", None),
+        ],
+    );
+    add(
+        "contoso/legacy:1",
+        '1',
+        &[("windows", "amd64", Some("10.0.17763.5830"))],
+    );
+    known.insert(
+        "registry.example/down:1",
+        winadmit::images::Lookup::Unknown("registry.example: connection refused".into()),
+    );
+    known
+}
+
+/// (rule, field, message, severity) of every finding on `yaml` with the
+/// registry's facts and, when given, the cluster's Windows nodes.
+fn with_facts(
+    yaml: &str,
+    nodes: Option<&winadmit::cluster::WindowsNodes>,
+) -> Vec<(String, String, String, Severity)> {
+    let docs = winadmit::source::parse(yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let known = registry();
+    let cx = Context {
+        nodes,
+        images: Some(&known),
+        ..Context::default()
+    };
+    evaluate(
+        &Policy::default_policy(),
+        &Workload::from_view(&view).unwrap(),
+        &cx,
+    )
+    .findings
+    .into_iter()
+    .map(|f| {
+        (
+            f.rule.to_owned(),
+            f.field.to_string(),
+            f.message,
+            f.severity,
+        )
+    })
+    .collect()
+}
+
+fn rules_of(f: &[(String, String, String, Severity)], rule: &str) -> Vec<String> {
+    f.iter()
+        .filter(|f| f.0 == rule)
+        .map(|f| f.1.clone())
+        .collect()
+}
+
+#[test]
+fn registry_facts_win_over_names() {
+    let containers = |images: &[&str]| {
+        let mut s = "containers:".to_owned();
+        for (i, image) in images.iter().enumerate() {
+            s.push_str(&format!("\n- name: c{i}\n  image: {image}"));
+        }
+        s
+    };
+    // No Windows platform: an error that names the facts.
+    let f = with_facts(&windows_pod(&containers(&["nginx:1.27"])), None);
+    let linux: Vec<_> = f.iter().filter(|f| f.0 == "WIN-LINUX-IMAGE").collect();
+    assert_eq!(linux.len(), 1, "{f:?}");
+    assert_eq!(linux[0].3, Severity::Error);
+    assert_eq!(
+        linux[0].2,
+        format!(
+            "image nginx:1.27 (sha256:{}...) has platforms linux/amd64, linux/arm64: no Windows variant to pull on the Windows nodes the pod targets",
+            "4".repeat(12)
+        )
+    );
+    // Listed by name but Windows by the registry: nothing. A tag word with
+    // facts is decided by them: an error without a Windows platform, nothing
+    // with one.
+    let f = with_facts(
+        &windows_pod(&containers(&[
+            "busybox:1.36",
+            "python:3.12-alpine",
+            "contoso/app:1.0-bookworm",
+        ])),
+        None,
+    );
+    assert_eq!(
+        rules_of(&f, "WIN-LINUX-IMAGE"),
+        ["spec.containers[1].image"],
+        "{f:?}"
+    );
+    assert!(rules_of(&f, "WIN-LINUX-IMAGE-TAG").is_empty(), "{f:?}");
+    // HostProcess pods too.
+    let hp = windows_pod(
+        "hostNetwork: true\nsecurityContext:\n  windowsOptions:\n    hostProcess: true\n    runAsUserName: NT AUTHORITY\\SYSTEM\ncontainers:\n- name: web\n  image: nginx:1.27",
+    );
+    assert_eq!(
+        rules_of(&with_facts(&hp, None), "WIN-LINUX-IMAGE"),
+        ["spec.containers[0].image"]
+    );
+}
+
+#[test]
+fn windows_only_images_need_windows_nodes() {
+    let untargeted = pod("containers:\n- name: api\n  image: contoso/payments:4.2");
+    let f = with_facts(&untargeted, None);
+    let only: Vec<_> = f
+        .iter()
+        .filter(|f| f.0 == "WIN-IMAGE-WINDOWS-ONLY")
+        .collect();
+    assert_eq!(only.len(), 1, "{f:?}");
+    assert_eq!(only[0].3, Severity::Error);
+    assert!(
+        only[0]
+            .2
+            .contains("has platforms windows/amd64 10.0.20348.2527: only Windows"),
+        "{}",
+        only[0].2
+    );
+    // Without facts the same image is not judged by this rule.
+    assert!(flagged(&untargeted, "WIN-IMAGE-WINDOWS-ONLY").is_empty());
+    let linux =
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: linux\n  containers:\n  - name: api\n    image: contoso/payments:4.2".to_owned();
+    assert_eq!(
+        rules_of(&with_facts(&linux, None), "WIN-IMAGE-WINDOWS-ONLY"),
+        ["spec.containers[0].image"]
+    );
+    // Pinned to Windows, or multi-OS: nothing.
+    for yaml in [
+        windows_pod("containers:\n- name: api\n  image: contoso/payments:4.2"),
+        pod("containers:\n- name: api\n  image: contoso/both:1"),
+    ] {
+        assert!(
+            rules_of(&with_facts(&yaml, None), "WIN-IMAGE-WINDOWS-ONLY").is_empty(),
+            "{yaml}"
+        );
+    }
+    // Mixed OS from facts: a Windows-only image beside a Linux-only one.
+    let mixed = pod(
+        "containers:\n- name: api\n  image: contoso/payments:4.2\n- name: web\n  image: nginx:1.27",
+    );
+    assert_eq!(
+        rules_of(&with_facts(&mixed, None), "WIN-MIXED-OS"),
+        ["spec.containers[1].image"]
+    );
+}
+
+#[test]
+fn windows_builds_from_facts() {
+    let selects = |build: &str, images: &str| {
+        windows_pod(&format!(
+            "  node.kubernetes.io/windows-build: '{build}'\n{images}"
+        ))
+    };
+    let both = "containers:\n- name: a\n  image: contoso/both:1";
+    // An index with 10.0.17763 and 10.0.20348 matches either selector.
+    for build in ["10.0.17763", "10.0.20348"] {
+        assert!(
+            rules_of(
+                &with_facts(&selects(build, both), None),
+                "WIN-BUILD-NODE-MISMATCH"
+            )
+            .is_empty()
+        );
+    }
+    let f = with_facts(&selects("10.0.26100", both), None);
+    let mismatch: Vec<_> = f
+        .iter()
+        .filter(|f| f.0 == "WIN-BUILD-NODE-MISMATCH")
+        .collect();
+    assert_eq!(mismatch.len(), 1, "{f:?}");
+    assert!(
+        mismatch[0].2.contains(
+            "has Windows platforms for 10.0.17763 (ltsc2019), 10.0.20348 (ltsc2022) only"
+        ),
+        "{}",
+        mismatch[0].2
+    );
+    // Hyper-V isolation runs older builds: no error.
+    let hyperv = selects(
+        "10.0.20348",
+        "runtimeClassName: hyperv\ncontainers:\n- name: a\n  image: contoso/legacy:1",
+    );
+    let docs = winadmit::source::parse(&hyperv).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let known = registry();
+    let mut policy = Policy::default_policy();
+    policy.params.hyperv_runtime_classes = vec!["hyperv".into()];
+    let cx = Context {
+        images: Some(&known),
+        ..Context::default()
+    };
+    let eval = evaluate(&policy, &Workload::from_view(&view).unwrap(), &cx);
+    assert!(
+        !eval
+            .findings
+            .iter()
+            .any(|f| f.rule == "WIN-BUILD-NODE-MISMATCH"),
+        "{:?}",
+        eval.findings
+    );
+    assert_eq!(
+        rules_of(
+            &with_facts(
+                &selects(
+                    "10.0.20348",
+                    "containers:\n- name: a\n  image: contoso/legacy:1"
+                ),
+                None
+            ),
+            "WIN-BUILD-NODE-MISMATCH"
+        ),
+        ["spec.containers[0].image"]
+    );
+    // Images of one pod must share a build: by facts and names together.
+    let shared = windows_pod(
+        "containers:\n- name: a\n  image: contoso/both:1\n- name: b\n  image: mcr.microsoft.com/windows/nanoserver:ltsc2022",
+    );
+    assert!(rules_of(&with_facts(&shared, None), "WIN-BUILD-MIXED").is_empty());
+    let apart = windows_pod(
+        "containers:\n- name: a\n  image: contoso/legacy:1\n- name: b\n  image: contoso/payments:4.2",
+    );
+    assert_eq!(
+        rules_of(&with_facts(&apart, None), "WIN-BUILD-MIXED"),
+        ["spec.containers[1].image"]
+    );
+    // The cluster's nodes: no node has any of the image's builds.
+    let ltsc2022 = nodes(&[("win-1", "10.0.20348", "v1.31.0", "containerd://1.7.22")]);
+    let legacy = windows_pod("containers:\n- name: a\n  image: contoso/legacy:1");
+    assert_eq!(
+        rules_of(&with_facts(&legacy, Some(&ltsc2022)), "WIN-BUILD-NO-NODE"),
+        ["spec.containers[0].image"]
+    );
+    assert!(
+        rules_of(
+            &with_facts(&windows_pod(both), Some(&ltsc2022)),
+            "WIN-BUILD-NO-NODE"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn an_unknown_fact_is_said_and_falls_back_to_the_name() {
+    let yaml = windows_pod(
+        "containers:\n- name: a\n  image: registry.example/down:1\n- name: web\n  image: nginx:1.26",
+    );
+    let f = with_facts(&yaml, None);
+    let unknown: Vec<_> = f
+        .iter()
+        .filter(|f| f.0 == "WIN-IMAGE-FACTS-UNKNOWN")
+        .collect();
+    assert_eq!(unknown.len(), 1, "{f:?}");
+    assert_eq!(unknown[0].3, Severity::Info);
+    assert!(
+        unknown[0].2.contains("connection refused"),
+        "{}",
+        unknown[0].2
+    );
+    // nginx:1.26 has no facts: its name decides, as before.
+    assert_eq!(
+        rules_of(&f, "WIN-LINUX-IMAGE"),
+        ["spec.containers[1].image"]
+    );
+}
+
+/// The mutation pins a pod whose images have only Windows platforms (by
+/// their registry's facts) to Windows nodes, whatever `inferFromImages`
+/// says, and its reason names the facts; after the patch nothing is denied.
+#[test]
+fn the_patch_pins_windows_only_images_by_their_facts() {
+    use winadmit::decide::{PatchSource, Request, Verdict, decide};
+    let yaml = pod("containers:\n- name: api\n  image: contoso/payments:4.2");
+    let docs = winadmit::source::parse(&yaml).unwrap();
+    let value = docs[0].value.clone();
+    let view = ObjectView::deserialize(&value).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let known = registry();
+    let policy = Policy::default_policy();
+    assert!(!policy.mutation.infer_from_images);
+    let cx = Context {
+        images: Some(&known),
+        ..Context::default()
+    };
+    let decision = decide(
+        &policy,
+        &cx,
+        &workload,
+        &Request::manifest(PatchSource::Preview(&value)),
+    );
+    assert_eq!(decision.validation, Verdict::Deny);
+    let paths: Vec<String> = decision
+        .patch
+        .ops
+        .iter()
+        .map(|op| op.path().as_str().to_owned())
+        .collect();
+    assert_eq!(paths, ["/spec/nodeSelector"], "{:?}", decision.patch);
+    assert!(
+        decision.patch.explanations[0].contains(
+            "image contoso/payments:4.2 (sha256:eeeeeeeeeeee...) has platforms windows/amd64 10.0.20348.2527: only Windows"
+        ),
+        "{:?}",
+        decision.patch.explanations
+    );
+    assert_eq!(
+        decision.verdict,
+        Verdict::Warn,
+        "the patched pod is allowed"
+    );
+    // Without facts the name decides: no pin (inferFromImages is off).
+    let plain = decide(
+        &policy,
+        &Context::default(),
+        &workload,
+        &Request::manifest(PatchSource::Preview(&value)),
+    );
+    assert!(plain.patch.is_empty(), "{:?}", plain.patch);
 }

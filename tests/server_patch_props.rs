@@ -266,6 +266,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
         cluster: adm.cluster.clone(),
         runtime_classes: None,
         nodes: None,
+        images: None,
     };
     let m = &adm.policy.mutation;
     engine::evaluate(&adm.policy, &w, &cx)

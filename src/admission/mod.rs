@@ -628,6 +628,7 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
+        images: None,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

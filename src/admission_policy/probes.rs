@@ -244,8 +244,10 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
             .collect();
         Some(format!("(?:^|[-_])(?:{})(?:[-_]|$)", words.join("|")))
     };
+    // 'listed' (params.linuxImages), 'tag' (a params.linuxTagWords word
+    // only) or '', as `RuleParams::linux_by`.
     let linux = format!(
-        "!p[2].matches('windows|nanoserver|servercore|(?:^|[-_])win(?:[-_]|$)') && ({} || {})",
+        "p[2].matches('windows|nanoserver|servercore|(?:^|[-_])win(?:[-_]|$)') ? '' : ({} ? 'listed' : ({} ? 'tag' : ''))",
         matches("p[3]", globs_regex(&params.linux_images).as_ref()),
         matches("p[2]", linux_words.as_ref()),
     );
@@ -260,7 +262,7 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
     }
     marked.push_str(".replace('*-', '-*').split('-').filter(w, w != '')");
     let words = format!(
-        "variables.imageParts.map(p, [p[0], [{marked}.filter(w, w.matches('[0-9]'))].map(ws, {} ? ws.filter(w, w.matches({})) : ws.filter(w, w.matches({}))).map(l, size(l) > 0 ? l[0] : '')[0], ({linux}) ? 'linux' : ''])",
+        "variables.imageParts.map(p, [p[0], [{marked}.filter(w, w.matches('[0-9]'))].map(ws, {} ? ws.filter(w, w.matches({})) : ws.filter(w, w.matches({}))).map(l, size(l) > 0 ? l[0] : '')[0], {linux}])",
         matches("p[1]", globs_regex(&table.repositories).as_ref()),
         cel_str(&known),
         cel_str(&unknown),
@@ -299,9 +301,10 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
                 strip("p[1].lowerAscii()")
             ),
         ),
-        // [image, the first tag word naming a build or '', 'linux' or ''].
+        // [image, the first tag word naming a build or '', 'listed', 'tag'
+        // or ''].
         ("imageWords", words),
-        // [image, build or '', 'windows' or '', 'linux' or ''].
+        // [image, build or '', 'windows' or '', 'listed', 'tag' or ''].
         (
             "imageFacts",
             format!(
@@ -332,6 +335,14 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
         (
             "linuxImages",
             "variables.imageFacts.filter(f, f[1] == '' && f[2] == '' && f[3] != '').map(f, f[0])".to_owned(),
+        ),
+        (
+            "listedLinuxImages",
+            "variables.imageFacts.filter(f, f[1] == '' && f[2] == '' && f[3] == 'listed').map(f, f[0])".to_owned(),
+        ),
+        (
+            "taggedLinuxImages",
+            "variables.imageFacts.filter(f, f[1] == '' && f[2] == '' && f[3] == 'tag').map(f, f[0])".to_owned(),
         ),
     ]
 }
@@ -885,6 +896,31 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
             )],
             "the image runs only on Linux (params.linuxImages, params.linuxTagWords) but the pod also has a Windows image; a pod runs on one node, under one OS",
         ),
+        "WIN-LINUX-IMAGE" => Export::Cel {
+            probes: vec![Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "!variables.anyWindowsImage && {}",
+                    image_in("listedLinuxImages")
+                ),
+                &["image"],
+            )],
+            message: "the image runs only on Linux (its repository is in params.linuxImages) but the pod targets Windows nodes: there is no Windows variant to pull",
+            partial: Some(
+                "images are judged by their names (params.linuxImages); the platforms their registries list (--image-facts, --registry) are not read",
+            ),
+        },
+        "WIN-LINUX-IMAGE-TAG" => cel(
+            vec![Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "!variables.anyWindowsImage && {}",
+                    image_in("taggedLinuxImages")
+                ),
+                &["image"],
+            )],
+            "the image tag has a Linux distribution word (params.linuxTagWords) but the pod targets Windows nodes: a Linux-only build has no Windows variant to pull",
+        ),
         "WIN-BUILD-MIXED" => cel(
             vec![Probe::new(
                 ProbeScope::Container,
@@ -1210,6 +1246,9 @@ fn gap_reason(id: &str) -> &'static str {
             "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version"
         }
         "WIN-BUILD-NO-NODE" => "needs the builds of the cluster's Windows nodes: live facts",
+        "WIN-IMAGE-WINDOWS-ONLY" | "WIN-IMAGE-FACTS-UNKNOWN" => {
+            "needs the images' platforms from their registries, which CEL cannot read: the webhook, `lint --image-facts` and `lint --registry` judge them"
+        }
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
             "judges Services by the pods behind them: needs live facts"
         }

@@ -42,9 +42,20 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         format,
         fail_on,
         fix,
+        image_facts,
+        registry,
+        registry_args,
         color,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
+    let mut images = super::load_image_facts(image_facts.as_deref())?;
+    let resolver = if registry {
+        Some(crate::registry::Resolver::new(&registry_args.options()?)?)
+    } else {
+        None
+    };
+    // The workloads' images, for the registry.
+    let mut wanted = std::collections::BTreeSet::new();
     // Findings are held compactly until the whole input is read; only the
     // JSON output shows their patches.
     let mut report = CompactReport::new(matches!(format, LintFormat::Json));
@@ -84,12 +95,19 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             (Some(Ok(text)), _) => {
                 let mut owned = Cow::Owned(std::mem::take(text));
                 collect_cluster_objects(&mut owned, &mut known);
+                if resolver.is_some() {
+                    crate::lint::collect_images(&mut owned, &pol, &mut wanted);
+                }
                 *text = owned.into_owned();
             }
             (Some(Err(_)), _) => {}
             (None, Input::File(p)) => {
                 if let Ok(text) = read_file(p) {
-                    collect_cluster_objects(&mut Cow::Owned(text), &mut known);
+                    let mut owned = Cow::Owned(text);
+                    collect_cluster_objects(&mut owned, &mut known);
+                    if resolver.is_some() {
+                        crate::lint::collect_images(&mut owned, &pol, &mut wanted);
+                    }
                 }
             }
             (None, Input::Stdin) => unreachable!("stdin is read once"),
@@ -109,10 +127,19 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             (None, Input::Stdin) => unreachable!("stdin is read once"),
         }
     };
+    // The registry is asked for the images the facts file does not name.
+    if let Some(resolver) = &resolver {
+        let given = images.take().unwrap_or_default();
+        wanted.retain(|i| given.get(i).is_none());
+        let mut found = super::images::block_on(resolver.resolve_all(&wanted))?;
+        found.images.extend(given.images);
+        images = Some(found);
+    }
     let cx = Context {
         cluster,
         runtime_classes: Some(&known.runtime_classes),
         nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
+        images: images.as_ref(),
     };
     // Fix first, so the report shows what is left.
     if fix {

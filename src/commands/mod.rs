@@ -8,6 +8,7 @@ pub mod admission_policy;
 pub mod certs;
 pub mod example;
 pub mod explain;
+pub mod images;
 pub mod lint;
 pub mod manifests;
 pub mod report;
@@ -37,6 +38,17 @@ pub fn load_policy(
         &crate::cluster::Learnt::default(),
     );
     Ok((pol, cluster))
+}
+
+/// Reads `--image-facts FILE`, if given.
+///
+/// # Errors
+/// The file cannot be read or is not an image facts file (the error names
+/// the file and the field).
+pub fn load_image_facts(
+    path: Option<&std::path::Path>,
+) -> Result<Option<crate::images::KnownImages>, crate::images::FactsFileError> {
+    path.map(crate::images::KnownImages::read).transpose()
 }
 
 /// Standard output for reports: when the reader has gone (`winadmit lint
@@ -106,5 +118,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Example(args) => example::run(args),
         Command::AdmissionPolicy(args) => admission_policy::run(args),
+        Command::Images(args) => images::run(args),
     }
 }

@@ -90,6 +90,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         context,
         namespaces,
         policy,
+        image_facts,
         format,
         output,
         fail_on,
@@ -107,6 +108,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let (pol, cluster) = super::load_policy(&policy)?;
+    let images = super::load_image_facts(image_facts.as_deref())?;
     let options = ReportOptions {
         mode: mode.map(|m| match m {
             ModeChoice::Enforce => Mode::Enforce,
@@ -123,6 +125,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         cluster,
         runtime_classes: None,
         nodes: None,
+        images: images.as_ref(),
     };
     let progress = Progress::new(quiet);
 

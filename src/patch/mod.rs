@@ -129,11 +129,18 @@ pub fn mutation(
     let mut m = Mutation::default();
     let Some(spec) = workload.spec else { return m };
     let settings = &policy.mutation;
-    let inferred = settings.infer_from_images
-        && eval
-            .findings
-            .iter()
-            .any(|f| f.rule == crate::rules::UNPINNED_IMAGE && f.fix.is_some());
+    // Targeting by facts: the registry says an image has only Windows
+    // platforms (always), or its name says Windows (when the policy asks).
+    let by_facts = eval
+        .findings
+        .iter()
+        .find(|f| f.rule == crate::rules::IMAGE_WINDOWS_ONLY && f.fix.is_some());
+    let inferred = by_facts.is_some()
+        || (settings.infer_from_images
+            && eval
+                .findings
+                .iter()
+                .any(|f| f.rule == crate::rules::UNPINNED_IMAGE && f.fix.is_some()));
     if eval.exempt.is_some()
         || eval.target.is_conflicting()
         || !(eval.target.is_windows() || inferred)
@@ -147,11 +154,24 @@ pub fn mutation(
         .and_then(|s| s.get(OS_LABEL))
         .is_some();
     if settings.inject_node_selector && !has_os_label {
-        m.push(
-            add_node_selector(&workload.spec_path, spec),
-            "winadmit added nodeSelector kubernetes.io/os=windows",
-            None,
-        );
+        let (why, fixed) = match by_facts {
+            Some(f) => {
+                let description = f.fix.as_ref().map_or("", |fix| fix.description.as_str());
+                (
+                    format!("winadmit: {description} ({}: {})", f.rule, f.field),
+                    Some(Fixed {
+                        rule: f.rule,
+                        field: f.field.to_string(),
+                        description: description.to_owned(),
+                    }),
+                )
+            }
+            None => (
+                "winadmit added nodeSelector kubernetes.io/os=windows".to_owned(),
+                None,
+            ),
+        };
+        m.push(add_node_selector(&workload.spec_path, spec), why, fixed);
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
         if cx.psa_restricted_before_1_25 {

@@ -243,6 +243,8 @@ pub struct ReportBuilder<'p> {
     cluster: crate::cluster::Cluster,
     /// Namespaces, RuntimeClasses and Windows nodes seen in the input.
     known: KnownCluster,
+    /// What registries say of the images (`--image-facts`).
+    images: Option<crate::images::KnownImages>,
     options: ReportOptions,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
@@ -286,6 +288,7 @@ impl<'p> ReportBuilder<'p> {
                 nodes: cx.nodes.cloned().unwrap_or_default(),
                 ..KnownCluster::default()
             },
+            images: cx.images.cloned(),
             options,
             owners: HashMap::new(),
             pending: Vec::new(),
@@ -477,6 +480,7 @@ impl<'p> ReportBuilder<'p> {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&self.known.runtime_classes),
             nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
+            images: self.images.as_ref(),
         };
         // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {

@@ -23,6 +23,7 @@ pub use affinity_conflict::ID as OS_CONFLICT;
 pub use apiserver_os_fields::ID as OS_FIELDS;
 pub use emptydir_memory::ID as EMPTYDIR_MEMORY;
 pub use hostprocess::ID as HOSTPROCESS;
+pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
 pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
 pub use unpinned_image::ID as UNPINNED_IMAGE;
 
@@ -146,6 +147,7 @@ rules! {
     affinity_conflict: RULE;
     os_spec: RULE;
     unpinned_image: RULE;
+    image_windows_only: WINDOWS_ONLY;
     linux_windows_options: RULE;
     privileged: RULE;
     run_as: RUN_AS_USER, RUN_AS_GROUP;
@@ -177,6 +179,8 @@ rules! {
     termination_message: RULE;
     default_mode: RULE;
     mixed_os: RULE;
+    linux_image: LISTED, TAG_WORD;
+    image_facts_unknown: RULE;
     pub windows_build: MIXED, NODE_MISMATCH, NO_NODE;
     hyperv_annotation: RULE;
     pub windows_taint: MISSING, LINUX_TOLERATES;
@@ -257,6 +261,9 @@ pub struct Cx<'e, 'v, 'a> {
     pub cluster: &'e Cluster,
     /// The cluster's Windows nodes, when known.
     pub nodes: Option<&'e crate::cluster::WindowsNodes>,
+    /// What registries say of the pod's images, when looked up (never
+    /// empty: no facts is `None`).
+    pub registry: Option<&'e crate::images::KnownImages>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e params::RuleParams,
@@ -283,6 +290,9 @@ pub struct ImageFacts {
     pub build: Option<crate::windows_builds::Build>,
     /// Known to run only on Linux ([`params::RuleParams::is_linux_image`]).
     pub linux: bool,
+    /// Known to run only on Linux by its repository (`params.linuxImages`),
+    /// not only by a tag word.
+    pub linux_listed: bool,
 }
 
 /// [`ImageFacts`] already worked out, shared by every evaluation under the
@@ -388,7 +398,7 @@ pub fn containers_of<'v, 'a>(spec: &'v SpecView<'a>) -> Vec<ContainerRef<'v, 'a>
     .collect()
 }
 
-impl<'v, 'a> Cx<'_, 'v, 'a> {
+impl<'e, 'v, 'a> Cx<'e, 'v, 'a> {
     /// The facts of `image` (memoized for this evaluation, and across
     /// evaluations under the same parameters by [`ImageFactsCache`]).
     pub fn image(&self, image: &'v str) -> ImageFacts {
@@ -401,6 +411,61 @@ impl<'v, 'a> Cx<'_, 'v, 'a> {
             .get_or_insert(image, || self.params.facts_of(image));
         self.images.0.borrow_mut().push((image, facts));
         facts
+    }
+
+    /// The registry's facts of `image`, when its lookup succeeded: they
+    /// win over what its name says.
+    #[must_use]
+    pub fn registry_facts(&self, image: &str) -> Option<&'e crate::images::ImageFacts> {
+        self.registry?.facts(image)
+    }
+
+    /// Runs only on Windows: every platform its registry lists is Windows,
+    /// or, without facts, its name says so (`params.windowsImages`, a tag
+    /// naming a Windows build).
+    pub fn windows_only(&self, image: &'v str) -> bool {
+        match self.registry_facts(image) {
+            Some(f) => f.windows_only(),
+            None => {
+                let facts = self.image(image);
+                facts.windows || facts.build.is_some()
+            }
+        }
+    }
+
+    /// Has no Windows variant: its registry lists no Windows platform, or,
+    /// without facts, its name says Linux-only (`params.linuxImages`,
+    /// `params.linuxTagWords`).
+    pub fn linux_only(&self, image: &'v str) -> bool {
+        match self.registry_facts(image) {
+            Some(f) => f.no_windows(),
+            None => self.image(image).linux,
+        }
+    }
+
+    /// The Windows builds `image` offers to a process-isolated container:
+    /// the `os.version` builds of its registry's Windows platforms, or,
+    /// without facts (or Windows platforms without `os.version`), the build
+    /// its name says. With the facts that gave them.
+    pub fn windows_builds(
+        &self,
+        image: &'v str,
+    ) -> (
+        Vec<crate::windows_builds::Build>,
+        Option<&'e crate::images::ImageFacts>,
+    ) {
+        if let Some(f) = self.registry_facts(image) {
+            let builds = f.windows_builds();
+            if !builds.is_empty() {
+                return (builds, Some(f));
+            }
+            if !f.has_windows() {
+                // A Linux image has no Windows build at all; Windows
+                // platforms without `os.version` leave it to the name.
+                return (Vec::new(), Some(f));
+            }
+        }
+        (self.image(image).build.into_iter().collect(), None)
     }
 
     /// Path of a pod-spec field, e.g. `cx.spec_field(&["hostPID"])`.
@@ -524,6 +589,7 @@ mod tests {
             windows,
             build: None,
             linux: !windows,
+            linux_listed: !windows,
         };
         assert_eq!(cache.get_or_insert("a:1", || facts(true)), facts(true));
         let again = || -> ImageFacts { panic!("worked out a second time") };

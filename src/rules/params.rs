@@ -55,10 +55,16 @@ impl RuleParams {
     pub fn facts_of(&self, image: &str) -> super::ImageFacts {
         let windows = self.is_windows_image(image);
         let build = crate::windows_builds::image_build(image);
+        let linux = if windows || build.is_some() {
+            LinuxBy::No
+        } else {
+            self.linux_by(image)
+        };
         super::ImageFacts {
             windows,
             build,
-            linux: !windows && build.is_none() && self.linux_by_name(image),
+            linux: linux != LinuxBy::No,
+            linux_listed: linux == LinuxBy::Repository,
         }
     }
 
@@ -67,6 +73,16 @@ impl RuleParams {
     /// known Windows build.
     #[must_use]
     pub fn linux_by_name(&self, image: &str) -> bool {
+        self.linux_by(image) != LinuxBy::No
+    }
+
+    /// Why an image (neither a Windows image by the patterns nor one with
+    /// a known Windows build) is taken for Linux-only, if it is: its
+    /// repository is in `linuxImages`, or its tag has a `linuxTagWords`
+    /// word. A tag naming Windows (`nanoserver`, `windowsservercore`,
+    /// `windows-*`, `win`) always wins.
+    #[must_use]
+    pub fn linux_by(&self, image: &str) -> LinuxBy {
         let lower = lowercase(image);
         let (repository, tag) = crate::windows_builds::split_image(&lower);
         let words = || tag.into_iter().flat_map(|t| t.split(['-', '_']));
@@ -77,12 +93,29 @@ impl RuleParams {
                 || w == "win"
         };
         if words().any(windows_word) {
-            return false;
-        }
-        self.linux_images
+            LinuxBy::No
+        } else if self
+            .linux_images
             .iter()
             .any(|p| crate::glob::glob_match(p, repository))
-            || words().any(|w| self.linux_tag_words.iter().any(|l| l == w))
+        {
+            LinuxBy::Repository
+        } else if words().any(|w| self.linux_tag_words.iter().any(|l| l == w)) {
+            LinuxBy::TagWord
+        } else {
+            LinuxBy::No
+        }
+    }
+
+    /// The first `linuxTagWords` word in the image's tag, for messages.
+    #[must_use]
+    pub fn linux_tag_word(&self, image: &str) -> Option<String> {
+        let lower = lowercase(image);
+        let (_, tag) = crate::windows_builds::split_image(&lower);
+        tag.into_iter()
+            .flat_map(|t| t.split(['-', '_']))
+            .find(|w| self.linux_tag_words.iter().any(|l| l == w))
+            .map(str::to_owned)
     }
 
     /// Is this RuntimeClass (by name, or by its handler when known) a
@@ -92,6 +125,19 @@ impl RuleParams {
         self.hyperv_runtime_classes.iter().any(|c| c == class)
             || handler.is_some_and(|h| self.hyperv_runtime_handlers.iter().any(|x| x == h))
     }
+}
+
+/// Why an image is taken for Linux-only ([`RuleParams::linux_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinuxBy {
+    /// Not known to be Linux-only.
+    No,
+    /// Its repository is in `params.linuxImages`: known to publish no
+    /// Windows variant.
+    Repository,
+    /// Only a word of its tag (`alpine`, `bookworm`, ...) says Linux: a
+    /// heuristic, some registries publish Windows builds under such tags.
+    TagWord,
 }
 
 /// Image names are lowercase by the registry grammar: allocate only for the

@@ -13,7 +13,7 @@ pub static RULE: Rule = Rule {
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Any,
-        what: "A container whose image matches the policy's Windows image patterns (`mcr.microsoft.com/windows/*`, servercore, nanoserver, ...) in a pod spec that no nodeSelector, `spec.os.name`, affinity or RuntimeClass pins to Windows.",
+        what: "A container whose image matches the policy's Windows image patterns (`mcr.microsoft.com/windows/*`, servercore, nanoserver, ...) in a pod spec that no nodeSelector, `spec.os.name`, affinity or RuntimeClass pins to Windows. An image whose registry facts are known is left to WIN-IMAGE-WINDOWS-ONLY.",
         why: "Without a Windows node selector the scheduler may place the pod on a Linux node, where the image cannot run (exec format / no matching manifest errors, ImagePullBackOff).",
         source: "Layer: the scheduler, every Kubernetes version and runtime: a pod that selects no OS may be placed on a Linux node, where the runtime cannot pull or run a Windows image (the pod fails there). A warning, as the image's OS is inferred from its name. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': without nodeSelectors, pods can be scheduled onto any node; Windows containers must target Windows nodes with kubernetes.io/os: windows.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
@@ -34,7 +34,8 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         let Some(image) = c.container.image.as_deref() else {
             continue;
         };
-        if !cx.image(image).windows {
+        // With the registry's facts, WIN-IMAGE-WINDOWS-ONLY decides.
+        if !cx.image(image).windows || cx.registry_facts(image).is_some() {
             continue;
         }
         let path = cx.container_field(&c, &["image"]);

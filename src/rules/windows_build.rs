@@ -2,6 +2,7 @@
 //! the node's Windows build under process isolation.
 
 use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
+use crate::images::ImageFacts;
 use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
 
 pub static MIXED: Rule = Rule {
@@ -94,13 +95,22 @@ fn check_no_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if cx.host_process.all || cx.hyperv {
         return;
     }
-    for (c, image, build) in image_builds(cx) {
-        if !builds.contains_key(build.to_string().as_str()) {
+    for ImageBuilds {
+        container,
+        image,
+        builds: needs,
+        facts,
+    } in image_builds(cx)
+    {
+        if !needs
+            .iter()
+            .any(|b| builds.contains_key(b.to_string().as_str()))
+        {
             out.report(
-                cx.container_field(&c, &["image"]),
+                cx.container_field(&container, &["image"]),
                 format!(
-                    "image {image} needs Windows build {} but the cluster's Windows nodes have {}: a process-isolated container cannot start on any of them",
-                    describe(build),
+                    "{} but the cluster's Windows nodes have {}: a process-isolated container cannot start on any of them",
+                    needs_text(image, &needs, facts),
                     known()
                 ),
             );
@@ -108,14 +118,56 @@ fn check_no_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-/// Each container with an image whose build is known, with that build.
-pub fn image_builds<'c, 'v, 'a>(
-    cx: &'c Cx<'_, 'v, 'a>,
-) -> impl Iterator<Item = (ContainerRef<'v, 'a>, &'v str, Build)> + use<'c, 'v, 'a> {
-    cx.containers().filter_map(|c| {
-        let image: &'v str = c.container.image.as_deref()?;
-        cx.image(image).build.map(|b| (c, image, b))
+/// A container whose image's Windows build(s) are known.
+pub struct ImageBuilds<'v, 'a, 'e> {
+    pub container: ContainerRef<'v, 'a>,
+    pub image: &'v str,
+    /// The builds it can run on under process isolation (one from a
+    /// name; one per Windows platform from the registry's facts).
+    pub builds: Vec<Build>,
+    /// The registry's facts the builds come from, if they do.
+    pub facts: Option<&'e ImageFacts>,
+}
+
+/// Each container with an image whose build(s) are known: from the
+/// registry's facts where known, else from the image's name.
+pub fn image_builds<'c, 'e, 'v, 'a>(
+    cx: &'c Cx<'e, 'v, 'a>,
+) -> impl Iterator<Item = ImageBuilds<'v, 'a, 'e>> + use<'c, 'e, 'v, 'a> {
+    cx.containers().filter_map(|container| {
+        let image: &'v str = container.container.image.as_deref()?;
+        let (builds, facts) = cx.windows_builds(image);
+        (!builds.is_empty()).then_some(ImageBuilds {
+            container,
+            image,
+            builds,
+            facts,
+        })
     })
+}
+
+/// `image X needs Windows build 10.0.17763 (ltsc2019)`, or with facts
+/// `image X (sha256:...) has Windows platforms for 10.0.17763 (ltsc2019),
+/// 10.0.20348 (ltsc2022) only`.
+fn needs_text(image: &str, builds: &[Build], facts: Option<&ImageFacts>) -> String {
+    let (name, needs) = needs_parts(image, builds, facts);
+    format!("image {name} {needs}")
+}
+
+/// The image's name (with its digest, from facts) and what it needs.
+fn needs_parts(image: &str, builds: &[Build], facts: Option<&ImageFacts>) -> (String, String) {
+    let list = builds
+        .iter()
+        .map(|b| describe(*b))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match facts {
+        Some(f) => (
+            f.name(image),
+            format!("has Windows platforms for {list} only"),
+        ),
+        None => (image.to_owned(), format!("needs Windows build {list}")),
+    }
 }
 
 /// `10.0.17763 (ltsc2019)`, or the bare build.
@@ -130,21 +182,36 @@ fn check_mixed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     if cx.host_process.all {
         return;
     }
-    let mut first: Option<(String, Build)> = None;
-    for (c, image, build) in image_builds(cx) {
-        match &first {
-            None => first = Some((image.to_owned(), build)),
-            Some((first_image, first_build)) if *first_build != build => {
-                out.report(
-                    cx.container_field(&c, &["image"]),
-                    format!(
-                        "image {image} needs Windows build {} but {first_image} in the same pod needs {}; one of them cannot match the node",
-                        describe(build),
-                        describe(*first_build)
-                    ),
-                );
+    // The first image (its name and what it needs) and the builds every
+    // image so far can share.
+    let mut first: Option<((String, String), Vec<Build>)> = None;
+    for ImageBuilds {
+        container,
+        image,
+        builds,
+        facts,
+    } in image_builds(cx)
+    {
+        match &mut first {
+            None => first = Some((needs_parts(image, &builds, facts), builds)),
+            Some(((first_name, first_needs), common)) => {
+                let shared: Vec<Build> = common
+                    .iter()
+                    .copied()
+                    .filter(|b| builds.contains(b))
+                    .collect();
+                if shared.is_empty() {
+                    out.report(
+                        cx.container_field(&container, &["image"]),
+                        format!(
+                            "{} but {first_name} in the same pod {first_needs}; one of them cannot match the node",
+                            needs_text(image, &builds, facts),
+                        ),
+                    );
+                } else {
+                    *common = shared;
+                }
             }
-            Some(_) => {}
         }
     }
 }
@@ -174,8 +241,14 @@ fn check_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let Ok(node) = selected.parse::<Build>() else {
         return;
     };
-    for (c, image, build) in image_builds(cx) {
-        if build != node {
+    for ImageBuilds {
+        container,
+        image,
+        builds,
+        facts,
+    } in image_builds(cx)
+    {
+        if !builds.contains(&node) {
             let via = match source {
                 "RuntimeClass" => format!(
                     "RuntimeClass {} selects",
@@ -184,10 +257,10 @@ fn check_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
                 _ => "the pod selects".to_owned(),
             };
             out.report(
-                cx.container_field(&c, &["image"]),
+                cx.container_field(&container, &["image"]),
                 format!(
-                    "image {image} needs Windows build {} but {via} nodes with {WINDOWS_BUILD_LABEL}={selected}; a process-isolated container of another build does not start",
-                    describe(build)
+                    "{} but {via} nodes with {WINDOWS_BUILD_LABEL}={selected}; a process-isolated container of another build does not start",
+                    needs_text(image, &builds, facts)
                 ),
             );
         }

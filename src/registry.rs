@@ -1,0 +1,386 @@
+//! Looks images up in their registries: each reference's digest and the
+//! platforms it publishes, from its image index, or from a single
+//! manifest's config. The client is `oci-client` (the OCI distribution
+//! protocol, with Docker Hub's token flow); the configuration types are
+//! `oci-spec`'s.
+//!
+//! A door resolves the images it is about to judge, then passes the
+//! [`KnownImages`] to the decision: the decision itself never waits on a
+//! registry. Fail-open: a lookup that fails or passes its deadline is an
+//! [`Lookup::Unknown`] with the reason, never an error of the command.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt as _;
+use oci_client::manifest::OciManifest;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+
+use crate::images::{ImageFacts, KnownImages, Lookup, Platform};
+
+/// The default deadline of one lookup.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
+/// Lookups in flight at once.
+pub const CONCURRENT_LOOKUPS: usize = 8;
+/// The largest image config read (a config is a few kilobytes).
+const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// Registries (`host[:port]` as images name them) reached over plain
+    /// HTTP. Every other registry is reached over HTTPS.
+    pub insecure: Vec<String>,
+    /// A Docker `config.json` (`auths`): credentials per registry.
+    /// Registries it does not name are accessed anonymously.
+    pub config: Option<PathBuf>,
+    /// PEM files of CAs to trust besides the system's.
+    pub ca_files: Vec<PathBuf>,
+    /// The deadline of one lookup (connection, token, manifest and config).
+    pub deadline: Option<Duration>,
+}
+
+/// A registry could not be set up (before any lookup).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read registry credentials {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "invalid registry credentials {path}: {message} (expected a Docker config.json: {{\"auths\": {{\"<registry>\": {{\"auth\": \"<base64 user:password>\"}}}}}})"
+    )]
+    Config { path: PathBuf, message: String },
+    #[error("cannot read registry CA {path}: {source}")]
+    ReadCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The credentials of a Docker `config.json`, by registry host.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials(BTreeMap<String, (String, String)>);
+
+#[derive(Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: BTreeMap<String, DockerAuth>,
+}
+
+#[derive(Deserialize)]
+struct DockerAuth {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+impl Credentials {
+    /// Reads the `auths` of a Docker `config.json`, the format the kubelet
+    /// reads for `imagePullSecrets` (`.dockerconfigjson`).
+    ///
+    /// # Errors
+    /// The file cannot be read, or an entry is malformed (the error names
+    /// the registry key).
+    pub fn read(path: &Path) -> Result<Self, RegistryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RegistryError::ReadConfig {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| RegistryError::Config {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// # Errors
+    /// What is wrong, naming the entry.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: DockerConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let mut out = BTreeMap::new();
+        for (key, entry) in config.auths {
+            let pair = match (entry.auth, entry.username, entry.password) {
+                (Some(auth), _, _) => {
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(auth.trim())
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .ok_or_else(|| {
+                            format!("auths[{key:?}].auth: not base64 of user:password")
+                        })?;
+                    let (user, password) = decoded.split_once(':').ok_or_else(|| {
+                        format!("auths[{key:?}].auth: no `:` between user and password")
+                    })?;
+                    (user.to_owned(), password.to_owned())
+                }
+                (None, Some(user), Some(password)) => (user, password),
+                _ => {
+                    return Err(format!(
+                        "auths[{key:?}]: needs `auth`, or `username` and `password`"
+                    ));
+                }
+            };
+            out.insert(host_of(&key), pair);
+        }
+        Ok(Self(out))
+    }
+
+    /// The credentials for `registry` (as `Reference::resolve_registry`
+    /// names it), else anonymous access.
+    #[must_use]
+    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+        let hub = matches!(
+            registry,
+            "index.docker.io" | "docker.io" | "registry-1.docker.io"
+        );
+        let found = if hub {
+            ["index.docker.io", "docker.io", "registry-1.docker.io"]
+                .iter()
+                .find_map(|k| self.0.get(*k))
+        } else {
+            self.0.get(registry)
+        };
+        match found {
+            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+}
+
+/// `https://index.docker.io/v1/` -> `index.docker.io`.
+fn host_of(key: &str) -> String {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    key.split('/').next().unwrap_or(key).to_owned()
+}
+
+/// Looks images up.
+pub struct Resolver {
+    client: Client,
+    credentials: Credentials,
+    deadline: Duration,
+}
+
+impl Resolver {
+    /// # Errors
+    /// The credentials or a CA file cannot be read.
+    pub fn new(options: &RegistryOptions) -> Result<Self, RegistryError> {
+        // reqwest is built without a crypto provider of its own: the
+        // process's is ring, as for the webhook's TLS.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let credentials = match &options.config {
+            Some(path) => Credentials::read(path)?,
+            None => Credentials::default(),
+        };
+        let mut roots = Vec::new();
+        for path in &options.ca_files {
+            let data = std::fs::read(path).map_err(|source| RegistryError::ReadCa {
+                path: path.clone(),
+                source,
+            })?;
+            roots.push(oci_client::client::Certificate {
+                encoding: oci_client::client::CertificateEncoding::Pem,
+                data,
+            });
+        }
+        let deadline = options.deadline.unwrap_or(DEFAULT_DEADLINE);
+        let config = oci_client::client::ClientConfig {
+            protocol: if options.insecure.is_empty() {
+                oci_client::client::ClientProtocol::Https
+            } else {
+                oci_client::client::ClientProtocol::HttpsExcept(options.insecure.clone())
+            },
+            extra_root_certificates: roots,
+            connect_timeout: Some(deadline),
+            read_timeout: Some(deadline),
+            user_agent: concat!("winadmit/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        Ok(Self {
+            client: Client::new(config),
+            credentials,
+            deadline,
+        })
+    }
+
+    /// Looks every image up, [`CONCURRENT_LOOKUPS`] at a time.
+    pub async fn resolve_all(&self, images: &BTreeSet<String>) -> KnownImages {
+        let lookups = futures::stream::iter(images.iter().cloned())
+            .map(|image| async move {
+                let lookup = self.lookup(&image).await;
+                (image, lookup)
+            })
+            .buffer_unordered(CONCURRENT_LOOKUPS)
+            .collect::<Vec<_>>()
+            .await;
+        let mut known = KnownImages::default();
+        for (image, lookup) in lookups {
+            known.insert(image, lookup);
+        }
+        known
+    }
+
+    /// Looks one image up, within the deadline. Never fails: a failure is
+    /// [`Lookup::Unknown`] with the reason.
+    pub async fn lookup(&self, image: &str) -> Lookup {
+        let reference = match Reference::try_from(image.trim()) {
+            Ok(r) => r,
+            Err(e) => return Lookup::Unknown(format!("not an image reference: {e}")),
+        };
+        let registry = reference.resolve_registry().to_owned();
+        match tokio::time::timeout(self.deadline, self.facts(&reference, &registry)).await {
+            Ok(Ok(facts)) => Lookup::Known(facts),
+            Ok(Err(why)) => Lookup::Unknown(format!("registry {registry}: {why}")),
+            Err(_) => Lookup::Unknown(format!(
+                "registry {registry}: no answer within {}s",
+                self.deadline.as_secs_f64()
+            )),
+        }
+    }
+
+    async fn facts(&self, reference: &Reference, registry: &str) -> Result<ImageFacts, String> {
+        let auth = self.credentials.auth_for(registry);
+        let (manifest, digest) = self
+            .client
+            .pull_manifest(reference, &auth)
+            .await
+            .map_err(|e| describe(&e))?;
+        let platforms = match manifest {
+            OciManifest::ImageIndex(index) => index
+                .manifests
+                .iter()
+                .filter_map(|m| m.platform.as_ref())
+                .map(|p| Platform {
+                    os: p.os.to_string(),
+                    architecture: p.architecture.to_string(),
+                    variant: p.variant.clone().filter(|v| !v.is_empty()),
+                    os_version: p.os_version.clone().filter(|v| !v.is_empty()),
+                    os_features: p.os_features.clone().unwrap_or_default(),
+                })
+                // Attestations and other artefacts are `unknown/unknown`.
+                .filter(|p| p.os != "unknown")
+                .collect::<Vec<_>>(),
+            OciManifest::Image(image) => {
+                let mut config = Vec::new();
+                if usize::try_from(image.config.size).unwrap_or(usize::MAX) > MAX_CONFIG_BYTES {
+                    return Err(format!(
+                        "the image config is {} bytes, more than the {MAX_CONFIG_BYTES} read",
+                        image.config.size
+                    ));
+                }
+                self.client
+                    .pull_blob(reference, &image.config, &mut config)
+                    .await
+                    .map_err(|e| describe(&e))?;
+                let config: oci_spec::image::ImageConfiguration =
+                    serde_json::from_slice(&config)
+                        .map_err(|e| format!("malformed image config: {e}"))?;
+                vec![Platform {
+                    os: config.os().to_string(),
+                    architecture: config.architecture().to_string(),
+                    variant: config.variant().clone().filter(|v| !v.is_empty()),
+                    os_version: config.os_version().clone().filter(|v| !v.is_empty()),
+                    os_features: config.os_features().clone().unwrap_or_default(),
+                }]
+            }
+        };
+        if platforms.is_empty() {
+            return Err("the image index lists no platform".to_owned());
+        }
+        Ok(ImageFacts {
+            digest: Some(digest).filter(|d| crate::images::is_digest(d)),
+            platforms,
+        })
+    }
+}
+
+/// A lookup error, in a line: the cause without the URL noise.
+fn describe(e: &oci_client::errors::OciDistributionError) -> String {
+    use oci_client::errors::OciDistributionError as E;
+    match e {
+        E::AuthenticationFailure(why) => format!("authentication failed ({why})"),
+        E::UnauthorizedError { .. } => {
+            "401 Unauthorized: give credentials with --registry-config".to_owned()
+        }
+        E::ImageManifestNotFoundError(_) => "404: no such image or tag".to_owned(),
+        E::RegistryError { envelope, .. } => {
+            use oci_client::errors::OciErrorCode as C;
+            let status = envelope.errors.iter().find_map(|e| match e.code {
+                C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown => {
+                    Some("404: no such image or tag")
+                }
+                C::Unauthorized => {
+                    Some("401 Unauthorized: give credentials with --registry-config")
+                }
+                C::Denied => Some("403 Denied: the credentials may not pull this image"),
+                C::Toomanyrequests => Some("429 Too Many Requests: the registry's rate limit"),
+                _ => None,
+            });
+            let detail: Vec<String> = envelope
+                .errors
+                .iter()
+                .map(|e| e.message.clone())
+                .filter(|m| !m.is_empty())
+                .collect();
+            match status {
+                Some(s) if detail.is_empty() => s.to_owned(),
+                Some(s) => format!("{s} ({})", detail.join("; ")),
+                None => format!("registry error: {}", detail.join("; ")),
+            }
+        }
+        E::ServerError { code, message, .. } => format!("HTTP {code}: {message}"),
+        E::RequestError(r) => {
+            let mut why = r.to_string();
+            let mut source = std::error::Error::source(r);
+            while let Some(s) = source {
+                why = s.to_string();
+                source = s.source();
+            }
+            why
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_config_credentials_by_registry() {
+        let creds = Credentials::parse(
+            r#"{"auths": {
+                "https://index.docker.io/v1/": {"auth": "dXNlcjpwYXNz"},
+                "registry.example:5000": {"username": "u", "password": "p"}
+            }}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(creds.auth_for("index.docker.io"), RegistryAuth::Basic(u, p) if u == "user" && p == "pass")
+        );
+        assert!(
+            matches!(creds.auth_for("registry.example:5000"), RegistryAuth::Basic(u, _) if u == "u")
+        );
+        assert!(matches!(
+            creds.auth_for("other.example"),
+            RegistryAuth::Anonymous
+        ));
+        for (text, want) in [
+            (r#"{"auths": {"r": {"auth": "!!"}}}"#, "auths[\"r\"].auth"),
+            (r#"{"auths": {"r": {"auth": "dXNlcg=="}}}"#, "no `:`"),
+            (r#"{"auths": {"r": {"username": "u"}}}"#, "needs `auth`"),
+        ] {
+            let err = Credentials::parse(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+}
