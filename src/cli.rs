@@ -40,7 +40,7 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     #[command(
-        after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, or custom resources that could not be discovered (unless --allow-partial)."
+        after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, custom resources that could not be discovered (unless --allow-partial), no workload matched (unless --allow-empty), or WINADMIT_NAMESPACE set (it names the install namespace of `certs` and `manifests`; `report` reads WINADMIT_REPORT_NAMESPACE)."
     )]
     Report(ReportArgs),
     /// Print a ready example to try winadmit with.
@@ -310,15 +310,23 @@ pub struct ReportArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
     pub context: Option<String>,
-    /// Only this namespace (repeatable; default: all namespaces).
+    /// Only this namespace (repeatable; default: all namespaces). Its
+    /// variable is WINADMIT_REPORT_NAMESPACE: WINADMIT_NAMESPACE is the
+    /// install namespace of `certs` and `manifests`, and `report` refuses
+    /// to run with it set unless --namespace or WINADMIT_REPORT_NAMESPACE
+    /// says which namespaces to report.
     #[arg(
         long = "namespace",
         short = 'n',
         value_name = "NS",
-        env = "WINADMIT_NAMESPACE",
+        env = "WINADMIT_REPORT_NAMESPACE",
         value_delimiter = ','
     )]
     pub namespaces: Vec<String>,
+    /// Exit 0 when no workload matches (no workload in the input, or none
+    /// in the namespaces asked for); without it such a report exits 2.
+    #[arg(long, env = "WINADMIT_ALLOW_EMPTY")]
+    pub allow_empty: bool,
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Output format.

@@ -231,6 +231,76 @@ fn exit_codes_follow_lint() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("use one or the other"));
 }
 
+/// `WINADMIT_NAMESPACE` is the install namespace (`certs`, `manifests`);
+/// `report`'s filter is `WINADMIT_REPORT_NAMESPACE`. A report that matches
+/// nothing exits 2 unless `--allow-empty`.
+#[test]
+fn one_meaning_per_namespace_variable_and_an_empty_report_is_not_green() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_winadmit"));
+        cmd.args(args)
+            .env_remove("WINADMIT_NAMESPACE")
+            .env_remove("WINADMIT_REPORT_NAMESPACE")
+            .env_remove("WINADMIT_ALLOW_EMPTY");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let args = ["report", "--from-file", KUBECTL_JSON, "--format", "json"];
+    let all = run(&args, &[]);
+    assert_eq!(all.status.code(), Some(1));
+    let all: Value = serde_json::from_slice(&all.stdout).unwrap();
+
+    // The install namespace's variable is refused, naming the one to use.
+    let out = run(&args, &[("WINADMIT_NAMESPACE", "winadmit")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WINADMIT_NAMESPACE=winadmit")
+            && stderr.contains("WINADMIT_REPORT_NAMESPACE"),
+        "{stderr}"
+    );
+    // ... unless the namespaces to report are given: then it changes nothing.
+    let out = run(
+        &[&args[..], &["--namespace", "ops"]].concat(),
+        &[("WINADMIT_NAMESPACE", "winadmit")],
+    );
+    let flag: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run(&args, &[("WINADMIT_REPORT_NAMESPACE", "ops")]);
+    let var: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flag["objects"], var["objects"]);
+    let reported = var["summary"]["reported"].as_u64().unwrap();
+    assert!(
+        reported > 0 && reported < all["summary"]["reported"].as_u64().unwrap(),
+        "{var}"
+    );
+    assert!(
+        var["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["namespace"] == "ops")
+    );
+
+    // Nothing matched: said on stderr, exit 2; --allow-empty accepts it.
+    let out = run(&args, &[("WINADMIT_REPORT_NAMESPACE", "no-such-namespace")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no workload matched in namespace(s) no-such-namespace")
+            && stderr.contains("--allow-empty"),
+        "{stderr}"
+    );
+    let out = run(
+        &[&args[..], &["--allow-empty"]].concat(),
+        &[("WINADMIT_REPORT_NAMESPACE", "no-such-namespace")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no workload matched"));
+}
+
 #[test]
 fn text_report_leads_with_the_summary() {
     let out = winadmit(&["report", "--from-file", KUBECTL_JSON], None);

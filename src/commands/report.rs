@@ -89,6 +89,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         kubeconfig,
         context,
         namespaces,
+        allow_empty,
         policy,
         format,
         output,
@@ -106,6 +107,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
         );
     }
+    refuse_install_namespace(&namespaces, std::env::var_os("WINADMIT_NAMESPACE"))?;
     let (pol, cluster) = super::load_policy(&policy)?;
     let options = ReportOptions {
         mode: mode.map(|m| match m {
@@ -226,7 +228,34 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    let code = if summary.input_errors > 0 || (!partial.is_empty() && !limits.allow_partial) {
+    let empty = summary.objects == 0;
+    if empty {
+        eprintln!(
+            "winadmit: no workload matched{}{}{}",
+            if namespaces.is_empty() {
+                String::new()
+            } else {
+                format!(" in namespace(s) {}", namespaces.join(", "))
+            },
+            if summary.other_objects > 0 {
+                format!(
+                    " ({} other object(s) read, none of them a workload)",
+                    summary.other_objects
+                )
+            } else {
+                String::new()
+            },
+            if allow_empty {
+                ""
+            } else {
+                "; exit 2 (--allow-empty accepts an empty report)"
+            }
+        );
+    }
+    let code = if summary.input_errors > 0
+        || (!partial.is_empty() && !limits.allow_partial)
+        || (empty && !allow_empty)
+    {
         EXIT_INPUT
     } else if failing {
         EXIT_FINDINGS
@@ -234,6 +263,23 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         EXIT_CLEAN
     };
     Ok(ExitCode::from(code))
+}
+
+/// `WINADMIT_NAMESPACE` names the install namespace (`certs`, `manifests`).
+/// It once also filtered `report`; rather than report one namespace or all
+/// of them depending on which meaning a user had in mind, `report` refuses
+/// to run with it set unless the namespaces to report are given.
+fn refuse_install_namespace(
+    namespaces: &[String],
+    install: Option<std::ffi::OsString>,
+) -> anyhow::Result<()> {
+    match install {
+        Some(ns) if namespaces.is_empty() => anyhow::bail!(
+            "WINADMIT_NAMESPACE={} is set: it is the install namespace of `winadmit certs` and `winadmit manifests`, not a filter for `report`. To report only that namespace, set WINADMIT_REPORT_NAMESPACE (or pass --namespace); to report every namespace, unset WINADMIT_NAMESPACE for this command",
+            ns.to_string_lossy()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// What the report judged and against what, for the HTML summary.
