@@ -262,7 +262,9 @@ pub struct ManifestsArgs {
     /// Output directory of `winadmit certs`, for the self-signed overlay's Secret.
     #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_DIR")]
     pub certs: Option<PathBuf>,
-    /// Install into this namespace instead of `winadmit`.
+    /// Install into this namespace instead of `winadmit` (with --certs:
+    /// the namespace given to `winadmit certs`, whose certificate must name
+    /// the Service `winadmit.NS.svc`).
     #[arg(long, value_name = "NS", env = "WINADMIT_NAMESPACE")]
     pub namespace: Option<String>,
     /// Server image, e.g. registry.example.com/winadmit:0.1.0.
