@@ -74,18 +74,10 @@ fn kubectl_json_and_yaml_give_the_same_report() {
     );
     assert_eq!(located_out(&json), located_out(&yaml));
     assert_eq!(json["summary"], yaml["summary"]);
-    // YAML has positions; JSON, streamed, does not.
-    let line = |r: &Value| {
-        r["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["name"] == "win-probe")
-            .unwrap()["findings"][0]["line"]
-            .clone()
-    };
-    assert_eq!(line(&json), 0);
-    assert!(line(&yaml).as_u64().unwrap() > 0);
+    // Both have positions (lint's locator), and each points at the key of
+    // the finding's field in its file.
+    assert_positions_point_at_fields(&json, KUBECTL_JSON);
+    assert_positions_point_at_fields(&yaml, KUBECTL_YAML);
     // Same from stdin.
     let bytes = std::fs::read(KUBECTL_JSON).unwrap();
     let (stdin, _) = json_report(
@@ -93,6 +85,38 @@ fn kubectl_json_and_yaml_give_the_same_report() {
         Some(&bytes),
     );
     assert_eq!(stdin["summary"]["objects"], json["summary"]["objects"]);
+    assert_positions_point_at_fields(&stdin, KUBECTL_JSON);
+}
+
+/// Every finding's `line:column` in `file` is where the last key of its
+/// field path is written (`"hostNetwork"` in JSON, `hostNetwork:` in YAML).
+fn assert_positions_point_at_fields(report: &Value, file: &str) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut checked = 0;
+    for o in report["objects"].as_array().unwrap() {
+        for f in o["findings"].as_array().unwrap() {
+            let field = f["field"].as_str().unwrap();
+            let (line, column) = (f["line"].as_u64().unwrap(), f["column"].as_u64().unwrap());
+            assert!(line > 0 && column > 0, "no position for {field}: {f}");
+            // `a.b[0].c` -> `c`; `requests[memory]` -> `memory`.
+            let last = field.rsplit('.').next().unwrap();
+            let key = match last.split_once('[') {
+                Some((_, inner)) if !inner.starts_with(|c: char| c.is_ascii_digit()) => {
+                    inner.trim_end_matches(']')
+                }
+                Some((name, _)) => name,
+                None => last,
+            };
+            let at = &lines[line as usize - 1][column as usize - 1..];
+            assert!(
+                at.trim_start_matches('"').starts_with(key),
+                "{file}:{line}:{column} is `{at}`, not the key of {field}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} findings checked");
 }
 
 #[test]

@@ -297,12 +297,20 @@ fn facts(
             let dirs: Vec<String> = many
                 .iter()
                 .filter_map(|f| f.parent())
-                .map(|d| d.display().to_string())
+                // `a.yaml` is in the current folder: its parent is "".
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        ".".to_owned()
+                    } else {
+                        d.display().to_string()
+                    }
+                })
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
             match dirs.as_slice() {
                 [one] => format!("{} files in {one}", many.len()),
+                [] => "no file".to_owned(),
                 _ => format!("{} files in {} folders", many.len(), dirs.len()),
             }
         }

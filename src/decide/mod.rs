@@ -229,6 +229,9 @@ pub struct Decision {
     pub patch: Mutation,
     /// The object with the patch applied, when there is a patch.
     pub patched: Option<Value>,
+    /// The evaluation of the patched object (a [`PatchSource::Preview`]
+    /// with a patch): which findings the patch removes.
+    pub after: Option<Evaluation>,
     /// What the client gets once both webhooks have answered: `/validate`'s
     /// verdict on the patched object, and at least a warning when there is
     /// a patch (`/mutate` explains each change in one). Computed with
@@ -486,6 +489,7 @@ fn patch_and_verdict(
             .and_then(|()| evaluate_value(policy, cx, &patched, w.namespace));
         if let Some(after) = after {
             decision.verdict = verdict(policy, &after, decision.mode);
+            decision.after = Some(after);
         }
         decision.patched = Some(patched);
     }

@@ -88,6 +88,8 @@ pub fn report_body(
     }
     let mut builder = ReportBuilder::new(policy, cx, options.clone());
     let mut objects = Vec::new();
+    // Where each object of a JSON body sits, for line and column.
+    let mut json_pointers: Option<Vec<String>> = None;
     match media {
         MediaType::Json => {
             let value: Value =
@@ -105,11 +107,13 @@ pub fn report_body(
                     })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
                 let object = admission_object(&mut builder, body)?;
+                json_pointers = Some(vec!["/request/object".to_owned()]);
                 if let Some(object) = object {
                     add(&mut builder, &object, 0, &mut objects);
                 }
             } else {
                 let mut all = Vec::new();
+                json_pointers = Some(stream::object_pointers(&value));
                 let result = stream::for_each_object_of(value, &mut |v| {
                     all.push(v);
                     Ok::<(), StopError>(())
@@ -142,6 +146,9 @@ pub fn report_body(
     }
     let finished = builder.finish();
     objects.extend(finished.objects);
+    if let Some(pointers) = json_pointers {
+        locate_json_findings(body, &pointers, &mut objects);
+    }
     Ok(Report {
         api_version: super::REPORT_API_VERSION,
         kind: super::REPORT_KIND,
@@ -227,8 +234,37 @@ pub fn feed_yaml(
             reports.push((doc.yaml_doc, doc.pointer.clone(), *r));
         }
     }
-    // One more pass over the text finds every finding's position at once,
-    // as `lint` does, and findings are put in file order, as `lint` does.
+    // Objects listed before their owner in this text get their positions
+    // too (those of earlier inputs keep theirs: none).
+    let mut earlier = Vec::new();
+    for r in builder.resolve_pending() {
+        let at = r
+            .findings
+            .first()
+            .filter(|f| f.file == file)
+            .and_then(|f| {
+                // Documents are numbered in order.
+                let i = docs.binary_search_by_key(&f.document, |d| d.index).ok()?;
+                docs.get(i)
+            });
+        match at {
+            Some(d) => reports.push((d.yaml_doc, d.pointer.clone(), r)),
+            None => earlier.push((0, String::new(), r)),
+        }
+    }
+    locate_findings(text, &mut reports);
+    reports.extend(earlier);
+    for (_, _, r) in reports {
+        on_report(r).map_err(FeedError::Stopped)?;
+    }
+    Ok(docs.len())
+}
+
+/// Finds every finding's line and column in `text` in one pass, with the
+/// locator `lint` uses, and puts findings in text order, as `lint` does.
+/// Each report comes with its YAML document (0 for a JSON text) and the
+/// JSON Pointer of its object in that document (`/items/3`, or empty).
+pub fn locate_findings(text: &str, reports: &mut [(usize, String, ObjectReport)]) {
     let wants: Vec<(usize, String)> = reports
         .iter()
         .flat_map(|(yaml_doc, pointer, r)| {
@@ -237,23 +273,43 @@ pub fn feed_yaml(
                 .map(move |p| (*yaml_doc, format!("{pointer}{p}")))
         })
         .collect();
-    if !wants.is_empty() {
-        let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
-        let mut at = source::locate_many(text, &refs).into_iter();
-        for (_, _, r) in &mut reports {
-            for f in &mut r.findings {
-                if let Some(p) = at.next().flatten() {
-                    f.line = p.line;
-                    f.column = p.column;
-                }
-            }
-            r.findings.sort_by_key(|f| (f.line, f.column));
-        }
+    if wants.is_empty() {
+        return;
     }
+    let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
+    let mut at = source::locate_many(text, &refs).into_iter();
     for (_, _, r) in reports {
-        on_report(r).map_err(FeedError::Stopped)?;
+        for f in &mut r.findings {
+            if let Some(p) = at.next().flatten() {
+                f.line = p.line;
+                f.column = p.column;
+            }
+        }
+        r.findings.sort_by_key(|f| (f.line, f.column));
     }
-    Ok(docs.len())
+}
+
+/// Line and column for the findings of reports made from a JSON text
+/// (a `/report` body, a file): `pointers[n]` is where the text holds the
+/// object of document `n` (see [`stream::object_pointers`]).
+pub fn locate_json_findings(text: &[u8], pointers: &[String], reports: &mut Vec<ObjectReport>) {
+    let Ok(text) = std::str::from_utf8(text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text)) else {
+        return;
+    };
+    let mut located: Vec<(usize, String, ObjectReport)> = std::mem::take(reports)
+        .into_iter()
+        .map(|r| {
+            let pointer = r
+                .findings
+                .first()
+                .and_then(|f| pointers.get(f.document))
+                .cloned()
+                .unwrap_or_default();
+            (0, pointer, r)
+        })
+        .collect();
+    locate_findings(text, &mut located);
+    reports.extend(located.into_iter().map(|(_, _, r)| r));
 }
 
 /// A problem with a whole input (file or stream), for the report's `inputErrors`.

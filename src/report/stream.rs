@@ -179,6 +179,31 @@ pub fn for_each_object_of(value: Value, on_object: &mut OnObject<'_>) -> Result<
     Ok(n)
 }
 
+/// Where each object [`for_each_object_of`] hands over sits in `value`, as
+/// a JSON Pointer (`/items/3`, `/0`, or empty for the value itself), in
+/// the same order: for finding line and column in the text afterwards.
+#[must_use]
+pub fn object_pointers(value: &Value) -> Vec<String> {
+    fn walk(value: &Value, at: &str, out: &mut Vec<String>) {
+        match value {
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{at}/{i}"), out);
+                }
+            }
+            Value::Object(map) if map.get("items").is_some_and(Value::is_array) => {
+                let n = map.get("items").and_then(Value::as_array).map_or(0, Vec::len);
+                out.extend((0..n).map(|i| format!("{at}/items/{i}")));
+            }
+            Value::Null => {}
+            _ => out.push(at.to_owned()),
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, "", &mut out);
+    out
+}
+
 fn json_error(e: &serde_json::Error) -> StreamError {
     let message = e.to_string();
     // serde_json appends " at line L column C"; keep the cause only.

@@ -1,12 +1,13 @@
-//! `report --from-file`: JSON is streamed item by item (so a `kubectl get
-//! -A -o json` List of any size is read in bounded memory); YAML is parsed
-//! whole, with line and column for findings, up to the manifest size limit.
+//! `report --from-file`: YAML, and JSON up to the manifest size limit, is
+//! read whole, with line and column for findings (found by the locator
+//! `lint` uses); a larger JSON text (a `kubectl get -A -o json` List of any
+//! size) is streamed item by item in bounded memory, without them.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
 use super::Driver;
-use crate::report::Origin;
+use crate::report::{Added, Origin};
 use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
 use crate::source;
@@ -57,6 +58,85 @@ fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
     });
 }
 
+/// A JSON text read whole: its objects' reports wait for one pass of the
+/// locator `lint` uses, which gives their findings line and column.
+fn whole_json(name: &str, text: &[u8], value: serde_json::Value, driver: &mut Driver<'_>) {
+    let pointers = stream::object_pointers(&value);
+    let mut reports = Vec::new();
+    let mut document = 0;
+    let _ = stream::for_each_object_of(value, &mut |value| {
+        let origin = Origin {
+            file: name,
+            document,
+        };
+        document += 1;
+        driver.progress.tick();
+        if let Added::Report(r) = driver.builder.add(&value, &origin) {
+            reports.push(*r);
+        }
+        Ok(())
+    });
+    // Objects listed before their owner in this text (those of earlier
+    // inputs keep the positions they have: none).
+    let (mine, earlier): (Vec<_>, Vec<_>) = driver
+        .builder
+        .resolve_pending()
+        .into_iter()
+        .partition(|r| r.findings.first().is_some_and(|f| f.file == name));
+    reports.extend(mine);
+    crate::report::body::locate_json_findings(text, &pointers, &mut reports);
+    reports.extend(earlier);
+    for r in reports {
+        if let Err(e) = driver.sink.object(&r) {
+            driver.builder.input_problem(input_problem(
+                name,
+                None,
+                None,
+                format!("cannot write the report: {e}"),
+            ));
+            return;
+        }
+    }
+}
+
+/// A JSON text streamed item by item (bounded memory), without positions.
+fn stream_json(name: &str, reader: impl Read, driver: &mut Driver<'_>) {
+    let reader = BufReader::with_capacity(READ_BUFFER, reader);
+    let mut document = 0;
+    let result = stream::for_each_object(reader, &mut |value| {
+        let origin = Origin {
+            file: name,
+            document,
+        };
+        document += 1;
+        driver.add(&value, &origin)
+    });
+    match result {
+        Ok(_) => {}
+        Err(StreamError::Json {
+            line,
+            column,
+            message,
+        }) => driver.builder.input_problem(input_problem(
+            name,
+            Some(line as u64),
+            Some(column as u64),
+            format!("invalid JSON: {message}"),
+        )),
+        Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+            name,
+            None,
+            None,
+            format!("cannot read: {e}"),
+        )),
+        Err(StreamError::Stopped(StopError(message))) => {
+            driver
+                .builder
+                .input_problem(input_problem(name, None, None, message));
+        }
+    }
+}
+
 fn read_one(
     name: &str,
     reader: Box<dyn Read>,
@@ -80,39 +160,30 @@ fn read_one(
         if let Some(path) = reopen {
             first_pass(path, driver);
         }
-        let mut document = 0;
-        let result = stream::for_each_object(reader, &mut |value| {
-            let origin = Origin {
-                file: name,
-                document,
-            };
-            document += 1;
-            driver.add(&value, &origin)
-        });
-        match result {
-            Ok(_) => {}
-            Err(StreamError::Json {
-                line,
-                column,
-                message,
-            }) => driver.builder.input_problem(input_problem(
-                name,
-                Some(line as u64),
-                Some(column as u64),
-                format!("invalid JSON: {message}"),
-            )),
-            Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+        // A text up to lint's size limit is read whole, so findings get
+        // line and column; a larger one is streamed, without them.
+        let mut head = Vec::new();
+        if let Err(e) = (&mut reader)
+            .take(source::MAX_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut head)
+        {
+            driver.builder.input_problem(input_problem(
                 name,
                 None,
                 None,
                 format!("cannot read: {e}"),
-            )),
-            Err(StreamError::Stopped(StopError(message))) => {
-                driver
-                    .builder
-                    .input_problem(input_problem(name, None, None, message));
-            }
+            ));
+            return;
         }
+        if head.len() <= source::MAX_FILE_BYTES
+            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(
+                head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head),
+            )
+        {
+            whole_json(name, &head, value, driver);
+            return;
+        }
+        stream_json(name, std::io::Cursor::new(head).chain(reader), driver);
         return;
     }
     let bytes = match stream::read_limited(reader, source::MAX_FILE_BYTES) {

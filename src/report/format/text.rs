@@ -8,7 +8,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use super::ReportSink;
 use crate::finding::Severity;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, ReportSummary, Verdict};
+use crate::report::{ObjectReport, ReportSummary, Verdict, plural};
 
 /// How many rules the "top rules" table shows.
 pub const TOP_RULES: usize = 10;
@@ -66,11 +66,15 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
             "      owned by {owner}, reported apart: its findings differ from the owner's"
         );
     }
-    if let Some(reason) = &r.exempt {
+    // `why` names the exemption with its consequence.
+    if let Some(reason) = r.exempt.as_ref().filter(|_| r.why.is_empty()) {
         let _ = writeln!(s, "      exempt: {reason}");
     }
     for sk in &r.skipped {
         let _ = writeln!(s, "      skipped {}: {}", sk.rule, sk.reason);
+    }
+    for why in &r.why {
+        let _ = writeln!(s, "      why: {why}");
     }
     for f in &r.findings {
         let level = match f.severity {
@@ -86,15 +90,13 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
         let _ = writeln!(s, "      {level} {}: {}{at}", f.field, f.message);
     }
     for (op, why) in r.patch.iter().zip(&r.patch_reasons) {
-        let name = match op {
-            crate::finding::PatchOperation::Add(_) => "add",
-            crate::finding::PatchOperation::Remove(_) => "remove",
-            crate::finding::PatchOperation::Replace(_) => "replace",
-            crate::finding::PatchOperation::Move(_) => "move",
-            crate::finding::PatchOperation::Copy(_) => "copy",
-            crate::finding::PatchOperation::Test(_) => "test",
-        };
-        let _ = writeln!(s, "      patch: {name} {}  ({why})", op.path());
+        let why = why.strip_prefix("winadmit: ").unwrap_or(why);
+        let _ = writeln!(
+            s,
+            "      patch: {} {}: {why}",
+            crate::report::op_name(op),
+            op.path()
+        );
     }
     s
 }
@@ -182,14 +184,14 @@ pub fn summary_text(s: &ReportSummary) -> String {
     );
     let _ = writeln!(
         out,
-        "admission would: deny {}, warn {}, allow {}; {} error(s), {} warning(s), {} info; {} input error(s)",
+        "admission would: deny {}, warn {}, allow {}; {}, {}, {}; {}",
         s.verdicts.deny,
         s.verdicts.warn,
         s.verdicts.allow,
-        s.errors,
-        s.warnings,
-        s.infos,
-        s.input_errors
+        plural(s.errors, "error", "errors"),
+        plural(s.warnings, "warning", "warnings"),
+        plural(s.infos, "info finding", "info findings"),
+        plural(s.input_errors, "input error", "input errors"),
     );
     if !s.namespaces.is_empty() {
         let _ = writeln!(out, "\nNamespaces:");
