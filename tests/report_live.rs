@@ -264,10 +264,34 @@ fn bad_credentials_and_unreachable_servers_are_clear_errors() {
 
     let out = winadmit(&["report", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(out.status.code(), Some(2));
+    // Said once, the path without doubled quotes, the cause once.
+    let stderr = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("cannot read kubeconfig /nonexistent/kubeconfig"),
-        "{}",
-        text(&out.stderr)
+        stderr.contains("cannot read kubeconfig /nonexistent/kubeconfig: ")
+            && stderr.matches("/nonexistent/kubeconfig").count() == 1
+            && stderr.matches("os error 2").count() == 1
+            && !stderr.contains("'\""),
+        "{stderr}"
+    );
+    // No kubeconfig anywhere: where it was looked for, once.
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .arg("report")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("WINADMIT_KUBECONFIG")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let config = format!("{}/.kube/config", home.path().display());
+    assert!(
+        stderr.contains("no cluster configuration found")
+            && stderr.matches(config.as_str()).count() == 1
+            && stderr.matches("os error 2").count() == 1
+            && !stderr.contains("'\""),
+        "{stderr}"
     );
 }
 
