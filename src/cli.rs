@@ -101,8 +101,9 @@ pub struct PolicyArgs {
         value_enum
     )]
     pub container_runtime: Option<RuntimeChoice>,
-    /// Raise the "intent lost" warnings (privileged, capabilities.add,
-    /// readOnlyRootFilesystem, hostPID/hostIPC, ...) to errors.
+    /// Raise the warnings about security settings Windows ignores
+    /// (privileged, capabilities.add, readOnlyRootFilesystem, hostPID,
+    /// hostIPC, ...) to errors; policy key `stance: strict`.
     #[arg(long, env = "WINADMIT_STRICT")]
     pub strict: bool,
 }
