@@ -90,7 +90,11 @@ pub struct PolicyArgs {
     /// Kubernetes version of the target cluster (1.14 to the newest known;
     /// default: the policy's `cluster.kubernetesVersion`, then what the
     /// cluster's Windows nodes report, then the newest known).
-    #[arg(long, value_name = "MAJOR.MINOR", env = "WINADMIT_KUBERNETES_VERSION", value_parser = parse_version)]
+    #[arg(long, value_name = "MAJOR.MINOR", env = "WINADMIT_KUBERNETES_VERSION", value_parser = parse_version,
+        help = format!(
+            "Kubernetes version of the target cluster (1.14 to {latest}; default: the policy's `cluster.kubernetesVersion`, then what the cluster's Windows nodes report, then {latest}, the newest winadmit knows)",
+            latest = KubeVersion::LATEST
+        ))]
     pub kubernetes_version: Option<KubeVersion>,
     /// Container runtime of the target cluster's Windows nodes (default:
     /// the policy, then the nodes, then containerd from 1.24, docker before).
