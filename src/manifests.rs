@@ -222,10 +222,10 @@ pub fn customize(render: Render, c: &Customization<'_>) -> Result<Vec<Value>, Ma
             set_namespace(obj, ns);
         }
     }
-    if render == Render::SelfSigned {
-        if let Some(certs) = c.certs {
-            check_serving_name(&objects, certs)?;
-        }
+    if render == Render::SelfSigned
+        && let Some(certs) = c.certs
+    {
+        check_serving_name(&objects, certs)?;
     }
     if let Some(image) = c.image {
         set_image(&mut objects, image);
@@ -485,13 +485,8 @@ mod tests {
 
     /// What `winadmit certs --namespace NS` writes.
     fn certs_for(namespace: &str) -> Certs {
-        let b = crate::certs::generate(
-            "winadmit",
-            namespace,
-            time::OffsetDateTime::now_utc(),
-            30,
-        )
-        .unwrap();
+        let b = crate::certs::generate("winadmit", namespace, time::OffsetDateTime::now_utc(), 30)
+            .unwrap();
         Certs {
             ca_crt: b.ca_pem.into_bytes(),
             tls_crt: b.cert_pem.into_bytes(),

@@ -36,7 +36,8 @@ fn target_block() -> String {
         help.contains(&latest),
         "`winadmit lint --help` does not name the default version {latest}:\n{help}"
     );
-    let gives = |n: usize, what: &str| format!("{n} {} {what}", if n == 1 { "gives" } else { "give" });
+    let gives =
+        |n: usize, what: &str| format!("{n} {} {what}", if n == 1 { "gives" } else { "give" });
     let is = |n: usize| format!("{n} {}", if n == 1 { "is" } else { "are" });
     format!(
         "`winadmit rules` lists {} rules. At the default target {}, {}, {} \

@@ -751,8 +751,13 @@ apiVersion: v1\nkind: Pod\nmetadata: {name: patched, namespace: web}\nspec:\n  o
             .find(|r| r.contains(&format!(" {verdict} {rule} ")))
             .unwrap_or_else(|| panic!("{rule} {verdict}: {rows:#?}"))
     };
-    assert!(row("WIN-HOSTNETWORK", "warn").contains("mode warn: WIN-HOSTNETWORK at spec.hostNetwork admitted with a warning"));
-    assert!(row("WIN-HOSTNETWORK", "allow").contains("the webhook is not called for namespace kube-system (reach.excludedNamespaces)"));
+    assert!(
+        row("WIN-HOSTNETWORK", "warn")
+            .contains("mode warn: WIN-HOSTNETWORK at spec.hostNetwork admitted with a warning")
+    );
+    assert!(row("WIN-HOSTNETWORK", "allow").contains(
+        "the webhook is not called for namespace kube-system (reach.excludedNamespaces)"
+    ));
     assert!(row("WIN-OS-FIELDS", "warn").contains("patched: remove /spec/containers/0/securityContext/allowPrivilegeEscalation removes the error WIN-OS-FIELDS"));
     // The counts include info; the legend explains each badge and level.
     assert!(totals.contains("info finding"), "{totals}");
@@ -785,7 +790,10 @@ apiVersion: v1\nkind: Pod\nmetadata: {name: patched, namespace: web}\nspec:\n  o
         );
         let v: Vec<i64> = measured.split(' ').map(|n| n.parse().unwrap()).collect();
         assert!(v[0] > 10, "path parts measured at {width}px: {measured}");
-        assert_eq!(v[1], 0, "a path wrapped inside a name at {width}px: {measured}");
+        assert_eq!(
+            v[1], 0,
+            "a path wrapped inside a name at {width}px: {measured}"
+        );
         assert_eq!(v[2], 0, "cells overflow at {width}px: {measured}");
         assert!(v[3] <= v[4], "horizontal scroll at {width}px: {measured}");
     }

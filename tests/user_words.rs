@@ -11,13 +11,19 @@ use clap::CommandFactory as _;
 
 /// Words and phrases only the authors know, with the reason each is out.
 const INTERNAL: &[(&str, &str)] = &[
-    ("door", "say \"entry point\", or name /validate, /mutate, lint, report"),
+    (
+        "door",
+        "say \"entry point\", or name /validate, /mutate, lint, report",
+    ),
     ("doors", "say \"entry points\", or name them"),
     ("settled patch", "say \"the final JSON Patch\""),
     ("settles its patch", "say \"with a patch\""),
     ("fixpoint", "say \"until it changes nothing more\""),
     ("intent lost", "say \"security settings Windows ignores\""),
-    ("windows-truth", "a file users do not have: cite docs/verdicts.md"),
+    (
+        "windows-truth",
+        "a file users do not have: cite docs/verdicts.md",
+    ),
     ("seed 0", "cite the Kubernetes documentation it comes from"),
     ("seeds", "cite the Kubernetes documentation they come from"),
     ("the corpus", "say \"real-world manifests\""),
@@ -102,7 +108,10 @@ fn user_facing_text_has_no_internal_words() {
         .collect();
     assert!(names.len() >= 8, "{names:?}");
     for name in names.iter().filter(|n| *n != "help") {
-        texts.push((format!("winadmit {name} --help"), winadmit(&[name, "--help"])));
+        texts.push((
+            format!("winadmit {name} --help"),
+            winadmit(&[name, "--help"]),
+        ));
     }
     texts.push(("winadmit rules".into(), winadmit(&["rules"])));
     for rule in winadmit::rules::ALL {
@@ -147,6 +156,9 @@ fn the_word_check_finds_words_not_identifiers() {
     assert_eq!(internal_words("the settled patch").len(), 1);
     assert_eq!(internal_words("the strict stance").len(), 1);
     assert_eq!(internal_words("1 error(s)").len(), 1);
-    assert!(internal_words("`tests/doors_agree.rs` and `stance: strict`, an indoor instance").is_empty());
+    assert!(
+        internal_words("`tests/doors_agree.rs` and `stance: strict`, an indoor instance")
+            .is_empty()
+    );
     assert!(internal_words("| `stance` | default |").is_empty());
 }

@@ -106,7 +106,11 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         n(s.objects, "object", "objects"),
         n(s.windows_workloads, "Windows workload", "Windows workloads"),
         n(s.files, "file", "files"),
-        n(s.skipped, "non-Kubernetes document", "non-Kubernetes documents"),
+        n(
+            s.skipped,
+            "non-Kubernetes document",
+            "non-Kubernetes documents"
+        ),
         n(s.input_errors, "input error", "input errors"),
         if s.fixed > 0 {
             format!("; {} written", n(s.fixed, "fix", "fixes"))

@@ -238,15 +238,11 @@ pub fn feed_yaml(
     // too (those of earlier inputs keep theirs: none).
     let mut earlier = Vec::new();
     for r in builder.resolve_pending() {
-        let at = r
-            .findings
-            .first()
-            .filter(|f| f.file == file)
-            .and_then(|f| {
-                // Documents are numbered in order.
-                let i = docs.binary_search_by_key(&f.document, |d| d.index).ok()?;
-                docs.get(i)
-            });
+        let at = r.findings.first().filter(|f| f.file == file).and_then(|f| {
+            // Documents are numbered in order.
+            let i = docs.binary_search_by_key(&f.document, |d| d.index).ok()?;
+            docs.get(i)
+        });
         match at {
             Some(d) => reports.push((d.yaml_doc, d.pointer.clone(), r)),
             None => earlier.push((0, String::new(), r)),

@@ -192,7 +192,10 @@ pub fn object_pointers(value: &Value) -> Vec<String> {
                 }
             }
             Value::Object(map) if map.get("items").is_some_and(Value::is_array) => {
-                let n = map.get("items").and_then(Value::as_array).map_or(0, Vec::len);
+                let n = map
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
                 out.extend((0..n).map(|i| format!("{at}/items/{i}")));
             }
             Value::Null => {}

@@ -7,9 +7,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
 use super::Driver;
-use crate::report::{Added, Origin};
 use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
+use crate::report::{Added, Origin};
 use crate::source;
 
 const READ_BUFFER: usize = 256 * 1024;
