@@ -758,7 +758,23 @@ apiVersion: v1\nkind: Pod\nmetadata: {name: patched, namespace: web}\nspec:\n  o
     assert!(row("WIN-HOSTNETWORK", "allow").contains(
         "the webhook is not called for namespace kube-system (reach.excludedNamespaces)"
     ));
-    assert!(row("WIN-OS-FIELDS", "warn").contains("patched: remove /spec/containers/0/securityContext/allowPrivilegeEscalation removes the error WIN-OS-FIELDS"));
+    // Each patched row names the operation that removes its own error.
+    let patched: Vec<&&&str> = errors
+        .iter()
+        .filter(|r| r.contains(" warn WIN-OS-FIELDS "))
+        .collect();
+    assert_eq!(patched.len(), 2, "{rows:#?}");
+    for field in ["allowPrivilegeEscalation", "seccompProfile"] {
+        let mine = patched
+            .iter()
+            .filter(|r| r.contains(&format!("patched: remove /spec/containers/0/securityContext/{field} removes the error WIN-OS-FIELDS at spec.containers[0].securityContext.{field}")))
+            .count();
+        assert_eq!(mine, 1, "{field}: {rows:#?}");
+    }
+    assert!(
+        patched.iter().all(|r| r.matches("patched: ").count() == 1),
+        "{rows:#?}"
+    );
     // The counts include info; the legend explains each badge and level.
     assert!(totals.contains("info finding"), "{totals}");
     for words in [
@@ -780,7 +796,7 @@ apiVersion: v1\nkind: Pod\nmetadata: {name: patched, namespace: web}\nspec:\n  o
             &profile,
             width,
             "var split = 0, nodes = 0, over = 0;\
-             document.querySelectorAll('#findings td.field code, #findings .src').forEach(function (host) {\
+             document.querySelectorAll('#findings td.field code, #findings .src, #findings .why').forEach(function (host) {\
                host.childNodes.forEach(function (n) { if (n.nodeType !== 3) return; nodes++;\
                  var r = document.createRange(); r.selectNodeContents(n);\
                  var lines = {}; Array.prototype.forEach.call(r.getClientRects(), function (b) { if (b.width > 0) lines[Math.round(b.top)] = 1; });\

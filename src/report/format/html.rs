@@ -110,7 +110,7 @@ h1{font-size:1.35rem;margin:0 0 .4rem} h2{font-size:1.1rem;margin:1.6rem 0 .5rem
 table{border-collapse:collapse;width:100%;font-size:.85rem;table-layout:fixed}
 th,td{border-bottom:1px solid #e1e4e8;padding:.35rem .45rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
 td.field,.src{overflow-wrap:normal;word-break:normal}
-.why{display:block;font-size:.78rem;color:#24292f;margin-top:.2rem}
+.why{display:block;font-size:.78rem;color:#24292f;margin-top:.2rem;overflow-wrap:normal} .why .nw{white-space:nowrap}
 .why::before{content:'Why: ';font-weight:600}
 th{cursor:pointer;background:#f6f8fa;user-select:none;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:' \25B2'} th[aria-sort=descending]::after{content:' \25BC'}
@@ -202,6 +202,17 @@ const SCRIPT: &str = r#"
     return host;
   }
   function fieldPath(text) { return breakable(el('code'), text, /(?=[.\[])/); }
+  // A reason: words, with paths and pointers breakable only between parts.
+  function reasons(text) {
+    var span = el('span', null, 'why');
+    text.split(' ').forEach(function (word, i) {
+      if (i) span.appendChild(document.createTextNode(' '));
+      if (/[\/.\[]/.test(word)) breakable(span, word, /(?<=\/)|(?=[.\[])/);
+      else if (word.indexOf('-') >= 0) span.appendChild(el('span', word, 'nw')); // a rule id stays whole
+      else span.appendChild(document.createTextNode(word));
+    });
+    return span;
+  }
   // Text with `code` spans.
   function prose(text, cls) {
     var div = el('div', null, cls);
@@ -327,7 +338,9 @@ const SCRIPT: &str = r#"
       var obj = cell(tr);
       obj.appendChild(el('span', objName(r.o) + ' '));
       obj.appendChild(el('span', r.o.verdict, 'v v-' + r.o.verdict));
-      r.o.why.forEach(function (w) { obj.appendChild(el('span', w, 'why')); });
+      // The object's reasons; of the patch's, the one for this row's field.
+      r.o.why.filter(function (w) { return w.indexOf('patched: ') !== 0 || w.slice(-(r.f.field.length + 4)) === ' at ' + r.f.field; })
+        .forEach(function (w) { obj.appendChild(reasons(w)); });
       var src = source(r.f);
       if (src) { var sp = breakable(el('span', null, 'src'), src, /(?<=\/)/); sp.title = r.f.file; obj.appendChild(sp); }
       cell(tr, 'field').appendChild(fieldPath(r.f.field));
