@@ -313,7 +313,7 @@ fn one_meaning_per_namespace_variable_and_an_empty_report_is_not_green() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("no workload matched in namespace(s) no-such-namespace")
+        stderr.contains("no workload matched in namespace no-such-namespace")
             && stderr.contains("--allow-empty"),
         "{stderr}"
     );
@@ -334,7 +334,7 @@ fn text_report_leads_with_the_summary() {
     let objects = text.find("Objects:").unwrap();
     assert!(ns < rules && rules < objects, "{text}");
     assert!(
-        text.contains("14 workload(s): 6 reported, 8 folded into their owners"),
+        text.contains("14 workloads: 6 reported, 8 folded into their owners; 5 target Windows"),
         "{text}"
     );
     assert!(text.contains("DENY  Pod ops/win-probe"), "{text}");

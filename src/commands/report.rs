@@ -235,12 +235,20 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             if namespaces.is_empty() {
                 String::new()
             } else {
-                format!(" in namespace(s) {}", namespaces.join(", "))
+                format!(
+                    " in {} {}",
+                    if namespaces.len() == 1 {
+                        "namespace"
+                    } else {
+                        "namespaces"
+                    },
+                    namespaces.join(", ")
+                )
             },
             if summary.other_objects > 0 {
                 format!(
-                    " ({} other object(s) read, none of them a workload)",
-                    summary.other_objects
+                    " ({} read, none of them a workload)",
+                    crate::report::plural(summary.other_objects, "other object", "other objects")
                 )
             } else {
                 String::new()

@@ -367,7 +367,7 @@ const SCRIPT: &str = r#"
   // The patch per object, collapsed; opened for printing.
   var patched = objects.filter(function (o) { return o.patch.length; });
   var host = document.getElementById('patches');
-  host.appendChild(el('h2', 'Patches the mutating webhook would apply (' + patched.length + ' object(s))'));
+  host.appendChild(el('h2', 'Patches the mutating webhook would apply (' + plural(patched.length, 'object', 'objects') + ')'));
   if (!patched.length) host.appendChild(el('p', 'None.', 'muted'));
   patched.forEach(function (o) {
     var d = el('details');

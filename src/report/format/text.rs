@@ -142,7 +142,9 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
         if quiet > 0 {
             writeln!(
                 out,
-                "\n{quiet} object(s) allowed without findings or changes are not listed."
+                "\n{} allowed without findings or changes {} not listed.",
+                plural(quiet, "object", "objects"),
+                if quiet == 1 { "is" } else { "are" }
             )?;
         }
         if !input_errors.is_empty() {
@@ -179,8 +181,11 @@ pub fn summary_text(s: &ReportSummary) -> String {
     let _ = writeln!(out, "target: {}", s.target.summary());
     let _ = writeln!(
         out,
-        "{} workload(s): {} reported, {} folded into their owners; {} target Windows",
-        s.objects, s.reported, s.folded, s.windows_workloads
+        "{}: {} reported, {} folded into their owners; {} Windows",
+        plural(s.objects, "workload", "workloads"),
+        s.reported,
+        s.folded,
+        plural(s.windows_workloads, "targets", "target")
     );
     let _ = writeln!(
         out,
@@ -241,7 +246,11 @@ pub fn summary_text(s: &ReportSummary) -> String {
         }
         table(&mut out, &rows);
         if s.rules.len() > TOP_RULES {
-            let _ = writeln!(out, "  ... and {} more rule(s)", s.rules.len() - TOP_RULES);
+            let _ = writeln!(
+                out,
+                "  ... and {} more",
+                plural(s.rules.len() - TOP_RULES, "rule", "rules")
+            );
         }
     }
     out
