@@ -88,8 +88,9 @@ pub fn report_body(
     }
     let mut builder = ReportBuilder::new(policy, cx, options.clone());
     let mut objects = Vec::new();
-    // Where each object of a JSON body sits, for line and column.
-    let mut json_pointers: Option<Vec<String>> = None;
+    // Each object of a JSON body with its slice of the body, for line and
+    // column (AdmissionReview: its request.object).
+    let mut located: Option<(&str, Vec<stream::JsonObject<'_>>)> = None;
     match media {
         MediaType::Json => {
             let value: Value =
@@ -107,13 +108,15 @@ pub fn report_body(
                     })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
                 let object = admission_object(&mut builder, body)?;
-                json_pointers = Some(vec!["/request/object".to_owned()]);
+                located = review_object_text(body);
                 if let Some(object) = object {
                     add(&mut builder, &object, 0, &mut objects);
                 }
             } else {
                 let mut all = Vec::new();
-                json_pointers = Some(stream::object_pointers(&value));
+                located = std::str::from_utf8(body)
+                    .ok()
+                    .and_then(|t| Some((t, stream::json_objects(t)?)));
                 let result = stream::for_each_object_of(value, &mut |v| {
                     all.push(v);
                     Ok::<(), StopError>(())
@@ -146,8 +149,8 @@ pub fn report_body(
     }
     let finished = builder.finish();
     objects.extend(finished.objects);
-    if let Some(pointers) = json_pointers {
-        locate_json_findings(body, &pointers, &mut objects);
+    if let Some((text, json)) = &located {
+        locate_json_findings(text, json, &mut objects);
     }
     Ok(Report {
         api_version: super::REPORT_API_VERSION,
@@ -156,6 +159,26 @@ pub fn report_body(
         input_errors: finished.input_errors,
         summary: finished.summary,
     })
+}
+
+/// The text of an AdmissionReview's `request.object`, for positions.
+fn review_object_text(body: &[u8]) -> Option<(&str, Vec<stream::JsonObject<'_>>)> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Request<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        object: &'a RawValue,
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let review: Review<'_> = serde_json::from_str(text).ok()?;
+    let object = review.request.object.get();
+    Some((text, stream::json_objects(object)?))
 }
 
 fn add(
@@ -285,27 +308,76 @@ pub fn locate_findings(text: &str, reports: &mut [(usize, String, ObjectReport)]
     }
 }
 
-/// Line and column for the findings of reports made from a JSON text
-/// (a `/report` body, a file): `pointers[n]` is where the text holds the
-/// object of document `n` (see [`stream::object_pointers`]).
-pub fn locate_json_findings(text: &[u8], pointers: &[String], reports: &mut Vec<ObjectReport>) {
-    let Ok(text) = std::str::from_utf8(text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text)) else {
-        return;
-    };
-    let mut located: Vec<(usize, String, ObjectReport)> = std::mem::take(reports)
-        .into_iter()
-        .map(|r| {
-            let pointer = r
-                .findings
-                .first()
-                .and_then(|f| pointers.get(f.document))
-                .cloned()
-                .unwrap_or_default();
-            (0, pointer, r)
-        })
-        .collect();
-    locate_findings(text, &mut located);
-    reports.extend(located.into_iter().map(|(_, _, r)| r));
+/// Line and column for the findings of reports made from a JSON text read
+/// whole (see [`JsonPositions::locate`]).
+pub fn locate_json_findings(
+    text: &str,
+    objects: &[stream::JsonObject<'_>],
+    reports: &mut [ObjectReport],
+) {
+    let mut positions = JsonPositions::new(text, objects);
+    for r in reports {
+        positions.locate(r);
+    }
+}
+
+/// Finds positions in a JSON text read whole: each report's object is
+/// located in its own slice of the text (`objects[n]` for document `n`, see
+/// [`stream::json_objects`]) with the locator `lint` uses, and the slice's
+/// place in the text is added. Only objects with findings are read again.
+pub struct JsonPositions<'a, 't> {
+    text: &'t str,
+    objects: &'a [stream::JsonObject<'t>],
+    /// Where each line ends, found once, on the first finding.
+    newlines: Option<Vec<usize>>,
+}
+
+impl<'a, 't> JsonPositions<'a, 't> {
+    #[must_use]
+    pub fn new(text: &'t str, objects: &'a [stream::JsonObject<'t>]) -> Self {
+        Self {
+            text,
+            objects,
+            newlines: None,
+        }
+    }
+
+    /// Sets line and column on `r`'s findings and puts them in text order.
+    pub fn locate(&mut self, r: &mut ObjectReport) {
+        let Some(object) = r
+            .findings
+            .first()
+            .and_then(|f| self.objects.get(f.document))
+        else {
+            return;
+        };
+        // Where the slice starts in the text: lines before it, and its
+        // column on its first line (0-based).
+        let offset = (object.text.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
+        if offset > self.text.len() {
+            return;
+        }
+        let text = self.text;
+        let newlines = self
+            .newlines
+            .get_or_insert_with(|| memchr::memchr_iter(b'\n', text.as_bytes()).collect());
+        let before = newlines.partition_point(|&n| n < offset);
+        let line = before as u64;
+        let column = offset - before.checked_sub(1).map_or(0, |i| newlines[i] + 1);
+        let wants: Vec<(usize, &str)> = r.pointers.iter().map(|p| (0, p.as_str())).collect();
+        let at = source::locate_many(object.text, &wants);
+        for (f, p) in r.findings.iter_mut().zip(at) {
+            if let Some(p) = p {
+                f.line = p.line + line;
+                f.column = if p.line == 1 {
+                    p.column + column as u64
+                } else {
+                    p.column
+                };
+            }
+        }
+        r.findings.sort_by_key(|f| (f.line, f.column));
+    }
 }
 
 /// A problem with a whole input (file or stream), for the report's `inputErrors`.

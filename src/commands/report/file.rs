@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::Driver;
 use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
-use crate::report::{Added, Origin};
+use crate::report::{Added, ObjectReport, Origin};
 use crate::source;
 
 const READ_BUFFER: usize = 256 * 1024;
@@ -58,42 +58,46 @@ fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
     });
 }
 
-/// A JSON text read whole: its objects' reports wait for one pass of the
-/// locator `lint` uses, which gives their findings line and column.
-fn whole_json(name: &str, text: &[u8], value: serde_json::Value, driver: &mut Driver<'_>) {
-    let pointers = stream::object_pointers(&value);
-    let mut reports = Vec::new();
-    let mut document = 0;
-    let _ = stream::for_each_object_of(value, &mut |value| {
+/// A JSON text read whole: each object is parsed and reported in turn,
+/// its findings located in its own slice of the text with the locator
+/// `lint` uses.
+fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver: &mut Driver<'_>) {
+    let mut positions = crate::report::body::JsonPositions::new(text, objects);
+    let write = |r: &ObjectReport, driver: &mut Driver<'_>| {
+        driver
+            .sink
+            .object(r)
+            .map_err(|e| format!("cannot write the report: {e}"))
+    };
+    for (document, object) in objects.iter().enumerate() {
+        let Some(value) = object.value() else {
+            continue;
+        };
         let origin = Origin {
             file: name,
             document,
         };
-        document += 1;
         driver.progress.tick();
-        if let Added::Report(r) = driver.builder.add(&value, &origin) {
-            reports.push(*r);
+        if let Added::Report(mut r) = driver.builder.add(&value, &origin) {
+            positions.locate(&mut r);
+            if let Err(message) = write(&r, driver) {
+                driver
+                    .builder
+                    .input_problem(input_problem(name, None, None, message));
+                return;
+            }
         }
-        Ok(())
-    });
+    }
     // Objects listed before their owner in this text (those of earlier
     // inputs keep the positions they have: none).
-    let (mine, earlier): (Vec<_>, Vec<_>) = driver
-        .builder
-        .resolve_pending()
-        .into_iter()
-        .partition(|r| r.findings.first().is_some_and(|f| f.file == name));
-    reports.extend(mine);
-    crate::report::body::locate_json_findings(text, &pointers, &mut reports);
-    reports.extend(earlier);
-    for r in reports {
-        if let Err(e) = driver.sink.object(&r) {
-            driver.builder.input_problem(input_problem(
-                name,
-                None,
-                None,
-                format!("cannot write the report: {e}"),
-            ));
+    for mut r in driver.builder.resolve_pending() {
+        if r.findings.first().is_some_and(|f| f.file == name) {
+            positions.locate(&mut r);
+        }
+        if let Err(message) = write(&r, driver) {
+            driver
+                .builder
+                .input_problem(input_problem(name, None, None, message));
             return;
         }
     }
@@ -176,11 +180,10 @@ fn read_one(
             return;
         }
         if head.len() <= source::MAX_FILE_BYTES
-            && let Ok(value) = serde_json::from_slice::<serde_json::Value>(
-                head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head),
-            )
+            && let Ok(text) = std::str::from_utf8(&head)
+            && let Some(objects) = stream::json_objects(text)
         {
-            whole_json(name, &head, value, driver);
+            whole_json(name, text, &objects, driver);
             return;
         }
         stream_json(name, std::io::Cursor::new(head).chain(reader), driver);
