@@ -328,8 +328,9 @@ pub fn locate_json_findings(
 pub struct JsonPositions<'a, 't> {
     text: &'t str,
     objects: &'a [stream::JsonObject<'t>],
-    /// Where each line ends, found once, on the first finding.
-    newlines: Option<Vec<usize>>,
+    /// Where each line ends, found once, on the first finding (u32: the
+    /// texts read whole are at most lint's size limit).
+    newlines: Option<Vec<u32>>,
 }
 
 impl<'a, 't> JsonPositions<'a, 't> {
@@ -358,12 +359,17 @@ impl<'a, 't> JsonPositions<'a, 't> {
             return;
         }
         let text = self.text;
-        let newlines = self
-            .newlines
-            .get_or_insert_with(|| memchr::memchr_iter(b'\n', text.as_bytes()).collect());
-        let before = newlines.partition_point(|&n| n < offset);
+        let newlines = self.newlines.get_or_insert_with(|| {
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                .collect()
+        });
+        let before = newlines.partition_point(|&n| (n as usize) < offset);
         let line = before as u64;
-        let column = offset - before.checked_sub(1).map_or(0, |i| newlines[i] + 1);
+        let column = offset
+            - before
+                .checked_sub(1)
+                .map_or(0, |i| newlines[i] as usize + 1);
         let wants: Vec<(usize, &str)> = r.pointers.iter().map(|p| (0, p.as_str())).collect();
         let at = source::locate_many(object.text, &wants);
         for (f, p) in r.findings.iter_mut().zip(at) {

@@ -165,8 +165,16 @@ fn read_one(
             first_pass(path, driver);
         }
         // A text up to lint's size limit is read whole, so findings get
-        // line and column; a larger one is streamed, without them.
-        let mut head = Vec::new();
+        // line and column; a larger one is streamed, without them. A file
+        // says its size; stdin is read up to the limit, then streamed on.
+        let size = reopen
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len());
+        if size.is_some_and(|n| n > source::MAX_FILE_BYTES as u64) {
+            stream_json(name, reader, driver);
+            return;
+        }
+        let mut head = Vec::with_capacity(size.map_or(READ_BUFFER, |n| n as usize + 1));
         if let Err(e) = (&mut reader)
             .take(source::MAX_FILE_BYTES as u64 + 1)
             .read_to_end(&mut head)
