@@ -40,7 +40,7 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     #[command(
-        after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, or custom resources that could not be discovered (unless --allow-partial)."
+        after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, custom resources that could not be discovered (unless --allow-partial), no workload matched (unless --allow-empty), or WINADMIT_NAMESPACE set (it names the install namespace of `certs` and `manifests`; `report` reads WINADMIT_REPORT_NAMESPACE)."
     )]
     Report(ReportArgs),
     /// Print a ready example to try winadmit with.
@@ -180,7 +180,11 @@ pub struct PolicyArgs {
     /// Kubernetes version of the target cluster (1.14 to the newest known;
     /// default: the policy's `cluster.kubernetesVersion`, then what the
     /// cluster's Windows nodes report, then the newest known).
-    #[arg(long, value_name = "MAJOR.MINOR", env = "WINADMIT_KUBERNETES_VERSION", value_parser = parse_version)]
+    #[arg(long, value_name = "MAJOR.MINOR", env = "WINADMIT_KUBERNETES_VERSION", value_parser = parse_version,
+        help = format!(
+            "Kubernetes version of the target cluster (1.14 to {latest}; default: the policy's `cluster.kubernetesVersion`, then what the cluster's Windows nodes report, then {latest}, the newest winadmit knows)",
+            latest = KubeVersion::LATEST
+        ))]
     pub kubernetes_version: Option<KubeVersion>,
     /// Container runtime of the target cluster's Windows nodes (default:
     /// the policy, then the nodes, then containerd from 1.24, docker before).
@@ -191,8 +195,9 @@ pub struct PolicyArgs {
         value_enum
     )]
     pub container_runtime: Option<RuntimeChoice>,
-    /// Raise the "intent lost" warnings (privileged, capabilities.add,
-    /// readOnlyRootFilesystem, hostPID/hostIPC, ...) to errors.
+    /// Raise the warnings about security settings Windows ignores
+    /// (privileged, capabilities.add, readOnlyRootFilesystem, hostPID,
+    /// hostIPC, ...) to errors; policy key `stance: strict`.
     #[arg(long, env = "WINADMIT_STRICT")]
     pub strict: bool,
 }
@@ -364,7 +369,9 @@ pub struct ManifestsArgs {
     /// Output directory of `winadmit certs`, for the self-signed overlay's Secret.
     #[arg(long, value_name = "DIR", env = "WINADMIT_CERTS_DIR")]
     pub certs: Option<PathBuf>,
-    /// Install into this namespace instead of `winadmit`.
+    /// Install into this namespace instead of `winadmit` (with --certs:
+    /// the namespace given to `winadmit certs`, whose certificate must name
+    /// the Service `winadmit.NS.svc`).
     #[arg(long, value_name = "NS", env = "WINADMIT_NAMESPACE")]
     pub namespace: Option<String>,
     /// Server image, e.g. registry.example.com/winadmit:0.1.0.
@@ -412,15 +419,23 @@ pub struct ReportArgs {
     /// Kubeconfig context to use (default: the current context).
     #[arg(long, value_name = "NAME", env = "WINADMIT_CONTEXT")]
     pub context: Option<String>,
-    /// Only this namespace (repeatable; default: all namespaces).
+    /// Only this namespace (repeatable; default: all namespaces). Its
+    /// variable is WINADMIT_REPORT_NAMESPACE: WINADMIT_NAMESPACE is the
+    /// install namespace of `certs` and `manifests`, and `report` refuses
+    /// to run with it set unless --namespace or WINADMIT_REPORT_NAMESPACE
+    /// says which namespaces to report.
     #[arg(
         long = "namespace",
         short = 'n',
         value_name = "NS",
-        env = "WINADMIT_NAMESPACE",
+        env = "WINADMIT_REPORT_NAMESPACE",
         value_delimiter = ','
     )]
     pub namespaces: Vec<String>,
+    /// Exit 0 when no workload matches (no workload in the input, or none
+    /// in the namespaces asked for); without it such a report exits 2.
+    #[arg(long, env = "WINADMIT_ALLOW_EMPTY")]
+    pub allow_empty: bool,
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Image facts (digest and platforms per image, as `winadmit images

@@ -6,7 +6,7 @@
 //! engine judges every object against one [`Cluster`]. The facts come, in
 //! order of precedence, from a flag, the policy's `cluster` block, what was
 //! learnt from the cluster's Windows nodes, and the defaults
-//! (`../shared/windows-truth.md` section 2). This module is pure data: the
+//! (docs/verdicts.md, "The target cluster"). This module is pure data: the
 //! doors fill it.
 
 use std::collections::BTreeMap;
@@ -71,7 +71,8 @@ impl fmt::Display for Runtime {
     }
 }
 
-/// How hard the defaults are. `strict` raises every "intent lost" warning
+/// How hard the defaults are (policy key `stance`). `strict` raises every
+/// warning about an ignored security setting
 /// (a security property or capability Windows silently does not give) to an
 /// error, and the mutation then keeps those fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -198,7 +199,7 @@ impl Cluster {
             self.version_fact(),
             self.runtime_fact(),
             if self.is_strict() {
-                ", strict stance"
+                ", --strict (ignored security settings are errors)"
             } else {
                 ""
             }

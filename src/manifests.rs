@@ -153,6 +153,21 @@ pub enum ManifestsError {
         "namespace {0:?} is not a valid name: use 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit"
     )]
     InvalidNamespace(String),
+    /// `--certs` whose tls.crt is not a readable certificate.
+    #[error("--certs: tls.crt is not a PEM certificate ({0}); use the output of `winadmit certs`")]
+    BadCertificate(String),
+    /// `--certs` made for another Service name than the one the webhooks
+    /// call: the API server's TLS check would fail every call.
+    #[error(
+        "--certs: tls.crt is for {names}, but the webhooks call the Service {wanted}, so the API server would refuse its certificate on every call (and with failurePolicy Fail refuse every Windows pod). Make certificates for this namespace with `winadmit certs --namespace {namespace} --out DIR`, or render the namespace the certificates were made for with `--namespace`"
+    )]
+    CertificateNameMismatch {
+        /// `<service>.<namespace>.svc`, what the API server checks.
+        wanted: String,
+        /// The certificate's DNS names, comma-separated.
+        names: String,
+        namespace: String,
+    },
 }
 
 /// The output of `winadmit certs`, for the self-signed overlay.
@@ -207,6 +222,11 @@ pub fn customize(render: Render, c: &Customization<'_>) -> Result<Vec<Value>, Ma
             set_namespace(obj, ns);
         }
     }
+    if render == Render::SelfSigned
+        && let Some(certs) = c.certs
+    {
+        check_serving_name(&objects, certs)?;
+    }
     if let Some(image) = c.image {
         set_image(&mut objects, image);
     }
@@ -214,6 +234,46 @@ pub fn customize(render: Render, c: &Customization<'_>) -> Result<Vec<Value>, Ma
         set_ca_bundle(&mut objects, pem)?;
     }
     Ok(objects)
+}
+
+/// The API server calls a webhook Service at `<service>.<namespace>.svc`
+/// and checks that name against the serving certificate's DNS names: the
+/// certificate must name the Service the rendered webhooks call.
+fn check_serving_name(objects: &[Value], certs: &Certs) -> Result<(), ManifestsError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let service = objects
+        .iter()
+        .filter(|o| is_webhook_configuration(o))
+        .filter_map(|o| o.get("webhooks").and_then(Value::as_array))
+        .flatten()
+        .find_map(|w| {
+            let s = w.pointer("/clientConfig/service")?;
+            Some((s.get("name")?.as_str()?, s.get("namespace")?.as_str()?))
+        });
+    let Some((name, namespace)) = service else {
+        return Ok(());
+    };
+    let wanted = format!("{name}.{namespace}.svc");
+    let der = CertificateDer::from_pem_slice(&certs.tls_crt)
+        .map_err(|e| ManifestsError::BadCertificate(e.to_string()))?;
+    let cert = webpki::EndEntityCert::try_from(&der)
+        .map_err(|e| ManifestsError::BadCertificate(e.to_string()))?;
+    let server = ServerName::try_from(wanted.as_str())
+        .map_err(|e| ManifestsError::BadCertificate(e.to_string()))?;
+    if cert.verify_is_valid_for_subject_name(&server).is_ok() {
+        return Ok(());
+    }
+    let names: Vec<&str> = cert.valid_dns_names().collect();
+    Err(ManifestsError::CertificateNameMismatch {
+        wanted,
+        names: if names.is_empty() {
+            "no DNS name".to_owned()
+        } else {
+            names.join(", ")
+        },
+        namespace: namespace.to_owned(),
+    })
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -420,11 +480,57 @@ mod tests {
     use super::*;
 
     fn certs() -> Certs {
+        certs_for("winadmit")
+    }
+
+    /// What `winadmit certs --namespace NS` writes.
+    fn certs_for(namespace: &str) -> Certs {
+        let b = crate::certs::generate("winadmit", namespace, time::OffsetDateTime::now_utc(), 30)
+            .unwrap();
         Certs {
-            ca_crt: b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n".to_vec(),
-            tls_crt: b"-----BEGIN CERTIFICATE-----\nLEAF\n-----END CERTIFICATE-----\n".to_vec(),
-            tls_key: b"-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----\n".to_vec(),
+            ca_crt: b.ca_pem.into_bytes(),
+            tls_crt: b.cert_pem.into_bytes(),
+            tls_key: b.key_pem.into_bytes(),
         }
+    }
+
+    #[test]
+    fn self_signed_certs_must_name_the_service_the_webhooks_call() {
+        let c = certs_for("winadmit");
+        let custom = |namespace| Customization {
+            certs: Some(&c),
+            namespace,
+            ..Customization::default()
+        };
+        assert!(customize(Render::SelfSigned, &custom(None)).is_ok());
+        let err = customize(Render::SelfSigned, &custom(Some("platform"))).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ManifestsError::CertificateNameMismatch { .. })
+                && text.contains("winadmit.platform.svc")
+                && text.contains("winadmit.winadmit.svc")
+                && text.contains("--namespace platform"),
+            "{text}"
+        );
+        let platform = certs_for("platform");
+        let ok = Customization {
+            certs: Some(&platform),
+            namespace: Some("platform"),
+            ..Customization::default()
+        };
+        assert!(customize(Render::SelfSigned, &ok).is_ok());
+        let garbage = Certs {
+            tls_crt: b"not a certificate".to_vec(),
+            ..c.clone()
+        };
+        let bad = Customization {
+            certs: Some(&garbage),
+            ..Customization::default()
+        };
+        assert!(matches!(
+            customize(Render::SelfSigned, &bad),
+            Err(ManifestsError::BadCertificate(_))
+        ));
     }
 
     #[test]

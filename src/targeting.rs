@@ -149,8 +149,8 @@ pub struct RuntimeClassInfo {
 
 impl RuntimeClassInfo {
     /// The OS the class pins: its `scheduling.nodeSelector`, else Windows
-    /// for a `runhcs-wcow-*` handler, which runs only there (windows-truth
-    /// section 3).
+    /// for a `runhcs-wcow-*` handler, which runs only there (docs/verdicts.md,
+    /// "Which pods are Windows pods").
     #[must_use]
     pub fn os(&self) -> Option<Os> {
         self.os.or_else(|| {
@@ -548,7 +548,7 @@ mod tests {
             rc.get("hv").and_then(|i| i.handler.as_deref()),
             Some("runhcs-wcow-hypervisor")
         );
-        // A runhcs-wcow handler runs only on Windows (windows-truth section 3).
+        // A runhcs-wcow handler runs only on Windows (docs/verdicts.md, "Which pods are Windows pods").
         assert_eq!(rc.os_of("hv"), Some(Os::Windows));
     }
 }

@@ -917,6 +917,20 @@ fn winadmit_manifests_options() {
             vec!["manifests", "--namespace", "Not_A_Name"],
             "not a valid name",
         ),
+        // Certificates made for `winadmit` do not serve `platform`: both
+        // names, and the command that makes the right ones.
+        (
+            vec![
+                "manifests",
+                "--overlay",
+                "self-signed",
+                "--certs",
+                tree.certs().to_str().unwrap(),
+                "--namespace",
+                "platform",
+            ],
+            "tls.crt is for winadmit, winadmit.winadmit, winadmit.winadmit.svc, winadmit.winadmit.svc.cluster.local, but the webhooks call the Service winadmit.platform.svc",
+        ),
     ] {
         let out = winadmit(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

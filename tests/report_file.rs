@@ -74,18 +74,10 @@ fn kubectl_json_and_yaml_give_the_same_report() {
     );
     assert_eq!(located_out(&json), located_out(&yaml));
     assert_eq!(json["summary"], yaml["summary"]);
-    // YAML has positions; JSON, streamed, does not.
-    let line = |r: &Value| {
-        r["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["name"] == "win-probe")
-            .unwrap()["findings"][0]["line"]
-            .clone()
-    };
-    assert_eq!(line(&json), 0);
-    assert!(line(&yaml).as_u64().unwrap() > 0);
+    // Both have positions (lint's locator), and each points at the key of
+    // the finding's field in its file.
+    assert_positions_point_at_fields(&json, KUBECTL_JSON);
+    assert_positions_point_at_fields(&yaml, KUBECTL_YAML);
     // Same from stdin.
     let bytes = std::fs::read(KUBECTL_JSON).unwrap();
     let (stdin, _) = json_report(
@@ -93,6 +85,38 @@ fn kubectl_json_and_yaml_give_the_same_report() {
         Some(&bytes),
     );
     assert_eq!(stdin["summary"]["objects"], json["summary"]["objects"]);
+    assert_positions_point_at_fields(&stdin, KUBECTL_JSON);
+}
+
+/// Every finding's `line:column` in `file` is where the last key of its
+/// field path is written (`"hostNetwork"` in JSON, `hostNetwork:` in YAML).
+fn assert_positions_point_at_fields(report: &Value, file: &str) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut checked = 0;
+    for o in report["objects"].as_array().unwrap() {
+        for f in o["findings"].as_array().unwrap() {
+            let field = f["field"].as_str().unwrap();
+            let (line, column) = (f["line"].as_u64().unwrap(), f["column"].as_u64().unwrap());
+            assert!(line > 0 && column > 0, "no position for {field}: {f}");
+            // `a.b[0].c` -> `c`; `requests[memory]` -> `memory`.
+            let last = field.rsplit('.').next().unwrap();
+            let key = match last.split_once('[') {
+                Some((_, inner)) if !inner.starts_with(|c: char| c.is_ascii_digit()) => {
+                    inner.trim_end_matches(']')
+                }
+                Some((name, _)) => name,
+                None => last,
+            };
+            let at = &lines[line as usize - 1][column as usize - 1..];
+            assert!(
+                at.trim_start_matches('"').starts_with(key),
+                "{file}:{line}:{column} is `{at}`, not the key of {field}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} findings checked");
 }
 
 #[test]
@@ -231,6 +255,76 @@ fn exit_codes_follow_lint() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("use one or the other"));
 }
 
+/// `WINADMIT_NAMESPACE` is the install namespace (`certs`, `manifests`);
+/// `report`'s filter is `WINADMIT_REPORT_NAMESPACE`. A report that matches
+/// nothing exits 2 unless `--allow-empty`.
+#[test]
+fn one_meaning_per_namespace_variable_and_an_empty_report_is_not_green() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_winadmit"));
+        cmd.args(args)
+            .env_remove("WINADMIT_NAMESPACE")
+            .env_remove("WINADMIT_REPORT_NAMESPACE")
+            .env_remove("WINADMIT_ALLOW_EMPTY");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let args = ["report", "--from-file", KUBECTL_JSON, "--format", "json"];
+    let all = run(&args, &[]);
+    assert_eq!(all.status.code(), Some(1));
+    let all: Value = serde_json::from_slice(&all.stdout).unwrap();
+
+    // The install namespace's variable is refused, naming the one to use.
+    let out = run(&args, &[("WINADMIT_NAMESPACE", "winadmit")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WINADMIT_NAMESPACE=winadmit")
+            && stderr.contains("WINADMIT_REPORT_NAMESPACE"),
+        "{stderr}"
+    );
+    // ... unless the namespaces to report are given: then it changes nothing.
+    let out = run(
+        &[&args[..], &["--namespace", "ops"]].concat(),
+        &[("WINADMIT_NAMESPACE", "winadmit")],
+    );
+    let flag: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run(&args, &[("WINADMIT_REPORT_NAMESPACE", "ops")]);
+    let var: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flag["objects"], var["objects"]);
+    let reported = var["summary"]["reported"].as_u64().unwrap();
+    assert!(
+        reported > 0 && reported < all["summary"]["reported"].as_u64().unwrap(),
+        "{var}"
+    );
+    assert!(
+        var["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["namespace"] == "ops")
+    );
+
+    // Nothing matched: said on stderr, exit 2; --allow-empty accepts it.
+    let out = run(&args, &[("WINADMIT_REPORT_NAMESPACE", "no-such-namespace")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no workload matched in namespace no-such-namespace")
+            && stderr.contains("--allow-empty"),
+        "{stderr}"
+    );
+    let out = run(
+        &[&args[..], &["--allow-empty"]].concat(),
+        &[("WINADMIT_REPORT_NAMESPACE", "no-such-namespace")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no workload matched"));
+}
+
 #[test]
 fn text_report_leads_with_the_summary() {
     let out = winadmit(&["report", "--from-file", KUBECTL_JSON], None);
@@ -240,7 +334,7 @@ fn text_report_leads_with_the_summary() {
     let objects = text.find("Objects:").unwrap();
     assert!(ns < rules && rules < objects, "{text}");
     assert!(
-        text.contains("14 workload(s): 6 reported, 8 folded into their owners"),
+        text.contains("14 workloads: 6 reported, 8 folded into their owners; 5 target Windows"),
         "{text}"
     );
     assert!(text.contains("DENY  Pod ops/win-probe"), "{text}");

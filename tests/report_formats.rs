@@ -164,8 +164,12 @@ fn policy_reports_match_the_wgpolicy_schema() {
             );
         }
     }
-    let ops = &by_ns["ops"].results[0];
-    assert_eq!(ops.rule.as_deref(), Some("WIN-HOSTNETWORK"));
+    // Findings come in file order (JSON inputs have positions too).
+    let ops = by_ns["ops"]
+        .results
+        .iter()
+        .find(|r| r.rule.as_deref() == Some("WIN-HOSTNETWORK"))
+        .unwrap();
     assert_eq!(
         (ops.result, &ops.severity),
         (Some(ResultKind::Fail), &Some(Severity::High))
@@ -521,6 +525,20 @@ async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Valu
     (status, serde_json::from_slice(&bytes).unwrap())
 }
 
+/// A Windows pod with one finding, `hostNetwork`.
+fn probe_pod() -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "n"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/os": "windows"},
+            "hostNetwork": true,
+            "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+                "resources": {"limits": {"memory": "1Gi"}, "requests": {"memory": "1Gi"}}}]
+        }
+    })
+}
+
 #[tokio::test]
 async fn report_endpoint_answers_json_and_yaml_and_refuses_bad_input() {
     let yaml = b"apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  os: {name: windows}\n  containers: [{name: c, image: i, resources: {limits: {memory: 1Gi}}}]\n".to_vec();
@@ -544,6 +562,57 @@ async fn report_endpoint_answers_json_and_yaml_and_refuses_bad_input() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["summary"]["folded"], 8);
+    // JSON bodies have positions too: the line and column of the field in
+    // the request body.
+    let body = std::fs::read_to_string(KUBECTL_JSON).unwrap();
+    let probe = v["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "win-probe")
+        .unwrap();
+    let f = probe["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "WIN-HOSTNETWORK")
+        .unwrap();
+    assert_eq!(f["file"], "<request>");
+    let (line, column) = (f["line"].as_u64().unwrap(), f["column"].as_u64().unwrap());
+    assert!(
+        body.lines().nth(line as usize - 1).unwrap()[column as usize - 1..]
+            .starts_with("\"hostNetwork\""),
+        "{f}"
+    );
+    // An AdmissionReview: positions in the review's text.
+    let review = serde_json::to_vec_pretty(&serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "n", "operation": "CREATE",
+            "userInfo": {"username": "someone"},
+            "object": probe_pod(),
+        }
+    }))
+    .unwrap();
+    let (status, v) = post("/report", "application/json", review.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let f = v["objects"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "WIN-HOSTNETWORK")
+        .unwrap_or_else(|| panic!("{v}"));
+    let text = String::from_utf8(review).unwrap();
+    let (line, column) = (f["line"].as_u64().unwrap(), f["column"].as_u64().unwrap());
+    assert!(line > 0, "{v}");
+    assert!(
+        text.lines().nth(line as usize - 1).unwrap()[column as usize - 1..]
+            .starts_with("\"hostNetwork\""),
+        "{f}"
+    );
     let (_, v) = post(
         "/report?mode=audit",
         "application/json",
@@ -567,4 +636,176 @@ async fn report_endpoint_answers_json_and_yaml_and_refuses_bad_input() {
     let (status, v) = post("/report?mode=loud", "application/json", b"{}".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(v["error"].as_str().unwrap().contains("unknown mode"), "{v}");
+}
+
+/// Runs `script` (which sets `document.body`'s `data-probe` attribute) on a
+/// copy of `page` at `width` CSS pixels and returns the attribute.
+fn probe(browser: &str, page: &Path, profile: &Path, width: u32, script: &str) -> String {
+    let copy = page.with_extension(format!("probe-why-{width}.html"));
+    let html = std::fs::read_to_string(page).unwrap();
+    std::fs::write(
+        &copy,
+        html.replace("</body>", &format!("<script>{script}</script></body>")),
+    )
+    .unwrap();
+    let out = headless(browser, profile, width, 1000)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", copy.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let at = dom
+        .find("data-probe=\"")
+        .unwrap_or_else(|| panic!("nothing measured at {width}px"))
+        + "data-probe=\"".len();
+    dom[at..].split('"').next().unwrap().to_owned()
+}
+
+/// Every row whose verdict is not what its finding alone would give says
+/// why (exempt and the exemption; the patch operation that removes the
+/// error; warn mode), the legend explains each badge, the counts include
+/// info, and paths wrap only between their parts.
+#[test]
+fn html_report_says_why_a_verdict_differs_from_its_findings() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("WINADMIT_REQUIRE_CHROMIUM").is_none(),
+            "chromium is required (WINADMIT_REQUIRE_CHROMIUM is set) but was not found"
+        );
+        eprintln!(
+            "SKIPPED: no chromium on PATH (install the Debian package `chromium` to run this test)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = "why.yaml";
+    std::fs::write(
+        dir.path().join(input),
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: legacy, labels: {winadmit.io/mode: warn}}\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {name: in-warn-mode, namespace: legacy}\nspec:\n  nodeSelector: {kubernetes.io/os: windows}\n  hostNetwork: true\n  containers: [{name: c, image: mcr.microsoft.com/windows/nanoserver:ltsc2022, resources: {limits: {memory: 1Gi}, requests: {memory: 1Gi}}}]\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {name: outside-the-webhook, namespace: kube-system}\nspec:\n  nodeSelector: {kubernetes.io/os: windows}\n  hostNetwork: true\n  containers: [{name: c, image: mcr.microsoft.com/windows/nanoserver:ltsc2022, resources: {limits: {memory: 1Gi}, requests: {memory: 1Gi}}}]\n---\n\
+apiVersion: v1\nkind: Pod\nmetadata: {name: patched, namespace: web}\nspec:\n  os: {name: windows}\n  containers:\n  - name: a-container-with-a-rather-long-name\n    image: mcr.microsoft.com/windows/nanoserver:ltsc2022\n    resources: {limits: {memory: 1Gi}, requests: {memory: 1Gi}}\n    securityContext: {allowPrivilegeEscalation: false, seccompProfile: {type: RuntimeDefault}}\n",
+    )
+    .unwrap();
+    // A relative path: the header names the folder (".").
+    let out = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .current_dir(dir.path())
+        .args(["report", "--from-file", input, "--from-file", input])
+        .args(["--format", "html", "-o", "report.html"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = dir.path().join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<dt>Input</dt><dd>why.yaml</dd>"), "{html}");
+    std::fs::copy(dir.path().join(input), dir.path().join("again.yaml")).unwrap();
+    let two = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .current_dir(dir.path())
+        .args(["report", "--from-file", input, "--from-file", "again.yaml"])
+        .args(["--format", "html", "-o", "two.html"])
+        .output()
+        .unwrap();
+    assert!(two.status.code().is_some());
+    let two = std::fs::read_to_string(dir.path().join("two.html")).unwrap();
+    assert!(
+        two.contains("<dt>Input</dt><dd>2 files in .</dd>"),
+        "{}",
+        &two[..two.find("</header>").unwrap_or(two.len())]
+    );
+
+    let profile = dir.path().join("profile");
+    // Per row: verdict badge, severity, and the why lines.
+    let rows = probe(
+        &browser,
+        &page,
+        &profile,
+        1280,
+        "document.body.setAttribute('data-probe', Array.prototype.map.call(document.querySelectorAll('#findings tbody tr'), function (tr) {\
+           var why = Array.prototype.map.call(tr.querySelectorAll('.why'), function (w) { return w.textContent; }).join(' / ');\
+           return tr.className + ' ' + tr.querySelector('.v').textContent + ' ' + tr.getAttribute('data-rule') + ' :: ' + why; }).join(' | ') +\
+           ' || ' + document.getElementById('totals').textContent + ' || ' + document.getElementById('legend').textContent);",
+    );
+    let (rows, rest) = rows.split_once(" || ").unwrap();
+    let (totals, legend) = rest.split_once(" || ").unwrap();
+    let rows: Vec<&str> = rows.split(" | ").collect();
+    // Each error row that is not denied says why.
+    let errors: Vec<&&str> = rows.iter().filter(|r| r.starts_with("row-error")).collect();
+    assert_eq!(errors.len(), 4, "{rows:#?}");
+    for r in &errors {
+        assert!(!r.contains(" deny "), "{r}");
+        assert!(!r.ends_with(":: "), "no reason given: {r}");
+    }
+    let row = |rule: &str, verdict: &str| {
+        errors
+            .iter()
+            .find(|r| r.contains(&format!(" {verdict} {rule} ")))
+            .unwrap_or_else(|| panic!("{rule} {verdict}: {rows:#?}"))
+    };
+    assert!(
+        row("WIN-HOSTNETWORK", "warn")
+            .contains("mode warn: WIN-HOSTNETWORK at spec.hostNetwork admitted with a warning")
+    );
+    assert!(row("WIN-HOSTNETWORK", "allow").contains(
+        "the webhook is not called for namespace kube-system (reach.excludedNamespaces)"
+    ));
+    // Each patched row names the operation that removes its own error.
+    let patched: Vec<&&&str> = errors
+        .iter()
+        .filter(|r| r.contains(" warn WIN-OS-FIELDS "))
+        .collect();
+    assert_eq!(patched.len(), 2, "{rows:#?}");
+    for field in ["allowPrivilegeEscalation", "seccompProfile"] {
+        let mine = patched
+            .iter()
+            .filter(|r| r.contains(&format!("patched: remove /spec/containers/0/securityContext/{field} removes the error WIN-OS-FIELDS at spec.containers[0].securityContext.{field}")))
+            .count();
+        assert_eq!(mine, 1, "{field}: {rows:#?}");
+    }
+    assert!(
+        patched.iter().all(|r| r.matches("patched: ").count() == 1),
+        "{rows:#?}"
+    );
+    // The counts include info; the legend explains each badge and level.
+    assert!(totals.contains("info finding"), "{totals}");
+    for words in [
+        "deny the API server refuses the object",
+        "warn admitted, with admission warnings",
+        "allow admitted without a warning",
+        "info: advice; never changes the verdict",
+        "its row then says why",
+    ] {
+        assert!(legend.contains(words), "{words}: {legend}");
+    }
+
+    // Field paths and file names wrap only between their parts: no text
+    // node between two break points spans two lines; and nothing overflows.
+    for width in [1000, 1280] {
+        let measured = probe(
+            &browser,
+            &page,
+            &profile,
+            width,
+            "var split = 0, nodes = 0, over = 0;\
+             document.querySelectorAll('#findings td.field code, #findings .src, #findings .why').forEach(function (host) {\
+               host.childNodes.forEach(function (n) { if (n.nodeType !== 3) return; nodes++;\
+                 var r = document.createRange(); r.selectNodeContents(n);\
+                 var lines = {}; Array.prototype.forEach.call(r.getClientRects(), function (b) { if (b.width > 0) lines[Math.round(b.top)] = 1; });\
+                 if (Object.keys(lines).length > 1) split++; }); });\
+             document.querySelectorAll('#findings td').forEach(function (td) { if (td.scrollWidth > td.clientWidth + 1) over++; });\
+             document.body.setAttribute('data-probe', [nodes, split, over, document.documentElement.scrollWidth, window.innerWidth].join(' '));",
+        );
+        let v: Vec<i64> = measured.split(' ').map(|n| n.parse().unwrap()).collect();
+        assert!(v[0] > 10, "path parts measured at {width}px: {measured}");
+        assert_eq!(
+            v[1], 0,
+            "a path wrapped inside a name at {width}px: {measured}"
+        );
+        assert_eq!(v[2], 0, "cells overflow at {width}px: {measured}");
+        assert!(v[3] <= v[4], "horizontal scroll at {width}px: {measured}");
+    }
 }

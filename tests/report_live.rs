@@ -31,7 +31,9 @@ fn essentials(report: &Value) -> BTreeSet<String> {
         .unwrap()
         .iter()
         .map(|o| {
-            let findings: Vec<String> = o["findings"]
+            // A file's findings come in file order, the cluster's in rule
+            // order: compare them as sets.
+            let mut findings: Vec<String> = o["findings"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -43,6 +45,7 @@ fn essentials(report: &Value) -> BTreeSet<String> {
                     )
                 })
                 .collect();
+            findings.sort();
             format!(
                 "{} {}/{} {} {}",
                 o["kind"].as_str().unwrap(),
@@ -137,7 +140,16 @@ fn lists_every_workload_kind_page_by_page_and_folds_owned_pods() {
         "DaemonSet kube-system/kube-proxy-windows allow WIN-MEMORY-LIMITS@spec.template.spec.containers[0].resources",
         "Deployment shop/shop-frontend allow ",
     ];
-    let expected: BTreeSet<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+    // Findings sorted, as `essentials` sorts them.
+    let expected: BTreeSet<String> = expected
+        .iter()
+        .map(|s| {
+            let (head, findings) = s.rsplit_once(' ').unwrap();
+            let mut findings: Vec<&str> = findings.split(',').collect();
+            findings.sort_unstable();
+            format!("{head} {}", findings.join(","))
+        })
+        .collect();
     assert_eq!(names, expected);
     let differing = report["objects"]
         .as_array()
@@ -264,10 +276,34 @@ fn bad_credentials_and_unreachable_servers_are_clear_errors() {
 
     let out = winadmit(&["report", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(out.status.code(), Some(2));
+    // Said once, the path without doubled quotes, the cause once.
+    let stderr = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("cannot read kubeconfig /nonexistent/kubeconfig"),
-        "{}",
-        text(&out.stderr)
+        stderr.contains("cannot read kubeconfig /nonexistent/kubeconfig: ")
+            && stderr.matches("/nonexistent/kubeconfig").count() == 1
+            && stderr.matches("os error 2").count() == 1
+            && !stderr.contains("'\""),
+        "{stderr}"
+    );
+    // No kubeconfig anywhere: where it was looked for, once.
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .arg("report")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("WINADMIT_KUBECONFIG")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let config = format!("{}/.kube/config", home.path().display());
+    assert!(
+        stderr.contains("no cluster configuration found")
+            && stderr.matches(config.as_str()).count() == 1
+            && stderr.matches("os error 2").count() == 1
+            && !stderr.contains("'\""),
+        "{stderr}"
     );
 }
 

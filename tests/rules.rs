@@ -1130,7 +1130,7 @@ fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
 
 /// One row per (rule, case): the verdict at 1.19 + docker, 1.26 +
 /// containerd 1.6, the default target and the default target under the
-/// strict stance (`windows-truth.md` section 4). `None` is no finding.
+/// strict stance (docs/verdicts.md, "Pods without `spec.os`"). `None` is no finding.
 #[test]
 fn verdicts_by_target_follow_the_reference() {
     use Severity::{Error as E, Info as I, Warning as W};

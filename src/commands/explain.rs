@@ -87,8 +87,9 @@ fn rule_json(i: &RuleInfo) -> serde_json::Value {
     })
 }
 
-/// The targets every rule's doc gives its verdict at: the seeds' era, an
-/// early containerd cluster, the default target and the strict stance.
+/// The targets every rule's doc gives its verdict at: the Docker era of
+/// the original Windows documentation, an early containerd cluster, the
+/// default target, and the default target with `--strict`.
 fn reference_targets() -> [(&'static str, Cluster); 4] {
     let strict = Cluster {
         stance: Stance::Strict,
@@ -139,7 +140,7 @@ pub fn explain_text(i: &RuleInfo) -> String {
     if i.intent_lost {
         let _ = writeln!(
             s,
-            "            intent lost: an error under the strict stance"
+            "            with --strict: an error (Windows ignores a security setting the workload asks for)"
         );
     }
     let _ = writeln!(s, "Applies to: {}", scope(i.scope));
@@ -169,7 +170,7 @@ pub fn markdown() -> String {
         "The verdict columns give each rule's level, before any policy setting, at four targets: \
          Kubernetes 1.19 with Docker (the era of the original Kubernetes Windows documentation), \
          1.26 with containerd, the default target (the newest Kubernetes with containerd), and the \
-         default target under the strict stance. A rule may report only some fields at a target \
+         default target with `--strict` (see [verdicts.md](verdicts.md) for what each level means). A rule may report only some fields at a target \
          (its text says which).\n\n",
     );
     s.push_str(
@@ -196,7 +197,10 @@ pub fn markdown() -> String {
         let _ = writeln!(s, "\n## {}\n\n**{}**\n", i.id, i.title);
         let _ = writeln!(s, "- Verdict by target: {}", verdict_line(i));
         if i.intent_lost {
-            let _ = writeln!(s, "- Intent lost: an error under the strict stance");
+            let _ = writeln!(
+                s,
+                "- With `--strict` (policy `stance: strict`): an error, since Windows ignores a security setting the workload asks for"
+            );
         }
         let _ = writeln!(s, "- Applies to: {}", scope(i.scope));
         let _ = writeln!(s, "- Kubernetes versions: {}\n", versions(i));

@@ -89,6 +89,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         kubeconfig,
         context,
         namespaces,
+        allow_empty,
         policy,
         image_facts,
         format,
@@ -107,6 +108,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
         );
     }
+    refuse_install_namespace(&namespaces, std::env::var_os("WINADMIT_NAMESPACE"))?;
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let options = ReportOptions {
@@ -229,7 +231,42 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    let code = if summary.input_errors > 0 || (!partial.is_empty() && !limits.allow_partial) {
+    let empty = summary.objects == 0;
+    if empty {
+        eprintln!(
+            "winadmit: no workload matched{}{}{}",
+            if namespaces.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " in {} {}",
+                    if namespaces.len() == 1 {
+                        "namespace"
+                    } else {
+                        "namespaces"
+                    },
+                    namespaces.join(", ")
+                )
+            },
+            if summary.other_objects > 0 {
+                format!(
+                    " ({} read, none of them a workload)",
+                    crate::report::plural(summary.other_objects, "other object", "other objects")
+                )
+            } else {
+                String::new()
+            },
+            if allow_empty {
+                ""
+            } else {
+                "; exit 2 (--allow-empty accepts an empty report)"
+            }
+        );
+    }
+    let code = if summary.input_errors > 0
+        || (!partial.is_empty() && !limits.allow_partial)
+        || (empty && !allow_empty)
+    {
         EXIT_INPUT
     } else if failing {
         EXIT_FINDINGS
@@ -237,6 +274,23 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         EXIT_CLEAN
     };
     Ok(ExitCode::from(code))
+}
+
+/// `WINADMIT_NAMESPACE` names the install namespace (`certs`, `manifests`).
+/// It once also filtered `report`; rather than report one namespace or all
+/// of them depending on which meaning a user had in mind, `report` refuses
+/// to run with it set unless the namespaces to report are given.
+fn refuse_install_namespace(
+    namespaces: &[String],
+    install: Option<std::ffi::OsString>,
+) -> anyhow::Result<()> {
+    match install {
+        Some(ns) if namespaces.is_empty() => anyhow::bail!(
+            "WINADMIT_NAMESPACE={} is set: it is the install namespace of `winadmit certs` and `winadmit manifests`, not a filter for `report`. To report only that namespace, set WINADMIT_REPORT_NAMESPACE (or pass --namespace); to report every namespace, unset WINADMIT_NAMESPACE for this command",
+            ns.to_string_lossy()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// What the report judged and against what, for the HTML summary.
@@ -254,12 +308,20 @@ fn facts(
             let dirs: Vec<String> = many
                 .iter()
                 .filter_map(|f| f.parent())
-                .map(|d| d.display().to_string())
+                // `a.yaml` is in the current folder: its parent is "".
+                .map(|d| {
+                    if d.as_os_str().is_empty() {
+                        ".".to_owned()
+                    } else {
+                        d.display().to_string()
+                    }
+                })
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect();
             match dirs.as_slice() {
                 [one] => format!("{} files in {one}", many.len()),
+                [] => "no file".to_owned(),
                 _ => format!("{} files in {} folders", many.len(), dirs.len()),
             }
         }

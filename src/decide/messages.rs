@@ -136,10 +136,10 @@ pub(crate) fn denial(
         .unwrap_or_default();
     let _ = write!(
         m,
-        "winadmit: {} {}{target} has {} problem(s) Windows nodes cannot run:",
+        "winadmit: {} {}{target} has {} Windows nodes cannot run:",
         workload.kind_name,
         workload.name,
-        denied.len()
+        super::plural(denied.len(), "problem", "problems")
     );
     let mut rules_seen: Vec<&'static str> = Vec::new();
     for (i, f) in denied.iter().enumerate() {

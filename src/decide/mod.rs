@@ -229,6 +229,9 @@ pub struct Decision {
     pub patch: Mutation,
     /// The object with the patch applied, when there is a patch.
     pub patched: Option<Value>,
+    /// The evaluation of the patched object (a [`PatchSource::Preview`]
+    /// with a patch): which findings the patch removes.
+    pub after: Option<Evaluation>,
     /// What the client gets once both webhooks have answered: `/validate`'s
     /// verdict on the patched object, and at least a warning when there is
     /// a patch (`/mutate` explains each change in one). Computed with
@@ -484,6 +487,7 @@ fn patch_and_verdict(
             .and_then(|()| evaluate_value(policy, cx, &patched, w.namespace));
         if let Some(after) = after {
             decision.verdict = verdict(policy, &after, decision.mode);
+            decision.after = Some(after);
         }
         decision.patched = Some(patched);
     }
@@ -492,6 +496,12 @@ fn patch_and_verdict(
         decision.verdict = decision.verdict.max(Verdict::Warn);
     }
     decision.patch = m;
+}
+
+/// `1 error`, `2 errors`: a count with the word its number needs.
+#[must_use]
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The mode a namespace selects with the policy's `namespaceModeLabel`

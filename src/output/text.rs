@@ -92,23 +92,28 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         out.write_all(buf.as_bytes())?;
     }
     let s = report.summary();
+    let n = crate::decide::plural;
     writeln!(
         out,
-        "{} error(s), {} warning(s){} in {} object(s) ({} Windows workload(s)) from {} file(s); {} non-Kubernetes document(s) skipped; {} input error(s){}",
-        s.errors,
-        s.warnings,
+        "{}, {}{} in {} ({}) from {}; {} skipped; {}{}",
+        n(s.errors, "error", "errors"),
+        n(s.warnings, "warning", "warnings"),
         if s.infos > 0 {
-            format!(", {} info", s.infos)
+            format!(", {}", n(s.infos, "info finding", "info findings"))
         } else {
             String::new()
         },
-        s.objects,
-        s.windows_workloads,
-        s.files,
-        s.skipped,
-        s.input_errors,
+        n(s.objects, "object", "objects"),
+        n(s.windows_workloads, "Windows workload", "Windows workloads"),
+        n(s.files, "file", "files"),
+        n(
+            s.skipped,
+            "non-Kubernetes document",
+            "non-Kubernetes documents"
+        ),
+        n(s.input_errors, "input error", "input errors"),
         if s.fixed > 0 {
-            format!("; {} fix(es) written", s.fixed)
+            format!("; {} written", n(s.fixed, "fix", "fixes"))
         } else {
             String::new()
         }

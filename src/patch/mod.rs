@@ -35,8 +35,8 @@ pub struct MutationContext<'c> {
 
 /// Does a namespace with these Pod Security labels refuse `spec.os.name:
 /// windows` pods that lack the Linux-only restricted fields? Pod Security
-/// exempts Windows pods from them only from v1.25 on (windows-truth
-/// section 5; kubernetes/pod-security-admission policy/check_*.go).
+/// exempts Windows pods from them only from v1.25 on (docs/verdicts.md,
+/// "Pod Security Admission"; kubernetes/pod-security-admission policy/check_*.go).
 #[must_use]
 pub fn psa_restricted_before_1_25(enforce: Option<&str>, version: Option<&str>) -> bool {
     if enforce != Some("restricted") {

@@ -88,6 +88,9 @@ pub fn report_body(
     }
     let mut builder = ReportBuilder::new(policy, cx, options.clone());
     let mut objects = Vec::new();
+    // Each object of a JSON body with its slice of the body, for line and
+    // column (AdmissionReview: its request.object).
+    let mut located: Option<(&str, Vec<stream::JsonObject<'_>>)> = None;
     match media {
         MediaType::Json => {
             let value: Value =
@@ -105,11 +108,15 @@ pub fn report_body(
                     })?;
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
                 let object = admission_object(&mut builder, body)?;
+                located = review_object_text(body);
                 if let Some(object) = object {
                     add(&mut builder, &object, 0, &mut objects);
                 }
             } else {
                 let mut all = Vec::new();
+                located = std::str::from_utf8(body)
+                    .ok()
+                    .and_then(|t| Some((t, stream::json_objects(t)?)));
                 let result = stream::for_each_object_of(value, &mut |v| {
                     all.push(v);
                     Ok::<(), StopError>(())
@@ -142,6 +149,9 @@ pub fn report_body(
     }
     let finished = builder.finish();
     objects.extend(finished.objects);
+    if let Some((text, json)) = &located {
+        locate_json_findings(text, json, &mut objects);
+    }
     Ok(Report {
         api_version: super::REPORT_API_VERSION,
         kind: super::REPORT_KIND,
@@ -149,6 +159,26 @@ pub fn report_body(
         input_errors: finished.input_errors,
         summary: finished.summary,
     })
+}
+
+/// The text of an AdmissionReview's `request.object`, for positions.
+fn review_object_text(body: &[u8]) -> Option<(&str, Vec<stream::JsonObject<'_>>)> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Request<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        object: &'a RawValue,
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let review: Review<'_> = serde_json::from_str(text).ok()?;
+    let object = review.request.object.get();
+    Some((text, stream::json_objects(object)?))
 }
 
 fn add(
@@ -227,8 +257,33 @@ pub fn feed_yaml(
             reports.push((doc.yaml_doc, doc.pointer.clone(), *r));
         }
     }
-    // One more pass over the text finds every finding's position at once,
-    // as `lint` does, and findings are put in file order, as `lint` does.
+    // Objects listed before their owner in this text get their positions
+    // too (those of earlier inputs keep theirs: none).
+    let mut earlier = Vec::new();
+    for r in builder.resolve_pending() {
+        let at = r.findings.first().filter(|f| f.file == file).and_then(|f| {
+            // Documents are numbered in order.
+            let i = docs.binary_search_by_key(&f.document, |d| d.index).ok()?;
+            docs.get(i)
+        });
+        match at {
+            Some(d) => reports.push((d.yaml_doc, d.pointer.clone(), r)),
+            None => earlier.push((0, String::new(), r)),
+        }
+    }
+    locate_findings(text, &mut reports);
+    reports.extend(earlier);
+    for (_, _, r) in reports {
+        on_report(r).map_err(FeedError::Stopped)?;
+    }
+    Ok(docs.len())
+}
+
+/// Finds every finding's line and column in `text` in one pass, with the
+/// locator `lint` uses, and puts findings in text order, as `lint` does.
+/// Each report comes with its YAML document (0 for a JSON text) and the
+/// JSON Pointer of its object in that document (`/items/3`, or empty).
+pub fn locate_findings(text: &str, reports: &mut [(usize, String, ObjectReport)]) {
     let wants: Vec<(usize, String)> = reports
         .iter()
         .flat_map(|(yaml_doc, pointer, r)| {
@@ -237,23 +292,98 @@ pub fn feed_yaml(
                 .map(move |p| (*yaml_doc, format!("{pointer}{p}")))
         })
         .collect();
-    if !wants.is_empty() {
-        let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
-        let mut at = source::locate_many(text, &refs).into_iter();
-        for (_, _, r) in &mut reports {
-            for f in &mut r.findings {
-                if let Some(p) = at.next().flatten() {
-                    f.line = p.line;
-                    f.column = p.column;
-                }
+    if wants.is_empty() {
+        return;
+    }
+    let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
+    let mut at = source::locate_many(text, &refs).into_iter();
+    for (_, _, r) in reports {
+        for f in &mut r.findings {
+            if let Some(p) = at.next().flatten() {
+                f.line = p.line;
+                f.column = p.column;
             }
-            r.findings.sort_by_key(|f| (f.line, f.column));
+        }
+        r.findings.sort_by_key(|f| (f.line, f.column));
+    }
+}
+
+/// Line and column for the findings of reports made from a JSON text read
+/// whole (see [`JsonPositions::locate`]).
+pub fn locate_json_findings(
+    text: &str,
+    objects: &[stream::JsonObject<'_>],
+    reports: &mut [ObjectReport],
+) {
+    let mut positions = JsonPositions::new(text, objects);
+    for r in reports {
+        positions.locate(r);
+    }
+}
+
+/// Finds positions in a JSON text read whole: each report's object is
+/// located in its own slice of the text (`objects[n]` for document `n`, see
+/// [`stream::json_objects`]) with the locator `lint` uses, and the slice's
+/// place in the text is added. Only objects with findings are read again.
+pub struct JsonPositions<'a, 't> {
+    text: &'t str,
+    objects: &'a [stream::JsonObject<'t>],
+    /// Where each line ends, found once, on the first finding (u32: the
+    /// texts read whole are at most lint's size limit).
+    newlines: Option<Vec<u32>>,
+}
+
+impl<'a, 't> JsonPositions<'a, 't> {
+    #[must_use]
+    pub fn new(text: &'t str, objects: &'a [stream::JsonObject<'t>]) -> Self {
+        Self {
+            text,
+            objects,
+            newlines: None,
         }
     }
-    for (_, _, r) in reports {
-        on_report(r).map_err(FeedError::Stopped)?;
+
+    /// Sets line and column on `r`'s findings and puts them in text order.
+    pub fn locate(&mut self, r: &mut ObjectReport) {
+        let Some(object) = r
+            .findings
+            .first()
+            .and_then(|f| self.objects.get(f.document))
+        else {
+            return;
+        };
+        // Where the slice starts in the text: lines before it, and its
+        // column on its first line (0-based).
+        let offset = (object.text.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
+        if offset > self.text.len() {
+            return;
+        }
+        let text = self.text;
+        let newlines = self.newlines.get_or_insert_with(|| {
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                .collect()
+        });
+        let before = newlines.partition_point(|&n| (n as usize) < offset);
+        let line = before as u64;
+        let column = offset
+            - before
+                .checked_sub(1)
+                .map_or(0, |i| newlines[i] as usize + 1);
+        let wants: Vec<(usize, &str)> = r.pointers.iter().map(|p| (0, p.as_str())).collect();
+        let at = source::locate_many(object.text, &wants);
+        for (f, p) in r.findings.iter_mut().zip(at) {
+            if let Some(p) = p {
+                f.line = p.line + line;
+                f.column = if p.line == 1 {
+                    p.column + column as u64
+                } else {
+                    p.column
+                };
+            }
+        }
+        r.findings.sort_by_key(|f| (f.line, f.column));
     }
-    Ok(docs.len())
 }
 
 /// A problem with a whole input (file or stream), for the report's `inputErrors`.

@@ -89,6 +89,12 @@ pub struct ObjectReport {
     /// Rules the object opted out of by annotation, with the reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// Why the verdict is not what the findings alone would give: the
+    /// exemption and its reason, the mode that admits errors, the patch
+    /// operations that remove errors or warnings. Empty when the findings
+    /// speak for themselves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<String>,
     /// Same fields as `lint --format json` findings; `line`/`column` are 0
     /// when the object did not come from a file with positions.
     pub findings: Vec<LintFinding>,
@@ -408,6 +414,33 @@ impl<'p> ReportBuilder<'p> {
     /// Ends the input: owned objects whose owner came after them are folded
     /// or reported now. Returns those to report, and the summary.
     pub fn finish(mut self) -> Finished {
+        let mut out = self.resolve_pending();
+        for p in std::mem::take(&mut self.pending) {
+            if let Added::Report(r) = self.fold_or_report(p.report, p.signature, p.self_key, false)
+            {
+                out.push(*r);
+            }
+        }
+        let mut summary = self.summary;
+        summary.namespaces = self.namespaces.into_values().collect();
+        let mut rules: Vec<RuleSummary> = self.rules.into_values().collect();
+        rules.sort_by(|a, b| {
+            b.findings
+                .cmp(&a.findings)
+                .then_with(|| a.rule.cmp(&b.rule))
+        });
+        summary.rules = rules;
+        Finished {
+            objects: out,
+            summary,
+            input_errors: self.input_problems,
+        }
+    }
+
+    /// Folds or reports the held objects whose owner has shown up (an
+    /// input read whole calls this at its end, so its reports get their
+    /// positions); the others stay held until [`ReportBuilder::finish`].
+    pub fn resolve_pending(&mut self) -> Vec<ObjectReport> {
         let mut out = Vec::new();
         // Owners may themselves have been pending (Pod -> ReplicaSet -> Deployment).
         loop {
@@ -430,26 +463,7 @@ impl<'p> ReportBuilder<'p> {
                 break;
             }
         }
-        for p in std::mem::take(&mut self.pending) {
-            if let Added::Report(r) = self.fold_or_report(p.report, p.signature, p.self_key, false)
-            {
-                out.push(*r);
-            }
-        }
-        let mut summary = self.summary;
-        summary.namespaces = self.namespaces.into_values().collect();
-        let mut rules: Vec<RuleSummary> = self.rules.into_values().collect();
-        rules.sort_by(|a, b| {
-            b.findings
-                .cmp(&a.findings)
-                .then_with(|| a.rule.cmp(&b.rule))
-        });
-        summary.rules = rules;
-        Finished {
-            objects: out,
-            summary,
-            input_errors: self.input_problems,
-        }
+        out
     }
 
     /// Learns from a Namespace (its mode and isolation labels) or a
@@ -510,6 +524,7 @@ impl<'p> ReportBuilder<'p> {
         };
         let decision = decide::decide(self.policy, &cx, workload, &request);
         let signature = signature(workload, &decision.evaluation);
+        let why = verdict_reasons(&decision);
         let verdict = decision.verdict;
         let mode = decision.mode.unwrap_or(self.policy.mode);
         let exempt = decision.exemption.as_ref().map(|e| e.reason().to_owned());
@@ -542,6 +557,7 @@ impl<'p> ReportBuilder<'p> {
             mode,
             exempt,
             skipped: eval.skipped,
+            why,
             findings,
             patch: mutation.ops,
             patch_reasons: mutation.explanations,
@@ -639,6 +655,116 @@ pub struct Report {
 pub const REPORT_API_VERSION: &str = "winadmit.io/v1alpha1";
 /// `kind` of the JSON report.
 pub const REPORT_KIND: &str = "Report";
+
+/// Why a decision's verdict is not what its findings alone say (errors
+/// deny, warnings warn): see [`ObjectReport::why`].
+fn verdict_reasons(d: &decide::Decision) -> Vec<String> {
+    use decide::{Exemption, Outcome};
+    let mut out = Vec::new();
+    match &d.exemption {
+        Some(Exemption::User(r)) => out.push(format!("allowed: {r}, so nothing is checked")),
+        Some(Exemption::Policy(r)) => out.push(format!(
+            "allowed: exempt ({r}), so no rule applies to it"
+        )),
+        Some(Exemption::Reach(r)) => out.push(format!(
+            "allowed: {r}, so admission never checks it; the findings are what the webhook would say if it did"
+        )),
+        None => {}
+    }
+    // The findings the patch removes: /validate sees the patched object.
+    let removed = |f: &crate::finding::Finding| {
+        d.after.as_ref().is_some_and(|after| {
+            let field = f.field.to_string();
+            !after
+                .findings
+                .iter()
+                .any(|a| a.rule == f.rule && a.field.to_string() == field)
+        })
+    };
+    let listed = |outcome: Outcome, severity: Option<Severity>| -> Vec<String> {
+        d.counted_findings()
+            .filter(|(f, c)| {
+                c.outcome == outcome && severity.is_none_or(|s| f.severity == s) && !removed(f)
+            })
+            .map(|(f, _)| format!("{} at {}", f.rule, f.field))
+            .collect()
+    };
+    let warned = listed(Outcome::Warn, Some(Severity::Error));
+    if !warned.is_empty() {
+        out.push(format!(
+            "mode warn: {} admitted with a warning instead of denied",
+            warned.join(", ")
+        ));
+    }
+    let audited = listed(Outcome::Audit, None);
+    if !audited.is_empty() {
+        out.push(format!(
+            "mode audit: {} admitted without a warning, recorded in the audit annotation, logs and metrics",
+            audited.join(", ")
+        ));
+    }
+    for (f, c) in d.counted_findings() {
+        // A warning the patch removes leaves a warning (the patch's own).
+        if c.outcome != Outcome::Deny || !removed(f) {
+            continue;
+        }
+        let marker = format!("({}: {})", f.rule, f.field);
+        let rule_marker = format!("({}: ", f.rule);
+        let by_field: Vec<String> = operations(&d.patch, |why| why.contains(&marker));
+        let ops = if by_field.is_empty() {
+            operations(&d.patch, |why| why.contains(&rule_marker))
+        } else {
+            by_field
+        };
+        out.push(format!(
+            "patched: {} removes the {} {} at {}",
+            if ops.is_empty() {
+                "the patch".to_owned()
+            } else {
+                ops.join(", ")
+            },
+            f.severity.as_str(),
+            f.rule,
+            f.field
+        ));
+    }
+    let still_warned = d
+        .counted_findings()
+        .any(|(f, c)| c.outcome == Outcome::Warn && !removed(f));
+    if d.verdict == Verdict::Warn && !d.patch.is_empty() && !still_warned {
+        out.push(
+            "warn: the mutating webhook changes the object and returns one admission warning per change"
+                .to_owned(),
+        );
+    }
+    out
+}
+
+/// The operations of `m` whose explanation `wanted` accepts, as
+/// `remove /spec/...`.
+fn operations(m: &crate::patch::Mutation, wanted: impl Fn(&str) -> bool) -> Vec<String> {
+    m.ops
+        .iter()
+        .zip(&m.explanations)
+        .filter(|(_, why)| wanted(why))
+        .map(|(op, _)| format!("{} {}", op_name(op), op.path()))
+        .collect()
+}
+
+/// The RFC 6902 name of an operation.
+#[must_use]
+pub fn op_name(op: &PatchOperation) -> &'static str {
+    match op {
+        PatchOperation::Add(_) => "add",
+        PatchOperation::Remove(_) => "remove",
+        PatchOperation::Replace(_) => "replace",
+        PatchOperation::Move(_) => "move",
+        PatchOperation::Copy(_) => "copy",
+        PatchOperation::Test(_) => "test",
+    }
+}
+
+pub use crate::decide::plural;
 
 /// Kinds that own other workloads, and so are remembered for folding.
 fn owner_capable(kind: Kind) -> bool {

@@ -179,6 +179,80 @@ pub fn for_each_object_of(value: Value, on_object: &mut OnObject<'_>) -> Result<
     Ok(n)
 }
 
+/// One object of a JSON text read whole: its text (a slice of the whole),
+/// and the type of the list it is an item of.
+pub struct JsonObject<'t> {
+    pub text: &'t str,
+    item_type: Option<std::rc::Rc<(String, String)>>,
+}
+
+impl JsonObject<'_> {
+    /// The object, typed as [`for_each_object_of`] types list items.
+    #[must_use]
+    pub fn value(&self) -> Option<Value> {
+        let value = serde_json::from_str(self.text).ok()?;
+        Some(typed(value, self.item_type.as_deref()))
+    }
+}
+
+/// The objects of a JSON text read whole, in the order
+/// [`for_each_object_of`] gives them, each as its own slice of the text
+/// (parsed one at a time with [`JsonObject::value`]; positions are found
+/// in that slice alone, for the objects that need them). `None` when the
+/// text is not one JSON value.
+#[must_use]
+pub fn json_objects(text: &str) -> Option<Vec<JsonObject<'_>>> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct Shape<'a> {
+        #[serde(borrow, default)]
+        items: Option<Vec<&'a RawValue>>,
+        #[serde(default, rename = "apiVersion")]
+        api_version: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    fn walk<'t>(raw: &'t RawValue, out: &mut Vec<JsonObject<'t>>) -> Option<()> {
+        let text = raw.get();
+        match text.as_bytes().first()? {
+            b'[' => {
+                for item in serde_json::from_str::<Vec<&RawValue>>(text).ok()? {
+                    walk(item, out)?;
+                }
+            }
+            b'{' => match serde_json::from_str::<Shape<'_>>(text) {
+                Ok(Shape {
+                    items: Some(items),
+                    api_version,
+                    kind,
+                }) => {
+                    let item_type =
+                        item_type(api_version.as_deref(), kind.as_deref()).map(std::rc::Rc::new);
+                    out.extend(items.into_iter().map(|item| JsonObject {
+                        text: item.get(),
+                        item_type: item_type.clone(),
+                    }));
+                }
+                _ => out.push(JsonObject {
+                    text,
+                    item_type: None,
+                }),
+            },
+            b'n' => {}
+            _ => out.push(JsonObject {
+                text,
+                item_type: None,
+            }),
+        }
+        Some(())
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let raw: &RawValue = serde_json::from_str(text).ok()?;
+    let mut out = Vec::new();
+    walk(raw, &mut out)?;
+    Some(out)
+}
+
 fn json_error(e: &serde_json::Error) -> StreamError {
     let message = e.to_string();
     // serde_json appends " at line L column C"; keep the cause only.
@@ -442,6 +516,23 @@ mod tests {
         })
         .unwrap();
         (out, info)
+    }
+
+    #[test]
+    fn json_objects_are_what_the_streaming_reader_gives_with_their_text() {
+        let text = r#"[{"kind": "PodList", "apiVersion": "v1", "items": [{"metadata": {"name": "a"}}]},
+            {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "b"}}, null]"#;
+        let objects = json_objects(text).unwrap();
+        let (streamed, _) = collect(text);
+        let values: Vec<Value> = objects.iter().map(|o| o.value().unwrap()).collect();
+        assert_eq!(values, streamed);
+        assert_eq!(objects[0].text, r#"{"metadata": {"name": "a"}}"#);
+        assert!(objects[1].text.starts_with(r#"{"kind": "Pod""#));
+        // Each text is a slice of the whole, for its position.
+        assert!(text.contains(objects[1].text));
+        // Not one JSON value (`jq` output): none; the streaming reader reads it.
+        assert!(json_objects("{} {}").is_none());
+        assert!(json_objects(r#"{"a": [1, }"#).is_none());
     }
 
     #[test]

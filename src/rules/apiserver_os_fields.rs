@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
         scope: Scope::Windows,
         what: "On pods with `spec.os.name: windows`, any of these fields set to any value: pod `securityContext.{seLinuxOptions, seccompProfile, fsGroup, fsGroupChangePolicy, sysctls, runAsUser, runAsGroup, supplementalGroups}`, `hostPID`/`hostIPC: true`, `shareProcessNamespace`; container `securityContext.{seLinuxOptions, seccompProfile, capabilities, readOnlyRootFilesystem, privileged, allowPrivilegeEscalation, procMount, runAsUser, runAsGroup}`; since 1.25 `hostUsers`; since 1.30 `appArmorProfile`; since 1.31 `supplementalGroupsPolicy`; since 1.32 `seLinuxChangePolicy`; since 1.34 pod-level `resources`.",
         why: "The API server refuses such pods (`Forbidden: cannot be set for a windows pod`), so the workload's controller can never create them. Values that have no effect on Windows (`privileged: false`, `allowPrivilegeEscalation: false`, drop-only capabilities, `seccompProfile: RuntimeDefault`) are removed by the mutating webhook.",
-        source: "Kubernetes docs, 'Pod OS' (spec.os.name: windows forbids these fields); API server validateWindows (pkg/apis/core/validation). Seed 004 'API' lists the same fields as unsupported on Windows.",
+        source: "Kubernetes docs, 'Pod OS' (spec.os.name: windows forbids these fields); API server validateWindows (pkg/apis/core/validation). The Kubernetes 1.5-1.19 Windows documentation ('API') lists the same fields as unsupported on Windows.",
         doc_url: "https://kubernetes.io/docs/concepts/workloads/pods/#pod-os",
         fix: "Remove the field from the Windows pod spec.",
         example: "spec:\n  os:\n    name: windows\n  containers:\n  - name: app\n    securityContext:\n      privileged: false",

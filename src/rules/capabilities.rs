@@ -13,7 +13,7 @@ pub static RULE: Rule = Rule {
         why: "POSIX capabilities are not implemented on Windows. `drop: [ALL]` is hardening boilerplate that Windows ignores; the API server rejects any capabilities on pods with `spec.os.name: windows`.",
         source: "Ignored by the Windows kubelet and runtime (no POSIX capabilities; containerd internal/cri/server/container_create.go). A drop-only list is required by Pod Security Admission restricted for pods without spec.os (policy/check_capabilities_restricted.go), so only `add` is reported. Kubernetes documentation 'Windows containers in Kubernetes' > Security.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod-spec-containers-securitycontext",
-        fix: "Remove `capabilities.add`; for node-level work use a HostProcess container. The mutating webhook removes it (`mutation.removeNoOpFields`), except under the strict stance.",
+        fix: "Remove `capabilities.add`; for node-level work use a HostProcess container. The mutating webhook removes it (`mutation.removeNoOpFields`), except with `--strict`.",
         example: "securityContext:\n  capabilities:\n    add: [NET_ADMIN]",
         since: None,
         until: None,

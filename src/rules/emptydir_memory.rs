@@ -17,7 +17,7 @@ pub static RULE: Rule = Rule {
         why: "Windows has no built-in RAM disk; the node's default medium is disk and memory as a storage medium is not supported, so the volume cannot be created.",
         source: "Windows has no tmpfs: with containerd the kubelet makes a plain disk directory, so the volume is not RAM and sizeLimit is not a tmpfs size (staging/src/k8s.io/mount-utils/mount_windows.go); Docker-era nodes did not support it (Kubernetes 1.5-1.19 Windows documentation, 'Storage'). Kubernetes documentation 'Windows Storage'.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod",
-        fix: "Remove `medium: Memory` to use node disk. The mutating webhook does this when the policy sets `mutation.emptyDirOffMemory: true`.",
+        fix: "Remove `medium: Memory` to use node disk. The mutating webhook removes it with the default policy (`mutation.emptyDirOffMemory: true`; set it to `false` to keep the field and the finding).",
         example: "volumes:\n- name: cache\n  emptyDir:\n    medium: Memory",
         since: None,
         until: None,

@@ -45,11 +45,12 @@ pub struct RuleInfo {
     pub id: &'static str,
     pub title: &'static str,
     /// The rule's verdict on the target cluster (`None`: silent there),
-    /// before the policy and the stance. Follows `windows-truth.md`.
+    /// before the policy and `--strict`. Follows docs/verdicts.md.
     pub level: fn(&Cluster) -> Option<Severity>,
-    /// "Intent lost" (⚑ in the reference): the workload asks for a security
-    /// property or capability Windows silently does not give. The strict
-    /// stance raises such a warning to an error.
+    /// An ignored security setting: the workload asks for a security
+    /// property or capability Windows silently does not give (docs/verdicts.md,
+    /// "Security settings Windows ignores"). `--strict` raises such a
+    /// warning to an error.
     pub intent_lost: bool,
     pub scope: Scope,
     /// What the rule checks.
@@ -114,7 +115,7 @@ pub mod level {
     pub fn off(_: &Cluster) -> Option<Severity> {
         None
     }
-    /// An error on Docker nodes (the seeds' era), a warning on containerd.
+    /// An error on Docker nodes (Kubernetes 1.23 and earlier), a warning on containerd.
     #[must_use]
     pub fn error_on_docker(c: &Cluster) -> Option<Severity> {
         Some(if c.is_docker() {

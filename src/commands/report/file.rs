@@ -1,14 +1,15 @@
-//! `report --from-file`: JSON is streamed item by item (so a `kubectl get
-//! -A -o json` List of any size is read in bounded memory); YAML is parsed
-//! whole, with line and column for findings, up to the manifest size limit.
+//! `report --from-file`: YAML, and JSON up to the manifest size limit, is
+//! read whole, with line and column for findings (found by the locator
+//! `lint` uses); a larger JSON text (a `kubectl get -A -o json` List of any
+//! size) is streamed item by item in bounded memory, without them.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
 use super::Driver;
-use crate::report::Origin;
 use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
+use crate::report::{Added, ObjectReport, Origin};
 use crate::source;
 
 const READ_BUFFER: usize = 256 * 1024;
@@ -57,6 +58,89 @@ fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
     });
 }
 
+/// A JSON text read whole: each object is parsed and reported in turn,
+/// its findings located in its own slice of the text with the locator
+/// `lint` uses.
+fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver: &mut Driver<'_>) {
+    let mut positions = crate::report::body::JsonPositions::new(text, objects);
+    let write = |r: &ObjectReport, driver: &mut Driver<'_>| {
+        driver
+            .sink
+            .object(r)
+            .map_err(|e| format!("cannot write the report: {e}"))
+    };
+    for (document, object) in objects.iter().enumerate() {
+        let Some(value) = object.value() else {
+            continue;
+        };
+        let origin = Origin {
+            file: name,
+            document,
+        };
+        driver.progress.tick();
+        if let Added::Report(mut r) = driver.builder.add(&value, &origin) {
+            positions.locate(&mut r);
+            if let Err(message) = write(&r, driver) {
+                driver
+                    .builder
+                    .input_problem(input_problem(name, None, None, message));
+                return;
+            }
+        }
+    }
+    // Objects listed before their owner in this text (those of earlier
+    // inputs keep the positions they have: none).
+    for mut r in driver.builder.resolve_pending() {
+        if r.findings.first().is_some_and(|f| f.file == name) {
+            positions.locate(&mut r);
+        }
+        if let Err(message) = write(&r, driver) {
+            driver
+                .builder
+                .input_problem(input_problem(name, None, None, message));
+            return;
+        }
+    }
+}
+
+/// A JSON text streamed item by item (bounded memory), without positions.
+fn stream_json(name: &str, reader: impl Read, driver: &mut Driver<'_>) {
+    let reader = BufReader::with_capacity(READ_BUFFER, reader);
+    let mut document = 0;
+    let result = stream::for_each_object(reader, &mut |value| {
+        let origin = Origin {
+            file: name,
+            document,
+        };
+        document += 1;
+        driver.add(&value, &origin)
+    });
+    match result {
+        Ok(_) => {}
+        Err(StreamError::Json {
+            line,
+            column,
+            message,
+        }) => driver.builder.input_problem(input_problem(
+            name,
+            Some(line as u64),
+            Some(column as u64),
+            format!("invalid JSON: {message}"),
+        )),
+        Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+            name,
+            None,
+            None,
+            format!("cannot read: {e}"),
+        )),
+        Err(StreamError::Stopped(StopError(message))) => {
+            driver
+                .builder
+                .input_problem(input_problem(name, None, None, message));
+        }
+    }
+}
+
 fn read_one(
     name: &str,
     reader: Box<dyn Read>,
@@ -80,39 +164,37 @@ fn read_one(
         if let Some(path) = reopen {
             first_pass(path, driver);
         }
-        let mut document = 0;
-        let result = stream::for_each_object(reader, &mut |value| {
-            let origin = Origin {
-                file: name,
-                document,
-            };
-            document += 1;
-            driver.add(&value, &origin)
-        });
-        match result {
-            Ok(_) => {}
-            Err(StreamError::Json {
-                line,
-                column,
-                message,
-            }) => driver.builder.input_problem(input_problem(
-                name,
-                Some(line as u64),
-                Some(column as u64),
-                format!("invalid JSON: {message}"),
-            )),
-            Err(StreamError::Io(e)) => driver.builder.input_problem(input_problem(
+        // A text up to lint's size limit is read whole, so findings get
+        // line and column; a larger one is streamed, without them. A file
+        // says its size; stdin is read up to the limit, then streamed on.
+        let size = reopen
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len());
+        if size.is_some_and(|n| n > source::MAX_FILE_BYTES as u64) {
+            stream_json(name, reader, driver);
+            return;
+        }
+        let mut head = Vec::with_capacity(size.map_or(READ_BUFFER, |n| n as usize + 1));
+        if let Err(e) = (&mut reader)
+            .take(source::MAX_FILE_BYTES as u64 + 1)
+            .read_to_end(&mut head)
+        {
+            driver.builder.input_problem(input_problem(
                 name,
                 None,
                 None,
                 format!("cannot read: {e}"),
-            )),
-            Err(StreamError::Stopped(StopError(message))) => {
-                driver
-                    .builder
-                    .input_problem(input_problem(name, None, None, message));
-            }
+            ));
+            return;
         }
+        if head.len() <= source::MAX_FILE_BYTES
+            && let Ok(text) = std::str::from_utf8(&head)
+            && let Some(objects) = stream::json_objects(text)
+        {
+            whole_json(name, text, &objects, driver);
+            return;
+        }
+        stream_json(name, std::io::Cursor::new(head).chain(reader), driver);
         return;
     }
     let bytes = match stream::read_limited(reader, source::MAX_FILE_BYTES) {

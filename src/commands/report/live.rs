@@ -675,19 +675,55 @@ async fn load_config(kubeconfig: Option<&Path>, context: Option<&str>) -> anyhow
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
     };
+    // kube's errors repeat their cause at every level (and quote the path
+    // twice): say once what was tried and the root cause.
     match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read kubeconfig {}: {}",
+                    path.display(),
+                    root_cause(&e)
+                )
+            })?;
             Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .with_context(|| format!("cannot use kubeconfig {}", path.display()))
+                .map_err(|e| anyhow::anyhow!("cannot use kubeconfig {}: {}", path.display(), root_cause(&e)))
         }
-        None if context.is_some() => Config::from_kubeconfig(&options)
-            .await
-            .context("cannot load the kubeconfig ($KUBECONFIG or ~/.kube/config) for --context"),
-        None => Config::infer().await.context(
-            "no cluster configuration found: pass --kubeconfig, set $KUBECONFIG, run in a pod, or report from files with --from-file",
+        None if context.is_some() => Config::from_kubeconfig(&options).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot load {} for --context: {}",
+                default_kubeconfig(),
+                root_cause(&e)
+            )
+        }),
+        None => Config::infer().await.map_err(|e| {
+            anyhow::anyhow!(
+                "no cluster configuration found (not in a pod, and {}: {}): pass --kubeconfig, set $KUBECONFIG, or report from files with --from-file",
+                default_kubeconfig(),
+                root_cause(&e)
+            )
+        }),
+    }
+}
+
+/// Where kube looks for a kubeconfig without --kubeconfig.
+fn default_kubeconfig() -> String {
+    match std::env::var_os("KUBECONFIG") {
+        Some(k) => format!("$KUBECONFIG ({})", k.to_string_lossy()),
+        None => std::env::var_os("HOME").map_or_else(
+            || "~/.kube/config".to_owned(),
+            |h| format!("{}/.kube/config", h.to_string_lossy()),
         ),
     }
+}
+
+/// The innermost cause of an error (kube wraps an I/O error in several
+/// layers that each print it again).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = e;
+    while let Some(next) = e.source() {
+        e = next;
+    }
+    e.to_string()
 }

@@ -101,7 +101,7 @@ h1{font-size:1.35rem;margin:0 0 .4rem} h2{font-size:1.1rem;margin:1.6rem 0 .5rem
 .summary-grid{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr);gap:1.5rem;align-items:start}
 .legend{font-size:.85rem;color:var(--muted);display:flex;flex-wrap:wrap;gap:.4rem 1.1rem;margin:.3rem 0}
 .sw{display:inline-block;width:.8rem;height:.8rem;border-radius:2px;vertical-align:-1px;margin-right:.3rem}
-.sw.e{background:#d73a49}.sw.w{background:#dbab09}.sw.d{background:var(--err)}.sw.a{background:var(--ok)}
+.sw.e{background:#d73a49}.sw.w{background:#dbab09}.sw.i{background:#0366d6}.sw.d{background:var(--err)}.sw.a{background:var(--ok)}
 .problems{border:1px solid var(--err);background:var(--err-bg);border-radius:6px;padding:.3rem 1rem;margin:.8rem 0}
 .charts{display:flex;flex-wrap:wrap;gap:2rem}
 .chart svg{background:#fafbfc;border:1px solid #e1e4e8;max-width:100%;height:auto}
@@ -109,7 +109,9 @@ h1{font-size:1.35rem;margin:0 0 .4rem} h2{font-size:1.1rem;margin:1.6rem 0 .5rem
 .controls input{width:26rem;max-width:100%}
 table{border-collapse:collapse;width:100%;font-size:.85rem;table-layout:fixed}
 th,td{border-bottom:1px solid #e1e4e8;padding:.35rem .45rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
-td.field,.src{overflow-wrap:anywhere}
+td.field,.src{overflow-wrap:normal;word-break:normal}
+.why{display:block;font-size:.78rem;color:#24292f;margin-top:.2rem;overflow-wrap:normal} .why .nw{white-space:nowrap}
+.why::before{content:'Why: ';font-weight:600}
 th{cursor:pointer;background:#f6f8fa;user-select:none;position:sticky;top:0}
 th[aria-sort=ascending]::after{content:' \25B2'} th[aria-sort=descending]::after{content:' \25BC'}
 #findings col.c-sev{width:6.5rem} #findings col.c-rule{width:11rem} #findings col.c-obj{width:22%} #findings col.c-field{width:22%}
@@ -142,7 +144,14 @@ const BODY: &str = r#"<noscript><p>This report draws its summary, charts and tab
 <h2>Summary</h2>
 <div class="cards" id="verdicts"></div>
 <p id="totals" class="muted">Loading report&hellip;</p>
-<div class="legend" id="legend"><span><span class="sw e"></span>error: the object is denied in enforce mode</span><span><span class="sw w"></span>warning: admitted with a warning</span><span><span class="sw d"></span>deny</span><span><span class="sw a"></span>allow</span></div>
+<div class="legend" id="legend">
+<span><span class="sw e"></span>error: denied in enforce mode, unless the object is exempt, outside the webhook, patched or in warn or audit mode; its row then says why</span>
+<span><span class="sw w"></span>warning: admitted, with an admission warning</span>
+<span><span class="sw i"></span>info: advice; never changes the verdict</span>
+<span><span class="v v-deny">deny</span> the API server refuses the object</span>
+<span><span class="v v-warn">warn</span> admitted, with admission warnings (a warning, an error in warn mode, or a change the mutating webhook makes)</span>
+<span><span class="v v-allow">allow</span> admitted without a warning (no error or warning, exempt, outside the webhook, or audit mode)</span>
+</div>
 <div id="input-errors"></div>
 <div class="summary-grid">
 <div><h2>Top rules</h2><table id="top-rules"><colgroup><col><col class="c-n"><col class="c-n"></colgroup><thead><tr><th>Rule</th><th>Findings</th><th>Objects</th></tr></thead><tbody></tbody></table></div>
@@ -185,13 +194,24 @@ const SCRIPT: &str = r#"
   if (common === '/') common = '';
   function source(f) {
     if (!f.file || f.file.charAt(0) === '<') return '';
-    return f.file.slice(common.length) + (f.line ? ':' + f.line : '');
+    return f.file.slice(common.length) + (f.line ? ':' + f.line + (f.column ? ':' + f.column : '') : '');
   }
-  // A field path that breaks only between its parts.
-  function fieldPath(text) {
-    var code = el('code');
-    text.split(/(?=[.\[])/).forEach(function (part, i) { if (i) code.appendChild(document.createElement('wbr')); code.appendChild(document.createTextNode(part)); });
-    return code;
+  // A path that breaks only between its parts (never inside a name).
+  function breakable(host, text, at) {
+    text.split(at).forEach(function (part, i) { if (i) host.appendChild(document.createElement('wbr')); host.appendChild(document.createTextNode(part)); });
+    return host;
+  }
+  function fieldPath(text) { return breakable(el('code'), text, /(?=[.\[])/); }
+  // A reason: words, with paths and pointers breakable only between parts.
+  function reasons(text) {
+    var span = el('span', null, 'why');
+    text.split(' ').forEach(function (word, i) {
+      if (i) span.appendChild(document.createTextNode(' '));
+      if (/[\/.\[]/.test(word)) breakable(span, word, /(?<=\/)|(?=[.\[])/);
+      else if (word.indexOf('-') >= 0) span.appendChild(el('span', word, 'nw')); // a rule id stays whole
+      else span.appendChild(document.createTextNode(word));
+    });
+    return span;
   }
   // Text with `code` spans.
   function prose(text, cls) {
@@ -215,10 +235,12 @@ const SCRIPT: &str = r#"
     cards.appendChild(c);
   });
   var totals = document.getElementById('totals');
-  totals.textContent = summary.errors + ' error(s) and ' + summary.warnings + ' warning(s) in ' + summary.reported +
-    ' reported workload(s) (' + summary.windowsWorkloads + ' targeting Windows; ' + summary.objects + ' evaluated, ' +
-    summary.folded + ' folded into their owners; ' + summary.otherObjects + ' other object(s)); ' +
-    summary.inputErrors + ' input error(s).';
+  function plural(count, one, many) { return count + ' ' + (count === 1 ? one : many); }
+  totals.textContent = plural(summary.errors, 'error', 'errors') + ', ' + plural(summary.warnings, 'warning', 'warnings') + ' and ' +
+    plural(summary.infos, 'info finding', 'info findings') + ' in ' + plural(summary.reported, 'reported workload', 'reported workloads') +
+    ' (' + summary.windowsWorkloads + ' targeting Windows; ' + summary.objects + ' evaluated, ' +
+    summary.folded + ' folded into their owners; ' + plural(summary.otherObjects, 'other object', 'other objects') + '); ' +
+    plural(summary.inputErrors, 'input error', 'input errors') + '.';
 
   if (inputErrors.length || summary.inputErrors) {
     var box = document.getElementById('input-errors');
@@ -259,7 +281,7 @@ const SCRIPT: &str = r#"
       var we = Math.round(barW * i.errors / max), ww = Math.round(barW * i.warnings / max);
       var total = i.errors + i.warnings;
       var g = svgEl('g', { 'class': 'bar', 'data-label': i.label, 'data-count': total });
-      var title = svgEl('title', {}); title.textContent = i.label + ': ' + i.errors + ' error(s), ' + i.warnings + ' warning(s)';
+      var title = svgEl('title', {}); title.textContent = i.label + ': ' + plural(i.errors, 'error', 'errors') + ', ' + plural(i.warnings, 'warning', 'warnings');
       g.appendChild(title);
       if (we > 0) g.appendChild(svgEl('rect', { x: labelW, y: y + 2, width: we, height: rowH - 6, fill: '#d73a49', 'class': 'errors' }));
       if (ww > 0) g.appendChild(svgEl('rect', { x: labelW + we, y: y + 2, width: ww, height: rowH - 6, fill: '#dbab09', 'class': 'warnings' }));
@@ -316,8 +338,11 @@ const SCRIPT: &str = r#"
       var obj = cell(tr);
       obj.appendChild(el('span', objName(r.o) + ' '));
       obj.appendChild(el('span', r.o.verdict, 'v v-' + r.o.verdict));
+      // The object's reasons; of the patch's, the one for this row's field.
+      r.o.why.filter(function (w) { return w.indexOf('patched: ') !== 0 || w.slice(-(r.f.field.length + 4)) === ' at ' + r.f.field; })
+        .forEach(function (w) { obj.appendChild(reasons(w)); });
       var src = source(r.f);
-      if (src) { var sp = el('span', src, 'src'); sp.title = r.f.file; obj.appendChild(sp); }
+      if (src) { var sp = breakable(el('span', null, 'src'), src, /(?<=\/)/); sp.title = r.f.file; obj.appendChild(sp); }
       cell(tr, 'field').appendChild(fieldPath(r.f.field));
       var msg = cell(tr);
       msg.appendChild(prose(r.f.message));
@@ -342,17 +367,22 @@ const SCRIPT: &str = r#"
   // The patch per object, collapsed; opened for printing.
   var patched = objects.filter(function (o) { return o.patch.length; });
   var host = document.getElementById('patches');
-  host.appendChild(el('h2', 'Patches the mutating webhook would apply (' + patched.length + ' object(s))'));
+  host.appendChild(el('h2', 'Patches the mutating webhook would apply (' + plural(patched.length, 'object', 'objects') + ')'));
   if (!patched.length) host.appendChild(el('p', 'None.', 'muted'));
   patched.forEach(function (o) {
     var d = el('details');
     var s = el('summary');
     s.appendChild(el('b', objName(o)));
-    s.appendChild(el('span', ' \u2014 ' + o.patch.length + ' operation(s)' + (o.file ? ' \u2014 ' + o.file : ''), 'muted'));
+    s.appendChild(el('span', ' \u2014 ' + plural(o.patch.length, 'operation', 'operations') + (o.file ? ' \u2014 ' + o.file : ''), 'muted'));
     d.appendChild(s);
     if (o.patchReasons.length) {
       var ul = el('ul');
-      o.patchReasons.forEach(function (r) { ul.appendChild(el('li', r)); });
+      o.patch.forEach(function (op, i) {
+        var li = el('li');
+        li.appendChild(el('code', op.op + ' ' + op.path));
+        li.appendChild(document.createTextNode(': ' + (o.patchReasons[i] || '').replace(/^winadmit: /, '')));
+        ul.appendChild(li);
+      });
       d.appendChild(ul);
     }
     d.appendChild(el('pre', JSON.stringify(o.patch, null, 2)));
@@ -372,6 +402,8 @@ struct PageObject<'a> {
     kind: &'a str,
     name: &'a str,
     verdict: &'a str,
+    /// Why the verdict differs from the findings ([`ObjectReport::why`]).
+    why: &'a [String],
     /// The file the object came from (for the patch list).
     file: Option<&'a str>,
     findings: Vec<PageFinding<'a>>,
@@ -391,6 +423,7 @@ struct PageFinding<'a> {
     doc_url: &'a str,
     file: &'a str,
     line: u64,
+    column: u64,
 }
 
 impl<W: Write> ReportSink for HtmlSink<W> {
@@ -411,6 +444,7 @@ impl<W: Write> ReportSink for HtmlSink<W> {
                 doc_url: f.doc_url,
                 file: &f.file,
                 line: f.line,
+                column: f.column,
             })
             .collect();
         let file = r
@@ -423,6 +457,7 @@ impl<W: Write> ReportSink for HtmlSink<W> {
             kind: &r.kind,
             name: &r.name,
             verdict: r.verdict.as_str(),
+            why: &r.why,
             file,
             findings,
             patch: &r.patch,

@@ -8,7 +8,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use super::ReportSink;
 use crate::finding::Severity;
 use crate::output::InputProblem;
-use crate::report::{ObjectReport, ReportSummary, Verdict};
+use crate::report::{ObjectReport, ReportSummary, Verdict, plural};
 
 /// How many rules the "top rules" table shows.
 pub const TOP_RULES: usize = 10;
@@ -66,11 +66,15 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
             "      owned by {owner}, reported apart: its findings differ from the owner's"
         );
     }
-    if let Some(reason) = &r.exempt {
+    // `why` names the exemption with its consequence.
+    if let Some(reason) = r.exempt.as_ref().filter(|_| r.why.is_empty()) {
         let _ = writeln!(s, "      exempt: {reason}");
     }
     for sk in &r.skipped {
         let _ = writeln!(s, "      skipped {}: {}", sk.rule, sk.reason);
+    }
+    for why in &r.why {
+        let _ = writeln!(s, "      why: {why}");
     }
     for f in &r.findings {
         let level = match f.severity {
@@ -86,15 +90,13 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
         let _ = writeln!(s, "      {level} {}: {}{at}", f.field, f.message);
     }
     for (op, why) in r.patch.iter().zip(&r.patch_reasons) {
-        let name = match op {
-            crate::finding::PatchOperation::Add(_) => "add",
-            crate::finding::PatchOperation::Remove(_) => "remove",
-            crate::finding::PatchOperation::Replace(_) => "replace",
-            crate::finding::PatchOperation::Move(_) => "move",
-            crate::finding::PatchOperation::Copy(_) => "copy",
-            crate::finding::PatchOperation::Test(_) => "test",
-        };
-        let _ = writeln!(s, "      patch: {name} {}  ({why})", op.path());
+        let why = why.strip_prefix("winadmit: ").unwrap_or(why);
+        let _ = writeln!(
+            s,
+            "      patch: {} {}: {why}",
+            crate::report::op_name(op),
+            op.path()
+        );
     }
     s
 }
@@ -140,7 +142,9 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
         if quiet > 0 {
             writeln!(
                 out,
-                "\n{quiet} object(s) allowed without findings or changes are not listed."
+                "\n{} allowed without findings or changes {} not listed.",
+                plural(quiet, "object", "objects"),
+                if quiet == 1 { "is" } else { "are" }
             )?;
         }
         if !input_errors.is_empty() {
@@ -177,19 +181,22 @@ pub fn summary_text(s: &ReportSummary) -> String {
     let _ = writeln!(out, "target: {}", s.target.summary());
     let _ = writeln!(
         out,
-        "{} workload(s): {} reported, {} folded into their owners; {} target Windows",
-        s.objects, s.reported, s.folded, s.windows_workloads
+        "{}: {} reported, {} folded into their owners; {} Windows",
+        plural(s.objects, "workload", "workloads"),
+        s.reported,
+        s.folded,
+        plural(s.windows_workloads, "targets", "target")
     );
     let _ = writeln!(
         out,
-        "admission would: deny {}, warn {}, allow {}; {} error(s), {} warning(s), {} info; {} input error(s)",
+        "admission would: deny {}, warn {}, allow {}; {}, {}, {}; {}",
         s.verdicts.deny,
         s.verdicts.warn,
         s.verdicts.allow,
-        s.errors,
-        s.warnings,
-        s.infos,
-        s.input_errors
+        plural(s.errors, "error", "errors"),
+        plural(s.warnings, "warning", "warnings"),
+        plural(s.infos, "info finding", "info findings"),
+        plural(s.input_errors, "input error", "input errors"),
     );
     if !s.namespaces.is_empty() {
         let _ = writeln!(out, "\nNamespaces:");
@@ -239,7 +246,11 @@ pub fn summary_text(s: &ReportSummary) -> String {
         }
         table(&mut out, &rows);
         if s.rules.len() > TOP_RULES {
-            let _ = writeln!(out, "  ... and {} more rule(s)", s.rules.len() - TOP_RULES);
+            let _ = writeln!(
+                out,
+                "  ... and {} more",
+                plural(s.rules.len() - TOP_RULES, "rule", "rules")
+            );
         }
     }
     out
