@@ -28,6 +28,9 @@ pub struct Context<'c> {
     /// objects in the input): their builds, and the facts a pod's node
     /// selection narrows `cluster` to.
     pub nodes: Option<&'c WindowsNodes>,
+    /// The cluster's gMSA credential specs and authorization answers, when
+    /// the door knows the resource; `None` keeps the gMSA rules silent.
+    pub gmsa: Option<&'c crate::gmsa::Facts>,
 }
 
 impl Context<'_> {
@@ -38,6 +41,7 @@ impl Context<'_> {
             cluster: Cluster::at(version),
             runtime_classes: None,
             nodes: None,
+            gmsa: None,
         }
     }
 
@@ -138,6 +142,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         version: cluster.kubernetes_version,
         cluster,
         nodes: cx.nodes,
+        gmsa: cx.gmsa,
         host_process: host_process(spec),
         params: &policy.params,
         runtime_class: runtime_class.as_ref(),

@@ -13,7 +13,7 @@
 //!   [`windows_builds`], [`tolerations`]), findings and field paths
 //!   ([`finding`], [`path`]), cross-object checks ([`services`]), the API
 //!   server's own format rules ([`names`], [`strict`]), pattern matching
-//!   ([`glob`]), and the export of the rules as admission policies
+//!   ([`glob`]), the gMSA credential specs a pod names ([`gmsa`]), and the export of the rules as admission policies
 //!   ([`admission_policy`]). The core imports only the core and the
 //!   readers of input.
 //! - **Readers of input**: [`yaml`] (YAML to JSON values with positions)
@@ -38,6 +38,7 @@ pub mod errors;
 pub mod finding;
 pub mod fix;
 pub mod glob;
+pub mod gmsa;
 pub mod lint;
 pub mod manifests;
 pub mod names;

@@ -335,6 +335,7 @@ fn engine_outcome(
         cluster: cluster.clone(),
         runtime_classes: None,
         nodes: None,
+        gmsa: None,
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     let mut out = Outcome {
@@ -370,6 +371,7 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
         cluster: cluster.clone(),
         runtime_classes: None,
         nodes: None,
+        gmsa: None,
     };
     let m = patch::settle(
         policy,

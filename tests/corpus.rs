@@ -90,6 +90,7 @@ fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
                 cluster: cluster.clone(),
                 runtime_classes: Some(&rc),
                 nodes: None,
+                gmsa: None,
             };
             lint_text(&name, text, &policy, &cx, &mut report);
         }

@@ -28,6 +28,7 @@ fn cx() -> Context<'static> {
     Context {
         cluster: winadmit::cluster::Cluster::default(),
         nodes: None,
+        gmsa: None,
         runtime_classes: None,
     }
 }

@@ -14,6 +14,7 @@ const CORE: &[&str] = &[
     "engine",
     "finding",
     "glob",
+    "gmsa",
     "names",
     "patch",
     "path",

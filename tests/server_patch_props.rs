@@ -266,6 +266,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
         cluster: adm.cluster.clone(),
         runtime_classes: None,
         nodes: None,
+        gmsa: None,
     };
     let m = &adm.policy.mutation;
     engine::evaluate(&adm.policy, &w, &cx)
@@ -276,6 +277,8 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
                 FixKind::RemoveNoOp => m.remove_no_op_fields,
                 FixKind::EmptyDirOffMemory => m.empty_dir_off_memory,
                 FixKind::Scheduling => false,
+                // Only with gMSA facts, which these pods are judged without.
+                FixKind::InlineCredentialSpec => true,
             })
         })
         .map(|f| format!("{} {}", f.rule, f.field))

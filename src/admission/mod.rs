@@ -212,7 +212,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
         let Some(fix) = &f.fix else { continue };
         let behind = match fix.kind {
             FixKind::Scheduling => targeting,
-            FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory => fix
+            FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory | FixKind::InlineCredentialSpec => fix
                 .ops
                 .iter()
                 .any(|op| m.ops.iter().any(|o| o.path() == op.path())),
@@ -629,6 +629,7 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
+        gmsa: None,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

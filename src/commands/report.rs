@@ -123,6 +123,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         cluster,
         runtime_classes: None,
         nodes: None,
+        gmsa: None,
     };
     let progress = Progress::new(quiet);
 

@@ -208,6 +208,7 @@ fn compute(
         cluster: server.admission.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: None,
+        gmsa: None,
     };
     let options = ReportOptions {
         mode,
