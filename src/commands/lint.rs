@@ -113,7 +113,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         cluster,
         runtime_classes: Some(&known.runtime_classes),
         nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
-        gmsa: None,
+        gmsa: known.gmsa.as_ref(),
     };
     // Fix first, so the report shows what is left.
     if fix {

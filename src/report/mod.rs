@@ -477,7 +477,7 @@ impl<'p> ReportBuilder<'p> {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&self.known.runtime_classes),
             nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
-            gmsa: None,
+            gmsa: self.known.gmsa.as_ref(),
         };
         // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {
