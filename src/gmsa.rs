@@ -44,6 +44,10 @@ pub enum CredSpec {
     Found(Option<Value>),
     /// The object does not exist.
     Missing,
+    /// The lookup failed (the API server's error, or its deadline). Only
+    /// contents set in the pod are refused then, as they cannot be
+    /// checked (WIN-GMSA-CONTENTS-MISMATCH); nothing else is assumed.
+    Unavailable(String),
 }
 
 impl CredSpec {
