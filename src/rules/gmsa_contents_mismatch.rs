@@ -58,7 +58,8 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
         out.report(
             o.path.key("gmsaCredentialSpec"),
             format!(
-                "the GMSA cred spec contents do not match the contents of GMSA resource {name:?}{detail}: remove gmsaCredentialSpec and let the webhook fill it in"
+                "the GMSA cred spec contents for {} does not match the contents of GMSA resource {name:?}{detail}: remove gmsaCredentialSpec and let the webhook fill it in",
+                o.place
             ),
         );
     }
