@@ -94,24 +94,16 @@ fn credential_spec(version: &str, name: &str, contents: Option<Value>) -> Value 
     o
 }
 
-fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path) -> PathBuf {
-    let token = cp.kubectl_ok(&[
-        "create",
-        "token",
-        "winadmit",
-        "-n",
-        "winadmit",
-        "--duration",
-        "2h",
-    ]);
-    let path = dir.join("winadmit.kubeconfig");
+fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, sa: &str) -> PathBuf {
+    let token = cp.kubectl_ok(&["create", "token", sa, "-n", "winadmit", "--duration", "2h"]);
+    let path = dir.join(format!("{sa}.kubeconfig"));
     std::fs::write(
         &path,
         format!(
             "apiVersion: v1\nkind: Config\n\
              clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: winadmit, user: {{token: \"{}\"}}}}]\n\
-             contexts: [{{name: test, context: {{cluster: test, user: winadmit}}}}]\n\
+             users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
+             contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
              current-context: test\n",
             cp.port,
             cp.work.join("pki/ca.crt").display(),
@@ -166,7 +158,7 @@ fn setup(test: &str) -> &'static Setup {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": {"name": "gmsa-e2e-users"},
                 "rules": [{"apiGroups": ["windows.k8s.io"], "resources": ["gmsacredentialspecs"],
-                    "verbs": ["use"], "resourceNames": ["webapp1", "webapp2", "hostagent", "no-contents", "i-sure-dont-exist"]}]}),
+                    "verbs": ["use"], "resourceNames": ["webapp1", "webapp2", "hostagent", "no-contents", "i-sure-dont-exist", "late"]}]}),
         ]));
         cp.namespace(NS, &[("winadmit-e2e", "gmsa")]);
         cp.apply(&e2e::to_list(&[
@@ -178,7 +170,7 @@ fn setup(test: &str) -> &'static Setup {
                 "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": NS}]}),
         ]));
         let dir = tempfile::tempdir().unwrap().keep();
-        let kubeconfig = service_account_kubeconfig(cp, &dir);
+        let kubeconfig = service_account_kubeconfig(cp, &dir, "winadmit");
         let webhook = Webhook::start(
             &e2e::overlay_policy(&objects),
             &[
@@ -192,7 +184,11 @@ fn setup(test: &str) -> &'static Setup {
         )
         .adopted_by(cp);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !webhook.server.logs_contain("gmsa: on (--gmsa auto)") {
+        while !(webhook.server.logs_contain("gmsa: on (--gmsa auto)")
+            && webhook
+                .server
+                .logs_contain("cluster cache: gmsacredentialspecs.windows.k8s.io listed"))
+        {
             assert!(
                 Instant::now() < deadline,
                 "gMSA never turned on: {}",
@@ -648,5 +644,129 @@ fn ephemeral_containers_are_authorized() {
         } else {
             assert!(out.status.success(), "{err}");
         }
+    }
+}
+
+/// The cluster cache watches the credential specs: one created after the
+/// webhook started is used as soon as the watch brings it.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_credential_spec_created_later_is_watched() {
+    let s = setup("a_credential_spec_created_later_is_watched");
+    let pod = gmsa_pod("late", "allowed", name("late"), &[("web", Value::Null)]);
+    assert_refused(
+        &dry_run(s.cp, &pod),
+        "WIN-GMSA-NOT-FOUND",
+        "cred spec late does not exist",
+    );
+    s.cp.apply(&credential_spec("v1", "late", Some(credspec("late"))).to_string());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let a = dry_run(s.cp, &pod);
+        if a.ok() || Instant::now() > deadline {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_admitted(&answer);
+    assert_eq!(contents_at(&answer, ""), Some(canonical("late").as_str()));
+}
+
+/// An authorization winadmit cannot ask (its ServiceAccount may not create
+/// LocalSubjectAccessReviews) refuses the pod, as the upstream webhook
+/// does: it is the security boundary. With the cache off, the credential
+/// spec is read with a get.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
+    const SA: &str = "winadmit-no-lsar";
+    let s = setup("an_authorization_that_cannot_be_asked_refuses_the_pod");
+    let mut objects = e2e::rendered("gmsa");
+    let mut rbac = Vec::new();
+    for o in &mut objects {
+        let rename = |o: &mut Value| o["metadata"]["name"] = json!(SA);
+        match e2e::kind(o) {
+            "ServiceAccount" => rename(o),
+            "ClusterRole" => {
+                rename(o);
+                o["rules"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|r| r["resources"] != json!(["localsubjectaccessreviews"]));
+            }
+            "ClusterRoleBinding" => {
+                rename(o);
+                o["roleRef"]["name"] = json!(SA);
+                o["subjects"][0]["name"] = json!(SA);
+            }
+            _ => continue,
+        }
+        rbac.push(o.clone());
+    }
+    s.cp.apply(&e2e::to_list(&rbac));
+    let ns = "gmsa-no-lsar";
+    s.cp.namespace(ns, &[("winadmit-e2e", "gmsa-no-lsar")]);
+    s.cp.apply(&e2e::to_list(&[
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "allowed", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "allowed-uses-gmsa", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gmsa-e2e-users"},
+            "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": ns}]}),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "off",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--gmsa",
+            "on",
+        ],
+    );
+    s.cp.apply(&e2e::to_list(&e2e::registrations(
+        &objects,
+        "gmsa-no-lsar",
+        &webhook,
+    )));
+    e2e::wait_registered(s.cp, &webhook, ns, 2);
+    let mut pod = gmsa_pod(
+        "no-lsar",
+        "allowed",
+        name("webapp1"),
+        &[("web", Value::Null)],
+    );
+    pod["metadata"]["namespace"] = json!(ns);
+    let a = dry_run(s.cp, &pod);
+    assert_refused(
+        &a,
+        "WIN-GMSA-NOT-AUTHORIZED",
+        "error when checking authz access",
+    );
+    assert!(
+        webhook
+            .server
+            .logs_contain("cannot create a localsubjectaccessreviews"),
+        "{}",
+        webhook.server.all_logs()
+    );
+    // The credential spec was read with a get: /mutate filled it in.
+    assert!(
+        a.warnings.iter().any(|w| w.contains("WIN-GMSA-INLINE")),
+        "{a:?}"
+    );
+    for config in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        s.cp.kubectl_ok(&["delete", config, "winadmit-gmsa-no-lsar"]);
     }
 }

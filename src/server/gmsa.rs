@@ -1,6 +1,7 @@
 //! `serve --gmsa`: the gMSA facts of one review, resolved before the
 //! decision. For a pod that names GMSACredentialSpecs it reads each one
-//! (`get` on `gmsacredentialspecs.windows.k8s.io`, cluster-scoped) and, on
+//! (from the cluster cache's watch of `gmsacredentialspecs.windows.k8s.io`
+//! once listed, else with a `get`) and, on
 //! CREATE (and for the `ephemeralcontainers` subresource), asks the API
 //! server with a LocalSubjectAccessReview per distinct (namespace, service
 //! account, name) whether the pod's service account may `use` it. Answers
@@ -71,6 +72,9 @@ impl<K: Eq + Hash, V: Clone> Recent<K, V> {
 /// Resolves the gMSA facts of reviews.
 pub struct Resolver {
     client: Client,
+    /// The watch cache of GMSACredentialSpecs, when `--cluster-cache` is
+    /// on: once listed, credential specs are read there, not with a get.
+    cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
     /// All the calls of one review end within this.
     pub deadline: Duration,
     specs: Recent<String, CredSpec>,
@@ -132,9 +136,14 @@ pub async fn served(client: &Client) -> Result<bool, kube::Error> {
 
 impl Resolver {
     #[must_use]
-    pub fn new(client: Client, deadline: Duration) -> Self {
+    pub fn new(
+        client: Client,
+        cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
+        deadline: Duration,
+    ) -> Self {
         Self {
             client,
+            cache,
             deadline,
             specs: Recent::new(),
             authz: Recent::new(),
@@ -226,6 +235,11 @@ impl Resolver {
 
     /// What the cluster has under `name`.
     async fn spec(&self, name: &str) -> CredSpec {
+        if let Some(listed) = self.cache.as_ref().map(|c| c.gmsa_snapshot())
+            && let Some(specs) = listed.as_ref()
+        {
+            return specs.get(name).cloned().unwrap_or(CredSpec::Missing);
+        }
         if let Some(known) = self.specs.get(&name.to_owned()) {
             return known;
         }

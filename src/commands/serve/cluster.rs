@@ -152,7 +152,8 @@ impl Prepared {
             .with_layer(&ApiLimitsLayer::new(limits))
             .build();
         if gmsa != GmsaMode::Off {
-            start_gmsa(gmsa, client.clone(), state);
+            let watched = watch.then(|| (Arc::clone(&cache), deadlines));
+            start_gmsa(gmsa, client.clone(), state, watched);
         }
         if !watch {
             return Ok(());
@@ -199,12 +200,29 @@ impl Prepared {
 /// Turns the gMSA checks on: at once with `--gmsa on`; with `auto`, once
 /// the API server says it serves gmsacredentialspecs.windows.k8s.io (asked
 /// once at start; absent or unanswered, the checks stay off, logged).
-fn start_gmsa(mode: GmsaMode, client: kube::Client, state: &Arc<ServerState>) {
+fn start_gmsa(
+    mode: GmsaMode,
+    client: kube::Client,
+    state: &Arc<ServerState>,
+    watched: Option<(Arc<ClusterCache>, cluster::Deadlines)>,
+) {
     use crate::server::gmsa::{DEADLINE, Resolver, served};
-    let resolver = Resolver::new(client.clone(), DEADLINE);
+    let resolver = Resolver::new(
+        client.clone(),
+        watched.as_ref().map(|(c, _)| Arc::clone(c)),
+        DEADLINE,
+    );
+    let metrics = state.metrics.cluster();
+    let watch = move |client: kube::Client| {
+        if let Some((cache, deadlines)) = watched {
+            tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
+            cluster::spawn_gmsa(client, cache, metrics, deadlines);
+        }
+    };
     if mode == GmsaMode::On {
         tracing::info!("gmsa: on (--gmsa on): pods naming a GMSACredentialSpec are checked");
         state.set_gmsa(resolver);
+        watch(client);
         return;
     }
     let state = Arc::clone(state);
@@ -215,6 +233,7 @@ fn start_gmsa(mode: GmsaMode, client: kube::Client, state: &Arc<ServerState>) {
                     "gmsa: on (--gmsa auto): the API server serves gmsacredentialspecs.windows.k8s.io"
                 );
                 state.set_gmsa(resolver);
+                watch(client);
             }
             Ok(false) => tracing::info!(
                 "gmsa: off (--gmsa auto): the API server does not serve gmsacredentialspecs.windows.k8s.io/v1 (install the GMSACredentialSpec CRD, then restart, or pass --gmsa on)"
