@@ -356,6 +356,8 @@ pub enum Overlay {
     CustomResources,
     /// No webhook: the rules as ValidatingAdmissionPolicy objects (1.30+).
     AdmissionPolicy,
+    /// cert-manager TLS, with the gMSA checks of the upstream Windows gMSA webhook (`serve --gmsa=auto`).
+    Gmsa,
 }
 
 #[derive(Debug, Args)]
@@ -671,6 +673,24 @@ pub struct ClusterCacheArgs {
     /// repeats its continue token) fails, logged and retried with backoff.
     #[arg(long, value_name = "N", env = "WINADMIT_CLUSTER_CACHE_MAX_PAGES", default_value_t = crate::server::api_limits::MAX_PAGES, value_parser = clap::value_parser!(u32).range(1..))]
     pub cluster_cache_max_pages: u32,
+    /// Check gMSA as the upstream Windows gMSA webhook does (credential
+    /// specs exist, the pod's service account may `use` them, contents
+    /// match, /mutate fills them in): `auto` turns it on when the API
+    /// server serves gmsacredentialspecs.windows.k8s.io. Needs a cluster
+    /// configuration (see --cluster-cache).
+    #[arg(long, value_enum, value_name = "MODE", env = "WINADMIT_GMSA", default_value_t = GmsaMode::Off)]
+    pub gmsa: GmsaMode,
+}
+
+/// `serve --gmsa`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GmsaMode {
+    /// On when the API server serves the GMSACredentialSpec resource.
+    Auto,
+    /// On; start-up fails without a cluster configuration.
+    On,
+    /// Off: the gMSA rules are silent.
+    Off,
 }
 
 /// Deadlines for every call to the Kubernetes API server (`report`).

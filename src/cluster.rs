@@ -291,19 +291,22 @@ pub fn check_version(v: KubeVersion) -> Result<KubeVersion, UnknownVersion> {
 
 /// The cluster objects a door has seen in its input (lint's and report's
 /// files, the live report's list calls): namespaces with their labels,
-/// RuntimeClasses with handler and scheduling, and Windows nodes. One
-/// reader for all three, so every door learns the same facts the same way.
+/// RuntimeClasses with handler and scheduling, Windows nodes and gMSA
+/// credential specs. One reader for all of them, so every door learns the same facts the same way.
 #[derive(Debug, Clone, Default)]
 pub struct KnownCluster {
     pub namespaces: std::collections::HashMap<String, BTreeMap<String, String>>,
     pub runtime_classes: RuntimeClasses,
     pub nodes: WindowsNodes,
+    /// The GMSACredentialSpec objects seen, when there was one: the
+    /// input is then the cluster's whole list of them.
+    pub gmsa: Option<crate::gmsa::Facts>,
 }
 
 impl KnownCluster {
     /// Learns from a Namespace (its labels), a RuntimeClass (the OS it
-    /// pins, its handler, its build) or a Windows Node. Returns whether the
-    /// object was one of them.
+    /// pins, its handler, its build), a Windows Node or a
+    /// GMSACredentialSpec. Returns whether the object was one of them.
     pub fn learn(&mut self, value: &serde_json::Value) -> bool {
         let (api_version, kind) = crate::workload::type_of(value).unwrap_or_default();
         if kind == "Namespace" && api_version == "v1" {
@@ -328,6 +331,13 @@ impl KnownCluster {
         } else if let Some(node) = WindowsNode::from_object(value) {
             self.nodes.nodes.push(node);
             true
+        } else if let Some((name, spec)) = crate::gmsa::CredSpec::from_object(value) {
+            let facts = self.gmsa.get_or_insert_with(|| crate::gmsa::Facts {
+                complete: true,
+                ..crate::gmsa::Facts::default()
+            });
+            facts.specs.insert(name, spec);
+            true
         } else {
             false
         }
@@ -340,6 +350,12 @@ impl KnownCluster {
         }
         self.runtime_classes.extend(other.runtime_classes);
         self.nodes.nodes.extend(other.nodes.nodes);
+        if let Some(other) = other.gmsa {
+            match &mut self.gmsa {
+                Some(facts) => facts.specs.extend(other.specs),
+                None => self.gmsa = Some(other),
+            }
+        }
     }
 
     /// The value of label `key` on namespace `namespace`, if seen.

@@ -32,6 +32,9 @@ pub struct Context<'c> {
     /// before the decision: `--image-facts`, `--registry`. An image
     /// without an entry is judged by its name.
     pub images: Option<&'c crate::images::KnownImages>,
+    /// The cluster's gMSA credential specs and authorization answers, when
+    /// the door knows the resource; `None` keeps the gMSA rules silent.
+    pub gmsa: Option<&'c crate::gmsa::Facts>,
 }
 
 impl Context<'_> {
@@ -43,6 +46,7 @@ impl Context<'_> {
             runtime_classes: None,
             nodes: None,
             images: None,
+            gmsa: None,
         }
     }
 
@@ -144,6 +148,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         cluster,
         nodes: cx.nodes,
         registry: cx.images.filter(|i| !i.is_empty()),
+        gmsa: cx.gmsa,
         host_process: host_process(spec),
         params: &policy.params,
         runtime_class: runtime_class.as_ref(),

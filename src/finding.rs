@@ -69,6 +69,10 @@ pub enum FixKind {
     EmptyDirOffMemory,
     /// Adds scheduling constraints (`mutation.injectNodeSelector`).
     Scheduling,
+    /// Fills `gmsaCredentialSpec` in from the GMSACredentialSpec a Pod
+    /// names (always, as the upstream gMSA webhook does; turn the rule
+    /// WIN-GMSA-INLINE off to stop it).
+    InlineCredentialSpec,
 }
 
 /// A safe, automatic fix: what it does, and the operations that do it.

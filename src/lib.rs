@@ -14,7 +14,7 @@
 //!   images: [`images`]), findings and field paths
 //!   ([`finding`], [`path`]), cross-object checks ([`services`]), the API
 //!   server's own format rules ([`names`], [`strict`]), pattern matching
-//!   ([`glob`]), and the export of the rules as admission policies
+//!   ([`glob`]), the gMSA credential specs a pod names ([`gmsa`]), and the export of the rules as admission policies
 //!   ([`admission_policy`]). The core imports only the core and the
 //!   readers of input.
 //! - **Readers of input**: [`yaml`] (YAML to JSON values with positions),
@@ -40,6 +40,7 @@ pub mod errors;
 pub mod finding;
 pub mod fix;
 pub mod glob;
+pub mod gmsa;
 pub mod images;
 pub mod lint;
 pub mod manifests;

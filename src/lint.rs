@@ -45,7 +45,10 @@ pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
 /// ([`source::for_each_document_in`]).
 pub fn collect_cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
     // Files that name none of the kinds are not parsed twice.
-    if !text.contains("RuntimeClass") && !text.contains("Node") && !text.contains("Namespace") {
+    if !["RuntimeClass", "Node", "Namespace", crate::gmsa::KIND]
+        .iter()
+        .any(|kind| text.contains(kind))
+    {
         return;
     }
     // Document by document; kept only if the whole text parses.

@@ -56,6 +56,8 @@ pub enum Render {
     CustomResources,
     /// `manifests/overlays/admission-policy`.
     AdmissionPolicy,
+    /// `manifests/overlays/gmsa`.
+    Gmsa,
 }
 
 /// Embeds `manifests/rendered/<name>.yaml`.
@@ -66,7 +68,7 @@ macro_rules! rendered {
 }
 
 impl Render {
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Base,
         Self::CertManager,
         Self::SelfSigned,
@@ -74,6 +76,7 @@ impl Render {
         Self::NoMatchConditions,
         Self::CustomResources,
         Self::AdmissionPolicy,
+        Self::Gmsa,
     ];
 
     /// The `--overlay` value, and the file name under `manifests/rendered/`.
@@ -87,6 +90,7 @@ impl Render {
             Self::NoMatchConditions => "no-match-conditions",
             Self::CustomResources => "custom-resources",
             Self::AdmissionPolicy => "admission-policy",
+            Self::Gmsa => "gmsa",
         }
     }
 
@@ -101,6 +105,7 @@ impl Render {
             Self::NoMatchConditions => "overlays/no-match-conditions",
             Self::CustomResources => "overlays/custom-resources",
             Self::AdmissionPolicy => "overlays/admission-policy",
+            Self::Gmsa => "overlays/gmsa",
         }
     }
 
@@ -115,6 +120,7 @@ impl Render {
             Self::NoMatchConditions => rendered!("no-match-conditions"),
             Self::CustomResources => rendered!("custom-resources"),
             Self::AdmissionPolicy => rendered!("admission-policy"),
+            Self::Gmsa => rendered!("gmsa"),
         }
     }
 

@@ -281,6 +281,12 @@ pub struct SpecView<'a> {
     pub ephemeral_containers: Option<Vec<ContainerView<'a>>>,
     #[serde(borrow)]
     pub volumes: Option<Vec<VolumeView<'a>>>,
+    /// The pod's service account (the gMSA rules ask what it may use).
+    #[serde(borrow)]
+    pub service_account_name: Option<Text<'a>>,
+    /// The deprecated alias of `serviceAccountName`.
+    #[serde(borrow)]
+    pub service_account: Option<Text<'a>>,
 }
 
 /// Argo Rollouts' `spec.workloadRef` (an `ObjectRef`).

@@ -336,6 +336,7 @@ fn engine_outcome(
         runtime_classes: None,
         nodes: None,
         images: None,
+        gmsa: None,
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     let mut out = Outcome {
@@ -372,6 +373,7 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
         runtime_classes: None,
         nodes: None,
         images: None,
+        gmsa: None,
     };
     let m = patch::settle(
         policy,

@@ -91,6 +91,7 @@ fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
                 runtime_classes: Some(&rc),
                 nodes: None,
                 images: None,
+                gmsa: None,
             };
             lint_text(&name, text, &policy, &cx, &mut report);
         }

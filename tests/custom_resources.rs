@@ -29,6 +29,7 @@ fn cx() -> Context<'static> {
         cluster: winadmit::cluster::Cluster::default(),
         nodes: None,
         images: None,
+        gmsa: None,
         runtime_classes: None,
     }
 }

@@ -15,6 +15,7 @@ const CORE: &[&str] = &[
     "finding",
     "glob",
     "images",
+    "gmsa",
     "names",
     "patch",
     "path",

@@ -35,6 +35,7 @@ const OVERLAYS: &[(&str, &str)] = &[
     ("audit", "overlays/audit"),
     ("no-match-conditions", "overlays/no-match-conditions"),
     ("custom-resources", "overlays/custom-resources"),
+    ("gmsa", "overlays/gmsa"),
 ];
 
 fn manifests_dir() -> PathBuf {

@@ -58,6 +58,7 @@ fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -
         runtime_classes: None,
         nodes: None,
         images: None,
+        gmsa: None,
     };
     evaluate(policy, &workload, &cx)
         .findings
@@ -812,6 +813,59 @@ enum Setting {
     Lint,
     /// What a registry says of the images (`registry()`).
     Facts,
+    /// The cluster's gMSA credential specs, all of them (name, `credspec`
+    /// JSON, `""` for none), and the (service account, name) pairs the
+    /// authorizer refuses in the pod's namespace (every other is allowed).
+    Gmsa(
+        &'static [(&'static str, &'static str)],
+        &'static [(&'static str, &'static str)],
+    ),
+    /// An UPDATE through the decision from this pod, with [`GMSA_SPECS`]
+    /// known: the findings it counts.
+    GmsaUpdate(String),
+}
+
+/// The credential specs of the gMSA cases.
+const CREDSPEC: &str = r#"{"CmsPlugins":["ActiveDirectory"],"DomainJoinConfig":{"DnsName":"example.org","MachineAccountName":"webapp1"}}"#;
+const GMSA_SPECS: &[(&str, &str)] = &[("webapp1", CREDSPEC), ("empty", "")];
+
+/// The gMSA facts of `setting` for the pod `yaml`.
+fn gmsa_facts(
+    specs: &[(&str, &str)],
+    denied: &[(&str, &str)],
+    yaml: &str,
+) -> winadmit::gmsa::Facts {
+    let mut facts = winadmit::gmsa::Facts {
+        complete: true,
+        ..Default::default()
+    };
+    for (name, json) in specs {
+        let contents = (!json.is_empty()).then(|| serde_json::from_str(json).unwrap());
+        facts.specs.insert(
+            (*name).to_owned(),
+            winadmit::gmsa::CredSpec::Found(contents),
+        );
+    }
+    let docs = winadmit::source::parse(yaml).unwrap();
+    let view = ObjectView::deserialize(&docs[0].value).unwrap();
+    let w = Workload::from_view(&view).unwrap();
+    let spec = w.spec.unwrap();
+    let account = winadmit::gmsa::service_account(spec);
+    for name in winadmit::gmsa::names(spec) {
+        let allowed = !denied.contains(&(account, name));
+        facts.authz.insert(
+            ("ns".to_owned(), account.to_owned(), name.to_owned()),
+            winadmit::gmsa::Authz {
+                allowed,
+                reason: if allowed {
+                    String::new()
+                } else {
+                    "no RBAC policy matched".to_owned()
+                },
+            },
+        );
+    }
+    facts
 }
 
 /// Cases for rules that need more than one object under the defaults.
@@ -942,6 +996,173 @@ fn context_cases() -> Vec<ContextCase> {
             service("other"),
             vec![],
         ),
+        // gMSA: the pod, a container, an init and an ephemeral container.
+        (
+            "WIN-GMSA-NOT-FOUND",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("gone", None)),
+            gmsa_fields("gmsaCredentialSpecName"),
+        ),
+        (
+            "WIN-GMSA-NOT-FOUND",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-NOT-FOUND",
+            Setting::Policy(""),
+            windows_pod(&gmsa_everywhere("gone", None)),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-NO-CREDSPEC",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("empty", None)),
+            gmsa_fields("gmsaCredentialSpecName"),
+        ),
+        (
+            "WIN-GMSA-NO-CREDSPEC",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-NOT-AUTHORIZED",
+            Setting::Gmsa(GMSA_SPECS, &[("default", "webapp1")]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            gmsa_fields("gmsaCredentialSpecName"),
+        ),
+        (
+            "WIN-GMSA-NOT-AUTHORIZED",
+            Setting::Gmsa(GMSA_SPECS, &[("default", "webapp1")]),
+            windows_pod(&format!(
+                "serviceAccountName: web\n{}",
+                gmsa_everywhere("webapp1", None)
+            )),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-CONTENTS-MISMATCH",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere(
+                "webapp1",
+                Some(r#"{"CmsPlugins":["ActiveDirectory"]}"#),
+            )),
+            gmsa_fields("gmsaCredentialSpec"),
+        ),
+        (
+            "WIN-GMSA-CONTENTS-MISMATCH",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("webapp1", Some("i ain't no JSON object"))),
+            gmsa_fields("gmsaCredentialSpec"),
+        ),
+        (
+            "WIN-GMSA-CONTENTS-MISMATCH",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            // The same JSON, other key order and whitespace.
+            windows_pod(&gmsa_everywhere(
+                "webapp1",
+                Some(
+                    r#"{ "DomainJoinConfig": {"MachineAccountName":"webapp1", "DnsName":"example.org"}, "CmsPlugins": ["ActiveDirectory"] }"#,
+                ),
+            )),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-CONTENTS-WITHOUT-NAME",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(
+                &gmsa_everywhere("", Some(CREDSPEC)).replace("gmsaCredentialSpecName: \"\"\n", ""),
+            ),
+            gmsa_fields("gmsaCredentialSpec"),
+        ),
+        (
+            "WIN-GMSA-CONTENTS-WITHOUT-NAME",
+            Setting::Policy(""),
+            windows_pod(
+                &gmsa_everywhere("", Some(CREDSPEC)).replace("gmsaCredentialSpecName: \"\"\n", ""),
+            ),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-INLINE",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            gmsa_fields("gmsaCredentialSpec"),
+        ),
+        (
+            "WIN-GMSA-INLINE",
+            Setting::Gmsa(GMSA_SPECS, &[]),
+            windows_pod(&gmsa_everywhere("webapp1", Some(CREDSPEC))),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-UPDATE",
+            Setting::GmsaUpdate(windows_pod(&gmsa_everywhere("webapp1", Some(CREDSPEC)))),
+            windows_pod(&gmsa_everywhere("other", Some(CREDSPEC))),
+            gmsa_fields_of(""),
+        ),
+        (
+            "WIN-GMSA-UPDATE",
+            Setting::GmsaUpdate(windows_pod(&gmsa_everywhere("webapp1", Some(CREDSPEC)))),
+            windows_pod(&format!(
+                "{}\n  image: changed",
+                gmsa_everywhere("webapp1", Some(CREDSPEC))
+            )),
+            vec![],
+        ),
+    ]
+}
+
+/// A pod spec with gMSA `name` (and `contents`) on the pod, a container, an
+/// init container and an ephemeral container (`name` `""`: none).
+fn gmsa_everywhere(name: &str, contents: Option<&str>) -> String {
+    let mut w = format!("windowsOptions:\n  gmsaCredentialSpecName: {name:?}\n");
+    if let Some(c) = contents {
+        w.push_str(&format!(
+            "  gmsaCredentialSpec: '{}'\n",
+            c.replace('\'', "''")
+        ));
+    }
+    let indented = |n: usize| {
+        w.lines()
+            .map(|l| format!("{}{l}", " ".repeat(n)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!(
+        "securityContext:\n{pod}\ninitContainers:\n- name: init\n  image: mcr.microsoft.com/windows/servercore:ltsc2022\n  securityContext:\n{c}\nephemeralContainers:\n- name: debug\n  image: mcr.microsoft.com/windows/servercore:ltsc2022\n  securityContext:\n{c}\n{C}\n  securityContext:\n{c}",
+        pod = indented(2),
+        c = indented(4),
+    )
+}
+
+/// The `windowsOptions` paths of [`gmsa_everywhere`], with `key` appended.
+fn gmsa_fields(key: &'static str) -> Vec<&'static str> {
+    match key {
+        "gmsaCredentialSpecName" => vec![
+            "spec.securityContext.windowsOptions.gmsaCredentialSpecName",
+            "spec.initContainers[0].securityContext.windowsOptions.gmsaCredentialSpecName",
+            "spec.containers[0].securityContext.windowsOptions.gmsaCredentialSpecName",
+            "spec.ephemeralContainers[0].securityContext.windowsOptions.gmsaCredentialSpecName",
+        ],
+        _ => vec![
+            "spec.securityContext.windowsOptions.gmsaCredentialSpec",
+            "spec.initContainers[0].securityContext.windowsOptions.gmsaCredentialSpec",
+            "spec.containers[0].securityContext.windowsOptions.gmsaCredentialSpec",
+            "spec.ephemeralContainers[0].securityContext.windowsOptions.gmsaCredentialSpec",
+        ],
+    }
+}
+
+/// The `windowsOptions` paths themselves.
+fn gmsa_fields_of(_: &str) -> Vec<&'static str> {
+    vec![
+        "spec.securityContext.windowsOptions",
+        "spec.initContainers[0].securityContext.windowsOptions",
+        "spec.containers[0].securityContext.windowsOptions",
+        "spec.ephemeralContainers[0].securityContext.windowsOptions",
     ]
 }
 
@@ -980,6 +1201,57 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
             .collect()
         }
         Setting::Facts => rules_of(&with_facts(yaml, None), rule),
+        Setting::Gmsa(specs, denied) => {
+            let facts = gmsa_facts(specs, denied, yaml);
+            let docs = winadmit::source::parse(yaml).unwrap();
+            let view = ObjectView::deserialize(&docs[0].value).unwrap();
+            let cx = Context {
+                gmsa: Some(&facts),
+                ..Context::default()
+            };
+            evaluate(
+                &Policy::default_policy(),
+                &Workload::from_view(&view).unwrap(),
+                &cx,
+            )
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == rule)
+            .map(|f| f.field.to_string())
+            .collect()
+        }
+        Setting::GmsaUpdate(old) => {
+            let facts = gmsa_facts(GMSA_SPECS, &[], yaml);
+            let parse = |y: &str| {
+                let docs = winadmit::source::parse(y).unwrap();
+                docs[0].value.clone()
+            };
+            let (new, old) = (parse(yaml), parse(old));
+            let (new_view, old_view) = (
+                ObjectView::deserialize(&new).unwrap(),
+                ObjectView::deserialize(&old).unwrap(),
+            );
+            let (w, o) = (
+                Workload::from_view(&new_view).unwrap(),
+                Workload::from_view(&old_view).unwrap(),
+            );
+            let cx = Context {
+                gmsa: Some(&facts),
+                ..Context::default()
+            };
+            let request = winadmit::decide::Request {
+                operation: winadmit::decide::Operation::Update {
+                    old: Some(&o),
+                    ephemeral: false,
+                },
+                ..winadmit::decide::Request::manifest(winadmit::decide::PatchSource::None)
+            };
+            let d = winadmit::decide::decide(&Policy::default_policy(), &cx, &w, &request);
+            d.counted_findings()
+                .filter(|(f, _)| f.rule == rule)
+                .map(|(f, _)| f.field.to_string())
+                .collect()
+        }
         Setting::Lint => lint_rules(&Policy::default_policy(), yaml)
             .into_iter()
             .filter(|(r, _, _)| r == rule)
@@ -1115,6 +1387,7 @@ fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
         runtime_classes: None,
         nodes: None,
         images: None,
+        gmsa: None,
     };
     evaluate(
         &Policy::default_policy(),
@@ -1468,6 +1741,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
         runtime_classes: Some(&rc),
         nodes: None,
         images: None,
+        gmsa: None,
     };
     let mut report = winadmit::output::LintReport::default();
     winadmit::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);

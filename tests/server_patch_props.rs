@@ -267,6 +267,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
         runtime_classes: None,
         nodes: None,
         images: None,
+        gmsa: None,
     };
     let m = &adm.policy.mutation;
     engine::evaluate(&adm.policy, &w, &cx)
@@ -277,6 +278,8 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
                 FixKind::RemoveNoOp => m.remove_no_op_fields,
                 FixKind::EmptyDirOffMemory => m.empty_dir_off_memory,
                 FixKind::Scheduling => false,
+                // Only with gMSA facts, which these pods are judged without.
+                FixKind::InlineCredentialSpec => true,
             })
         })
         .map(|f| format!("{} {}", f.rule, f.field))

@@ -212,7 +212,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
         let Some(fix) = &f.fix else { continue };
         let behind = match fix.kind {
             FixKind::Scheduling => targeting,
-            FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory => fix
+            FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory | FixKind::InlineCredentialSpec => fix
                 .ops
                 .iter()
                 .any(|op| m.ops.iter().any(|o| o.path() == op.path())),
@@ -330,6 +330,20 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
+    review_with(adm, endpoint, body, None)
+}
+
+/// [`review`] with the gMSA facts the server resolved for this request
+/// (`server::gmsa`): `None` keeps the gMSA rules silent.
+///
+/// # Errors
+/// As [`review`].
+pub fn review_with(
+    adm: &Admission,
+    endpoint: Endpoint,
+    body: &[u8],
+    gmsa: Option<&crate::gmsa::Facts>,
+) -> Result<Reviewed, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
     // first: otherwise a body with invalid UTF-8 in, say, managedFields
@@ -373,7 +387,7 @@ pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Review
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
-    let response = respond(adm, endpoint, body, req, &types, &mut summary);
+    let response = respond(adm, endpoint, body, req, &types, &mut summary, gmsa);
     Ok(Reviewed {
         body: encode(response),
         summary,
@@ -471,6 +485,7 @@ fn respond(
     req: &RequestIn<'_>,
     types: &TypeMeta,
     summary: &mut ReviewSummary,
+    gmsa: Option<&crate::gmsa::Facts>,
 ) -> AdmissionResponse {
     let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
         Ok(k) => k,
@@ -521,7 +536,7 @@ fn respond(
         Endpoint::Validate => decide::PatchSource::None,
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
     };
-    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch);
+    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
         return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
@@ -594,6 +609,7 @@ fn decide_review(
     old: Option<&Workload<'_, '_>>,
     ephemeral: bool,
     patch: decide::PatchSource<'_>,
+    gmsa: Option<&crate::gmsa::Facts>,
 ) -> Decision {
     // The groups are copied only when the policy exempts some.
     let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
@@ -629,6 +645,7 @@ fn decide_review(
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
         images: None,
+        gmsa,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

@@ -1252,6 +1252,21 @@ fn gap_reason(id: &str) -> &'static str {
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
             "judges Services by the pods behind them: needs live facts"
         }
+        "WIN-GMSA-NOT-FOUND" | "WIN-GMSA-NO-CREDSPEC" | "WIN-GMSA-CONTENTS-MISMATCH" => {
+            "needs the cluster's GMSACredentialSpec objects, which CEL in an admission policy cannot read: live facts"
+        }
+        "WIN-GMSA-NOT-AUTHORIZED" => {
+            "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts"
+        }
+        "WIN-GMSA-CONTENTS-WITHOUT-NAME" => {
+            "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook"
+        }
+        "WIN-GMSA-INLINE" => {
+            "a mutation from a GMSACredentialSpec's contents, which an admission policy cannot read: live facts"
+        }
+        "WIN-GMSA-UPDATE" => {
+            "the API server already refuses changes to a pod's windowsOptions (pod spec immutability); nothing to add"
+        }
         "WIN-WINDOWSOPTIONS-FORMAT" => {
             "mirrors the API server's own validation of windowsOptions (gMSA names and specs, runAsUserName), which refuses these objects itself; nothing to add"
         }

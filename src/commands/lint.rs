@@ -140,6 +140,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         runtime_classes: Some(&known.runtime_classes),
         nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
         images: images.as_ref(),
+        gmsa: known.gmsa.as_ref(),
     };
     // Fix first, so the report shows what is left.
     if fix {

@@ -31,6 +31,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         Overlay::NoMatchConditions => Render::NoMatchConditions,
         Overlay::CustomResources => Render::CustomResources,
         Overlay::AdmissionPolicy => Render::AdmissionPolicy,
+        Overlay::Gmsa => Render::Gmsa,
     };
     // Only the self-signed overlay holds the certificates.
     let certs = match (&certs, render) {

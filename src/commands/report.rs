@@ -128,6 +128,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         runtime_classes: None,
         nodes: None,
         images: images.as_ref(),
+        gmsa: None,
     };
     let progress = Progress::new(quiet);
 

@@ -22,7 +22,7 @@ use crate::engine::{self, Context, Evaluation};
 use crate::finding::{Finding, PatchOperation, Severity};
 use crate::patch::{self, Mutation, MutationContext};
 use crate::policy::{Mode, Policy};
-use crate::workload::Workload;
+use crate::workload::{Kind, Workload};
 
 pub(crate) mod messages;
 pub use messages::MAX_WARNING_KEPT_CHARS;
@@ -320,6 +320,25 @@ pub fn decide(
             ..Decision::default()
         };
     }
+    // On an UPDATE of a Pod, the gMSA rules compare with the pod before it.
+    let with_previous;
+    let updated;
+    let cx = match (request.operation, cx.gmsa) {
+        (Operation::Update { old: Some(old), .. }, Some(facts))
+            if w.kind == Kind::Pod && old.kind == Kind::Pod =>
+        {
+            with_previous = crate::gmsa::Facts {
+                previous: Some(old.spec.map(crate::gmsa::previous).unwrap_or_default()),
+                ..facts.clone()
+            };
+            updated = Context {
+                gmsa: Some(&with_previous),
+                ..cx.clone()
+            };
+            &updated
+        }
+        _ => cx,
+    };
     let evaluation = engine::evaluate(policy, w, cx);
     let labels = |key: &str| (request.labels)(w.namespace?, key);
     let exemption = match &evaluation.exempt {

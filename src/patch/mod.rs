@@ -128,6 +128,15 @@ pub fn mutation(
 ) -> Mutation {
     let mut m = Mutation::default();
     let Some(spec) = workload.spec else { return m };
+    if eval.exempt.is_some() {
+        return m;
+    }
+    // The gMSA credential spec is filled in for every pod that is not
+    // bound to Linux, as the upstream gMSA webhook does (it looks at no
+    // OS): a pod naming a gMSA is a Windows pod whatever it selects.
+    if !eval.target.is_linux() {
+        push_fixes(&mut m, eval, |kind| kind == FixKind::InlineCredentialSpec);
+    }
     let settings = &policy.mutation;
     // Targeting by facts: the registry says an image has only Windows
     // platforms (always), or its name says Windows (when the policy asks).
@@ -141,10 +150,7 @@ pub fn mutation(
                 .findings
                 .iter()
                 .any(|f| f.rule == crate::rules::UNPINNED_IMAGE && f.fix.is_some()));
-    if eval.exempt.is_some()
-        || eval.target.is_conflicting()
-        || !(eval.target.is_windows() || inferred)
-    {
+    if eval.target.is_conflicting() || !(eval.target.is_windows() || inferred) {
         return m;
     }
 
@@ -206,15 +212,20 @@ pub fn mutation(
         add_isolation(&mut m, workload, isolation);
     }
 
+    push_fixes(&mut m, eval, |kind| match kind {
+        FixKind::RemoveNoOp => settings.remove_no_op_fields,
+        FixKind::EmptyDirOffMemory => settings.empty_dir_off_memory,
+        // Node selection is handled above, once; the gMSA contents first.
+        FixKind::Scheduling | FixKind::InlineCredentialSpec => false,
+    });
+    m
+}
+
+/// Adds the fixes of the findings whose kind is `wanted`.
+fn push_fixes(m: &mut Mutation, eval: &Evaluation, wanted: impl Fn(FixKind) -> bool) {
     for f in &eval.findings {
         let Some(fix) = &f.fix else { continue };
-        let wanted = match fix.kind {
-            FixKind::RemoveNoOp => settings.remove_no_op_fields,
-            FixKind::EmptyDirOffMemory => settings.empty_dir_off_memory,
-            // Node selection is handled above, once.
-            FixKind::Scheduling => false,
-        };
-        if wanted {
+        if wanted(fix.kind) {
             for op in &fix.ops {
                 m.push(
                     op.clone(),
@@ -228,7 +239,6 @@ pub fn mutation(
             }
         }
     }
-    m
 }
 
 /// Adds `node.kubernetes.io/windows-build` when every image whose build is

@@ -495,6 +495,7 @@ impl<'p> ReportBuilder<'p> {
             runtime_classes: Some(&self.known.runtime_classes),
             nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
             images: self.images.as_ref(),
+            gmsa: self.known.gmsa.as_ref(),
         };
         // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {

@@ -22,6 +22,7 @@ pub mod params;
 pub use affinity_conflict::ID as OS_CONFLICT;
 pub use apiserver_os_fields::ID as OS_FIELDS;
 pub use emptydir_memory::ID as EMPTYDIR_MEMORY;
+pub use gmsa_inline::ID as GMSA_INLINE;
 pub use hostprocess::ID as HOSTPROCESS;
 pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
 pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
@@ -175,6 +176,13 @@ rules! {
     hostprocess: RULE;
     hostprocess_advice: REDUNDANT, USER, NON_ROOT;
     windows_options_format: RULE;
+    gmsa_not_found: RULE;
+    gmsa_no_credspec: RULE;
+    gmsa_not_authorized: RULE;
+    gmsa_contents_without_name: RULE;
+    gmsa_contents_mismatch: RULE;
+    gmsa_inline: RULE;
+    gmsa_update: RULE;
     nonroot_admin: RULE;
     pub hyperv: RULE;
     termination_message: RULE;
@@ -265,6 +273,8 @@ pub struct Cx<'e, 'v, 'a> {
     /// What registries say of the pod's images, when looked up (never
     /// empty: no facts is `None`).
     pub registry: Option<&'e crate::images::KnownImages>,
+    /// The cluster's gMSA facts, when the door knows them.
+    pub gmsa: Option<&'e crate::gmsa::Facts>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.
     pub params: &'e params::RuleParams,

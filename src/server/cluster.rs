@@ -38,6 +38,7 @@ use tokio::sync::watch;
 
 use crate::cluster::ClusterView;
 use crate::cluster::{WindowsNode, WindowsNodes};
+use crate::gmsa::CredSpec;
 use crate::policy::Policy;
 use crate::targeting::{RuntimeClassInfo, RuntimeClasses};
 
@@ -48,6 +49,8 @@ pub enum Watched {
     RuntimeClasses,
     /// Windows nodes only (label selector `kubernetes.io/os=windows`).
     Nodes,
+    /// `gmsacredentialspecs.windows.k8s.io` (with `serve --gmsa`).
+    GmsaCredentialSpecs,
 }
 
 impl Watched {
@@ -58,6 +61,7 @@ impl Watched {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses.node.k8s.io",
             Self::Nodes => "nodes",
+            Self::GmsaCredentialSpecs => "gmsacredentialspecs.windows.k8s.io",
         }
     }
 
@@ -67,6 +71,7 @@ impl Watched {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses",
             Self::Nodes => "nodes",
+            Self::GmsaCredentialSpecs => "gmsacredentialspecs",
         }
     }
 
@@ -81,6 +86,9 @@ impl Watched {
             }
             Self::Nodes => {
                 "verdicts use the flags', the policy's or the default Kubernetes version and runtime, and no Windows builds are known, until this succeeds"
+            }
+            Self::GmsaCredentialSpecs => {
+                "each review reads the credential specs it names with a get until this succeeds"
             }
         }
     }
@@ -237,6 +245,10 @@ pub struct ClusterCache {
     node_mirror: Mutex<Mirror<WindowsNode>>,
     /// The published snapshot of `node_mirror`.
     nodes: ArcSwap<WindowsNodes>,
+    /// The cluster's GMSACredentialSpecs (with `serve --gmsa`).
+    gmsa_mirror: Mutex<Mirror<CredSpec>>,
+    /// The published snapshot of `gmsa_mirror`, once listed.
+    gmsa_specs: ArcSwap<Option<BTreeMap<String, CredSpec>>>,
     synced: watch::Sender<Synced>,
 }
 
@@ -260,6 +272,8 @@ impl ClusterCache {
             runtime_classes: ArcSwap::from_pointee(RuntimeClasses::default()),
             node_mirror: Mutex::new(Mirror::default()),
             nodes: ArcSwap::from_pointee(WindowsNodes::default()),
+            gmsa_mirror: Mutex::new(Mirror::default()),
+            gmsa_specs: ArcSwap::from_pointee(None),
             synced: watch::channel(Synced::default()).0,
         }
     }
@@ -368,6 +382,28 @@ impl ClusterCache {
             self.synced.send_modify(|s| s.nodes = true);
         }
         n
+    }
+
+    /// Applies a GMSACredentialSpec change, publishing a new snapshot once
+    /// the first list is complete; returns how many are cached.
+    pub fn apply_gmsa(&self, change: Change<CredSpec>) -> usize {
+        let mut m = self
+            .gmsa_mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let changed = m.apply(change);
+        if m.is_synced() && (changed || self.gmsa_specs.load().is_none()) {
+            let snapshot: BTreeMap<String, CredSpec> =
+                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            self.gmsa_specs.store(Arc::new(Some(snapshot)));
+        }
+        m.len()
+    }
+
+    /// The cluster's GMSACredentialSpecs, once listed.
+    #[must_use]
+    pub fn gmsa_snapshot(&self) -> Arc<Option<BTreeMap<String, CredSpec>>> {
+        self.gmsa_specs.load_full()
     }
 
     /// The current RuntimeClasses snapshot.
@@ -551,6 +587,72 @@ pub fn spawn(
         run(api, Watched::Nodes, &metrics, deadlines, move |ev| {
             Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
         })
+        .await;
+    });
+}
+
+/// A `GMSACredentialSpec` as the watch reads it: its name and contents.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+pub struct GmsaCredentialSpecObject {
+    pub metadata: kube::api::ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credspec: Option<serde_json::Value>,
+}
+
+impl Resource for GmsaCredentialSpecObject {
+    type DynamicType = ();
+    type Scope = kube::core::ClusterResourceScope;
+
+    fn kind((): &()) -> std::borrow::Cow<'_, str> {
+        crate::gmsa::KIND.into()
+    }
+    fn group((): &()) -> std::borrow::Cow<'_, str> {
+        crate::gmsa::GROUP.into()
+    }
+    fn version((): &()) -> std::borrow::Cow<'_, str> {
+        crate::gmsa::VERSION.into()
+    }
+    fn plural((): &()) -> std::borrow::Cow<'_, str> {
+        crate::gmsa::RESOURCE.into()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl GmsaCredentialSpecObject {
+    /// Its name and what winadmit reads of it: the reader `lint` uses.
+    #[must_use]
+    pub fn entry(&self) -> Option<(String, CredSpec)> {
+        let mut value = serde_json::to_value(self).ok()?;
+        value["apiVersion"] = format!("{}/{}", crate::gmsa::GROUP, crate::gmsa::VERSION).into();
+        value["kind"] = crate::gmsa::KIND.into();
+        CredSpec::from_object(&value)
+    }
+}
+
+/// Starts the watch of the cluster's GMSACredentialSpecs (`serve --gmsa`).
+pub fn spawn_gmsa(
+    client: Client,
+    cache: Arc<ClusterCache>,
+    metrics: ClusterMetrics,
+    deadlines: Deadlines,
+) {
+    let api: Api<GmsaCredentialSpecObject> = Api::all(client);
+    tokio::spawn(async move {
+        run(
+            api,
+            Watched::GmsaCredentialSpecs,
+            &metrics,
+            deadlines,
+            move |ev| {
+                Change::from_event(ev, GmsaCredentialSpecObject::entry)
+                    .map(|ch| cache.apply_gmsa(ch))
+            },
+        )
         .await;
     });
 }
@@ -800,6 +902,50 @@ mod tests {
         assert!(c.synced().namespaces && !c.synced().all());
         assert_eq!(c.label("web", "team"), None);
         assert_eq!(c.label("other", "winadmit.io/mode"), None);
+    }
+
+    #[test]
+    fn credential_specs_are_known_once_listed_even_when_there_are_none() {
+        let c = cache();
+        let feed = |ev: watcher::Event<GmsaCredentialSpecObject>| {
+            Change::from_event(ev, GmsaCredentialSpecObject::entry).map(|ch| c.apply_gmsa(ch))
+        };
+        let object = |name: &str, credspec: Option<serde_json::Value>| GmsaCredentialSpecObject {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            credspec,
+        };
+        assert!(c.gmsa_snapshot().is_none());
+        feed(watcher::Event::Init);
+        feed(watcher::Event::InitDone);
+        assert_eq!(
+            c.gmsa_snapshot().as_ref().as_ref().map(BTreeMap::len),
+            Some(0)
+        );
+        feed(watcher::Event::Apply(object(
+            "webapp1",
+            Some(serde_json::json!({"CmsPlugins": ["ActiveDirectory"]})),
+        )));
+        feed(watcher::Event::Apply(object("empty", None)));
+        let snapshot = c.gmsa_snapshot();
+        let specs = snapshot.as_ref().as_ref().unwrap();
+        assert_eq!(
+            specs.get("webapp1"),
+            Some(&CredSpec::Found(Some(
+                serde_json::json!({"CmsPlugins": ["ActiveDirectory"]})
+            )))
+        );
+        assert_eq!(specs.get("empty"), Some(&CredSpec::Found(None)));
+        feed(watcher::Event::Delete(object("webapp1", None)));
+        assert!(
+            !c.gmsa_snapshot()
+                .as_ref()
+                .as_ref()
+                .unwrap()
+                .contains_key("webapp1")
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::admission::{self, Admission, Endpoint};
 pub mod api_limits;
 pub mod budget;
 pub mod cluster;
+pub mod gmsa;
 pub mod jsonlog;
 pub mod listener;
 pub mod logwriter;
@@ -101,6 +102,8 @@ pub struct ServerState {
     /// Readiness also waits for the cluster cache's first list (bounded by
     /// `--cluster-cache-sync-timeout`).
     cluster_pending: AtomicBool,
+    /// The gMSA facts resolver, when `--gmsa` is on.
+    gmsa: std::sync::OnceLock<gmsa::Resolver>,
 }
 
 impl ServerState {
@@ -117,7 +120,13 @@ impl ServerState {
             review_slots: Arc::new(Semaphore::new(review_slots())),
             report_slots: Arc::new(Semaphore::new(limits.report_concurrency.max(1))),
             cluster_pending: AtomicBool::new(false),
+            gmsa: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Turns the gMSA checks on with `resolver` (once).
+    pub fn set_gmsa(&self, resolver: gmsa::Resolver) {
+        let _ = self.gmsa.set(resolver);
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -458,13 +467,24 @@ async fn admit(
     };
     let _in_flight = state.metrics.in_flight();
     let start = Instant::now();
+    // The gMSA facts are resolved before the decision, which stays pure.
+    let gmsa = match state.gmsa.get() {
+        Some(resolver) => Some(
+            resolver
+                .facts(&state.admission.policy, endpoint, &body)
+                .await,
+        ),
+        None => None,
+    };
     let result = if body.len() <= INLINE_REVIEW_MAX_BYTES {
-        state.run_inline(|| admission::review(&state.admission, endpoint, &body))
+        state
+            .run_inline(|| admission::review_with(&state.admission, endpoint, &body, gmsa.as_ref()))
     } else {
         let shared = Arc::clone(&state);
         state
             .run_bounded(move || {
-                let result = admission::review(&shared.admission, endpoint, &body);
+                let result =
+                    admission::review_with(&shared.admission, endpoint, &body, gmsa.as_ref());
                 // The body is freed on this thread, right away.
                 drop(body);
                 result

@@ -209,6 +209,7 @@ fn compute(
         runtime_classes: runtime_classes.as_deref(),
         nodes: None,
         images: None,
+        gmsa: None,
     };
     let options = ReportOptions {
         mode,

@@ -10,7 +10,7 @@ use kube::Config;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::cli::{ClusterCacheArgs, ClusterCacheMode};
+use crate::cli::{ClusterCacheArgs, ClusterCacheMode, GmsaMode};
 use crate::policy::Policy;
 use crate::server::ServerState;
 use crate::server::api_limits::{ApiLimits, ApiLimitsLayer};
@@ -25,6 +25,10 @@ pub struct Prepared {
     pub deadlines: cluster::Deadlines,
     /// What the cache accepts from the API server.
     pub limits: ApiLimits,
+    /// Whether the watchers run (`--cluster-cache` not off).
+    watch: bool,
+    /// `--gmsa`.
+    gmsa: GmsaMode,
 }
 
 /// Finds the cluster configuration for `--cluster-cache`. `None`: run
@@ -42,8 +46,13 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         cluster_cache_sync_timeout,
         cluster_cache_max_response_bytes,
         cluster_cache_max_pages,
+        gmsa,
     } = args;
-    if mode == ClusterCacheMode::Off {
+    if gmsa != GmsaMode::Off && mode == ClusterCacheMode::Off {
+        tracing::info!(
+            "cluster cache off (--cluster-cache off): namespace labels and cluster RuntimeClasses are not used; --gmsa reads the cluster's GMSACredentialSpecs with a get per review"
+        );
+    } else if mode == ClusterCacheMode::Off {
         tracing::info!(
             "cluster cache off (--cluster-cache off): namespace labels and cluster RuntimeClasses are not used"
         );
@@ -79,6 +88,11 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
             })?,
         (None, None) => match rt.block_on(Config::infer()) {
             Ok(c) => c,
+            Err(e) if gmsa == GmsaMode::On => {
+                return Err(anyhow::Error::new(e).context(
+                    "--gmsa on: no cluster configuration found; run in a pod, set $KUBECONFIG or pass --kubeconfig",
+                ));
+            }
             Err(e) if mode == ClusterCacheMode::On => {
                 return Err(anyhow::Error::new(e).context(
                     "--cluster-cache on: no cluster configuration found; run in a pod, set $KUBECONFIG or pass --kubeconfig",
@@ -103,6 +117,8 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
                 .unwrap_or(usize::MAX),
             max_pages: cluster_cache_max_pages,
         },
+        watch: mode != ClusterCacheMode::Off,
+        gmsa,
     }))
 }
 
@@ -121,6 +137,8 @@ impl Prepared {
             sync_timeout,
             deadlines,
             limits,
+            watch,
+            gmsa,
         } = self;
         let mut config = config;
         // Every call has deadlines: a silent or trickling API server makes
@@ -133,6 +151,13 @@ impl Prepared {
             })?
             .with_layer(&ApiLimitsLayer::new(limits))
             .build();
+        if gmsa != GmsaMode::Off {
+            let watched = watch.then(|| (Arc::clone(&cache), deadlines));
+            start_gmsa(gmsa, client.clone(), state, watched);
+        }
+        if !watch {
+            return Ok(());
+        }
         tracing::info!(
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
@@ -170,4 +195,53 @@ impl Prepared {
         });
         Ok(())
     }
+}
+
+/// Turns the gMSA checks on: at once with `--gmsa on`; with `auto`, once
+/// the API server says it serves gmsacredentialspecs.windows.k8s.io (asked
+/// once at start; absent or unanswered, the checks stay off, logged).
+fn start_gmsa(
+    mode: GmsaMode,
+    client: kube::Client,
+    state: &Arc<ServerState>,
+    watched: Option<(Arc<ClusterCache>, cluster::Deadlines)>,
+) {
+    use crate::server::gmsa::{DEADLINE, Resolver, served};
+    let resolver = Resolver::new(
+        client.clone(),
+        watched.as_ref().map(|(c, _)| Arc::clone(c)),
+        DEADLINE,
+    );
+    let metrics = state.metrics.cluster();
+    let watch = move |client: kube::Client| {
+        if let Some((cache, deadlines)) = watched {
+            tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
+            cluster::spawn_gmsa(client, cache, metrics, deadlines);
+        }
+    };
+    if mode == GmsaMode::On {
+        tracing::info!("gmsa: on (--gmsa on): pods naming a GMSACredentialSpec are checked");
+        state.set_gmsa(resolver);
+        watch(client);
+        return;
+    }
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        match served(&client).await {
+            Ok(true) => {
+                tracing::info!(
+                    "gmsa: on (--gmsa auto): the API server serves gmsacredentialspecs.windows.k8s.io"
+                );
+                state.set_gmsa(resolver);
+                watch(client);
+            }
+            Ok(false) => tracing::info!(
+                "gmsa: off (--gmsa auto): the API server does not serve gmsacredentialspecs.windows.k8s.io/v1 (install the GMSACredentialSpec CRD, then restart, or pass --gmsa on)"
+            ),
+            Err(e) => tracing::warn!(
+                error = %crate::errors::error_chain(&e),
+                "gmsa: off (--gmsa auto): cannot ask the API server whether it serves gmsacredentialspecs.windows.k8s.io; pass --gmsa on to check gMSA regardless"
+            ),
+        }
+    });
 }

@@ -1,0 +1,326 @@
+//! `serve --gmsa`: the gMSA facts of one review, resolved before the
+//! decision. For a pod that names GMSACredentialSpecs it reads each one
+//! (from the cluster cache's watch of `gmsacredentialspecs.windows.k8s.io`
+//! once listed, else with a `get`) and, on
+//! CREATE (and for the `ephemeralcontainers` subresource), asks the API
+//! server with a LocalSubjectAccessReview per distinct (namespace, service
+//! account, name) whether the pod's service account may `use` it. Answers
+//! are kept briefly (bounded) so a Deployment's replicas cost one call.
+//!
+//! Every call shares one deadline, well under the webhook's timeout. On a
+//! failure: a credential spec that cannot be read is `Unavailable` (the
+//! rules refuse only contents they cannot check); an authorization that
+//! cannot be asked is refused, as the upstream gMSA webhook does, since it
+//! is the security boundary.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{
+    LocalSubjectAccessReview, ResourceAttributes, SubjectAccessReviewSpec,
+};
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::{Api, Client};
+use serde::Deserialize;
+
+use crate::admission::Endpoint;
+use crate::gmsa::{self, Authz, AuthzKey, CredSpec, Facts};
+use crate::policy::Policy;
+use crate::workload::Workload;
+
+/// Default of [`Resolver::deadline`]: the manifests' `timeoutSeconds` is 5.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+/// How long an answer is kept.
+pub const TTL: Duration = Duration::from_secs(10);
+/// Answers kept at most (of each kind); all are forgotten when full.
+pub const MAX_ENTRIES: usize = 4096;
+
+/// A small map whose entries expire.
+struct Recent<K, V> {
+    entries: Mutex<HashMap<K, (Instant, V)>>,
+}
+
+impl<K: Eq + Hash, V: Clone> Recent<K, V> {
+    fn new() -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<V> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries
+            .get(key)
+            .filter(|(at, _)| at.elapsed() < TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, key: K, value: V) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() >= MAX_ENTRIES {
+            entries.retain(|_, (at, _)| at.elapsed() < TTL);
+            if entries.len() >= MAX_ENTRIES {
+                entries.clear();
+            }
+        }
+        entries.insert(key, (Instant::now(), value));
+    }
+}
+
+/// Resolves the gMSA facts of reviews.
+pub struct Resolver {
+    client: Client,
+    /// The watch cache of GMSACredentialSpecs, when `--cluster-cache` is
+    /// on: once listed, credential specs are read there, not with a get.
+    cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
+    /// All the calls of one review end within this.
+    pub deadline: Duration,
+    specs: Recent<String, CredSpec>,
+    authz: Recent<AuthzKey, Authz>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the resolver reads of a review: just enough to know what to ask.
+#[derive(Deserialize)]
+struct ReviewHead {
+    request: Option<RequestHead>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestHead {
+    #[serde(default)]
+    operation: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    sub_resource: String,
+    object: Option<serde_json::Value>,
+}
+
+/// The API resource of `GMSACredentialSpec` at the version the webhook reads.
+#[must_use]
+pub fn api_resource() -> ApiResource {
+    ApiResource {
+        group: gmsa::GROUP.to_owned(),
+        version: gmsa::VERSION.to_owned(),
+        api_version: format!("{}/{}", gmsa::GROUP, gmsa::VERSION),
+        kind: gmsa::KIND.to_owned(),
+        plural: gmsa::RESOURCE.to_owned(),
+    }
+}
+
+/// Whether the API server serves `gmsacredentialspecs.windows.k8s.io/v1`.
+///
+/// # Errors
+/// The discovery call failed (not a 404).
+pub async fn served(client: &Client) -> Result<bool, kube::Error> {
+    match client
+        .list_api_group_resources(&format!("{}/{}", gmsa::GROUP, gmsa::VERSION))
+        .await
+    {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == gmsa::RESOURCE)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+impl Resolver {
+    #[must_use]
+    pub fn new(
+        client: Client,
+        cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
+        deadline: Duration,
+    ) -> Self {
+        Self {
+            client,
+            cache,
+            deadline,
+            specs: Recent::new(),
+            authz: Recent::new(),
+        }
+    }
+
+    /// The gMSA facts of one review body: always some (the switch is on),
+    /// with the credential specs the object names looked up and, on
+    /// CREATE, the authorization of its service account to use them.
+    pub async fn facts(&self, policy: &Policy, endpoint: Endpoint, body: &[u8]) -> Facts {
+        let mut facts = Facts::default();
+        // Most objects name no credential spec: no parse, no call.
+        if !contains(body, b"gmsaCredentialSpecName") {
+            return facts;
+        }
+        let Ok(ReviewHead {
+            request: Some(request),
+        }) = serde_json::from_slice::<ReviewHead>(body)
+        else {
+            return facts;
+        };
+        let Some(object) = request.object.as_ref() else {
+            return facts;
+        };
+        let Ok(view) = policy.pod_templates.read(object) else {
+            return facts;
+        };
+        let Some(workload) = Workload::from_view(&view) else {
+            return facts;
+        };
+        let Some(spec) = workload.spec else {
+            return facts;
+        };
+        let names: Vec<String> = gmsa::names(spec).into_iter().map(str::to_owned).collect();
+        let account = gmsa::service_account(spec).to_owned();
+        let namespace = workload
+            .namespace
+            .map_or(request.namespace.clone(), str::to_owned);
+        // Authorization is asked where the pod gets an identity: CREATE,
+        // and containers added through `ephemeralcontainers`. `/mutate`
+        // needs none (it only fills contents in, as upstream).
+        let ask = endpoint == Endpoint::Validate
+            && !namespace.is_empty()
+            && (request.operation == "CREATE"
+                || (request.operation == "UPDATE"
+                    && request.sub_resource == "ephemeralcontainers"));
+        let work = async {
+            let specs = futures::future::join_all(names.iter().map(|n| self.spec(n)));
+            let answers = futures::future::join_all(
+                names
+                    .iter()
+                    .filter(|_| ask)
+                    .map(|n| self.may_use(&namespace, &account, n)),
+            );
+            futures::future::join(specs, answers).await
+        };
+        match tokio::time::timeout(self.deadline, work).await {
+            Ok((specs, answers)) => {
+                for (name, spec) in names.iter().zip(specs) {
+                    facts.specs.insert(name.clone(), spec);
+                }
+                for (name, answer) in names.iter().zip(answers) {
+                    facts
+                        .authz
+                        .insert((namespace.clone(), account.clone(), name.clone()), answer);
+                }
+            }
+            Err(_) => {
+                let why = format!("no answer from the API server within {:?}", self.deadline);
+                tracing::warn!(namespace = %namespace, "gmsa: {why}");
+                for name in &names {
+                    facts
+                        .specs
+                        .insert(name.clone(), CredSpec::Unavailable(why.clone()));
+                    if ask {
+                        facts.authz.insert(
+                            (namespace.clone(), account.clone(), name.clone()),
+                            Authz {
+                                allowed: false,
+                                reason: format!("error when checking authz access: {why}"),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        facts
+    }
+
+    /// What the cluster has under `name`.
+    async fn spec(&self, name: &str) -> CredSpec {
+        if let Some(listed) = self.cache.as_ref().map(|c| c.gmsa_snapshot())
+            && let Some(specs) = listed.as_ref()
+        {
+            return specs.get(name).cloned().unwrap_or(CredSpec::Missing);
+        }
+        if let Some(known) = self.specs.get(&name.to_owned()) {
+            return known;
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource());
+        let found = match api.get_opt(name).await {
+            Ok(Some(object)) => serde_json::to_value(&object)
+                .ok()
+                .and_then(|v| CredSpec::from_object(&v))
+                .map_or(CredSpec::Found(None), |(_, s)| s),
+            Ok(None) => CredSpec::Missing,
+            Err(e) => {
+                let why = crate::errors::error_chain(&e);
+                tracing::warn!(name, "gmsa: cannot get gmsacredentialspecs {name}: {why}");
+                // Failures are not kept: the next review asks again.
+                return CredSpec::Unavailable(why);
+            }
+        };
+        self.specs.put(name.to_owned(), found.clone());
+        found
+    }
+
+    /// Whether `account` in `namespace` may `use` credential spec `name`.
+    async fn may_use(&self, namespace: &str, account: &str, name: &str) -> Authz {
+        let key = (namespace.to_owned(), account.to_owned(), name.to_owned());
+        if let Some(known) = self.authz.get(&key) {
+            return known;
+        }
+        let review = LocalSubjectAccessReview {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
+            spec: SubjectAccessReviewSpec {
+                user: Some(format!("system:serviceaccount:{namespace}:{account}")),
+                groups: Some(vec![
+                    "system:serviceaccounts".to_owned(),
+                    format!("system:serviceaccounts:{namespace}"),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(namespace.to_owned()),
+                    verb: Some(gmsa::VERB.to_owned()),
+                    group: Some(gmsa::GROUP.to_owned()),
+                    version: Some(gmsa::VERSION.to_owned()),
+                    resource: Some(gmsa::RESOURCE.to_owned()),
+                    name: Some(name.to_owned()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            status: None,
+        };
+        let api: Api<LocalSubjectAccessReview> = Api::namespaced(self.client.clone(), namespace);
+        match api.create(&PostParams::default(), &review).await {
+            Ok(answer) => {
+                let status = answer.status.unwrap_or_default();
+                let authz = Authz {
+                    allowed: status.allowed && !status.denied.unwrap_or(false),
+                    reason: status
+                        .reason
+                        .filter(|r| !r.is_empty())
+                        .or(status.evaluation_error)
+                        .unwrap_or_default(),
+                };
+                self.authz.put(key, authz.clone());
+                authz
+            }
+            Err(e) => {
+                let why = crate::errors::error_chain(&e);
+                tracing::warn!(
+                    namespace,
+                    "gmsa: cannot create a localsubjectaccessreviews in {namespace}: {why}"
+                );
+                Authz {
+                    allowed: false,
+                    reason: format!("error when checking authz access: {why}"),
+                }
+            }
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}

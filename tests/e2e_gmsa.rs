@@ -1,0 +1,772 @@
+//! gMSA through winadmit and a real kube-apiserver v1.37, RBAC on: the
+//! upstream Windows gMSA webhook's test cases (kubernetes-sigs/windows-gmsa,
+//! its unit tests V*, M*, U* and integration tests I*) as acceptance tests
+//! with the same outcome (allowed; refused with the same meaning, the
+//! upstream's words in the message; patched with the same contents), and
+//! the cases where winadmit goes further (init and ephemeral containers).
+//!
+//! The setup: the upstream GMSACredentialSpec CRD, winadmit serving with
+//! `--gmsa auto` under the install's ServiceAccount and the RBAC of
+//! `components/gmsa`, registered as the `gmsa` overlay renders it; in a
+//! namespace, a ServiceAccount `allowed` bound (RoleBinding) to a
+//! ClusterRole with verb `use` on two credential specs, and one, `denied`,
+//! with no grant.
+//!
+//! Not here: the random hostname cases (M3-M6, M7's hostname, I17), which
+//! winadmit does not do; HTTP-level cases (H*, T*) and certificate reload
+//! (I16), which other suites cover for winadmit's own server.
+//!
+//! Without Go the tests are ignored, with the reason (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+
+#[path = "support/controlplane.rs"]
+mod controlplane;
+#[path = "support/e2e.rs"]
+mod e2e;
+#[path = "server_support/mod.rs"]
+mod server;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use controlplane::{Answer, ControlPlane};
+use e2e::Webhook;
+
+/// The namespace of the cases.
+const NS: &str = "gmsa-cases";
+
+/// The upstream CRD (admission-webhook/deploy/gmsa-crd.yml): v1alpha1
+/// (served, deprecated) and v1 (stored), one schema, no preserve-unknown.
+fn crd() -> Value {
+    let s = |props: Value| json!({"type": "object", "properties": props});
+    let string = json!({"type": "string"});
+    let schema = json!({"type": "object", "properties": {"credspec": s(json!({
+        "ActiveDirectoryConfig": s(json!({
+            "GroupManagedServiceAccounts": {"type": "array", "items": s(json!({"Name": string, "Scope": string}))},
+            "HostAccountConfig": s(json!({"PluginGUID": string, "PluginInput": string, "PortableCcgVersion": string})),
+        })),
+        "CmsPlugins": {"type": "array", "items": string},
+        "DomainJoinConfig": s(json!({"DnsName": string, "DnsTreeName": string, "Guid": string,
+            "MachineAccountName": string, "NetBiosName": string, "Sid": string})),
+    }))}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gmsacredentialspecs.windows.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/tree/master/keps/sig-windows/689-windows-gmsa"}},
+        "spec": {"group": "windows.k8s.io", "scope": "Cluster",
+            "names": {"kind": "GMSACredentialSpec", "plural": "gmsacredentialspecs"},
+            "conversion": {"strategy": "None"},
+            "versions": [
+                {"name": "v1alpha1", "served": true, "storage": false, "deprecated": true, "schema": {"openAPIV3Schema": schema}},
+                {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}},
+            ]}
+    })
+}
+
+/// A credential spec's contents, as `New-CredentialSpec` writes them.
+fn credspec(account: &str) -> Value {
+    json!({
+        "CmsPlugins": ["ActiveDirectory"],
+        "DomainJoinConfig": {"DnsName": "example.org", "DnsTreeName": "example.org",
+            "Guid": "00000000-0000-0000-0000-000000000001", "MachineAccountName": account,
+            "NetBiosName": "EXAMPLE", "Sid": "S-1-5-21-1-2-3"},
+        "ActiveDirectoryConfig": {"GroupManagedServiceAccounts": [
+            {"Name": account, "Scope": "EXAMPLE"}, {"Name": account, "Scope": "example.org"}]},
+    })
+}
+
+/// Go's `json.Marshal` of `credspec(account)`: sorted keys, compact.
+fn canonical(account: &str) -> String {
+    format!(
+        r#"{{"ActiveDirectoryConfig":{{"GroupManagedServiceAccounts":[{{"Name":"{account}","Scope":"EXAMPLE"}},{{"Name":"{account}","Scope":"example.org"}}]}},"CmsPlugins":["ActiveDirectory"],"DomainJoinConfig":{{"DnsName":"example.org","DnsTreeName":"example.org","Guid":"00000000-0000-0000-0000-000000000001","MachineAccountName":"{account}","NetBiosName":"EXAMPLE","Sid":"S-1-5-21-1-2-3"}}}}"#
+    )
+}
+
+fn credential_spec(version: &str, name: &str, contents: Option<Value>) -> Value {
+    let mut o = json!({"apiVersion": format!("windows.k8s.io/{version}"), "kind": "GMSACredentialSpec",
+        "metadata": {"name": name}});
+    if let Some(c) = contents {
+        o["credspec"] = c;
+    }
+    o
+}
+
+fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, sa: &str) -> PathBuf {
+    let token = cp.kubectl_ok(&["create", "token", sa, "-n", "winadmit", "--duration", "2h"]);
+    let path = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
+             users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
+             contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
+             current-context: test\n",
+            cp.port,
+            cp.work.join("pki/ca.crt").display(),
+            token.trim()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+struct Setup {
+    cp: &'static ControlPlane,
+    webhook: Webhook,
+}
+
+fn setup(test: &str) -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    let cp = controlplane::shared(test);
+    SETUP.get_or_init(|| {
+        cp.apply(&crd().to_string());
+        cp.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gmsacredentialspecs.windows.k8s.io",
+            "--timeout=60s",
+        ]);
+        let objects = e2e::rendered("gmsa");
+        let rbac: Vec<Value> = objects
+            .iter()
+            .filter(|o| {
+                matches!(
+                    e2e::kind(o),
+                    "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+                )
+            })
+            .cloned()
+            .collect();
+        cp.apply(&e2e::to_list(&rbac));
+        cp.apply(&e2e::to_list(&[
+            credential_spec("v1", "webapp1", Some(credspec("webapp1"))),
+            credential_spec("v1", "webapp2", Some(credspec("webapp2"))),
+            credential_spec("v1", "no-contents", None),
+            credential_spec(
+                "v1",
+                "hostagent",
+                Some(json!({"CmsPlugins": ["ActiveDirectory"], "ActiveDirectoryConfig": {
+                    "HostAccountConfig": {"PluginGUID": "{859E1386-BDB4-49E8-85C7-3070B13920E1}",
+                        "PluginInput": "contoso.com:gmsaccg:<password>", "PortableCcgVersion": "1"}}})),
+            ),
+            // What a user grants (the upstream integration templates):
+            // use on named credential specs, bound in the pod's namespace.
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "gmsa-e2e-users"},
+                "rules": [{"apiGroups": ["windows.k8s.io"], "resources": ["gmsacredentialspecs"],
+                    "verbs": ["use"], "resourceNames": ["webapp1", "webapp2", "hostagent", "no-contents", "i-sure-dont-exist", "late"]}]}),
+        ]));
+        cp.namespace(NS, &[("winadmit-e2e", "gmsa")]);
+        cp.apply(&e2e::to_list(&[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "allowed", "namespace": NS}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "denied", "namespace": NS}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "allowed-uses-gmsa", "namespace": NS},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gmsa-e2e-users"},
+                "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": NS}]}),
+        ]));
+        let dir = tempfile::tempdir().unwrap().keep();
+        let kubeconfig = service_account_kubeconfig(cp, &dir, "winadmit");
+        let webhook = Webhook::start(
+            &e2e::overlay_policy(&objects),
+            &[
+                "--cluster-cache",
+                "on",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--gmsa",
+                "auto",
+            ],
+        )
+        .adopted_by(cp);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(webhook.server.logs_contain("gmsa: on (--gmsa auto)")
+            && webhook
+                .server
+                .logs_contain("cluster cache: gmsacredentialspecs.windows.k8s.io listed"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "gMSA never turned on: {}",
+                webhook.server.all_logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cp.apply(&e2e::to_list(&e2e::registrations(&objects, "gmsa", &webhook)));
+        e2e::wait_registered(cp, &webhook, NS, 2);
+        Setup { cp, webhook }
+    })
+}
+
+/// A Windows pod of `account` in [`NS`]: `options` on the pod (when not
+/// null) and on the containers given (name, options).
+fn gmsa_pod(name: &str, account: &str, pod: Value, containers: &[(&str, Value)]) -> Value {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|(n, o)| {
+            let mut c = json!({"name": n, "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"});
+            if !o.is_null() {
+                c["securityContext"] = json!({"windowsOptions": o});
+            }
+            c
+        })
+        .collect();
+    let mut spec = json!({"serviceAccountName": account,
+        "nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers});
+    if !pod.is_null() {
+        spec["securityContext"] = json!({"windowsOptions": pod});
+    }
+    e2e::pod(NS, name, spec)
+}
+
+fn name(n: &str) -> Value {
+    json!({"gmsaCredentialSpecName": n})
+}
+
+fn named(n: &str, contents: &str) -> Value {
+    json!({"gmsaCredentialSpecName": n, "gmsaCredentialSpec": contents})
+}
+
+fn dry_run(cp: &ControlPlane, obj: &Value) -> Answer {
+    cp.dry_run_create_all(std::slice::from_ref(obj)).remove(0)
+}
+
+/// The API server refused `answer` through winadmit's validating webhook
+/// with `rule` and a message containing `text`.
+#[track_caller]
+fn assert_refused(answer: &Answer, rule: &str, text: &str) {
+    let m = answer.message();
+    assert!(
+        !answer.ok()
+            && m.contains(r#"admission webhook "validate.winadmit.io" denied"#)
+            && m.contains(rule)
+            && m.contains(text),
+        "expected a refusal by {rule} saying {text:?}, got {answer:?}"
+    );
+}
+
+#[track_caller]
+fn assert_admitted(answer: &Answer) {
+    assert!(answer.ok(), "expected the pod admitted, got {answer:?}");
+}
+
+/// The `gmsaCredentialSpec` the API server stored at `pointer` (under
+/// `spec`).
+fn contents_at<'a>(answer: &'a Answer, pointer: &str) -> Option<&'a str> {
+    answer
+        .body
+        .pointer(&format!(
+            "/spec{pointer}/securityContext/windowsOptions/gmsaCredentialSpec"
+        ))
+        .and_then(Value::as_str)
+}
+
+/// V1, V2, M1, M2: no gMSA settings, or empty ones: allowed, nothing added.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn without_gmsa_settings_nothing_happens() {
+    let s = setup("without_gmsa_settings_nothing_happens");
+    for (n, options) in [("v1-empty", json!({})), ("v2-none", Value::Null)] {
+        let a = dry_run(
+            s.cp,
+            &gmsa_pod(n, "denied", options.clone(), &[("web", options)]),
+        );
+        assert_admitted(&a);
+        assert_eq!(contents_at(&a, ""), None);
+        assert_eq!(contents_at(&a, "/containers/0"), None);
+    }
+}
+
+/// V3, V4, I4, M8: a name with its contents, byte for byte or as equal
+/// JSON, is allowed and left as given, at pod and container level, with
+/// other containers carrying settings of their own.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn matching_contents_are_allowed_and_kept() {
+    let s = setup("matching_contents_are_allowed_and_kept");
+    let reordered = serde_json::to_string_pretty(&credspec("webapp1")).unwrap();
+    assert_ne!(reordered, canonical("webapp1"));
+    for contents in [canonical("webapp1"), reordered] {
+        let exact = named("webapp1", &contents);
+        let other = named("webapp2", &canonical("webapp2"));
+        let a = dry_run(
+            s.cp,
+            &gmsa_pod(
+                "v3",
+                "allowed",
+                exact.clone(),
+                &[("web", exact.clone()), ("other", other)],
+            ),
+        );
+        assert_admitted(&a);
+        assert_eq!(
+            contents_at(&a, ""),
+            Some(contents.as_str()),
+            "not overwritten"
+        );
+        assert_eq!(contents_at(&a, "/containers/0"), Some(contents.as_str()));
+        assert_eq!(
+            contents_at(&a, "/containers/1"),
+            Some(canonical("webapp2").as_str())
+        );
+    }
+}
+
+/// V5, V6, I9: contents that are not the named resource's are refused.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn other_contents_are_refused() {
+    let s = setup("other_contents_are_refused");
+    for contents in [canonical("webapp2"), "i ain't no JSON object".to_owned()] {
+        let wrong = named("webapp1", &contents);
+        let a = dry_run(
+            s.cp,
+            &gmsa_pod("v5-pod", "allowed", wrong.clone(), &[("web", Value::Null)]),
+        );
+        assert_refused(
+            &a,
+            "WIN-GMSA-CONTENTS-MISMATCH",
+            r#"does not match the contents of GMSA resource "webapp1""#,
+        );
+        let a = dry_run(
+            s.cp,
+            &gmsa_pod("v5-container", "allowed", Value::Null, &[("web", wrong)]),
+        );
+        assert_refused(
+            &a,
+            "WIN-GMSA-CONTENTS-MISMATCH",
+            "spec.containers[0].securityContext.windowsOptions.gmsaCredentialSpec",
+        );
+    }
+}
+
+/// V7, I7, I8: contents without a name are refused.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn contents_without_a_name_are_refused() {
+    let s = setup("contents_without_a_name_are_refused");
+    let nameless = json!({"gmsaCredentialSpec": canonical("webapp1")});
+    for pod in [
+        gmsa_pod(
+            "v7-pod",
+            "allowed",
+            nameless.clone(),
+            &[("web", Value::Null)],
+        ),
+        gmsa_pod(
+            "v7-container",
+            "allowed",
+            Value::Null,
+            &[("web", nameless.clone())],
+        ),
+    ] {
+        assert_refused(
+            &dry_run(s.cp, &pod),
+            "WIN-GMSA-CONTENTS-WITHOUT-NAME",
+            "has a GMSA cred spec set, but does not define the name of the corresponding resource",
+        );
+    }
+}
+
+/// V8, I5, H2: a service account without `use` is refused, and the message
+/// says what to grant.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_service_account_without_use_is_refused() {
+    let s = setup("a_service_account_without_use_is_refused");
+    let a = dry_run(
+        s.cp,
+        &gmsa_pod("v8", "denied", Value::Null, &[("web", name("webapp1"))]),
+    );
+    assert_refused(
+        &a,
+        "WIN-GMSA-NOT-AUTHORIZED",
+        r#"service account "denied" is not authorized to `use` GMSA cred spec "webapp1""#,
+    );
+    assert!(
+        a.message().contains("RoleBinding in namespace gmsa-cases"),
+        "{a:?}"
+    );
+    // The same pod as the granted account is admitted.
+    assert_admitted(&dry_run(
+        s.cp,
+        &gmsa_pod("v8-ok", "allowed", Value::Null, &[("web", name("webapp1"))]),
+    ));
+}
+
+/// V9, M9, I6: a credential spec that does not exist is refused; one
+/// without contents too (upstream's 417).
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_missing_credential_spec_is_refused() {
+    let s = setup("a_missing_credential_spec_is_refused");
+    let a = dry_run(
+        s.cp,
+        &gmsa_pod(
+            "i6",
+            "allowed",
+            Value::Null,
+            &[("web", name("i-sure-dont-exist"))],
+        ),
+    );
+    assert_refused(
+        &a,
+        "WIN-GMSA-NOT-FOUND",
+        "cred spec i-sure-dont-exist does not exist",
+    );
+    let a = dry_run(
+        s.cp,
+        &gmsa_pod(
+            "no-contents",
+            "allowed",
+            name("no-contents"),
+            &[("web", Value::Null)],
+        ),
+    );
+    assert_refused(&a, "WIN-GMSA-NO-CREDSPEC", "does not have a credspec key");
+}
+
+/// M7, H1, I1, I2, I3, I12: names only are filled in with the canonical
+/// JSON, each from its own resource; a container without settings is left
+/// alone; HTML characters are escaped as Go's json.Marshal does.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn names_are_filled_in_with_the_resources_contents() {
+    let s = setup("names_are_filled_in_with_the_resources_contents");
+    let a = dry_run(
+        s.cp,
+        &gmsa_pod(
+            "i3",
+            "allowed",
+            name("webapp2"),
+            &[
+                ("nginx0", name("webapp1")),
+                ("nginx1", Value::Null),
+                ("nginx2", name("hostagent")),
+            ],
+        ),
+    );
+    assert_admitted(&a);
+    assert_eq!(contents_at(&a, ""), Some(canonical("webapp2").as_str()));
+    assert_eq!(
+        contents_at(&a, "/containers/0"),
+        Some(canonical("webapp1").as_str())
+    );
+    assert_eq!(a.body.pointer("/spec/containers/1/securityContext"), None);
+    let host = contents_at(&a, "/containers/2").unwrap();
+    assert!(
+        host.contains(r"contoso.com:gmsaccg:\u003cpassword\u003e"),
+        "{host}"
+    );
+    assert!(
+        host.starts_with(r#"{"ActiveDirectoryConfig":{"HostAccountConfig":{"PluginGUID""#),
+        "{host}"
+    );
+}
+
+/// I14, I15: a credential spec created at either version is read at both.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn credential_specs_are_served_at_both_versions() {
+    let s = setup("credential_specs_are_served_at_both_versions");
+    s.cp.apply(&credential_spec("v1alpha1", "legacy", Some(credspec("legacy"))).to_string());
+    for version in ["v1alpha1", "v1"] {
+        let o: Value = serde_json::from_str(&s.cp.kubectl_ok(&[
+            "get",
+            &format!("gmsacredentialspecs.{version}.windows.k8s.io"),
+            "legacy",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(o["credspec"], credspec("legacy"), "{version}");
+    }
+    // And winadmit reads it (at v1) for a pod (the account may not use
+    // it: the refusal names it, so it was found).
+    let a = dry_run(
+        s.cp,
+        &gmsa_pod("i14", "allowed", name("legacy"), &[("web", Value::Null)]),
+    );
+    assert_refused(&a, "WIN-GMSA-NOT-AUTHORIZED", r#"GMSA cred spec "legacy""#);
+}
+
+/// U1-U6, I10, I11, I13: a pod's gMSA settings cannot change (refused:
+/// the API server's own pod immutability answers before winadmit's
+/// validating webhook); any other allowed change goes through.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn gmsa_settings_of_an_existing_pod_cannot_change() {
+    let s = setup("gmsa_settings_of_an_existing_pod_cannot_change");
+    let pod = gmsa_pod(
+        "u-pod",
+        "allowed",
+        named("webapp1", &canonical("webapp1")),
+        &[("web", name("webapp1"))],
+    );
+    let out = e2e::create(s.cp, &pod, false);
+    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    let stored: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replace = |pod: &Value| {
+        s.cp.kubectl_stdin(&["replace", "-f", "-"], &pod.to_string())
+    };
+    // I13: the image changes, the gMSA settings do not.
+    let mut same = stored.clone();
+    same["spec"]["containers"][0]["image"] =
+        json!("mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2025");
+    let out = replace(&same);
+    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    let current = s.cp.get("pods", NS, "u-pod");
+    // U4-U6, I10, I11: name, contents, both.
+    for change in [
+        json!({"gmsaCredentialSpecName": "webapp2"}),
+        json!({"gmsaCredentialSpec": canonical("webapp2")}),
+        json!({"gmsaCredentialSpecName": "webapp2", "gmsaCredentialSpec": canonical("webapp2")}),
+    ] {
+        let mut changed = current.clone();
+        for (k, v) in change.as_object().unwrap() {
+            changed["spec"]["securityContext"]["windowsOptions"][k] = v.clone();
+        }
+        let out = replace(&changed);
+        assert!(!out.status.success(), "the change {change} was accepted");
+    }
+}
+
+/// Further than upstream: init containers are authorized, compared and
+/// filled in like containers.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn init_containers_are_checked_and_filled_in() {
+    let s = setup("init_containers_are_checked_and_filled_in");
+    let with_init = |n: &str, account: &str, options: Value| {
+        let mut pod = gmsa_pod(n, account, Value::Null, &[("web", Value::Null)]);
+        pod["spec"]["initContainers"] = json!([{"name": "init",
+            "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+            "securityContext": {"windowsOptions": options}}]);
+        pod
+    };
+    let a = dry_run(s.cp, &with_init("init-denied", "denied", name("webapp1")));
+    assert_refused(
+        &a,
+        "WIN-GMSA-NOT-AUTHORIZED",
+        "spec.initContainers[0].securityContext.windowsOptions.gmsaCredentialSpecName",
+    );
+    let a = dry_run(
+        s.cp,
+        &with_init(
+            "init-wrong",
+            "allowed",
+            named("webapp1", &canonical("webapp2")),
+        ),
+    );
+    assert_refused(&a, "WIN-GMSA-CONTENTS-MISMATCH", "spec.initContainers[0]");
+    let a = dry_run(s.cp, &with_init("init-ok", "allowed", name("webapp1")));
+    assert_admitted(&a);
+    assert_eq!(
+        contents_at(&a, "/initContainers/0"),
+        Some(canonical("webapp1").as_str())
+    );
+}
+
+/// Further than upstream: an ephemeral container added to a running pod
+/// (`kubectl debug`'s subresource) is authorized as on CREATE.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn ephemeral_containers_are_authorized() {
+    let s = setup("ephemeral_containers_are_authorized");
+    for (pod_name, account) in [("eph-denied", "denied"), ("eph-allowed", "allowed")] {
+        let out = e2e::create(
+            s.cp,
+            &gmsa_pod(pod_name, account, Value::Null, &[("web", Value::Null)]),
+            false,
+        );
+        assert!(out.status.success(), "{}", e2e::stderr(&out));
+        let patch = json!([{"op": "add", "path": "/spec/ephemeralContainers", "value": [{
+            "name": "debug", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+            "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "webapp1",
+                "gmsaCredentialSpec": canonical("webapp1")}}}]}]);
+        let out = s.cp.kubectl(&[
+            "patch",
+            "pod",
+            pod_name,
+            "-n",
+            NS,
+            "--subresource=ephemeralcontainers",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ]);
+        let err = e2e::stderr(&out);
+        if account == "denied" {
+            assert!(
+                !out.status.success()
+                    && err.contains("WIN-GMSA-NOT-AUTHORIZED")
+                    && err.contains("spec.ephemeralContainers[0]"),
+                "{err}\n{}",
+                s.webhook.server.all_logs()
+            );
+        } else {
+            assert!(out.status.success(), "{err}");
+        }
+    }
+}
+
+/// The cluster cache watches the credential specs: one created after the
+/// webhook started is used as soon as the watch brings it.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_credential_spec_created_later_is_watched() {
+    let s = setup("a_credential_spec_created_later_is_watched");
+    let pod = gmsa_pod("late", "allowed", name("late"), &[("web", Value::Null)]);
+    assert_refused(
+        &dry_run(s.cp, &pod),
+        "WIN-GMSA-NOT-FOUND",
+        "cred spec late does not exist",
+    );
+    s.cp.apply(&credential_spec("v1", "late", Some(credspec("late"))).to_string());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let a = dry_run(s.cp, &pod);
+        if a.ok() || Instant::now() > deadline {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_admitted(&answer);
+    assert_eq!(contents_at(&answer, ""), Some(canonical("late").as_str()));
+}
+
+/// An authorization winadmit cannot ask (its ServiceAccount may not create
+/// LocalSubjectAccessReviews) refuses the pod, as the upstream webhook
+/// does: it is the security boundary. With the cache off, the credential
+/// spec is read with a get.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
+    const SA: &str = "winadmit-no-lsar";
+    let s = setup("an_authorization_that_cannot_be_asked_refuses_the_pod");
+    let mut objects = e2e::rendered("gmsa");
+    let mut rbac = Vec::new();
+    for o in &mut objects {
+        let rename = |o: &mut Value| o["metadata"]["name"] = json!(SA);
+        match e2e::kind(o) {
+            "ServiceAccount" => rename(o),
+            "ClusterRole" => {
+                rename(o);
+                o["rules"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|r| r["resources"] != json!(["localsubjectaccessreviews"]));
+            }
+            "ClusterRoleBinding" => {
+                rename(o);
+                o["roleRef"]["name"] = json!(SA);
+                o["subjects"][0]["name"] = json!(SA);
+            }
+            _ => continue,
+        }
+        rbac.push(o.clone());
+    }
+    s.cp.apply(&e2e::to_list(&rbac));
+    let ns = "gmsa-no-lsar";
+    s.cp.namespace(ns, &[("winadmit-e2e", "gmsa-no-lsar")]);
+    s.cp.apply(&e2e::to_list(&[
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "allowed", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "allowed-uses-gmsa", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gmsa-e2e-users"},
+            "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": ns}]}),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "off",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--gmsa",
+            "on",
+        ],
+    );
+    s.cp.apply(&e2e::to_list(&e2e::registrations(
+        &objects,
+        "gmsa-no-lsar",
+        &webhook,
+    )));
+    e2e::wait_registered(s.cp, &webhook, ns, 2);
+    let mut pod = gmsa_pod(
+        "no-lsar",
+        "allowed",
+        name("webapp1"),
+        &[("web", Value::Null)],
+    );
+    pod["metadata"]["namespace"] = json!(ns);
+    let a = dry_run(s.cp, &pod);
+    assert_refused(
+        &a,
+        "WIN-GMSA-NOT-AUTHORIZED",
+        "error when checking authz access",
+    );
+    assert!(
+        webhook
+            .server
+            .logs_contain("cannot create a localsubjectaccessreviews"),
+        "{}",
+        webhook.server.all_logs()
+    );
+    // The credential spec was read with a get: /mutate filled it in.
+    assert!(
+        a.warnings.iter().any(|w| w.contains("WIN-GMSA-INLINE")),
+        "{a:?}"
+    );
+    for config in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        s.cp.kubectl_ok(&["delete", config, "winadmit-gmsa-no-lsar"]);
+    }
+}
