@@ -751,6 +751,15 @@ fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
         "WIN-GMSA-NOT-AUTHORIZED",
         "error when checking authz access",
     );
+    // The log line may trail the answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !webhook
+        .server
+        .logs_contain("cannot create a localsubjectaccessreviews")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     assert!(
         webhook
             .server
