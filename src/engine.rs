@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::cluster::{Cluster, WindowsNodes};
 use crate::finding::{Finding, Severity};
 use crate::policy::{Policy, SKIP_ANNOTATION_PREFIX};
-use crate::rules::{self, Cx, Scope, Sink};
+use crate::rules::{self, RuleContext, RuleFindings, Scope};
 use crate::targeting::{self, RuntimeClassInfo, RuntimeClasses, Target};
 use crate::version::KubeVersion;
 use crate::view::SpecView;
@@ -140,7 +140,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         }
         None => &cx.cluster,
     };
-    let rule_cx = Cx {
+    let rule_cx = RuleContext {
         workload,
         spec,
         target: &eval.target,
@@ -156,7 +156,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         images: rules::Images::default(),
         all_containers: rules::containers_of(spec),
     };
-    let mut sink = Sink::new();
+    let mut sink = RuleFindings::new();
     let mut skipped = Vec::new();
     for (i, rule) in rules::ALL.iter().enumerate() {
         let info = &rule.info;

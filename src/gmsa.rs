@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::path::FieldPath;
-use crate::rules::{ContainerList, Cx};
+use crate::rules::{ContainerList, RuleContext};
 use crate::view::{SpecView, WindowsOptionsView};
 
 /// The API group of `GMSACredentialSpec`.
@@ -189,7 +189,7 @@ pub struct Options<'v, 'a> {
 /// container's, container's and ephemeral container's (the upstream
 /// webhook visits only the pod and `containers`).
 #[must_use]
-pub fn options<'v, 'a>(cx: &Cx<'_, 'v, 'a>) -> Vec<Options<'v, 'a>> {
+pub fn options<'v, 'a>(cx: &RuleContext<'_, 'v, 'a>) -> Vec<Options<'v, 'a>> {
     let mut out = Vec::new();
     if let Some(o) = cx
         .pod_security_context()

@@ -1,6 +1,6 @@
 //! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 use crate::targeting::Signal;
 
@@ -26,7 +26,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !cx.target.is_conflicting() {
         return;
     }
@@ -43,7 +43,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 /// Where a signal is written in the manifest.
-pub(crate) fn signal_path(cx: &Cx<'_, '_, '_>, signal: &Signal) -> FieldPath {
+pub(crate) fn signal_path(cx: &RuleContext<'_, '_, '_>, signal: &Signal) -> FieldPath {
     match signal {
         Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector"]).map_key(key),
         Signal::OsName => cx.spec_field(&["os", "name"]),

@@ -1,6 +1,6 @@
 //! WIN-PRIV-ESCALATION: allowPrivilegeEscalation is not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "allowPrivilegeEscalation: true is not supported on Windows nodes";
     let container = |c: &SecurityContextView<'_>| {
         super::removable_if(c.allow_privilege_escalation == Some(true))

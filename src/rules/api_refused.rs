@@ -2,7 +2,7 @@
 //! the API server refuses on a pod of any OS, so a Windows rule that calls
 //! one of them "ignored" never stands alone on a pod that cannot be created.
 
-use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
+use super::{ContainerRef, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 
 /// From this release the API server keeps `hostUsers` and `procMount` by
@@ -44,7 +44,7 @@ pub fn has_bidirectional_mount(c: &ContainerRef<'_, '_>) -> bool {
         .any(|m| m.mount_propagation.as_deref() == Some("Bidirectional"))
 }
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let spec = cx.spec;
     // Before 1.33 the API server drops hostUsers and procMount by default.
     let user_namespaces = cx.version >= USER_NAMESPACES_BY_DEFAULT;

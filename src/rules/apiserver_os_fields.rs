@@ -6,7 +6,7 @@
 //! specific rule has not already reported, with the API server's own path
 //! and message so users can cross-reference. The list grew by release.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 use crate::version::KubeVersion;
 use crate::view::{SeccompView, SecurityContextView};
@@ -35,7 +35,7 @@ pub static RULE: Rule = Rule {
 
 const MESSAGE: &str = "cannot be set for a windows pod";
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let os_windows = cx.spec.os.as_ref().and_then(|o| o.name.as_deref()) == Some("windows");
     if !os_windows {
         return;
@@ -43,7 +43,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     let v = cx.version;
     // Reported whatever other rule also reports the field: the API server
     // refuses the pod, so this is an error even where another rule warns.
-    let forbid = |path: FieldPath, no_op: bool, out: &mut Sink| {
+    let forbid = |path: FieldPath, no_op: bool, out: &mut RuleFindings| {
         if no_op {
             out.report_removable(
                 path,

@@ -1,6 +1,6 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -32,7 +32,7 @@ pub static RULE: Rule = Rule {
 /// The pre-1.30 per-container AppArmor annotation prefix.
 const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "appArmorProfile is ignored on Windows nodes (no AppArmor; up to Kubernetes 1.19 the kubelet blocks the pod)";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.app_armor_profile.is_some());
     let container = |c: &SecurityContextView<'_>| removable_if(c.app_armor_profile.is_some());

@@ -1,6 +1,6 @@
 //! WIN-DEFAULT-MODE: volume file modes are ignored on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -24,7 +24,7 @@ pub static RULE: Rule = Rule {
 /// What the API server fills in (0644).
 const API_DEFAULT_MODE: i64 = 0o644;
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         let sources = [
             ("secret", &v.secret),

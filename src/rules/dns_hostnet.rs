@@ -1,6 +1,6 @@
 //! WIN-DNS-HOSTNET: dnsPolicy ClusterFirstWithHostNet is not supported on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     // Without HostProcess the policy acts as ClusterFirst: nothing to say.
     if cx.host_process.any && cx.spec.dns_policy.as_deref() == Some("ClusterFirstWithHostNet") {
         out.report(

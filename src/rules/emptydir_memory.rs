@@ -1,6 +1,6 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.
@@ -25,7 +25,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         let medium = v.empty_dir.as_ref().and_then(|e| e.medium.as_deref());
         if medium == Some("Memory") {

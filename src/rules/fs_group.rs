@@ -1,6 +1,6 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {
@@ -41,7 +41,7 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
     check: check_change_policy,
 };
 
-fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_fs_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group.is_some());
     security_field(
@@ -55,7 +55,7 @@ fn check_fs_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     );
 }
 
-fn check_change_policy(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_change_policy(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group_change_policy.is_some());
     security_field(

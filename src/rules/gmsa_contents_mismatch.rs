@@ -1,7 +1,7 @@
 //! WIN-GMSA-CONTENTS-MISMATCH: `gmsaCredentialSpec` is not what the named
 //! GMSACredentialSpec holds.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec, Mismatch};
 
 pub static RULE: Rule = Rule {
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
     for o in gmsa::options(cx) {
         let (Some(name), Some(contents)) = (

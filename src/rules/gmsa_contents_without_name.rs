@@ -1,7 +1,7 @@
 //! WIN-GMSA-CONTENTS-WITHOUT-NAME: `gmsaCredentialSpec` without
 //! `gmsaCredentialSpecName`.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa;
 
 pub static RULE: Rule = Rule {
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.gmsa.is_none() {
         return;
     }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 use crate::gmsa::{self, CredSpec};
 use crate::workload::Kind;
@@ -30,7 +30,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
     if cx.workload.kind != Kind::Pod {
         return;

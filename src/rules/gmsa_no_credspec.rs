@@ -1,6 +1,6 @@
 //! WIN-GMSA-NO-CREDSPEC: the named GMSACredentialSpec has no contents.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
     for o in gmsa::options(cx) {
         let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {

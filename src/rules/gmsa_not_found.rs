@@ -1,7 +1,7 @@
 //! WIN-GMSA-NOT-FOUND: the pod names a GMSACredentialSpec the cluster does
 //! not have.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec};
 
 pub static RULE: Rule = Rule {
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
     for o in gmsa::options(cx) {
         let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {

@@ -1,6 +1,6 @@
 //! WIN-GMSA-UPDATE: an UPDATE changes a pod's gMSA settings.
 
-use super::{ContainerList, Cx, Rule, RuleInfo, Scope, Sink};
+use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, Place};
 use crate::workload::Kind;
 
@@ -23,7 +23,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(previous) = cx.gmsa.and_then(|f| f.previous.as_ref()) else {
         return;
     };

@@ -1,7 +1,7 @@
 //! WIN-HOSTPID, WIN-HOSTIPC, WIN-SHAREPROCESSNS: Windows shares no host or
 //! pod namespaces other than the network.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static HOST_PID: Rule = Rule {
     info: RuleInfo {
@@ -75,7 +75,7 @@ pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
     },
 };
 
-fn flag(cx: &Cx<'_, '_, '_>, out: &mut Sink, value: Option<bool>, key: &'static str) {
+fn flag(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, value: Option<bool>, key: &'static str) {
     if value == Some(true) {
         out.report(
             cx.spec_field(&[key]),

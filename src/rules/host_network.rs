@@ -1,6 +1,6 @@
 //! WIN-HOSTNETWORK: only HostProcess pods may use the host network.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.spec.host_network == Some(true) && !cx.host_process.any {
         out.report(
             cx.spec_field(&["hostNetwork"]),

@@ -1,7 +1,7 @@
 //! WIN-HOSTPATH-LINUX-PATH and WIN-HOSTPATH-WINDOWS-PATH: hostPath volumes
 //! that name the other OS's file system.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static LINUX_PATH: Rule = Rule {
     info: RuleInfo {
@@ -84,7 +84,7 @@ fn linux_only<'p>(path: &str, prefixes: &'p [String]) -> Option<&'p str> {
     })
 }
 
-fn host_paths<'v>(cx: &Cx<'_, 'v, '_>) -> impl Iterator<Item = (usize, &'v str)> {
+fn host_paths<'v>(cx: &RuleContext<'_, 'v, '_>) -> impl Iterator<Item = (usize, &'v str)> {
     cx.spec
         .volumes
         .iter()
@@ -93,7 +93,7 @@ fn host_paths<'v>(cx: &Cx<'_, 'v, '_>) -> impl Iterator<Item = (usize, &'v str)>
         .filter_map(|(i, v)| v.host_path.as_ref()?.path.as_deref().map(|p| (i, p)))
 }
 
-fn check_linux_path(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_linux_path(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, path) in host_paths(cx) {
         if let Some(location) = linux_only(path, &cx.params.linux_host_paths) {
             out.report(
@@ -107,7 +107,7 @@ fn check_linux_path(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-fn check_linux_device(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_linux_device(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         let Some(hp) = v.host_path.as_ref() else {
             continue;
@@ -126,7 +126,7 @@ fn check_linux_device(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-fn check_windows_path(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_windows_path(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, path) in host_paths(cx) {
         if is_windows_path(path) {
             out.report(
@@ -156,7 +156,7 @@ mod tests {
         ] {
             assert!(is_windows_path(p), "{p}");
         }
-        for p in ["/var/log", "var", "C", "Cx:/", "/c:/x", ""] {
+        for p in ["/var/log", "var", "C", "RuleContext:/", "/c:/x", ""] {
             assert!(!is_windows_path(p), "{p}");
         }
     }

@@ -2,7 +2,7 @@
 //! on the host network. Mirrors the API server's
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-HOSTPROCESS";
@@ -28,11 +28,11 @@ pub static RULE: Rule = Rule {
 
 /// Is this container HostProcess (its own value, else the pod's)?
 #[must_use]
-pub fn is_host_process(cx: &Cx<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
+pub fn is_host_process(cx: &RuleContext<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
     crate::targeting::is_host_process_container(c.container, cx.host_process.pod)
 }
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let hp = cx.host_process;
     if let Some(pod) = hp.pod {
         for c in cx.containers() {
@@ -92,7 +92,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 /// Where HostProcess is switched on: the pod's value, else the first container's.
-fn first_host_process_field(cx: &Cx<'_, '_, '_>) -> crate::path::FieldPath {
+fn first_host_process_field(cx: &RuleContext<'_, '_, '_>) -> crate::path::FieldPath {
     if cx.host_process.pod == Some(true) {
         return cx.spec_field(&["securityContext", "windowsOptions", "hostProcess"]);
     }

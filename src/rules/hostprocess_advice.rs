@@ -3,7 +3,7 @@
 //! otherwise valid (WIN-HOSTPROCESS checks validity).
 
 use super::hostprocess::is_host_process;
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 const HOSTPROCESS_DOC: &str =
     "https://kubernetes.io/docs/tasks/configure-pod-container/create-hostprocess-pod/";
@@ -65,7 +65,7 @@ pub static NON_ROOT: Rule = Rule {
     check: check_non_root,
 };
 
-fn check_redundant(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_redundant(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !cx.host_process.any {
         return;
     }
@@ -90,7 +90,7 @@ fn check_redundant(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_user(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !cx.host_process.any {
         return;
     }
@@ -123,7 +123,7 @@ fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-fn check_non_root(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_non_root(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !cx.host_process.any {
         return;
     }

@@ -1,6 +1,6 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub use crate::targeting::ISOLATION_ANNOTATION;
 
@@ -30,7 +30,7 @@ fn docker_before_1_21(c: &crate::cluster::Cluster) -> Option<crate::finding::Sev
     (c.is_docker() && !c.version_at_least(1, 21)).then_some(crate::finding::Severity::Error)
 }
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let value = cx
         .workload
         .pod_annotations()

@@ -2,7 +2,7 @@
 //! nothing on current clusters.
 
 use super::hyperv::ISOLATION_ANNOTATION;
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {
@@ -24,7 +24,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let value = cx
         .workload
         .pod_annotations()

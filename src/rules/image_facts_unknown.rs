@@ -2,7 +2,7 @@
 //! (`--image-facts`, `--registry`) and could not say; the image is judged
 //! by its name.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::images::Lookup;
 
 pub static RULE: Rule = Rule {
@@ -24,7 +24,7 @@ pub static RULE: Rule = Rule {
     check: check_unknown,
 };
 
-fn check_unknown(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_unknown(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(registry) = cx.registry else { return };
     for c in cx.containers() {
         let Some(image) = c.container.image.as_deref() else {

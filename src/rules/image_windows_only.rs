@@ -2,7 +2,7 @@
 //! platforms, in a pod that does not target Windows (`--image-facts`,
 //! `--registry`).
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.
@@ -27,7 +27,7 @@ pub static WINDOWS_ONLY: Rule = Rule {
     check: check_windows_only,
 };
 
-fn check_windows_only(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_windows_only(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.target.is_windows() || cx.registry.is_none() {
         return;
     }

@@ -1,7 +1,7 @@
 //! WIN-LINUX-IMAGE and WIN-LINUX-IMAGE-TAG: a Linux-only image in a pod
 //! that targets Windows nodes.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static LISTED: Rule = Rule {
     info: RuleInfo {
@@ -42,13 +42,13 @@ pub static TAG_WORD: Rule = Rule {
 };
 
 /// The pod has a Windows image, so WIN-MIXED-OS reports its Linux images.
-fn has_windows_image(cx: &Cx<'_, '_, '_>) -> bool {
+fn has_windows_image(cx: &RuleContext<'_, '_, '_>) -> bool {
     cx.containers()
         .filter_map(|c| c.container.image.as_deref())
         .any(|i| cx.windows_only(i))
 }
 
-fn check_listed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_listed(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if has_windows_image(cx) {
         return;
     }
@@ -72,7 +72,7 @@ fn check_listed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     }
 }
 
-fn check_tag_word(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_tag_word(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if has_windows_image(cx) {
         return;
     }

@@ -1,6 +1,6 @@
 //! WIN-WINDOWSOPTIONS-LINUX: Windows options on a Linux pod.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     const MESSAGE: &str = "windows options cannot be set for a linux pod";
     if cx
         .pod_security_context()

@@ -1,7 +1,7 @@
 //! WIN-MEMORY-LIMITS: Windows has no OOM killer; set memory limits equal to
 //! requests.
 
-use super::{ContainerList, Cx, Rule, RuleInfo, Scope, Sink};
+use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         if c.list == ContainerList::EphemeralContainers {
             continue;

@@ -130,7 +130,7 @@ pub mod level {
 /// A rule: its documentation and its check.
 pub struct Rule {
     pub info: RuleInfo,
-    pub check: fn(&Cx<'_, '_, '_>, &mut Sink),
+    pub check: fn(&RuleContext<'_, '_, '_>, &mut RuleFindings),
 }
 
 /// Declares each rule module once, with its rules in evaluation order:
@@ -259,7 +259,7 @@ pub use crate::targeting::HostProcess;
 
 /// Everything a rule may read: the workload, its pod spec, how it is
 /// targeted, the Kubernetes version, and helpers to build field paths.
-pub struct Cx<'e, 'v, 'a> {
+pub struct RuleContext<'e, 'v, 'a> {
     pub workload: &'e Workload<'v, 'a>,
     pub spec: &'v SpecView<'a>,
     pub target: &'e Target,
@@ -288,7 +288,7 @@ pub struct Cx<'e, 'v, 'a> {
     /// What the rules ask of each image, worked out once per evaluation.
     pub images: Images<'v>,
     /// Every container of the pod ([`containers_of`]), listed once per
-    /// evaluation for [`Cx::containers`].
+    /// evaluation for [`RuleContext::containers`].
     pub all_containers: Vec<ContainerRef<'v, 'a>>,
 }
 
@@ -409,7 +409,7 @@ pub fn containers_of<'v, 'a>(spec: &'v SpecView<'a>) -> Vec<ContainerRef<'v, 'a>
     .collect()
 }
 
-impl<'e, 'v, 'a> Cx<'e, 'v, 'a> {
+impl<'e, 'v, 'a> RuleContext<'e, 'v, 'a> {
     /// The facts of `image` (memoized for this evaluation, and across
     /// evaluations under the same parameters by [`ImageFactsCache`]).
     pub fn image(&self, image: &'v str) -> ImageFacts {
@@ -509,13 +509,13 @@ impl<'e, 'v, 'a> Cx<'e, 'v, 'a> {
 
 /// Where a rule writes its findings. The engine sets the rule and severity;
 /// the rule gives the field, the message and, where safe, the fix.
-pub struct Sink {
+pub struct RuleFindings {
     pub(crate) rule: &'static str,
     pub(crate) severity: Severity,
     pub(crate) findings: Vec<Finding>,
 }
 
-impl Sink {
+impl RuleFindings {
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -582,7 +582,7 @@ impl Sink {
     }
 }
 
-impl Default for Sink {
+impl Default for RuleFindings {
     fn default() -> Self {
         Self::new()
     }
@@ -687,8 +687,8 @@ impl From<bool> for Reported {
 /// `pod` and `container` say whether the field is reported; `message` is the
 /// finding's text and `fix` describes the removal for no-op values.
 pub(crate) fn security_field(
-    cx: &Cx<'_, '_, '_>,
-    out: &mut Sink,
+    cx: &RuleContext<'_, '_, '_>,
+    out: &mut RuleFindings,
     key: &'static str,
     message: &str,
     pod: Option<&dyn Fn(&crate::view::PodSecurityContextView<'_>) -> Reported>,

@@ -1,6 +1,6 @@
 //! WIN-MOUNT-PROPAGATION: mount propagation is not supported on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         for (j, m) in c.container.volume_mounts.iter().flatten().enumerate() {
             let Some(mode) = m.mount_propagation.as_deref() else {

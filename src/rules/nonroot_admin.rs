@@ -1,6 +1,6 @@
 //! WIN-NONROOT-ADMIN: `runAsNonRoot: true` contradicts running as ContainerAdministrator.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let pod = cx.pod_security_context();
     let pod_non_root = pod.and_then(|p| p.run_as_non_root);
     let pod_user = pod

@@ -50,7 +50,7 @@ impl RuleParams {
     }
 
     /// What the rules ask of an image, worked out (rules ask through
-    /// [`super::Cx::image`], which remembers the answer).
+    /// [`super::RuleContext::image`], which remembers the answer).
     #[must_use]
     pub fn facts_of(&self, image: &str) -> super::ImageFacts {
         let windows = self.is_windows_image(image);

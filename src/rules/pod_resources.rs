@@ -1,6 +1,6 @@
 //! WIN-POD-RESOURCES: pod-level `spec.resources` on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 use crate::view::{ResourcesView, StrMap};
 
@@ -35,7 +35,7 @@ fn is_set(resources: &ResourcesView<'_>) -> bool {
         .any(|(name, _)| matches!(name, "cpu" | "memory") || name.starts_with("hugepages-"))
 }
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.spec.resources.as_ref().is_some_and(is_set) {
         out.report(
             cx.spec_field(&["resources"]),

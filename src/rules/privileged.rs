@@ -1,6 +1,6 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         if c.security_context().and_then(|s| s.privileged) == Some(true)
             && !super::hostprocess::is_host_process(cx, &c)

@@ -1,6 +1,6 @@
 //! WIN-PROCMOUNT: procMount is not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "procMount Unmasked is ignored on Windows nodes (no /proc filesystem)";
     let container =
         |c: &SecurityContextView<'_>| super::removable_if(c.custom_proc_mount().is_some());

@@ -1,6 +1,6 @@
 //! WIN-READONLY-ROOTFS: read-only root filesystems are not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
     let container =
         |c: &SecurityContextView<'_>| Reported::from(c.read_only_root_filesystem == Some(true));

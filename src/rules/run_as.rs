@@ -1,6 +1,6 @@
 //! WIN-RUNASUSER and WIN-RUNASGROUP: Windows has no numeric UIDs or GIDs.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RUN_AS_USER: Rule = Rule {
@@ -41,7 +41,7 @@ pub static RUN_AS_GROUP: Rule = Rule {
     check: check_group,
 };
 
-fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_user(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "runAsUser is ignored on Windows nodes (no numeric user ids); use windowsOptions.runAsUserName";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.run_as_user.is_some());
     let container = |c: &SecurityContextView<'_>| removable_if(c.run_as_user.is_some());
@@ -56,7 +56,7 @@ fn check_user(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     );
 }
 
-fn check_group(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "runAsGroup is ignored on Windows nodes (no numeric group ids); use windowsOptions.runAsUserName";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.run_as_group.is_some());
     let container = |c: &SecurityContextView<'_>| removable_if(c.run_as_group.is_some());

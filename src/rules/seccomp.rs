@@ -1,6 +1,6 @@
 //! WIN-SECCOMP: seccompProfile is not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "seccompProfile Unconfined is ignored on Windows nodes (no seccomp)";
     let hit = |s: Option<&crate::view::SeccompView<'_>>| match s {
         None => Reported::No,

@@ -1,7 +1,7 @@
 //! WIN-SECRET-VOLUME: Secret volumes are written to the node's disk in
 //! clear text on Windows. Off in the default policy (advice).
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         if v.secret.is_some() {
             let name = v.name.as_deref().unwrap_or_default();

@@ -1,6 +1,6 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "seLinuxOptions is ignored on Windows nodes (no SELinux)";
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.se_linux_options.is_some());
     let container = |c: &SecurityContextView<'_>| removable_if(c.se_linux_options.is_some());

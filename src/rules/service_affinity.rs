@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 
 /// The rule's id, for the modules that name it.
@@ -30,7 +30,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(_: &Cx<'_, '_, '_>, _: &mut Sink) {}
+fn check(_: &RuleContext<'_, '_, '_>, _: &mut RuleFindings) {}
 
 /// The API server's default `sessionAffinityConfig.clientIP.timeoutSeconds`
 /// (3 hours): present on every defaulted ClientIP Service, so not reported.

@@ -1,6 +1,6 @@
 //! WIN-SUBPATH: subPath volume mounts.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -21,7 +21,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let docker = cx.cluster.is_docker();
     for c in cx.containers() {
         let mounts: Vec<(usize, &str)> = c

@@ -1,6 +1,6 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, removable_if, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -22,7 +22,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = "supplementalGroups is ignored on Windows nodes (no group ids)";
     // An empty list is what some generators emit by default; it asks for nothing.
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.supplemental_groups.is_some());

@@ -1,6 +1,6 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
-use super::{Cx, Reported, Rule, RuleInfo, Scope, Sink, security_field};
+use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::finding::Severity;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -29,7 +29,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let message = if cx.cluster.version_at_least(1, 27) {
         "sysctls are refused by the Windows kubelet (SysctlForbidden): the pod fails"
     } else {

@@ -1,6 +1,6 @@
 //! WIN-TERMINATION-MESSAGE-PATH: custom terminationMessagePath is not honoured on Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::Severity;
 
 pub static RULE: Rule = Rule {
@@ -25,7 +25,7 @@ pub static RULE: Rule = Rule {
 /// What the API server fills in.
 const DEFAULT_PATH: &str = "/dev/termination-log";
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         let Some(path) = c.container.termination_message_path.as_deref() else {
             continue;

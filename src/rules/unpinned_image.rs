@@ -1,6 +1,6 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind, PatchOperation};
 
 /// The rule's id, for the modules that name it.
@@ -25,7 +25,7 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.target.is_windows() {
         return;
     }
@@ -63,6 +63,6 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 /// The operation that adds `kubernetes.io/os: windows` to the pod spec's
 /// node selector, whether or not the selector exists.
 #[must_use]
-pub fn node_selector_op(cx: &Cx<'_, '_, '_>) -> PatchOperation {
+pub fn node_selector_op(cx: &RuleContext<'_, '_, '_>) -> PatchOperation {
     crate::targeting::add_node_selector(&cx.workload.spec_path, cx.spec)
 }

@@ -1,7 +1,7 @@
 //! WIN-BUILD-MIXED and WIN-BUILD-NODE-MISMATCH: Windows images must match
 //! the node's Windows build under process isolation.
 
-use super::{ContainerRef, Cx, Rule, RuleInfo, Scope, Sink};
+use super::{ContainerRef, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::images::ImageFacts;
 use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
 
@@ -62,7 +62,7 @@ pub static NO_NODE: Rule = Rule {
     check: check_no_node,
 };
 
-fn check_no_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_no_node(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(nodes) = cx.nodes else { return };
     let builds = nodes.builds();
     if builds.is_empty() {
@@ -132,7 +132,7 @@ pub struct ImageBuilds<'v, 'a, 'e> {
 /// Each container with an image whose build(s) are known: from the
 /// registry's facts where known, else from the image's name.
 pub fn image_builds<'c, 'e, 'v, 'a>(
-    cx: &'c Cx<'e, 'v, 'a>,
+    cx: &'c RuleContext<'e, 'v, 'a>,
 ) -> impl Iterator<Item = ImageBuilds<'v, 'a, 'e>> + use<'c, 'e, 'v, 'a> {
     cx.containers().filter_map(|container| {
         let image: &'v str = container.container.image.as_deref()?;
@@ -178,7 +178,7 @@ pub fn describe(b: Build) -> String {
     }
 }
 
-fn check_mixed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_mixed(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.host_process.all {
         return;
     }
@@ -217,7 +217,7 @@ fn check_mixed(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 /// The build the pod selects, and where: its nodeSelector, else its RuntimeClass.
-pub fn selected_build<'e>(cx: &Cx<'e, '_, '_>) -> Option<(&'e str, &'static str)> {
+pub fn selected_build<'e>(cx: &RuleContext<'e, '_, '_>) -> Option<(&'e str, &'static str)> {
     if let Some(v) = cx
         .spec
         .node_selector
@@ -231,7 +231,7 @@ pub fn selected_build<'e>(cx: &Cx<'e, '_, '_>) -> Option<(&'e str, &'static str)
         .map(|v| (v, "RuntimeClass"))
 }
 
-fn check_node(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_node(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.host_process.all || cx.hyperv {
         return;
     }

@@ -1,7 +1,7 @@
 //! WIN-WINDOWSOPTIONS-FORMAT: `runAsUserName` and gMSA fields the API server
 //! would reject, with its messages (`validateWindowsSecurityContextOptions`).
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 use crate::view::WindowsOptionsView;
 
@@ -29,7 +29,7 @@ const MAX_USER: usize = 104;
 const MAX_CRED_SPEC: usize = 64 * 1024;
 const MAX_SUBDOMAIN: usize = 253;
 
-fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if let Some(w) = cx
         .pod_security_context()
         .and_then(|p| p.windows_options.as_ref())
@@ -55,7 +55,7 @@ fn check(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
 }
 
 /// Checks one `windowsOptions`; `base` builds its path, only when reporting.
-fn check_options(w: &WindowsOptionsView<'_>, base: &dyn Fn() -> FieldPath, out: &mut Sink) {
+fn check_options(w: &WindowsOptionsView<'_>, base: &dyn Fn() -> FieldPath, out: &mut RuleFindings) {
     if let Some(name) = w.gmsa_credential_spec_name.as_deref() {
         for message in subdomain_errors(name) {
             out.report(base().key("gmsaCredentialSpecName"), message);

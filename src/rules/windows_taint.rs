@@ -1,7 +1,7 @@
 //! WIN-TAINT-TOLERATION and WIN-LINUX-TOLERATES-WINDOWS: the policy's
 //! Windows node taint (`params.windowsTaint`).
 
-use super::{Cx, Rule, RuleInfo, Scope, Sink};
+use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 use crate::tolerations::{Taint, Tolerates, tolerates};
 
@@ -43,7 +43,7 @@ pub static LINUX_TOLERATES: Rule = Rule {
     check: check_linux,
 };
 
-fn best(cx: &Cx<'_, '_, '_>, taint: &Taint) -> Tolerates {
+fn best(cx: &RuleContext<'_, '_, '_>, taint: &Taint) -> Tolerates {
     let mut best = Tolerates::No;
     for t in cx.spec.tolerations.iter().flatten() {
         match tolerates(t, taint) {
@@ -62,7 +62,7 @@ fn describe(taint: &Taint) -> String {
     }
 }
 
-fn check_missing(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(taint) = &cx.params.windows_taint else {
         return;
     };
@@ -89,7 +89,7 @@ fn check_missing(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
     );
 }
 
-fn check_linux(cx: &Cx<'_, '_, '_>, out: &mut Sink) {
+fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(taint) = &cx.params.windows_taint else {
         return;
     };
