@@ -197,18 +197,6 @@ fn ns(setup: &str) -> String {
     format!("lat-{setup}")
 }
 
-/// A client of the API server, as the tests' admin.
-async fn client(cp: &ControlPlane) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&cp.kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
 /// One server-side dry-run create: its status code and how long it took.
 async fn create(client: &kube::Client, pod: &Value) -> (u16, Duration) {
     let ns = pod["metadata"]["namespace"].as_str().unwrap();
@@ -297,7 +285,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let client = client(cp).await;
+        let client = cp.client().await;
         wait_effective(&client).await;
 
         // Sequential latency, rounds interleaved.

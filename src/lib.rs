@@ -5,7 +5,7 @@
 //! imports only what its layer may.
 //!
 //! - **The core** is pure: no network, no async, no clock. [`decide::decide`]
-//!   is the one decision every door calls; it runs [`engine::evaluate`]
+//!   is the one decision every entry point calls; it runs [`engine::evaluate`]
 //!   (the rules of [`rules`] over a [`workload`] seen through [`view`],
 //!   targeted by [`targeting`]) and settles the JSON Patch of [`patch`].
 //!   Beside them: the policy model ([`policy`], which also loads policy
@@ -21,7 +21,8 @@
 //!   [`source`] (manifest files and streams) and [`registry`] (image
 //!   facts from OCI registries).
 //! - **Renderers**: [`output`] (text, JSON, SARIF, JUnit for `lint`).
-//! - **Doors**, which decode input, call the core and encode its answer:
+//! - **Entry points**, which decode input, call the core and encode its
+//!   answer:
 //!   the webhook ([`admission`] for AdmissionReview bytes, [`server`] for
 //!   HTTP, TLS, the cluster watch cache and metrics), `lint` ([`lint`],
 //!   [`fix`]), `report` ([`report`], with its own formats), the command

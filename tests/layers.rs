@@ -1,7 +1,7 @@
 //! The layers of `src/` (see `src/lib.rs`): the pure core imports only the
 //! core and the readers of input; the readers and the renderers never
-//! import a door; no core module touches the network, async runtimes or
-//! kube's client. A module added to `src/` must be put in a layer here.
+//! import an entry point (a command or the server); no core module touches
+//! the network, async runtimes or kube's client. A module added to `src/` must be put in a layer here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,7 +32,7 @@ const CORE: &[&str] = &[
 ];
 const INPUTS: &[&str] = &["registry", "source", "yaml"];
 const RENDERERS: &[&str] = &["output"];
-const DOORS: &[&str] = &[
+const ENTRY_POINTS: &[&str] = &[
     "admission",
     "certs",
     "cli",
@@ -50,7 +50,7 @@ fn allowed(layer: &str) -> Vec<&'static str> {
     match layer {
         "core" | "inputs" => [CORE, INPUTS].concat(),
         "renderers" => [CORE, INPUTS, RENDERERS].concat(),
-        _ => [CORE, INPUTS, RENDERERS, DOORS].concat(),
+        _ => [CORE, INPUTS, RENDERERS, ENTRY_POINTS].concat(),
     }
 }
 
@@ -59,7 +59,7 @@ fn layer_of(module: &str) -> Option<&'static str> {
         ("core", CORE),
         ("inputs", INPUTS),
         ("renderers", RENDERERS),
-        ("doors", DOORS),
+        ("entry points", ENTRY_POINTS),
     ]
     .into_iter()
     .find(|(_, members)| members.contains(&module))

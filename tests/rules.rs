@@ -50,17 +50,19 @@ fn indent(s: &str) -> String {
 
 /// Fields flagged by `rule` when evaluating `yaml`.
 fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -> Vec<String> {
+    let cx = Context {
+        cluster: winadmit::cluster::Cluster::at(version),
+        ..Context::default()
+    };
+    flagged_under(policy, &cx, yaml, rule)
+}
+
+/// Fields flagged by `rule` when evaluating `yaml` with `policy` in `cx`.
+fn flagged_under(policy: &Policy, cx: &Context<'_>, yaml: &str, rule: &str) -> Vec<String> {
     let docs = winadmit::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let workload = Workload::from_view(&view).unwrap();
-    let cx = Context {
-        cluster: winadmit::cluster::Cluster::at(version),
-        runtime_classes: None,
-        nodes: None,
-        images: None,
-        gmsa: None,
-    };
-    evaluate(policy, &workload, &cx)
+    evaluate(policy, &workload, cx)
         .findings
         .into_iter()
         .filter(|f| f.rule == rule)
@@ -1182,43 +1184,21 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
             rule,
         ),
         Setting::Nodes(list) => {
-            let docs = winadmit::source::parse(yaml).unwrap();
-            let view = ObjectView::deserialize(&docs[0].value).unwrap();
             let nodes = nodes(list);
             let cx = Context {
                 nodes: Some(&nodes),
                 ..Context::default()
             };
-            evaluate(
-                &Policy::default_policy(),
-                &Workload::from_view(&view).unwrap(),
-                &cx,
-            )
-            .findings
-            .into_iter()
-            .filter(|f| f.rule == rule)
-            .map(|f| f.field.to_string())
-            .collect()
+            flagged_under(&Policy::default_policy(), &cx, yaml, rule)
         }
         Setting::Facts => rules_of(&with_facts(yaml, None), rule),
         Setting::Gmsa(specs, denied) => {
             let facts = gmsa_facts(specs, denied, yaml);
-            let docs = winadmit::source::parse(yaml).unwrap();
-            let view = ObjectView::deserialize(&docs[0].value).unwrap();
             let cx = Context {
                 gmsa: Some(&facts),
                 ..Context::default()
             };
-            evaluate(
-                &Policy::default_policy(),
-                &Workload::from_view(&view).unwrap(),
-                &cx,
-            )
-            .findings
-            .into_iter()
-            .filter(|f| f.rule == rule)
-            .map(|f| f.field.to_string())
-            .collect()
+            flagged_under(&Policy::default_policy(), &cx, yaml, rule)
         }
         Setting::GmsaUpdate(old) => {
             let facts = gmsa_facts(GMSA_SPECS, &[], yaml);

@@ -398,6 +398,18 @@ pub fn collection_path(api_version: &str, kind: &str, ns: &str) -> Option<String
 }
 
 impl ControlPlane {
+    /// A kube client of the API server, as the tests' admin.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
     /// Server-side dry-run creates of `objects` (built-in workload kinds,
     /// each in its `metadata.namespace`), eight at a time, straight to the
     /// API server with the admin credentials: kubectl's answers without a
@@ -412,14 +424,7 @@ impl ControlPlane {
             .build()
             .unwrap();
         rt.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
-            let config = kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await
-            .unwrap();
-            let client = kube::Client::try_from(config).unwrap();
+            let client = self.client().await;
             futures::stream::iter(objects.iter().map(|obj| {
                 let client = client.clone();
                 async move {
