@@ -358,6 +358,8 @@ pub enum Overlay {
     AdmissionPolicy,
     /// cert-manager TLS, with the gMSA checks of the upstream Windows gMSA webhook (`serve --gmsa=auto`).
     Gmsa,
+    /// cert-manager TLS, one webhook call per object (`/admit`, registered as the mutating webhook) instead of two.
+    OneCall,
 }
 
 #[derive(Debug, Args)]

@@ -50,6 +50,10 @@ use envelope::{RawReviewIn, RequestIn, ReviewIn, envelope_header, raw_object, ra
 pub enum Endpoint {
     Validate,
     Mutate,
+    /// Both in one call (`/admit`, registered as the only, mutating,
+    /// webhook): the patch `/mutate` would return, refused instead when
+    /// `/validate` would deny the patched object.
+    Admit,
 }
 
 impl Endpoint {
@@ -58,6 +62,7 @@ impl Endpoint {
         match self {
             Self::Validate => "validate",
             Self::Mutate => "mutate",
+            Self::Admit => "admit",
         }
     }
 }
@@ -236,7 +241,7 @@ pub struct Reviewed {
 
 /// The one-pass decode failed: if the envelope itself is sound and has a
 /// uid, answer `invalid` to that uid; otherwise it is a 400.
-fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Reviewed, ReviewError> {
+fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Answer, ReviewError> {
     let raw: RawReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let req = raw.request.as_ref();
@@ -312,15 +317,9 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
         } else {
             ReviewVerdict::Audited
         };
-        return Ok(Reviewed {
-            body: encode(r),
-            summary,
-        });
+        return Ok((r, summary));
     }
-    Ok(Reviewed {
-        body: encode(invalid(&types, uid, &reason)),
-        summary,
-    })
+    Ok((invalid(&types, uid, &reason), summary))
 }
 
 /// Reviews one AdmissionReview body for `endpoint`.
@@ -344,6 +343,101 @@ pub fn review_with(
     body: &[u8],
     gmsa: Option<&crate::gmsa::Facts>,
 ) -> Result<Reviewed, ReviewError> {
+    let (response, summary) = if endpoint == Endpoint::Admit {
+        admit_once(adm, body, gmsa)?
+    } else {
+        answer(adm, endpoint, body, gmsa)?
+    };
+    Ok(Reviewed {
+        body: encode(response),
+        summary,
+    })
+}
+
+/// A review's answer before it is serialized, and its summary.
+type Answer = (AdmissionResponse, ReviewSummary);
+
+/// `/admit`: `/mutate`'s patch, then `/validate`'s verdict on the object
+/// with that patch applied, which is what the two webhooks answer between
+/// them when no other mutating webhook runs after winadmit's. A denial
+/// carries no patch; an allowed object gets the patch and the warnings of
+/// both.
+fn admit_once(
+    adm: &Admission,
+    body: &[u8],
+    gmsa: Option<&crate::gmsa::Facts>,
+) -> Result<Answer, ReviewError> {
+    let (mutated, mutated_summary) = answer(adm, Endpoint::Mutate, body, gmsa)?;
+    let patched = match &mutated.patch {
+        Some(patch) if mutated.allowed => match with_patched_object(body, patch) {
+            Ok(patched) => Some(patched),
+            Err(reason) => {
+                let mut summary = mutated_summary;
+                let reason = format!("internal error: {reason}");
+                skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
+                return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
+            }
+        },
+        // Not patched (or not usable): the object as it is.
+        _ => None,
+    };
+    let reviewed = patched.as_ref().map_or(body, |(b, _)| b.as_slice());
+    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, reviewed, gmsa)?;
+    let warnings = joined(mutated.warnings, validated.warnings.take());
+    let Some((_, ops)) = patched.filter(|_| validated.allowed) else {
+        validated.warnings = warnings;
+        return Ok((validated, summary));
+    };
+    validated = match validated.with_patch(ops) {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("internal error: cannot serialize the patch: {e}");
+            skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
+            return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
+        }
+    };
+    validated.warnings = warnings;
+    summary.verdict = ReviewVerdict::Patched;
+    summary.patch_ops = mutated_summary.patch_ops;
+    summary.patch_rules = mutated_summary.patch_rules;
+    Ok((validated, summary))
+}
+
+/// The warnings of two answers, the first's first, with no repeats.
+fn joined(first: Option<Vec<String>>, second: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut all = first.unwrap_or_default();
+    for w in second.into_iter().flatten() {
+        if !all.contains(&w) {
+            all.push(w);
+        }
+    }
+    (!all.is_empty()).then_some(all)
+}
+
+/// The review body with the JSON Patch applied to `request.object`, as the
+/// API server sends it to the validating webhook after the mutating one,
+/// and the patch's operations.
+fn with_patched_object(body: &[u8], patch: &[u8]) -> Result<(Vec<u8>, json_patch::Patch), String> {
+    let mut review: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("cannot re-read the review: {e}"))?;
+    let ops: json_patch::Patch =
+        serde_json::from_slice(patch).map_err(|e| format!("cannot re-read the patch: {e}"))?;
+    let object = review
+        .pointer_mut("/request/object")
+        .ok_or("the review has no request.object")?;
+    json_patch::patch(object, &ops).map_err(|e| format!("the patch does not apply: {e}"))?;
+    let body =
+        serde_json::to_vec(&review).map_err(|e| format!("cannot write the patched review: {e}"))?;
+    Ok((body, ops))
+}
+
+/// One endpoint's answer to a review body.
+fn answer(
+    adm: &Admission,
+    endpoint: Endpoint,
+    body: &[u8],
+    gmsa: Option<&crate::gmsa::Facts>,
+) -> Result<Answer, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
     // first: otherwise a body with invalid UTF-8 in, say, managedFields
@@ -388,10 +482,7 @@ pub fn review_with(
         patch_rules: Vec::new(),
     };
     let response = respond(adm, endpoint, body, req, &types, &mut summary, gmsa);
-    Ok(Reviewed {
-        body: encode(response),
-        summary,
-    })
+    Ok((response, summary))
 }
 
 /// Serializes the answer. `AdmissionResponse.patch` is a `Vec<u8>`, which
@@ -533,8 +624,8 @@ fn respond(
         body,
     };
     let patch = match endpoint {
-        Endpoint::Validate => decide::PatchSource::None,
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
+        Endpoint::Validate | Endpoint::Admit => decide::PatchSource::None,
     };
     let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
     if let Some(exemption) = &decision.exemption {
@@ -542,8 +633,10 @@ fn respond(
         return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
     }
     match endpoint {
-        Endpoint::Validate => validate_response(&decision, &workload, types, summary),
         Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
+        Endpoint::Validate | Endpoint::Admit => {
+            validate_response(&decision, &workload, types, summary)
+        }
     }
 }
 

@@ -185,7 +185,7 @@ impl Resolver {
         // Authorization is asked where the pod gets an identity: CREATE,
         // and containers added through `ephemeralcontainers`. `/mutate`
         // needs none (it only fills contents in, as upstream).
-        let ask = endpoint == Endpoint::Validate
+        let ask = endpoint != Endpoint::Mutate
             && !namespace.is_empty()
             && (request.operation == "CREATE"
                 || (request.operation == "UPDATE"

@@ -239,6 +239,7 @@ pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     let mut routes = Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/admit", post(admit_once))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz));
     if endpoints.metrics {
@@ -405,10 +406,10 @@ impl FromRequestParts<Arc<ServerState>> for JsonContentType {
         if essence.eq_ignore_ascii_case("application/json") {
             Ok(Self)
         } else {
-            let endpoint = if parts.uri.path() == "/mutate" {
-                Endpoint::Mutate
-            } else {
-                Endpoint::Validate
+            let endpoint = match parts.uri.path() {
+                "/mutate" => Endpoint::Mutate,
+                "/admit" => Endpoint::Admit,
+                _ => Endpoint::Validate,
             };
             state.metrics.reject(endpoint, "415");
             Err(plain(
@@ -436,6 +437,16 @@ async fn mutate(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     admit(state, Endpoint::Mutate, body).await
+}
+
+/// `/admit`: `/mutate` and `/validate` in one call, for an install that
+/// registers only a mutating webhook.
+async fn admit_once(
+    State(state): State<Arc<ServerState>>,
+    _: JsonContentType,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    admit(state, Endpoint::Admit, body).await
 }
 
 async fn admit(
@@ -594,7 +605,7 @@ async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
 pub fn route_list(webhook: bool, endpoints: Endpoints) -> String {
     let mut routes = Vec::new();
     if webhook {
-        routes.extend(["POST /validate", "POST /mutate"]);
+        routes.extend(["POST /validate", "POST /mutate", "POST /admit"]);
     }
     if endpoints.report {
         routes.push("POST /report");
