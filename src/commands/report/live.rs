@@ -807,7 +807,7 @@ impl LiveGmsa {
         };
         let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());
         let params = kube::api::PostParams::default();
-        let call = tokio::time::timeout(self.timeout, api.create(&params, &review));
+        let call = async { tokio::time::timeout(self.timeout, api.create(&params, &review)).await };
         match self.runtime.block_on(call) {
             Ok(Ok(answer)) => {
                 let status = answer.status.unwrap_or_default();
