@@ -4,6 +4,9 @@
 //! with the same outcome (allowed; refused with the same meaning, the
 //! upstream's words in the message; patched with the same contents), and
 //! the cases where winadmit goes further (init and ephemeral containers).
+//! Also gMSA in `winadmit report` against the cluster (SubjectAccessReviews,
+//! as admin and as an identity that may not create them), in `POST /report`,
+//! in `/readyz` and in the metrics.
 //!
 //! The setup: the upstream GMSACredentialSpec CRD, winadmit serving with
 //! `--gmsa auto` under the install's ServiceAccount and the RBAC of
