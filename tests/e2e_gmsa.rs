@@ -1129,3 +1129,97 @@ fn report_endpoint_readiness_and_metrics_follow_gmsa() {
     );
     assert_eq!(hits_after - hits + made_after - 3.0, 3.0, "{m}");
 }
+
+/// `/readyz` waits for the credential specs' first list, not only for the
+/// cluster cache's other resources: an identity that may not list
+/// `gmsacredentialspecs` keeps the server unready after the rest is listed,
+/// until `--cluster-cache-sync-timeout`, which it then says.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn readiness_waits_for_the_credential_specs_list() {
+    const SA: &str = "winadmit-no-gmsa-list";
+    let s = setup("readiness_waits_for_the_credential_specs_list");
+    let objects = e2e::rendered("gmsa");
+    let mut rbac = Vec::new();
+    for o in &objects {
+        let mut o = o.clone();
+        let rename = |o: &mut Value| o["metadata"]["name"] = json!(SA);
+        match e2e::kind(&o) {
+            "ServiceAccount" => rename(&mut o),
+            "ClusterRole" => {
+                rename(&mut o);
+                o["rules"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|r| r["resources"] != json!(["gmsacredentialspecs"]));
+            }
+            "ClusterRoleBinding" => {
+                rename(&mut o);
+                o["roleRef"]["name"] = json!(SA);
+                o["subjects"][0]["name"] = json!(SA);
+            }
+            _ => continue,
+        }
+        rbac.push(o);
+    }
+    s.cp.apply(&e2e::to_list(&rbac));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--cluster-cache-sync-timeout",
+            "15s",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--gmsa",
+            "auto",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let addr = webhook.server.metrics_addr.expect("metrics listener");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(webhook
+        .server
+        .logs_contain("cluster cache: first list complete")
+        && webhook.server.logs_contain("gmsa: on (--gmsa auto)"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster cache never listed: {}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The other resources are listed; the credential specs cannot be.
+    let (status, body) = http(addr, "GET", "/readyz", "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("--gmsa"), "{body}");
+    // Bounded: ready once the sync timeout has passed, saying why.
+    loop {
+        let (status, body) = http(addr, "GET", "/readyz", "");
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {body}\n{}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = Instant::now() + Duration::from_secs(10);
+    while !webhook
+        .server
+        .logs_contain("gmsacredentialspecs.windows.k8s.io not listed within")
+    {
+        assert!(Instant::now() < said, "{}", webhook.server.all_logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
