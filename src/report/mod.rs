@@ -320,6 +320,16 @@ impl<'p> ReportBuilder<'p> {
         self.known.runtime_classes.insert(name, os);
     }
 
+    /// The cluster's GMSACredentialSpecs have been listed in full (the live
+    /// report): a name not among those learnt does not exist, even when
+    /// the cluster has none.
+    pub fn credential_specs_listed(&mut self) {
+        self.known
+            .gmsa
+            .get_or_insert_with(crate::gmsa::Facts::default)
+            .complete = true;
+    }
+
     /// Records an input problem (a document that could not be read).
     pub fn input_problem(&mut self, problem: InputProblem) {
         self.summary.input_errors += 1;

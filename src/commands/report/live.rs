@@ -548,7 +548,13 @@ impl Live {
                 };
                 match next {
                     Ok(Some(t)) => token = Some(t),
-                    Ok(None) => break,
+                    Ok(None) => {
+                        // Listed in full: a name not seen does not exist.
+                        if r.plural == gmsa::RESOURCE {
+                            driver.builder.credential_specs_listed();
+                        }
+                        break;
+                    }
                     Err(e) => {
                         driver
                             .progress
