@@ -383,6 +383,19 @@ pub trait ClusterView: Send + Sync {
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         None
     }
+    /// The gMSA facts of one workload, from a door that asks the cluster
+    /// as the report reaches the workload (the live `report`, the server's
+    /// `/report`): the credential specs `names` and whether `account` in
+    /// `namespace` (when the object has one) may `use` them. `None`: this
+    /// view does not look them up.
+    fn gmsa(
+        &self,
+        _namespace: Option<&str>,
+        _account: &str,
+        _names: &[&str],
+    ) -> Option<crate::gmsa::Facts> {
+        None
+    }
 }
 
 /// A shared view (the server's cache is also held by its watchers).
@@ -397,6 +410,15 @@ impl<T: ClusterView + ?Sized> ClusterView for Arc<T> {
 
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         (**self).nodes()
+    }
+
+    fn gmsa(
+        &self,
+        namespace: Option<&str>,
+        account: &str,
+        names: &[&str],
+    ) -> Option<crate::gmsa::Facts> {
+        (**self).gmsa(namespace, account, names)
     }
 }
 

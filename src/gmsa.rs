@@ -127,6 +127,10 @@ pub struct Facts {
     pub complete: bool,
     /// Authorization answers, as far as they were asked.
     pub authz: BTreeMap<AuthzKey, Authz>,
+    /// Authorizations a door wanted but could not ask (its identity may
+    /// not create SubjectAccessReviews, or the call failed), with why: the
+    /// answer is unknown, which is not a refusal (the live `report`).
+    pub unasked: BTreeMap<AuthzKey, String>,
     /// The pod before an UPDATE (set by the decision, from the request).
     pub previous: Option<Vec<Previous>>,
 }
@@ -151,6 +155,28 @@ impl Facts {
             service_account.to_owned(),
             name.to_owned(),
         ))
+    }
+
+    /// Why the authorization of `service_account` in `namespace` to use
+    /// `name` could not be asked, if it was wanted and not answered.
+    #[must_use]
+    pub fn unasked(&self, namespace: &str, service_account: &str, name: &str) -> Option<&str> {
+        self.unasked
+            .get(&(
+                namespace.to_owned(),
+                service_account.to_owned(),
+                name.to_owned(),
+            ))
+            .map(String::as_str)
+    }
+
+    /// Takes in what a door looked up for one workload: its credential
+    /// specs and authorization answers win over what was known.
+    pub fn absorb(&mut self, looked: Self) {
+        self.specs.extend(looked.specs);
+        self.authz.extend(looked.authz);
+        self.unasked.extend(looked.unasked);
+        self.complete |= looked.complete;
     }
 
     /// Learns a `GMSACredentialSpec` object; returns whether it was one.

@@ -822,6 +822,10 @@ enum Setting {
         &'static [(&'static str, &'static str)],
         &'static [(&'static str, &'static str)],
     ),
+    /// [`GMSA_SPECS`], and the (service account, name) pairs whose
+    /// authorization could not be asked (the live report without the right
+    /// to create SubjectAccessReviews); every other is allowed.
+    GmsaUnasked(&'static [(&'static str, &'static str)]),
     /// An UPDATE through the decision from this pod, with [`GMSA_SPECS`]
     /// known: the findings it counts.
     GmsaUpdate(String),
@@ -1045,6 +1049,28 @@ fn context_cases() -> Vec<ContextCase> {
             vec![],
         ),
         (
+            "WIN-GMSA-AUTHZ-UNKNOWN",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            gmsa_fields("gmsaCredentialSpecName"),
+        ),
+        (
+            "WIN-GMSA-AUTHZ-UNKNOWN",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&format!(
+                "serviceAccountName: web\n{}",
+                gmsa_everywhere("webapp1", None)
+            )),
+            vec![],
+        ),
+        // An unknown answer is never a refusal.
+        (
+            "WIN-GMSA-NOT-AUTHORIZED",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            vec![],
+        ),
+        (
             "WIN-GMSA-CONTENTS-MISMATCH",
             Setting::Gmsa(GMSA_SPECS, &[]),
             windows_pod(&gmsa_everywhere(
@@ -1194,6 +1220,23 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
         Setting::Facts => rules_of(&with_facts(yaml, None), rule),
         Setting::Gmsa(specs, denied) => {
             let facts = gmsa_facts(specs, denied, yaml);
+            let cx = Context {
+                gmsa: Some(&facts),
+                ..Context::default()
+            };
+            flagged_under(&Policy::default_policy(), &cx, yaml, rule)
+        }
+        Setting::GmsaUnasked(unasked) => {
+            let mut facts = gmsa_facts(GMSA_SPECS, &[], yaml);
+            for (account, name) in *unasked {
+                let key = ("ns".to_owned(), (*account).to_owned(), (*name).to_owned());
+                facts.authz.remove(&key);
+                facts.unasked.insert(
+                    key,
+                    "the report's identity may not create subjectaccessreviews.authorization.k8s.io"
+                        .to_owned(),
+                );
+            }
             let cx = Context {
                 gmsa: Some(&facts),
                 ..Context::default()

@@ -1258,6 +1258,9 @@ fn gap_reason(id: &str) -> &'static str {
         "WIN-GMSA-NOT-AUTHORIZED" => {
             "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts"
         }
+        "WIN-GMSA-AUTHZ-UNKNOWN" => {
+            "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export"
+        }
         "WIN-GMSA-CONTENTS-WITHOUT-NAME" => {
             "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook"
         }

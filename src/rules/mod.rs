@@ -179,6 +179,7 @@ rules! {
     gmsa_not_found: RULE;
     gmsa_no_credspec: RULE;
     gmsa_not_authorized: RULE;
+    gmsa_authz_unknown: RULE;
     gmsa_contents_without_name: RULE;
     gmsa_contents_mismatch: RULE;
     gmsa_inline: RULE;

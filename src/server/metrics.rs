@@ -24,6 +24,7 @@ pub struct Metrics {
     in_flight: Gauge,
     rejected: Family<Labels2, Counter>,
     cluster: super::cluster::ClusterMetrics,
+    gmsa: super::gmsa::GmsaMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -75,6 +76,7 @@ impl Metrics {
             rejected.clone(),
         );
         let cluster = super::cluster::ClusterMetrics::register(&mut registry);
+        let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -83,6 +85,7 @@ impl Metrics {
             in_flight,
             rejected,
             cluster,
+            gmsa,
         }
     }
 
@@ -90,6 +93,12 @@ impl Metrics {
     #[must_use]
     pub fn cluster(&self) -> super::cluster::ClusterMetrics {
         self.cluster.clone()
+    }
+
+    /// The gMSA lookups' metrics (shared handles).
+    #[must_use]
+    pub fn gmsa(&self) -> super::gmsa::GmsaMetrics {
+        self.gmsa.clone()
     }
 
     /// Records one answered review.

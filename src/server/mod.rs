@@ -104,6 +104,10 @@ pub struct ServerState {
     cluster_pending: AtomicBool,
     /// The gMSA facts resolver, when `--gmsa` is on.
     gmsa: std::sync::OnceLock<gmsa::Resolver>,
+    /// Readiness also waits for `--gmsa`: `auto`'s decision, and the first
+    /// list of the GMSACredentialSpecs when the cluster cache watches them
+    /// (bounded by `--cluster-cache-sync-timeout`).
+    gmsa_pending: AtomicBool,
 }
 
 impl ServerState {
@@ -121,12 +125,25 @@ impl ServerState {
             report_slots: Arc::new(Semaphore::new(limits.report_concurrency.max(1))),
             cluster_pending: AtomicBool::new(false),
             gmsa: std::sync::OnceLock::new(),
+            gmsa_pending: AtomicBool::new(false),
         })
     }
 
     /// Turns the gMSA checks on with `resolver` (once).
     pub fn set_gmsa(&self, resolver: gmsa::Resolver) {
         let _ = self.gmsa.set(resolver);
+    }
+
+    /// Whether the gMSA checks are on.
+    #[must_use]
+    pub fn gmsa_on(&self) -> bool {
+        self.gmsa.get().is_some()
+    }
+
+    /// While true, `/readyz` answers 503 even once bound: `--gmsa` is not
+    /// settled yet.
+    pub fn set_gmsa_pending(&self, pending: bool) {
+        self.gmsa_pending.store(pending, Ordering::SeqCst);
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -141,7 +158,9 @@ impl ServerState {
 
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) && !self.cluster_pending.load(Ordering::SeqCst)
+        self.ready.load(Ordering::SeqCst)
+            && !self.cluster_pending.load(Ordering::SeqCst)
+            && !self.gmsa_pending.load(Ordering::SeqCst)
     }
 
     /// Runs a small review `f` right here, on the I/O thread that read its
@@ -578,6 +597,11 @@ async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
         plain(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready (waiting for the cluster cache's first list; at most --cluster-cache-sync-timeout)\n",
+        )
+    } else if state.gmsa_pending.load(Ordering::SeqCst) {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready (waiting for --gmsa: whether the API server serves gmsacredentialspecs.windows.k8s.io, and their first list; at most --cluster-cache-sync-timeout)\n",
         )
     } else {
         plain(
