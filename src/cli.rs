@@ -205,8 +205,8 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// The facts these flags state about the target cluster.
     #[must_use]
-    pub fn stated(&self) -> crate::cluster::Stated {
-        crate::cluster::Stated {
+    pub fn declared(&self) -> crate::cluster::Declared {
+        crate::cluster::Declared {
             kubernetes_version: self.kubernetes_version,
             container_runtime: self.container_runtime.map(|r| match r {
                 RuntimeChoice::Containerd => crate::cluster::Runtime::Containerd,

@@ -549,12 +549,12 @@ fn skip(summary: &mut ReviewSummary, verdict: ReviewVerdict, note: impl Into<Str
 
 /// A review answered before any decision: skipped (not something winadmit
 /// checks) or invalid (unusable), with the note for logs.
-enum Early {
+enum Undecided {
     Skip(ReviewVerdict, String),
     Invalid(String),
 }
 
-impl Early {
+impl Undecided {
     fn answer(self, types: &TypeMeta, summary: &mut ReviewSummary) -> AdmissionResponse {
         match self {
             Self::Skip(verdict, note) => {
@@ -583,7 +583,7 @@ fn respond(
         Err(early) => return early.answer(types, summary),
     };
     let Some(view) = req.object.as_ref() else {
-        return Early::Invalid("request.object is missing".to_owned()).answer(types, summary);
+        return Undecided::Invalid("request.object is missing".to_owned()).answer(types, summary);
     };
     // A declared kind's template is read from the object as a tree: the
     // view has no field for a path only the policy knows.
@@ -595,17 +595,17 @@ fn respond(
     let templates = &adm.policy.pod_templates;
     let declared = match trees.0.as_ref().map(|t| templates.read(t)).transpose() {
         Ok(d) => d,
-        Err(e) => return Early::Invalid(format!("winadmit: {e}")).answer(types, summary),
+        Err(e) => return Undecided::Invalid(format!("winadmit: {e}")).answer(types, summary),
     };
     let declared_old = trees.1.as_ref().and_then(|t| templates.read(t).ok());
     let view = declared.as_ref().unwrap_or(view);
     let old_view = declared_old.as_ref().or(req.old_object.as_ref());
     let Some(mut workload) = Workload::from_view(view) else {
         let note = "request.object is not a workload (apiVersion/kind)";
-        return Early::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
     };
     if let Some(note) = workload.note() {
-        return Early::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
     }
     let request_ns = text(req.namespace.as_ref());
     if workload.namespace.is_none() && !request_ns.is_empty() {
@@ -630,7 +630,7 @@ fn respond(
     let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
-        return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
     }
     match endpoint {
         Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
@@ -665,11 +665,11 @@ fn triage(
     policy: &Policy,
     req: &RequestIn<'_>,
     summary: &ReviewSummary,
-) -> Result<(Kind, bool), Early> {
+) -> Result<(Kind, bool), Undecided> {
     let operation = summary.operation.as_str();
     if matches!(operation, "DELETE" | "CONNECT") {
         let note = format!("{operation} is not checked");
-        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
     }
     let gvk = req.kind.as_ref();
     let group = text(gvk.and_then(|k| k.group.as_ref()));
@@ -681,14 +681,14 @@ fn triage(
     };
     let Some(kind) = policy.pod_templates.kind_of(&api_version, &summary.kind) else {
         let note = "kind is not a workload".to_owned();
-        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
     };
     match text(req.sub_resource.as_ref()) {
         "" => Ok((kind, false)),
         "ephemeralcontainers" if kind == Kind::Pod => Ok((kind, true)),
         other => {
             let note = format!("subresource {other} is not checked");
-            Err(Early::Skip(ReviewVerdict::Skipped, note))
+            Err(Undecided::Skip(ReviewVerdict::Skipped, note))
         }
     }
 }

@@ -710,8 +710,8 @@ impl Policy {
 
     /// The facts the policy states about the target cluster.
     #[must_use]
-    pub fn stated(&self) -> crate::cluster::Stated {
-        crate::cluster::Stated {
+    pub fn declared(&self) -> crate::cluster::Declared {
+        crate::cluster::Declared {
             kubernetes_version: self.cluster.kubernetes_version,
             container_runtime: self.cluster.container_runtime,
             containerd_version: self.cluster.containerd_version,

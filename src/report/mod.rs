@@ -492,7 +492,7 @@ impl<'p> ReportBuilder<'p> {
             let all: Vec<&crate::cluster::WindowsNode> = self.known.nodes.nodes.iter().collect();
             self.summary.target = self
                 .cluster
-                .narrowed(&crate::cluster::WindowsNodes::learnt(&all));
+                .narrowed(&crate::cluster::WindowsNodes::observed(&all));
         }
     }
 
