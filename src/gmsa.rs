@@ -36,6 +36,37 @@ pub const VERB: &str = "use";
 /// The key of the credential spec's contents in the object.
 pub const CONTENTS_KEY: &str = "credspec";
 
+/// The question the webhook and the report ask the API server (in a
+/// LocalSubjectAccessReview or a SubjectAccessReview): may the service
+/// account `account` of `namespace` use the credential spec `name`? The
+/// user and groups are those the API server gives a service account's
+/// token.
+#[must_use]
+pub fn use_review(
+    namespace: &str,
+    account: &str,
+    name: &str,
+) -> k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReviewSpec};
+    SubjectAccessReviewSpec {
+        user: Some(format!("system:serviceaccount:{namespace}:{account}")),
+        groups: Some(vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+        ]),
+        resource_attributes: Some(ResourceAttributes {
+            namespace: Some(namespace.to_owned()),
+            verb: Some(VERB.to_owned()),
+            group: Some(GROUP.to_owned()),
+            version: Some(VERSION.to_owned()),
+            resource: Some(RESOURCE.to_owned()),
+            name: Some(name.to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// What is known of one `GMSACredentialSpec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredSpec {

@@ -18,9 +18,7 @@ use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::authorization::v1::{
-    LocalSubjectAccessReview, ResourceAttributes, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::LocalSubjectAccessReview;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
@@ -347,23 +345,7 @@ impl Resolver {
                 namespace: Some(namespace.to_owned()),
                 ..Default::default()
             },
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{namespace}:{account}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".to_owned(),
-                    format!("system:serviceaccounts:{namespace}"),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(namespace.to_owned()),
-                    verb: Some(gmsa::VERB.to_owned()),
-                    group: Some(gmsa::GROUP.to_owned()),
-                    version: Some(gmsa::VERSION.to_owned()),
-                    resource: Some(gmsa::RESOURCE.to_owned()),
-                    name: Some(name.to_owned()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
+            spec: gmsa::use_review(namespace, account, name),
             status: None,
         };
         let api: Api<LocalSubjectAccessReview> = Api::namespaced(self.client.clone(), namespace);

@@ -780,9 +780,7 @@ impl crate::cluster::ClusterView for LiveGmsa {
 impl LiveGmsa {
     /// One SubjectAccessReview: may `account` in `namespace` use `name`?
     fn ask(&self, namespace: &str, account: &str, name: &str) -> Result<Authz, String> {
-        use k8s_openapi::api::authorization::v1::{
-            ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-        };
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
         if let Some(why) = self
             .refused
             .lock()
@@ -792,23 +790,7 @@ impl LiveGmsa {
             return Err(why);
         }
         let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{namespace}:{account}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".to_owned(),
-                    format!("system:serviceaccounts:{namespace}"),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(namespace.to_owned()),
-                    verb: Some(gmsa::VERB.to_owned()),
-                    group: Some(gmsa::GROUP.to_owned()),
-                    version: Some(gmsa::VERSION.to_owned()),
-                    resource: Some(gmsa::RESOURCE.to_owned()),
-                    name: Some(name.to_owned()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
+            spec: gmsa::use_review(namespace, account, name),
             ..Default::default()
         };
         let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());
