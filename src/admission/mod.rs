@@ -330,11 +330,21 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
-    review_with(adm, endpoint, body, None)
+    review_with(adm, endpoint, body, Resolved::default())
 }
 
-/// [`review`] with the gMSA facts the server resolved for this request
-/// (`server::gmsa`): `None` keeps the gMSA rules silent.
+/// What the server resolved for one request before the decision, which
+/// stays pure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resolved<'r> {
+    /// The gMSA facts (`server::gmsa`): `None` keeps the gMSA rules silent.
+    pub gmsa: Option<&'r crate::gmsa::Facts>,
+    /// The image facts (`server::images`): an image without them is
+    /// judged by its name.
+    pub images: Option<&'r crate::images::KnownImages>,
+}
+
+/// [`review`] with the facts the server resolved for this request.
 ///
 /// # Errors
 /// As [`review`].
@@ -342,7 +352,7 @@ pub fn review_with(
     adm: &Admission,
     endpoint: Endpoint,
     body: &[u8],
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Result<Reviewed, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
@@ -387,7 +397,7 @@ pub fn review_with(
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
-    let response = respond(adm, endpoint, body, req, &types, &mut summary, gmsa);
+    let response = respond(adm, endpoint, body, req, &types, &mut summary, resolved);
     Ok(Reviewed {
         body: encode(response),
         summary,
@@ -485,7 +495,7 @@ fn respond(
     req: &RequestIn<'_>,
     types: &TypeMeta,
     summary: &mut ReviewSummary,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> AdmissionResponse {
     let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
         Ok(k) => k,
@@ -536,7 +546,7 @@ fn respond(
         Endpoint::Validate => decide::PatchSource::None,
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
     };
-    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
+    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, resolved);
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
         return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
@@ -609,7 +619,7 @@ fn decide_review(
     old: Option<&Workload<'_, '_>>,
     ephemeral: bool,
     patch: decide::PatchSource<'_>,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Decision {
     // The groups are copied only when the policy exempts some.
     let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
@@ -644,8 +654,8 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
-        images: None,
-        gmsa,
+        images: resolved.images,
+        gmsa: resolved.gmsa,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

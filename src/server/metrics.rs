@@ -24,6 +24,7 @@ pub struct Metrics {
     in_flight: Gauge,
     rejected: Family<Labels2, Counter>,
     cluster: super::cluster::ClusterMetrics,
+    image_lookups: super::images::RegistryMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -75,6 +76,7 @@ impl Metrics {
             rejected.clone(),
         );
         let cluster = super::cluster::ClusterMetrics::register(&mut registry);
+        let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -83,7 +85,14 @@ impl Metrics {
             in_flight,
             rejected,
             cluster,
+            image_lookups: registry_metrics,
         }
+    }
+
+    /// The registry lookups' metrics (shared handles).
+    #[must_use]
+    pub fn registry(&self) -> super::images::RegistryMetrics {
+        self.image_lookups.clone()
     }
 
     /// The cluster cache's metrics (shared handles).
