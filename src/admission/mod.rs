@@ -546,7 +546,15 @@ fn respond(
         Endpoint::Validate => decide::PatchSource::None,
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
     };
-    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, resolved);
+    let decision = decide_review(
+        adm,
+        req,
+        &workload,
+        old.as_ref(),
+        ephemeral,
+        patch,
+        resolved,
+    );
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
         return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);

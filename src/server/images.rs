@@ -249,7 +249,11 @@ impl ImageFactsCache {
             let registry = registry_of(&image);
             if let Some(hit) = self.inner.cache.get(&image).await {
                 if let Some(r) = &registry {
-                    self.inner.metrics.hits.get_or_create(&self.inner.metrics.label(r)).inc();
+                    self.inner
+                        .metrics
+                        .hits
+                        .get_or_create(&self.inner.metrics.label(r))
+                        .inc();
                 }
                 known.insert(image, hit);
                 continue;
@@ -284,6 +288,7 @@ impl ImageFactsCache {
                         "registry {registry}: no answer within {}s (--registry-review-timeout); the lookup goes on for later reviews",
                         self.review_deadline.as_secs_f64()
                     );
+                    tracing::warn!(image, registry, "registry: facts unknown: {why}");
                     (image, Lookup::Unknown(why))
                 }
             }
