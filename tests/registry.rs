@@ -22,7 +22,7 @@ use serde_json::Value;
 
 #[path = "support/registry.rs"]
 mod registry_support;
-use registry_support::{Registry, push_images};
+use registry_support::{FakeRegistry, Registry, push_images};
 
 fn winadmit(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_winadmit"))
@@ -273,4 +273,37 @@ fn a_registry_that_never_answers_is_unknown_past_the_deadline() {
         other => panic!("{other:?}"),
     }
     drop(held);
+}
+
+/// 429 Too Many Requests and a malformed image index fail open in `lint
+/// --registry`: the pods pass, and the finding says why the facts are
+/// unknown. (A fake: the real registry gives neither.)
+#[test]
+fn rate_limited_and_malformed_images_are_unknown_in_lint() {
+    let fake = FakeRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut docs = Vec::new();
+    for name in ["limited", "malformed"] {
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: {}/{name}:1\n",
+            fake.host
+        ));
+    }
+    let pods = dir.path().join("pods.yaml");
+    std::fs::write(&pods, docs.join("---\n")).unwrap();
+    let out = winadmit(&strings(&[
+        "lint",
+        "--format",
+        "json",
+        "--registry",
+        "--insecure-registry",
+        &fake.host,
+        pods.to_str().unwrap(),
+    ]));
+    let list = findings(&out);
+    assert_eq!(out.status.code(), Some(0), "{list:?}");
+    let limited = rule_on(&list, "limited", "WIN-IMAGE-FACTS-UNKNOWN").expect("429");
+    assert!(limited.contains("429 Too Many Requests"), "{limited}");
+    let malformed = rule_on(&list, "malformed", "WIN-IMAGE-FACTS-UNKNOWN").expect("malformed");
+    assert!(malformed.contains("malformed manifest"), "{malformed}");
 }

@@ -331,7 +331,7 @@ fn failed_lookups_fail_open() {
             &hook,
             "malformed",
             &format!("{}/malformed:1", fake.host),
-            &fake.host,
+            "malformed manifest",
         )
         .await;
         assert!(
