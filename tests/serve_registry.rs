@@ -527,3 +527,137 @@ fn review_deadline_must_be_under_the_request_timeout() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--registry-review-timeout"), "{err}");
 }
+
+/// The server time per review (the log line's `latency_us`) of `n`
+/// reviews of pods named `{prefix}{i}`, sorted.
+fn latencies(hook: &Hook, prefix: &str, n: usize) -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut found: Vec<u64> = hook
+            .server
+            .stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| {
+                v["message"] == "admission review"
+                    && v["name"].as_str().is_some_and(|s| s.starts_with(prefix))
+            })
+            .filter_map(|v| v["latency_us"].as_u64())
+            .collect();
+        if found.len() >= n {
+            found.sort_unstable();
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{prefix}: {} of {n} log lines",
+            found.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn percentiles(name: &str, sorted: &[u64]) {
+    let at = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "{name:<44} n={:<4} p50={:>6} us  p90={:>6} us  p99={:>6} us",
+        sorted.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99)
+    );
+}
+
+/// The cost of `--registry` per `/validate` review, as the server logs it
+/// (`latency_us`: body in to answer out): a cold image (not cached: one
+/// lookup at the local registry), a warm one (cached), and the same review
+/// without `--registry`. Run with a release server, see docs/BENCHMARKS.md.
+#[test]
+#[ignore = "benchmark: WINADMIT_TEST_BIN=target/dist/winadmit cargo test --test serve_registry -- --ignored bench --nocapture"]
+fn bench_registry_cold_and_warm() {
+    const N: usize = 300;
+    let registry = Registry::start(false);
+    push_images(&registry);
+    let host = registry.host.clone();
+    // N tags of one Linux-only index: each a cold lookup.
+    {
+        let (client, auth) = registry.client();
+        let rt = runtime();
+        rt.block_on(async {
+            for i in 0..N {
+                registry_support::push_index(
+                    &client,
+                    &auth,
+                    &host,
+                    "bench",
+                    &format!("t{i}"),
+                    &[registry_support::plat("linux", "amd64", None)],
+                )
+                .await;
+            }
+        });
+    }
+    let with = Hook::start(&registry.flags());
+    let without = {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = dir.path().join("certs");
+        let server = server::Server::start(&[
+            "--self-signed",
+            "--self-signed-dir",
+            certs.to_str().unwrap(),
+            "--cluster-cache",
+            "off",
+        ]);
+        let ca = std::fs::read_to_string(certs.join("ca.pem")).unwrap();
+        Hook {
+            server,
+            ca,
+            _dir: dir,
+        }
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let warm_image = format!("{host}/bench:t0");
+        for i in 0..N {
+            let r = with
+                .review(
+                    "/validate",
+                    &pod(
+                        &format!("cold{i}"),
+                        windows(),
+                        &format!("{host}/bench:t{i}"),
+                    ),
+                )
+                .await;
+            assert_eq!(r["allowed"], false, "{r}");
+        }
+        for i in 0..N {
+            let r = with
+                .review(
+                    "/validate",
+                    &pod(&format!("warm{i}"), windows(), &warm_image),
+                )
+                .await;
+            assert_eq!(r["allowed"], false, "{r}");
+            let r = without
+                .review(
+                    "/validate",
+                    &pod(&format!("off{i}"), windows(), &warm_image),
+                )
+                .await;
+            assert_eq!(r["allowed"], true, "{r}");
+        }
+    });
+    assert_eq!(
+        rt.block_on(with.metric("winadmit_registry_lookups_total", &host)),
+        N as f64
+    );
+    percentiles(
+        "--registry, cold (one lookup per review)",
+        &latencies(&with, "cold", N),
+    );
+    percentiles("--registry, warm (cached)", &latencies(&with, "warm", N));
+    percentiles("without --registry", &latencies(&without, "off", N));
+}
