@@ -120,9 +120,9 @@ impl Hook {
                 .lock()
                 .unwrap()
                 .iter()
+                .rev()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|v| v["message"] == "admission review" && v["name"] == name)
-                .last()
+                .find(|v| v["message"] == "admission review" && v["name"] == name)
                 .map(|v| v["rules"].as_str().unwrap_or_default().to_owned());
             if let Some(rules) = found {
                 return rules;
