@@ -575,7 +575,7 @@ fn percentiles(name: &str, sorted: &[u64]) {
 /// lookup at the local registry), a warm one (cached), and the same review
 /// without `--registry`. Run with a release server, see docs/BENCHMARKS.md.
 #[test]
-#[ignore = "benchmark: WINADMIT_TEST_BIN=target/dist/winadmit cargo test --test serve_registry -- --ignored bench --nocapture"]
+#[ignore = "benchmark: WINADMIT_TEST_BIN=target/release/winadmit cargo test --test serve_registry -- --ignored bench --nocapture"]
 fn bench_registry_cold_and_warm() {
     const N: usize = 300;
     let registry = Registry::start(false);
