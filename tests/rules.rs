@@ -815,6 +815,9 @@ enum Setting {
     Lint,
     /// What a registry says of the images (`registry()`).
     Facts,
+    /// The registry's facts and the cluster's Windows nodes: name and
+    /// `kubernetes.io/arch`.
+    FactsOnNodes(&'static [(&'static str, &'static str)]),
     /// The cluster's gMSA credential specs, all of them (name, `credspec`
     /// JSON, `""` for none), and the (service account, name) pairs the
     /// authorizer refuses in the pod's namespace (every other is allowed).
@@ -976,6 +979,24 @@ fn context_cases() -> Vec<ContextCase> {
             "WIN-IMAGE-WINDOWS-ONLY",
             Setting::Facts,
             pod("containers:\n- name: both\n  image: contoso/both:1"),
+            vec![],
+        ),
+        (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64"), ("win-2", "amd64")]),
+            windows_pod("containers:\n- name: edge\n  image: contoso/edge:1"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64"), ("win-2", "arm64")]),
+            windows_pod("containers:\n- name: edge\n  image: contoso/edge:1"),
+            vec![],
+        ),
+        (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64")]),
+            windows_pod("containers:\n- name: pay\n  image: contoso/payments:4.2"),
             vec![],
         ),
         (
@@ -1218,6 +1239,22 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
             flagged_under(&Policy::default_policy(), &cx, yaml, rule)
         }
         Setting::Facts => rules_of(&with_facts(yaml, None), rule),
+        Setting::FactsOnNodes(list) => {
+            let nodes = winadmit::cluster::WindowsNodes {
+                nodes: list
+                    .iter()
+                    .map(|(name, arch)| {
+                        winadmit::cluster::WindowsNode::from_object(&serde_json::json!({
+                            "apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": name, "labels": {
+                                "kubernetes.io/os": "windows", "kubernetes.io/arch": arch}}
+                        }))
+                        .unwrap()
+                    })
+                    .collect(),
+            };
+            rules_of(&with_facts(yaml, Some(&nodes)), rule)
+        }
         Setting::Gmsa(specs, denied) => {
             let facts = gmsa_facts(specs, denied, yaml);
             let cx = Context {
@@ -2070,6 +2107,11 @@ fn registry() -> winadmit::images::KnownImages {
             ("windows", "amd64", Some("10.0.20348.2527")),
             ("linux", "amd64", None),
         ],
+    );
+    add(
+        "contoso/edge:1",
+        'd',
+        &[("windows", "arm64", Some("10.0.26100.1742"))],
     );
     add(
         "contoso/legacy:1",

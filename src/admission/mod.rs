@@ -329,11 +329,21 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Answ
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
-    review_with(adm, endpoint, body, None)
+    review_with(adm, endpoint, body, Resolved::default())
 }
 
-/// [`review`] with the gMSA facts the server resolved for this request
-/// (`server::gmsa`): `None` keeps the gMSA rules silent.
+/// What the server resolved for one request before the decision, which
+/// stays pure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resolved<'r> {
+    /// The gMSA facts (`server::gmsa`): `None` keeps the gMSA rules silent.
+    pub gmsa: Option<&'r crate::gmsa::Facts>,
+    /// The image facts (`server::images`): an image without them is
+    /// judged by its name.
+    pub images: Option<&'r crate::images::KnownImages>,
+}
+
+/// [`review`] with the facts the server resolved for this request.
 ///
 /// # Errors
 /// As [`review`].
@@ -341,12 +351,12 @@ pub fn review_with(
     adm: &Admission,
     endpoint: Endpoint,
     body: &[u8],
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Result<Reviewed, ReviewError> {
     let (response, summary) = if endpoint == Endpoint::Admit {
-        admit_once(adm, body, gmsa)?
+        admit_once(adm, body, resolved)?
     } else {
-        answer(adm, endpoint, body, gmsa)?
+        answer(adm, endpoint, body, resolved)?
     };
     Ok(Reviewed {
         body: encode(response),
@@ -362,12 +372,8 @@ type Answer = (AdmissionResponse, ReviewSummary);
 /// them when no other mutating webhook runs after winadmit's. A denial
 /// carries no patch; an allowed object gets the patch and the warnings of
 /// both.
-fn admit_once(
-    adm: &Admission,
-    body: &[u8],
-    gmsa: Option<&crate::gmsa::Facts>,
-) -> Result<Answer, ReviewError> {
-    let (mutated, mutated_summary) = answer(adm, Endpoint::Mutate, body, gmsa)?;
+fn admit_once(adm: &Admission, body: &[u8], resolved: Resolved<'_>) -> Result<Answer, ReviewError> {
+    let (mutated, mutated_summary) = answer(adm, Endpoint::Mutate, body, resolved)?;
     let patched = match &mutated.patch {
         Some(patch) if mutated.allowed => match with_patched_object(body, patch) {
             Ok(patched) => Some(patched),
@@ -382,7 +388,7 @@ fn admit_once(
         _ => None,
     };
     let reviewed = patched.as_ref().map_or(body, |(b, _)| b.as_slice());
-    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, reviewed, gmsa)?;
+    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, reviewed, resolved)?;
     let warnings = joined(mutated.warnings, validated.warnings.take());
     let Some((_, ops)) = patched.filter(|_| validated.allowed) else {
         validated.warnings = warnings;
@@ -436,7 +442,7 @@ fn answer(
     adm: &Admission,
     endpoint: Endpoint,
     body: &[u8],
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Result<Answer, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
@@ -481,7 +487,7 @@ fn answer(
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
-    let response = respond(adm, endpoint, body, req, &types, &mut summary, gmsa);
+    let response = respond(adm, endpoint, body, req, &types, &mut summary, resolved);
     Ok((response, summary))
 }
 
@@ -576,7 +582,7 @@ fn respond(
     req: &RequestIn<'_>,
     types: &TypeMeta,
     summary: &mut ReviewSummary,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> AdmissionResponse {
     let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
         Ok(k) => k,
@@ -627,7 +633,15 @@ fn respond(
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
         Endpoint::Validate | Endpoint::Admit => decide::PatchSource::None,
     };
-    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
+    let decision = decide_review(
+        adm,
+        req,
+        &workload,
+        old.as_ref(),
+        ephemeral,
+        patch,
+        resolved,
+    );
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
         return Undecided::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
@@ -702,7 +716,7 @@ fn decide_review(
     old: Option<&Workload<'_, '_>>,
     ephemeral: bool,
     patch: decide::PatchSource<'_>,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Decision {
     // The groups are copied only when the policy exempts some.
     let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
@@ -737,8 +751,8 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
-        images: None,
-        gmsa,
+        images: resolved.images,
+        gmsa: resolved.gmsa,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

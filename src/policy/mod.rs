@@ -206,7 +206,8 @@ pub struct MutationSettings {
     /// Tolerations to add to Windows pods (e.g. for an `os=windows:NoSchedule` taint).
     pub tolerations: Vec<serde_json::Value>,
     /// Add `node.kubernetes.io/windows-build` to the node selector of
-    /// process-isolated Windows pods whose images all need one known build.
+    /// process-isolated Windows pods whose images leave one build they all
+    /// run on (by the registry's facts where known, else by their tags).
     #[serde(default)]
     pub inject_windows_build: bool,
     /// Add the toleration for `params.windowsTaint` (when set) to Windows pods.

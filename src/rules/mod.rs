@@ -150,6 +150,7 @@ rules! {
     os_spec: RULE;
     unpinned_image: RULE;
     image_windows_only: WINDOWS_ONLY;
+    image_arch: RULE;
     linux_windows_options: RULE;
     privileged: RULE;
     run_as: RUN_AS_USER, RUN_AS_GROUP;

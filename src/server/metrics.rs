@@ -25,6 +25,7 @@ pub struct Metrics {
     rejected: Family<Labels2, Counter>,
     cluster: super::cluster::ClusterMetrics,
     gmsa: super::gmsa::GmsaMetrics,
+    image_lookups: super::images::RegistryMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -77,6 +78,7 @@ impl Metrics {
         );
         let cluster = super::cluster::ClusterMetrics::register(&mut registry);
         let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
+        let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -86,7 +88,14 @@ impl Metrics {
             rejected,
             cluster,
             gmsa,
+            image_lookups: registry_metrics,
         }
+    }
+
+    /// The registry lookups' metrics (shared handles).
+    #[must_use]
+    pub fn registry(&self) -> super::images::RegistryMetrics {
+        self.image_lookups.clone()
     }
 
     /// The cluster cache's metrics (shared handles).

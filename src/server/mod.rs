@@ -23,6 +23,7 @@ pub mod api_limits;
 pub mod budget;
 pub mod cluster;
 pub mod gmsa;
+pub mod images;
 pub mod jsonlog;
 pub mod listener;
 pub mod logwriter;
@@ -108,6 +109,8 @@ pub struct ServerState {
     /// list of the GMSACredentialSpecs when the cluster cache watches them
     /// (bounded by `--cluster-cache-sync-timeout`).
     gmsa_pending: AtomicBool,
+    /// The image facts cache, when `--registry` is on.
+    images: std::sync::OnceLock<images::ImageFactsCache>,
 }
 
 impl ServerState {
@@ -126,6 +129,7 @@ impl ServerState {
             cluster_pending: AtomicBool::new(false),
             gmsa: std::sync::OnceLock::new(),
             gmsa_pending: AtomicBool::new(false),
+            images: std::sync::OnceLock::new(),
         })
     }
 
@@ -144,6 +148,11 @@ impl ServerState {
     /// settled yet.
     pub fn set_gmsa_pending(&self, pending: bool) {
         self.gmsa_pending.store(pending, Ordering::SeqCst);
+    }
+
+    /// Turns registry lookups on with `cache` (once).
+    pub fn set_images(&self, cache: images::ImageFactsCache) {
+        let _ = self.images.set(cache);
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -506,15 +515,36 @@ async fn admit(
         ),
         None => None,
     };
+    // So are the image facts (`--registry`), within the review's deadline.
+    let images = match state.images.get() {
+        Some(cache) => cache.facts(&state.admission.policy, &body).await,
+        None => None,
+    };
     let result = if body.len() <= INLINE_REVIEW_MAX_BYTES {
-        state
-            .run_inline(|| admission::review_with(&state.admission, endpoint, &body, gmsa.as_ref()))
+        state.run_inline(|| {
+            admission::review_with(
+                &state.admission,
+                endpoint,
+                &body,
+                admission::Resolved {
+                    gmsa: gmsa.as_ref(),
+                    images: images.as_ref(),
+                },
+            )
+        })
     } else {
         let shared = Arc::clone(&state);
         state
             .run_bounded(move || {
-                let result =
-                    admission::review_with(&shared.admission, endpoint, &body, gmsa.as_ref());
+                let result = admission::review_with(
+                    &shared.admission,
+                    endpoint,
+                    &body,
+                    admission::Resolved {
+                        gmsa: gmsa.as_ref(),
+                        images: images.as_ref(),
+                    },
+                );
                 // The body is freed on this thread, right away.
                 drop(body);
                 result
