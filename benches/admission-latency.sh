@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What an admission setup adds to a pod create, through a real
 # kube-apiserver v1.37 (benches/admission_latency.rs): builds the no-op
-# webhook and winadmit with the release profile, Kyverno from Go modules
+# webhook and winadmit with the bench profile, Kyverno from Go modules
 # (benches/kyverno/build.sh; about 7 minutes the first time) when Go is
 # there, and the control plane if it is not built yet, then prints Markdown
 # tables.
@@ -17,7 +17,9 @@ rounds="${1:-5}"
 creates="${2:-200}"
 write_docs="${3:-}"
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release --locked --example noop_server
+# The bench profile, as `cargo bench` builds the benchmark: one build of the
+# crate serves both.
+cargo build --profile bench --locked --example noop_server
 export NOOP_SERVER="$target/release/examples/noop_server"
 if [ -z "${KYVERNO+set}" ] && command -v go >/dev/null 2>&1; then
   benches/kyverno/build.sh "$target/kyverno/bin"
