@@ -121,3 +121,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Images(args) => images::run(args),
     }
 }
+
+impl From<crate::cli::ReportFormat> for crate::report::format::Format {
+    fn from(f: crate::cli::ReportFormat) -> Self {
+        use crate::cli::ReportFormat as Cli;
+        match f {
+            Cli::Text => Self::Text,
+            Cli::Json => Self::Json,
+            Cli::Policyreport => Self::PolicyReport,
+            Cli::Html => Self::Html,
+        }
+    }
+}

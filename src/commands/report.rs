@@ -117,7 +117,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             ModeChoice::Warn => Mode::Warn,
             ModeChoice::Audit => Mode::Audit,
         }),
-        patched_objects: wants_patched_objects(format),
+        patched_objects: wants_patched_objects(format.into()),
         fold: !no_fold,
         namespaces: namespaces.clone(),
         // Namespace objects are listed (live) or read from the files.

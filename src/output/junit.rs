@@ -6,6 +6,7 @@
 
 use std::io::{self, Write};
 
+use super::escape::Markup;
 use super::{LintReport, Report};
 use crate::finding::Severity;
 
@@ -57,8 +58,8 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         write!(
             out,
             "    <testcase classname=\"{}\" name=\"{}\"",
-            Escaped(c.file),
-            Escaped(&name)
+            Markup(c.file),
+            Markup(&name)
         )?;
         let mine: Vec<_> = findings_of(c.file, c.document).collect();
         if mine.is_empty() {
@@ -73,7 +74,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
                 out,
                 "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
                 if n == 1 { "y" } else { "ies" },
-                Escaped(first.rule)
+                Markup(first.rule)
             )?;
             let mut sep = "";
             for f in errors.by_ref() {
@@ -81,7 +82,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
                     "{}:{}:{}: error[{}] {}: {}\nfix: {}",
                     f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
                 );
-                write!(out, "{sep}{}", Escaped(&text))?;
+                write!(out, "{sep}{}", Markup(&text))?;
                 sep = "\n\n";
             }
             writeln!(out, "</failure>")?;
@@ -98,7 +99,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
                     "{}:{}:{}: warning[{}] {}: {}",
                     f.file, f.line, f.column, f.rule, f.field, f.message
                 );
-                write!(out, "{sep}{}", Escaped(&text))?;
+                write!(out, "{sep}{}", Markup(&text))?;
                 sep = "\n";
             }
             writeln!(out, "</system-out>")?;
@@ -109,31 +110,10 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "    <testcase classname=\"{}\" name=\"read {}\">\n      <error message=\"{}\" type=\"input\"/>\n    </testcase>",
-            Escaped(&p.file),
-            Escaped(&p.file),
-            Escaped(&p.message)
+            Markup(&p.file),
+            Markup(&p.file),
+            Markup(&p.message)
         )?;
     }
     writeln!(out, "  </testsuite>\n</testsuites>")
-}
-
-/// XML attribute and text escaping, written as it is displayed.
-struct Escaped<'s>(&'s str);
-
-impl std::fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
-        for ch in self.0.chars() {
-            match ch {
-                '&' => f.write_str("&amp;")?,
-                '<' => f.write_str("&lt;")?,
-                '>' => f.write_str("&gt;")?,
-                '"' => f.write_str("&quot;")?,
-                '\'' => f.write_str("&apos;")?,
-                c if c.is_control() && c != '\n' && c != '\t' => {}
-                c => f.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
 }
