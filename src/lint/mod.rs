@@ -1,7 +1,12 @@
 //! Linting text: parse, evaluate every workload, locate findings.
 //!
-//! Pure (text in, results out): the `lint` command adds the file system and
-//! output; reports and tests call this directly.
+//! The functions over a text are pure (text in, results out); reports and
+//! tests call them directly. [`run`] is `lint` over files and stdin (what
+//! the `lint` command calls before it renders the report); its inputs are
+//! read by the `inputs` module.
+
+mod inputs;
+mod run;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,6 +21,9 @@ use crate::services::{self, WindowsPods};
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Workload, type_of};
+
+pub use inputs::manifest_paths;
+pub use run::{Linted, Options, ResolveImages, run};
 
 /// Source positions to look up once a YAML document's objects are
 /// evaluated: (YAML document, JSON Pointer), in the order the problems and
