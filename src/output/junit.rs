@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use super::escape::Markup;
-use super::{LintReport, Report};
+use super::{FindingRef, LintReport, Report};
 use crate::finding::Severity;
 
 /// The report as a string (tests, small reports).
@@ -67,43 +67,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
             continue;
         }
         writeln!(out, ">")?;
-        let mut errors = mine.iter().filter(|f| f.severity == Severity::Error);
-        if let Some(first) = errors.clone().next() {
-            let n = errors.clone().count();
-            write!(
-                out,
-                "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
-                if n == 1 { "y" } else { "ies" },
-                Markup(first.rule)
-            )?;
-            let mut sep = "";
-            for f in errors.by_ref() {
-                let text = format!(
-                    "{}:{}:{}: error[{}] {}: {}\nfix: {}",
-                    f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
-                );
-                write!(out, "{sep}{}", Markup(&text))?;
-                sep = "\n\n";
-            }
-            writeln!(out, "</failure>")?;
-        }
-        let mut warnings = mine
-            .iter()
-            .filter(|f| f.severity == Severity::Warning)
-            .peekable();
-        if warnings.peek().is_some() {
-            write!(out, "      <system-out>")?;
-            let mut sep = "";
-            for f in warnings {
-                let text = format!(
-                    "{}:{}:{}: warning[{}] {}: {}",
-                    f.file, f.line, f.column, f.rule, f.field, f.message
-                );
-                write!(out, "{sep}{}", Markup(&text))?;
-                sep = "\n";
-            }
-            writeln!(out, "</system-out>")?;
-        }
+        write_failures(&mine, out)?;
         writeln!(out, "    </testcase>")?;
     }
     for p in report.input_errors() {
@@ -116,4 +80,47 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out, "  </testsuite>\n</testsuites>")
+}
+
+/// A test case's findings: its errors as one `<failure>`, its warnings in
+/// `<system-out>`.
+fn write_failures(mine: &[FindingRef<'_>], out: &mut dyn Write) -> io::Result<()> {
+    let mut errors = mine.iter().filter(|f| f.severity == Severity::Error);
+    if let Some(first) = errors.clone().next() {
+        let n = errors.clone().count();
+        write!(
+            out,
+            "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
+            if n == 1 { "y" } else { "ies" },
+            Markup(first.rule)
+        )?;
+        let mut sep = "";
+        for f in errors.by_ref() {
+            let text = format!(
+                "{}:{}:{}: error[{}] {}: {}\nfix: {}",
+                f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
+            );
+            write!(out, "{sep}{}", Markup(&text))?;
+            sep = "\n\n";
+        }
+        writeln!(out, "</failure>")?;
+    }
+    let mut warnings = mine
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .peekable();
+    if warnings.peek().is_some() {
+        write!(out, "      <system-out>")?;
+        let mut sep = "";
+        for f in warnings {
+            let text = format!(
+                "{}:{}:{}: warning[{}] {}: {}",
+                f.file, f.line, f.column, f.rule, f.field, f.message
+            );
+            write!(out, "{sep}{}", Markup(&text))?;
+            sep = "\n";
+        }
+        writeln!(out, "</system-out>")?;
+    }
+    Ok(())
 }
