@@ -86,11 +86,17 @@ pub fn walk<'t>(
     let mut pointer = String::new();
     let mut document = 0;
     for item in events {
-        let (event, span) = item.map_err(|e| YamlError {
-            line: e.marker().line() as u64,
-            column: e.marker().col() as u64 + 1,
-            message: e.info(),
-        })?;
+        // Matched, not mapped: the event is not moved into a new `Result`.
+        let (event, span) = match item {
+            Ok(pair) => pair,
+            Err(e) => {
+                return Err(YamlError {
+                    line: e.marker().line() as u64,
+                    column: e.marker().col() as u64 + 1,
+                    message: e.info(),
+                });
+            }
+        };
         match &event {
             Event::DocumentStart(..) => {
                 stack.clear();
@@ -132,6 +138,7 @@ pub fn walk<'t>(
 }
 
 /// The place of a node under `parent`, with `pointer` set to its own.
+#[inline]
 fn place_of(parent: Option<&mut Open>, event: &Event<'_>, pointer: &mut String) -> Place {
     match parent {
         None => {
