@@ -1,15 +1,43 @@
 #!/usr/bin/env bash
 # What an admission setup adds to a pod create, through a real
 # kube-apiserver v1.37 (benches/admission_latency.rs): builds the no-op
-# webhook and winadmit with the release profile, the control plane if it is
-# not built yet (tests/apiserver/build.sh), and prints a Markdown table.
+# webhook and winadmit with the release profile, Kyverno from Go modules
+# (benches/kyverno/build.sh; about 7 minutes the first time) when Go is
+# there, and the control plane if it is not built yet, then prints Markdown
+# tables.
 #
 #   benches/admission-latency.sh [ROUNDS] [CREATES]   # default 5 200
+#
+# LATENCY_SETUPS=none,winadmit,one-call picks setups (default: all);
+# KYVERNO= (empty) leaves Kyverno out; --write-docs as the third argument
+# also puts the tables into docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
 creates="${2:-200}"
-cargo build --release --locked --example noop_server
+write_docs="${3:-}"
 target="${CARGO_TARGET_DIR:-target}"
+cargo build --release --locked --example noop_server
 export NOOP_SERVER="$target/release/examples/noop_server"
-exec cargo bench --locked --bench admission_latency -- "$rounds" "$creates"
+if [ -z "${KYVERNO+set}" ] && command -v go >/dev/null 2>&1; then
+  benches/kyverno/build.sh "$target/kyverno/bin"
+  export KYVERNO="$target/kyverno/bin/kyverno"
+fi
+if [ -n "${KYVERNO:-}" ] && [ -z "${KYVERNO_CRDS:-}" ]; then
+  module="$(cd benches/kyverno && go list -m -f '{{.Dir}}' github.com/kyverno/kyverno)"
+  export KYVERNO_CRDS="$module/config/crds"
+fi
+out="$(mktemp)"
+cargo bench --locked --bench admission_latency -- "$rounds" "$creates" | tee "$out"
+if [ "$write_docs" = "--write-docs" ]; then
+  python3 - "$out" docs/BENCHMARKS.md <<'PY'
+import sys
+tables = open(sys.argv[1]).read().strip()
+doc = open(sys.argv[2]).read()
+begin, end = "<!-- admission-latency:begin -->", "<!-- admission-latency:end -->"
+head, rest = doc.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(sys.argv[2], "w").write(f"{head}{begin}\n{tables}\n{end}{tail}")
+PY
+fi
+rm -f "$out"

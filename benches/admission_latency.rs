@@ -37,6 +37,7 @@ mod e2e;
 mod server;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -48,7 +49,78 @@ use e2e::Webhook;
 /// Concurrent clients in the throughput phase.
 const CLIENTS: usize = 8;
 
-const SETUPS: &[&str] = &["none", "noop", "winadmit", "validate", "mutate", "policies"];
+/// One admission setup: its name (and namespace `lat-<name>`), what it is,
+/// and whether it refuses the denied pod.
+struct Setup {
+    name: &'static str,
+    what: &'static str,
+    refuses: bool,
+}
+
+const SETUPS: &[Setup] = &[
+    Setup {
+        name: "none",
+        what: "no admission webhook or policy",
+        refuses: false,
+    },
+    Setup {
+        name: "noop",
+        what: "no-op webhook, validating + mutating registrations",
+        refuses: false,
+    },
+    Setup {
+        name: "noop-one",
+        what: "no-op webhook, one mutating registration",
+        refuses: false,
+    },
+    Setup {
+        name: "winadmit",
+        what: "winadmit `/validate` + `/mutate` (the base install)",
+        refuses: true,
+    },
+    Setup {
+        name: "one-call",
+        what: "winadmit `/admit`, one mutating registration (the one-call install)",
+        refuses: true,
+    },
+    Setup {
+        name: "validate",
+        what: "winadmit `/validate` only",
+        refuses: true,
+    },
+    Setup {
+        name: "mutate",
+        what: "winadmit `/mutate` only",
+        refuses: false,
+    },
+    Setup {
+        name: "policies",
+        what: "the exported admission policies, all three",
+        refuses: true,
+    },
+    Setup {
+        name: "policy-errors",
+        what: "the exported ValidatingAdmissionPolicy `winadmit-errors` alone",
+        refuses: true,
+    },
+    Setup {
+        name: "policy-warnings",
+        what: "the exported ValidatingAdmissionPolicy `winadmit-warnings` alone",
+        refuses: false,
+    },
+    Setup {
+        name: "policy-mutate",
+        what: "the exported MutatingAdmissionPolicy `winadmit-mutate` alone",
+        refuses: false,
+    },
+    Setup {
+        name: "kyverno",
+        what: "Kyverno 1.19.1 out of cluster, benches/kyverno/policy.yaml",
+        refuses: true,
+    },
+];
+
+const PODS: [&str; 4] = ["pass", "patched", "denied", "linux"];
 
 fn pods(ns: &str) -> Vec<(&'static str, Value)> {
     let windows = json!({"kubernetes.io/os": "windows"});
@@ -96,21 +168,22 @@ fn pods(ns: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Whether a setup must refuse the pod.
-fn refuses(setup: &str, pod: &str) -> bool {
-    pod == "denied" && matches!(setup, "winadmit" | "validate" | "policies")
+/// Whether `setup` must refuse the pod.
+fn refuses(setup: &Setup, pod: &str) -> bool {
+    pod == "denied" && setup.refuses
 }
 
-/// The no-op webhook as a process, with its own certificate.
-struct Noop {
+/// A webhook other than winadmit, as a process.
+struct Process {
     child: Child,
     port: u16,
     ca: Vec<u8>,
     _dir: tempfile::TempDir,
 }
 
-impl Noop {
-    fn start(cp: &ControlPlane) -> Self {
+impl Process {
+    /// The no-op webhook, with its own certificate.
+    fn noop(cp: &ControlPlane) -> Self {
         let program = std::env::var("NOOP_SERVER").unwrap_or_else(|_| {
             panic!(
                 "NOOP_SERVER names the no-op server's binary: run benches/admission-latency.sh, or cargo build --release --example noop_server first"
@@ -139,6 +212,106 @@ impl Noop {
             _dir: dir,
         }
     }
+
+    /// Kyverno's admission controller out of cluster, as its DEVELOPMENT.md
+    /// runs it: its CRDs and ConfigMaps applied first, its webhooks
+    /// registered by itself (by URL) and scoped to the `lat-kyverno`
+    /// namespace by its `webhooks` setting. `None` when `KYVERNO` names no
+    /// binary (benches/kyverno/build.sh builds one).
+    fn kyverno(cp: &ControlPlane) -> Option<Self> {
+        let program = std::env::var("KYVERNO").ok().filter(|p| !p.is_empty())?;
+        let crds = std::env::var("KYVERNO_CRDS")
+            .expect("KYVERNO_CRDS names Kyverno's config/crds folder (benches/admission-latency.sh sets it)");
+        for entry in walk(Path::new(&crds)) {
+            let out = cp.kubectl(&["apply", "--server-side", "-f", entry.to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "kubectl apply {}: {}",
+                entry.display(),
+                e2e::stderr(&out)
+            );
+        }
+        cp.namespace("kyverno", &[]);
+        let scope = json!({"namespaceSelector": {"matchExpressions": [
+            {"key": "winadmit-e2e", "operator": "In", "values": ["lat-kyverno"]}]}});
+        let config = |name: &str, data: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "kyverno"}, "data": data})
+        };
+        cp.apply(&e2e::to_list(&[
+            config("kyverno", json!({"webhooks": scope.to_string()})),
+            config("kyverno-metrics", json!({})),
+        ]));
+        let dir = tempfile::tempdir().unwrap();
+        let port = controlplane::free_port();
+        let metrics = controlplane::free_port();
+        let log = std::fs::File::create(dir.path().join("kyverno.log")).unwrap();
+        let child = Command::new(&program)
+            .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
+            .arg(format!("--serverIP=127.0.0.1:{port}"))
+            .arg("--webhookServerHost=127.0.0.1")
+            .arg(format!("--webhookServerPort={port}"))
+            .arg(format!("--metricsPort={metrics}"))
+            .arg("--controllerRuntimeMetricsAddress=0")
+            .arg("--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca")
+            .arg("--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair")
+            .arg("--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller")
+            .arg("--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller")
+            .env("KYVERNO_NAMESPACE", "kyverno")
+            .env("KYVERNO_SERVICEACCOUNT_NAME", "kyverno-admission-controller")
+            .env("KYVERNO_DEPLOYMENT", "kyverno-admission-controller")
+            .env("KYVERNO_POD_NAME", "kyverno-admission-controller-bench")
+            .env("INIT_CONFIG", "kyverno")
+            .env("METRICS_CONFIG", "kyverno-metrics")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        cp.adopt(child.id());
+        let policy = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/kyverno/policy.yaml"
+        ))
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Kyverno did not accept its policy in 120 s: {}\n{}",
+                e2e::stderr(&out),
+                std::fs::read_to_string(dir.path().join("kyverno.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Some(Self {
+            child,
+            port,
+            ca: Vec::new(),
+            _dir: dir,
+        })
+    }
+}
+
+/// The YAML files under `dir`, in order.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else if path.extension().is_some_and(|x| x == "yaml") {
+            files.push(path);
+        }
+    }
+    files
 }
 
 /// Resident memory of a process, in MiB.
@@ -151,50 +324,128 @@ fn rss_mib(pid: u32) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// Installs every setup; returns the processes behind the webhooks.
-fn install(cp: &ControlPlane) -> (Webhook, Noop) {
-    let objects = e2e::rendered("base");
-    let webhook =
-        Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]).adopted_by(cp);
-    let noop = Noop::start(cp);
-    let mut registrations = Vec::new();
-    registrations.extend(e2e::registrations(&objects, "lat-winadmit", &webhook));
-    registrations.extend(
-        e2e::registrations(&objects, "lat-validate", &webhook)
-            .into_iter()
-            .filter(|o| e2e::kind(o).starts_with("Validating")),
-    );
-    registrations.extend(
-        e2e::registrations(&objects, "lat-mutate", &webhook)
-            .into_iter()
-            .filter(|o| e2e::kind(o).starts_with("Mutating")),
-    );
-    registrations.extend(e2e::registrations_at(
-        &objects,
-        "lat-noop",
-        &format!("https://127.0.0.1:{}", noop.port),
-        &noop.ca,
-    ));
-    cp.apply(&e2e::to_list(&registrations));
-
-    let out = e2e::winadmit(&["admission-policy"]);
-    assert!(out.status.success(), "{}", e2e::stderr(&out));
-    let mut policies = e2e::parse_yaml(&String::from_utf8(out.stdout).unwrap());
-    for p in &mut policies {
-        if e2e::kind(p).ends_with("Binding") {
-            let selector = &mut p["spec"]["matchResources"]["namespaceSelector"];
-            e2e::scope(selector, "lat-policies");
-        }
-    }
-    cp.apply(&e2e::to_list(&policies));
-    for setup in SETUPS {
-        cp.namespace(&ns(setup), &[("winadmit-e2e", &format!("lat-{setup}"))]);
-    }
-    (webhook, noop)
+/// Established TCP connections to `port` on this machine, from
+/// /proc/net/tcp: after thousands of creates, 1 means the API server keeps
+/// one connection alive and, with 8 concurrent clients, multiplexes them
+/// (HTTP/2); HTTP/1.1 would need one connection per request in flight.
+fn connections_to(port: u16) -> usize {
+    let local = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&local) && f[3] == "01"
+        })
+        .count()
 }
 
-fn ns(setup: &str) -> String {
-    format!("lat-{setup}")
+/// The webhooks behind the setups.
+struct Installed {
+    winadmit: Webhook,
+    noop: Process,
+    kyverno: Option<Process>,
+}
+
+fn only(objects: Vec<Value>, kind: &str) -> Vec<Value> {
+    objects
+        .into_iter()
+        .filter(|o| e2e::kind(o) == kind)
+        .collect()
+}
+
+/// Installs every setup in `chosen`.
+fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
+    let objects = e2e::rendered("base");
+    let winadmit =
+        Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]).adopted_by(cp);
+    let noop = Process::noop(cp);
+    let noop_url = format!("https://127.0.0.1:{}", noop.port);
+    let mutating = "MutatingWebhookConfiguration";
+    let validating = "ValidatingWebhookConfiguration";
+    let mut registrations = Vec::new();
+    let mut policies = Vec::new();
+    let mut kyverno = None;
+    for setup in chosen {
+        let ns = ns(setup);
+        match setup.name {
+            "winadmit" => registrations.extend(e2e::registrations(&objects, &ns, &winadmit)),
+            "validate" => registrations.extend(only(
+                e2e::registrations(&objects, &ns, &winadmit),
+                validating,
+            )),
+            "mutate" => {
+                registrations.extend(only(e2e::registrations(&objects, &ns, &winadmit), mutating));
+            }
+            "one-call" => {
+                let mut hooks = only(e2e::registrations(&objects, &ns, &winadmit), mutating);
+                for hook in hooks[0]["webhooks"].as_array_mut().unwrap() {
+                    let url = hook["clientConfig"]["url"]
+                        .as_str()
+                        .unwrap()
+                        .replace("/mutate", "/admit");
+                    hook["clientConfig"]["url"] = json!(url);
+                }
+                registrations.extend(hooks);
+            }
+            "noop" => {
+                registrations.extend(e2e::registrations_at(&objects, &ns, &noop_url, &noop.ca));
+            }
+            "noop-one" => registrations.extend(only(
+                e2e::registrations_at(&objects, &ns, &noop_url, &noop.ca),
+                mutating,
+            )),
+            "policies" | "policy-errors" | "policy-warnings" | "policy-mutate" => {
+                policies.extend(exported_policies(setup.name, &ns));
+            }
+            "kyverno" => kyverno = Process::kyverno(cp),
+            _ => {}
+        }
+    }
+    for objects in [&registrations, &policies] {
+        if !objects.is_empty() {
+            cp.apply(&e2e::to_list(objects));
+        }
+    }
+    for setup in chosen {
+        cp.namespace(&ns(setup), &[("winadmit-e2e", &ns(setup))]);
+    }
+    Installed {
+        winadmit,
+        noop,
+        kyverno,
+    }
+}
+
+/// `winadmit admission-policy`'s objects for `setup`, renamed so each
+/// setup has its own, and bound to the setup's namespace only.
+fn exported_policies(setup: &str, ns: &str) -> Vec<Value> {
+    let out = e2e::winadmit(&["admission-policy"]);
+    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    let keep = |name: &str| match setup {
+        "policy-errors" => name.starts_with("winadmit-errors"),
+        "policy-warnings" => name.starts_with("winadmit-warnings"),
+        "policy-mutate" => name.starts_with("winadmit-mutate"),
+        _ => true,
+    };
+    let mut policies = e2e::parse_yaml(&String::from_utf8(out.stdout).unwrap());
+    policies.retain(|p| keep(p["metadata"]["name"].as_str().unwrap_or_default()));
+    for p in &mut policies {
+        let name = format!("{}-{setup}", p["metadata"]["name"].as_str().unwrap());
+        p["metadata"]["name"] = json!(name);
+        if e2e::kind(p).ends_with("Binding") {
+            let policy = format!("{}-{setup}", p["spec"]["policyName"].as_str().unwrap());
+            p["spec"]["policyName"] = json!(policy);
+            let selector = &mut p["spec"]["matchResources"]["namespaceSelector"];
+            e2e::scope(selector, ns);
+        }
+    }
+    policies
+}
+
+fn ns(setup: &Setup) -> String {
+    format!("lat-{}", setup.name)
 }
 
 /// One server-side dry-run create: its status code and how long it took.
@@ -218,16 +469,16 @@ async fn create(client: &kube::Client, pod: &Value) -> (u16, Duration) {
 
 /// Waits until every setup answers as it must (registrations and policy
 /// bindings take effect after a short delay).
-async fn wait_effective(client: &kube::Client) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+async fn wait_effective(client: &kube::Client, chosen: &[&Setup]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let mut wrong = Vec::new();
-        for setup in SETUPS {
+        for setup in chosen {
             for (name, pod) in pods(&ns(setup)) {
                 let (status, _) = create(client, &pod).await;
                 let want_refused = refuses(setup, name);
-                if (status == 201) == want_refused || !matches!(status, 201 | 403 | 422) {
-                    wrong.push(format!("{setup}/{name}: {status}"));
+                if (status == 201) == want_refused || !matches!(status, 201 | 400 | 403 | 422) {
+                    wrong.push(format!("{}/{name}: {status}", setup.name));
                 }
             }
         }
@@ -236,7 +487,7 @@ async fn wait_effective(client: &kube::Client) {
         }
         assert!(
             Instant::now() < deadline,
-            "setups not effective after 60 s: {wrong:?}"
+            "setups not effective after 120 s: {wrong:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -271,14 +522,44 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// p50, p90, p99 of one round (milliseconds).
 type Round = [f64; 3];
 
+/// The setups to run: `LATENCY_SETUPS` (comma-separated names) or all;
+/// Kyverno only when `KYVERNO` names its binary.
+fn chosen() -> Vec<&'static Setup> {
+    let wanted = std::env::var("LATENCY_SETUPS").unwrap_or_default();
+    let wanted: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    for w in &wanted {
+        assert!(
+            SETUPS.iter().any(|s| s.name == *w),
+            "LATENCY_SETUPS: unknown setup {w:?}; the setups are {:?}",
+            SETUPS.iter().map(|s| s.name).collect::<Vec<_>>()
+        );
+    }
+    let kyverno = std::env::var("KYVERNO").is_ok_and(|k| !k.is_empty());
+    if !kyverno {
+        eprintln!(
+            "kyverno: left out (KYVERNO names no binary; benches/kyverno/build.sh builds one)"
+        );
+    }
+    SETUPS
+        .iter()
+        .filter(|s| s.name == "none" || wanted.is_empty() || wanted.contains(&s.name))
+        .filter(|s| s.name != "kyverno" || kyverno)
+        .collect()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with("--"));
     let rounds: usize = args.next().map_or(5, |a| a.parse().expect("ROUNDS"));
     let creates: usize = args.next().map_or(200, |a| a.parse().expect("CREATES"));
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let chosen = chosen();
 
     let cp = controlplane::shared("admission_latency");
-    let (webhook, noop) = install(cp);
+    let installed = install(cp, &chosen);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -286,13 +567,13 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let client = cp.client().await;
-        wait_effective(&client).await;
+        wait_effective(&client, &chosen).await;
 
         // Sequential latency, rounds interleaved.
         let mut by: BTreeMap<(&str, &str), Vec<Round>> = BTreeMap::new();
         for round in 0..rounds {
-            for k in 0..SETUPS.len() {
-                let setup = SETUPS[(k + round) % SETUPS.len()];
+            for k in 0..chosen.len() {
+                let setup = chosen[(k + round) % chosen.len()];
                 for (name, pod) in pods(&ns(setup)) {
                     let mut times = Vec::with_capacity(creates);
                     for _ in 0..creates {
@@ -300,12 +581,13 @@ fn main() {
                         assert_eq!(
                             status == 201,
                             !refuses(setup, name),
-                            "{setup}/{name}: HTTP {status}"
+                            "{}/{name}: HTTP {status}",
+                            setup.name
                         );
                         times.push(took);
                     }
                     times.sort();
-                    by.entry((setup, name)).or_default().push([
+                    by.entry((setup.name, name)).or_default().push([
                         percentile(&times, 0.5),
                         percentile(&times, 0.9),
                         percentile(&times, 0.99),
@@ -316,9 +598,9 @@ fn main() {
         }
 
         // Throughput with several clients: the patched pod, which every
-        // webhook setup must answer.
+        // setup admits.
         let mut throughput = BTreeMap::new();
-        for setup in SETUPS {
+        for setup in &chosen {
             let pod = pods(&ns(setup)).remove(1).1;
             let start = Instant::now();
             let tasks: Vec<_> = (0..CLIENTS)
@@ -338,20 +620,14 @@ fn main() {
             }
             #[allow(clippy::cast_precision_loss)]
             let per_second = (CLIENTS * creates) as f64 / start.elapsed().as_secs_f64();
-            throughput.insert(*setup, per_second);
+            throughput.insert(setup.name, per_second);
         }
-        print_table(rounds, creates, &by, &throughput, &webhook, &noop);
+        print_table(rounds, creates, &chosen, &by, &throughput, &installed);
     });
 }
 
-fn print_table(
-    rounds: usize,
-    creates: usize,
-    by: &BTreeMap<(&str, &str), Vec<Round>>,
-    throughput: &BTreeMap<&str, f64>,
-    webhook: &Webhook,
-    noop: &Noop,
-) {
+/// The machine: cores and CPU model.
+fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
@@ -361,16 +637,34 @@ fn print_table(
         })
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    println!("# Pod create latency through kube-apiserver v1.37 (server-side dry run)\n");
+    format!("{cores} cores ({cpu})")
+}
+
+fn print_table(
+    rounds: usize,
+    creates: usize,
+    chosen: &[&Setup],
+    by: &BTreeMap<(&str, &str), Vec<Round>>,
+    throughput: &BTreeMap<&str, f64>,
+    installed: &Installed,
+) {
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    println!("### Pod creates through kube-apiserver v1.37 (server-side dry run)\n");
     println!(
-        "{cores} cores ({cpu}); {rounds} rounds x {creates} sequential creates per setup and pod; \
-         medians over rounds, [min-max of the round medians]; `cargo bench --bench admission_latency -- {rounds} {creates}`\n"
+        "{date}, {}; {rounds} rounds x {creates} sequential creates per setup and pod, \
+         setups interleaved; medians over rounds, [min-max of the round medians]. \
+         `benches/admission-latency.sh {rounds} {creates}`\n",
+        machine()
     );
-    println!("| setup | pod | p50 ms | p90 ms | p99 ms | added p50 / p99 over none |");
-    println!("|---|---|---|---|---|---|");
-    for setup in SETUPS {
-        for pod in ["pass", "patched", "denied", "linux"] {
-            let Some(r) = by.get(&(*setup, pod)) else {
+    println!("| setup | what | pod | p50 ms | p90 ms | p99 ms | added p50 / p99 over none |");
+    println!("|---|---|---|---|---|---|---|");
+    for setup in chosen {
+        for pod in PODS {
+            let Some(r) = by.get(&(setup.name, pod)) else {
                 continue;
             };
             let col = |i: usize| median(r.iter().map(|x| x[i]).collect());
@@ -385,8 +679,15 @@ fn print_table(
                 let none = &by[&("none", pod)];
                 median(r.iter().zip(none).map(|(a, b)| a[i] - b[i]).collect())
             };
+            let outcome = if refuses(setup, pod) {
+                " (refused)"
+            } else {
+                ""
+            };
             println!(
-                "| {setup} | {pod} | {} | {} | {} | {:+.2} / {:+.2} |",
+                "| {} | {} | {pod}{outcome} | {} | {} | {} | {:+.2} / {:+.2} |",
+                setup.name,
+                setup.what,
                 spread(0),
                 spread(1),
                 spread(2),
@@ -400,12 +701,22 @@ fn print_table(
     );
     println!("| setup | creates/s |");
     println!("|---|---|");
-    for (setup, per_second) in throughput {
-        println!("| {setup} | {per_second:.0} |");
+    for setup in chosen {
+        if let Some(per_second) = throughput.get(setup.name) {
+            println!("| {} | {per_second:.0} |", setup.name);
+        }
     }
+    let mut memory = format!(
+        "\nResident memory after the run: winadmit {:.1} MiB, no-op webhook {:.1} MiB",
+        rss_mib(installed.winadmit.server.child.id()),
+        rss_mib(installed.noop.child.id())
+    );
+    if let Some(k) = &installed.kyverno {
+        memory.push_str(&format!(", Kyverno {:.1} MiB", rss_mib(k.child.id())));
+    }
+    println!("{memory}.");
     println!(
-        "\nResident memory after the run: winadmit {:.1} MiB, no-op webhook {:.1} MiB.",
-        rss_mib(webhook.server.child.id()),
-        rss_mib(noop.child.id())
+        "\nConnections the API server holds open to winadmit after the run: {}.",
+        connections_to(installed.winadmit.server.addr.port())
     );
 }

@@ -125,6 +125,7 @@ pub fn patch_generation(data: &[u8]) {
                     create: true,
                     namespace_isolation: None,
                     psa_restricted_before_1_25: false,
+                    images: None,
                 },
             );
             if m.is_empty() {

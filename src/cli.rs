@@ -205,8 +205,8 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// The facts these flags state about the target cluster.
     #[must_use]
-    pub fn stated(&self) -> crate::cluster::Stated {
-        crate::cluster::Stated {
+    pub fn declared(&self) -> crate::cluster::Declared {
+        crate::cluster::Declared {
             kubernetes_version: self.kubernetes_version,
             container_runtime: self.container_runtime.map(|r| match r {
                 RuntimeChoice::Containerd => crate::cluster::Runtime::Containerd,
@@ -358,6 +358,8 @@ pub enum Overlay {
     AdmissionPolicy,
     /// cert-manager TLS, with the gMSA checks of the upstream Windows gMSA webhook (`serve --gmsa=auto`).
     Gmsa,
+    /// cert-manager TLS, one webhook call per object (`/admit`, registered as the mutating webhook) instead of two.
+    OneCall,
 }
 
 #[derive(Debug, Args)]
@@ -588,6 +590,8 @@ pub struct ServeArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub cluster: ClusterCacheArgs,
+    #[command(flatten)]
+    pub images: ServeRegistryArgs,
     /// Largest AdmissionReview body accepted (413 above it).
     #[arg(long, value_name = "BYTES", env = "WINADMIT_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -680,6 +684,36 @@ pub struct ClusterCacheArgs {
     /// configuration (see --cluster-cache).
     #[arg(long, value_enum, value_name = "MODE", env = "WINADMIT_GMSA", default_value_t = GmsaMode::Off)]
     pub gmsa: GmsaMode,
+}
+
+/// `winadmit serve --registry`: image facts from the registries, cached.
+#[derive(Debug, Clone, Args)]
+pub struct ServeRegistryArgs {
+    /// Look the images of reviewed pods up in their registries (off by
+    /// default): what each image runs on decides the image rules, instead
+    /// of its name. A lookup that fails or is late never denies.
+    #[arg(long, env = "WINADMIT_REGISTRY")]
+    pub registry: bool,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+    /// A review waits at most this long for its images' facts (keep it
+    /// well under the webhook's timeoutSeconds); an image not known by
+    /// then is judged by its name, and its lookup goes on for later reviews.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REGISTRY_REVIEW_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    pub registry_review_timeout: Duration,
+    /// How long facts looked up by tag are cached (an image pinned by
+    /// digest is cached until evicted for room).
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REGISTRY_TAG_TTL", default_value = "5m", value_parser = parse_duration)]
+    pub registry_tag_ttl: Duration,
+    /// How long a failed lookup is cached before the registry is asked again.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REGISTRY_NEGATIVE_TTL", default_value = "10s", value_parser = parse_duration)]
+    pub registry_negative_ttl: Duration,
+    /// Images cached at most.
+    #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CACHE_ENTRIES", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub registry_cache_entries: u64,
+    /// Lookups sent to one registry at once; more wait in line.
+    #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub registry_concurrency: u32,
 }
 
 /// `serve --gmsa`.

@@ -96,7 +96,7 @@ pub enum Source {
     Flag,
     /// The policy's `cluster` block.
     Policy,
-    /// Learnt from a Windows node (its name).
+    /// Observed from a Windows node (its name).
     Node(String),
 }
 
@@ -207,19 +207,19 @@ impl Cluster {
     }
 }
 
-/// Facts someone stated (a flag or the policy); `None` says nothing.
+/// Facts declared by a flag or the policy; `None` says nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stated {
+pub struct Declared {
     pub kubernetes_version: Option<KubeVersion>,
     pub container_runtime: Option<Runtime>,
     pub containerd_version: Option<KubeVersion>,
     pub stance: Option<Stance>,
 }
 
-/// Facts learnt from the cluster's Windows nodes: the oldest kubelet and
+/// Facts observed on the cluster's Windows nodes: the oldest kubelet and
 /// runtime, each with the node that reported it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Learnt {
+pub struct Observed {
     pub kubernetes_version: Option<(KubeVersion, String)>,
     pub container_runtime: Option<(Runtime, String)>,
     pub containerd_version: Option<KubeVersion>,
@@ -230,13 +230,13 @@ impl Cluster {
     /// cluster's nodes, and the default (the runtime's default follows the
     /// version).
     #[must_use]
-    pub fn resolve(flags: &Stated, policy: &Stated, learnt: &Learnt) -> Self {
+    pub fn resolve(flags: &Declared, policy: &Declared, observed: &Observed) -> Self {
         let (kubernetes_version, kubernetes_version_from) =
             if let Some(v) = flags.kubernetes_version {
                 (v, Source::Flag)
             } else if let Some(v) = policy.kubernetes_version {
                 (v, Source::Policy)
-            } else if let Some((v, node)) = &learnt.kubernetes_version {
+            } else if let Some((v, node)) = &observed.kubernetes_version {
                 (*v, Source::Node(node.clone()))
             } else {
                 (KubeVersion::LATEST, Source::Default)
@@ -245,7 +245,7 @@ impl Cluster {
             (r, Source::Flag)
         } else if let Some(r) = policy.container_runtime {
             (r, Source::Policy)
-        } else if let Some((r, node)) = &learnt.container_runtime {
+        } else if let Some((r, node)) = &observed.container_runtime {
             (*r, Source::Node(node.clone()))
         } else {
             (Runtime::default_for(kubernetes_version), Source::Version)
@@ -254,7 +254,7 @@ impl Cluster {
             flags
                 .containerd_version
                 .or(policy.containerd_version)
-                .or(learnt.containerd_version)
+                .or(observed.containerd_version)
                 .unwrap_or(KubeVersion::new(1, 7))
         });
         Self {
@@ -383,6 +383,19 @@ pub trait ClusterView: Send + Sync {
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         None
     }
+    /// The gMSA facts of one workload, from a door that asks the cluster
+    /// as the report reaches the workload (the live `report`, the server's
+    /// `/report`): the credential specs `names` and whether `account` in
+    /// `namespace` (when the object has one) may `use` them. `None`: this
+    /// view does not look them up.
+    fn gmsa(
+        &self,
+        _namespace: Option<&str>,
+        _account: &str,
+        _names: &[&str],
+    ) -> Option<crate::gmsa::Facts> {
+        None
+    }
 }
 
 /// A shared view (the server's cache is also held by its watchers).
@@ -397,6 +410,15 @@ impl<T: ClusterView + ?Sized> ClusterView for Arc<T> {
 
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         (**self).nodes()
+    }
+
+    fn gmsa(
+        &self,
+        namespace: Option<&str>,
+        account: &str,
+        names: &[&str],
+    ) -> Option<crate::gmsa::Facts> {
+        (**self).gmsa(namespace, account, names)
     }
 }
 
@@ -426,27 +448,27 @@ mod tests {
 
     #[test]
     fn a_flag_wins_over_the_policy_which_wins_over_the_nodes() {
-        let node = Learnt {
+        let node = Observed {
             kubernetes_version: Some((KubeVersion::new(1, 29), "win-1".into())),
             container_runtime: Some((Runtime::Docker, "win-2".into())),
             containerd_version: None,
         };
-        let c = Cluster::resolve(&Stated::default(), &Stated::default(), &node);
+        let c = Cluster::resolve(&Declared::default(), &Declared::default(), &node);
         assert_eq!(c.kubernetes_version, KubeVersion::new(1, 29));
         assert_eq!(c.container_runtime_from, Source::Node("win-2".into()));
         assert!(c.runtime_fact().contains("win-2"), "{}", c.runtime_fact());
-        let policy = Stated {
+        let policy = Declared {
             container_runtime: Some(Runtime::Containerd),
-            ..Stated::default()
+            ..Declared::default()
         };
-        let c = Cluster::resolve(&Stated::default(), &policy, &node);
+        let c = Cluster::resolve(&Declared::default(), &policy, &node);
         assert_eq!(c.container_runtime, Runtime::Containerd);
         assert_eq!(c.container_runtime_from, Source::Policy);
-        let flags = Stated {
+        let flags = Declared {
             kubernetes_version: Some(KubeVersion::new(1, 19)),
-            ..Stated::default()
+            ..Declared::default()
         };
-        let c = Cluster::resolve(&flags, &Stated::default(), &Learnt::default());
+        let c = Cluster::resolve(&flags, &Declared::default(), &Observed::default());
         assert_eq!(c.container_runtime, Runtime::Docker, "docker before 1.24");
         assert_eq!(c.kubernetes_version_from, Source::Flag);
     }
@@ -574,7 +596,7 @@ impl WindowsNodes {
     /// The oldest kubelet and the weakest runtime among `nodes` (Docker
     /// before containerd, then the oldest containerd), each with its node.
     #[must_use]
-    pub fn learnt(nodes: &[&WindowsNode]) -> Learnt {
+    pub fn observed(nodes: &[&WindowsNode]) -> Observed {
         let kubernetes_version = nodes
             .iter()
             .filter_map(|n| Some((n.kubelet_version?, n)))
@@ -586,7 +608,7 @@ impl WindowsNodes {
             .min_by_key(|(r, n)| (*r == Runtime::Containerd, n.containerd_version))
             .map(|(r, n)| (r, n.name.clone()));
         let containerd_version = nodes.iter().filter_map(|n| n.containerd_version).min();
-        Learnt {
+        Observed {
             kubernetes_version,
             container_runtime,
             containerd_version,
@@ -607,26 +629,29 @@ impl WindowsNodes {
 }
 
 impl Cluster {
-    /// This cluster with what `learnt` says of the nodes (all of them, or
+    /// This cluster with what `observed` says of the nodes (all of them, or
     /// those a pod may land on) in place of every fact no flag or policy
     /// stated.
     #[must_use]
-    pub fn narrowed(&self, learnt: &Learnt) -> Self {
+    pub fn narrowed(&self, observed: &Observed) -> Self {
         let stated = |s: &Source| matches!(s, Source::Flag | Source::Policy);
         let mut c = self.clone();
         if !stated(&c.kubernetes_version_from)
-            && let Some((v, node)) = &learnt.kubernetes_version
+            && let Some((v, node)) = &observed.kubernetes_version
         {
             c.kubernetes_version = *v;
             c.kubernetes_version_from = Source::Node(node.clone());
         }
         if !stated(&c.container_runtime_from)
-            && let Some((r, node)) = &learnt.container_runtime
+            && let Some((r, node)) = &observed.container_runtime
         {
             c.container_runtime = *r;
             c.container_runtime_from = Source::Node(node.clone());
-            c.containerd_version = (*r == Runtime::Containerd)
-                .then(|| learnt.containerd_version.unwrap_or(KubeVersion::new(1, 7)));
+            c.containerd_version = (*r == Runtime::Containerd).then(|| {
+                observed
+                    .containerd_version
+                    .unwrap_or(KubeVersion::new(1, 7))
+            });
         }
         c
     }
@@ -659,7 +684,7 @@ mod node_tests {
             ],
         };
         let all: Vec<&WindowsNode> = nodes.nodes.iter().collect();
-        let l = WindowsNodes::learnt(&all);
+        let l = WindowsNodes::observed(&all);
         assert_eq!(
             l.kubernetes_version,
             Some((KubeVersion::new(1, 29), "b".into()))
@@ -667,7 +692,7 @@ mod node_tests {
         assert_eq!(l.container_runtime, Some((Runtime::Docker, "b".into())));
         // A pod that selects pool a sees only node a.
         let a = nodes.selected_by(&[("pool", "a")]);
-        let l = WindowsNodes::learnt(&a);
+        let l = WindowsNodes::observed(&a);
         assert_eq!(l.container_runtime, Some((Runtime::Containerd, "a".into())));
         assert_eq!(l.containerd_version, Some(KubeVersion::new(1, 7)));
         assert_eq!(nodes.builds().len(), 2);

@@ -135,7 +135,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
                 .unwrap_or_default();
             narrowed = cx
                 .cluster
-                .narrowed(&WindowsNodes::learnt(&nodes.selected_by(&selector)));
+                .narrowed(&WindowsNodes::observed(&nodes.selected_by(&selector)));
             &narrowed
         }
         None => &cx.cluster,

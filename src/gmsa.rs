@@ -36,6 +36,37 @@ pub const VERB: &str = "use";
 /// The key of the credential spec's contents in the object.
 pub const CONTENTS_KEY: &str = "credspec";
 
+/// The question the webhook and the report ask the API server (in a
+/// LocalSubjectAccessReview or a SubjectAccessReview): may the service
+/// account `account` of `namespace` use the credential spec `name`? The
+/// user and groups are those the API server gives a service account's
+/// token.
+#[must_use]
+pub fn use_review(
+    namespace: &str,
+    account: &str,
+    name: &str,
+) -> k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReviewSpec};
+    SubjectAccessReviewSpec {
+        user: Some(format!("system:serviceaccount:{namespace}:{account}")),
+        groups: Some(vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+        ]),
+        resource_attributes: Some(ResourceAttributes {
+            namespace: Some(namespace.to_owned()),
+            verb: Some(VERB.to_owned()),
+            group: Some(GROUP.to_owned()),
+            version: Some(VERSION.to_owned()),
+            resource: Some(RESOURCE.to_owned()),
+            name: Some(name.to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// What is known of one `GMSACredentialSpec`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredSpec {
@@ -127,6 +158,10 @@ pub struct Facts {
     pub complete: bool,
     /// Authorization answers, as far as they were asked.
     pub authz: BTreeMap<AuthzKey, Authz>,
+    /// Authorizations a door wanted but could not ask (its identity may
+    /// not create SubjectAccessReviews, or the call failed), with why: the
+    /// answer is unknown, which is not a refusal (the live `report`).
+    pub unasked: BTreeMap<AuthzKey, String>,
     /// The pod before an UPDATE (set by the decision, from the request).
     pub previous: Option<Vec<Previous>>,
 }
@@ -151,6 +186,28 @@ impl Facts {
             service_account.to_owned(),
             name.to_owned(),
         ))
+    }
+
+    /// Why the authorization of `service_account` in `namespace` to use
+    /// `name` could not be asked, if it was wanted and not answered.
+    #[must_use]
+    pub fn unasked(&self, namespace: &str, service_account: &str, name: &str) -> Option<&str> {
+        self.unasked
+            .get(&(
+                namespace.to_owned(),
+                service_account.to_owned(),
+                name.to_owned(),
+            ))
+            .map(String::as_str)
+    }
+
+    /// Takes in what a door looked up for one workload: its credential
+    /// specs and authorization answers win over what was known.
+    pub fn absorb(&mut self, looked: Self) {
+        self.specs.extend(looked.specs);
+        self.authz.extend(looked.authz);
+        self.unasked.extend(looked.unasked);
+        self.complete |= looked.complete;
     }
 
     /// Learns a `GMSACredentialSpec` object; returns whether it was one.

@@ -58,6 +58,8 @@ pub enum Render {
     AdmissionPolicy,
     /// `manifests/overlays/gmsa`.
     Gmsa,
+    /// `manifests/overlays/one-call`.
+    OneCall,
 }
 
 /// Embeds `manifests/rendered/<name>.yaml`.
@@ -68,7 +70,7 @@ macro_rules! rendered {
 }
 
 impl Render {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Base,
         Self::CertManager,
         Self::SelfSigned,
@@ -77,6 +79,7 @@ impl Render {
         Self::CustomResources,
         Self::AdmissionPolicy,
         Self::Gmsa,
+        Self::OneCall,
     ];
 
     /// The `--overlay` value, and the file name under `manifests/rendered/`.
@@ -91,6 +94,7 @@ impl Render {
             Self::CustomResources => "custom-resources",
             Self::AdmissionPolicy => "admission-policy",
             Self::Gmsa => "gmsa",
+            Self::OneCall => "one-call",
         }
     }
 
@@ -106,6 +110,7 @@ impl Render {
             Self::CustomResources => "overlays/custom-resources",
             Self::AdmissionPolicy => "overlays/admission-policy",
             Self::Gmsa => "overlays/gmsa",
+            Self::OneCall => "overlays/one-call",
         }
     }
 
@@ -121,6 +126,7 @@ impl Render {
             Self::CustomResources => rendered!("custom-resources"),
             Self::AdmissionPolicy => rendered!("admission-policy"),
             Self::Gmsa => rendered!("gmsa"),
+            Self::OneCall => rendered!("one-call"),
         }
     }
 

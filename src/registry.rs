@@ -338,6 +338,10 @@ fn describe(e: &oci_client::errors::OciDistributionError) -> String {
             }
         }
         E::ServerError { code, message, .. } => format!("HTTP {code}: {message}"),
+        E::ManifestParsingError(why) | E::VersionedParsingError(why) => {
+            format!("malformed manifest: {why}")
+        }
+        E::ManifestEncodingError(why) => format!("malformed manifest: {why}"),
         E::RequestError(r) => {
             let mut why = r.to_string();
             let mut source = std::error::Error::source(r);

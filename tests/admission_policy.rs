@@ -382,6 +382,7 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
             create: true,
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
+            images: None,
         },
         doc,
         None,

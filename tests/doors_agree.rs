@@ -6,6 +6,8 @@
 //! - `/validate` (AdmissionReview in, response out): allowed, warnings,
 //!   denial, and on the patched object the verdict after the patch;
 //! - `/mutate`: the patch and its warnings;
+//! - `/admit`: what `/mutate` and then `/validate` on the patched object
+//!   answer between them;
 //! - `lint` (the object as a file): every finding;
 //! - `lint --fix`, then `lint` on the fixed file: the findings of the
 //!   patched object;
@@ -167,6 +169,37 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
         return fail(
             "verdict without a patch",
             format!("{:?} vs {:?}", d.verdict, d.validation),
+        );
+    }
+
+    // /admit (the one-call install): /mutate's patch, then /validate's
+    // answer on the patched object, as the two webhooks give between them.
+    let a = webhook(policy, Endpoint::Admit, object);
+    let validated = webhook(
+        policy,
+        Endpoint::Validate,
+        d.patched.as_ref().unwrap_or(object),
+    );
+    let allowed = validated["allowed"].as_bool().unwrap();
+    let mut expected_warnings = warnings(&m);
+    for w in warnings(&validated) {
+        if !expected_warnings.contains(&w) {
+            expected_warnings.push(w);
+        }
+    }
+    let expected_patch = if allowed {
+        Value::from(patch_ops(&m))
+    } else {
+        json!([])
+    };
+    if a["allowed"] != validated["allowed"]
+        || a["status"]["message"] != validated["status"]["message"]
+        || Value::from(patch_ops(&a)) != expected_patch
+        || warnings(&a) != expected_warnings
+    {
+        return fail(
+            "/admit",
+            format!("{a} vs /mutate {m} then /validate {validated}"),
         );
     }
 

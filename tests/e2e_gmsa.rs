@@ -4,6 +4,9 @@
 //! with the same outcome (allowed; refused with the same meaning, the
 //! upstream's words in the message; patched with the same contents), and
 //! the cases where winadmit goes further (init and ephemeral containers).
+//! Also gMSA in `winadmit report` against the cluster (SubjectAccessReviews,
+//! as admin and as an identity that may not create them), in `POST /report`,
+//! in `/readyz` and in the metrics.
 //!
 //! The setup: the upstream GMSACredentialSpec CRD, winadmit serving with
 //! `--gmsa auto` under the install's ServiceAccount and the RBAC of
@@ -730,6 +733,8 @@ fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
             kubeconfig.to_str().unwrap(),
             "--gmsa",
             "on",
+            "--metrics-listen",
+            "127.0.0.1:0",
         ],
     );
     s.cp.apply(&e2e::to_list(&e2e::registrations(
@@ -772,10 +777,449 @@ fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
         a.warnings.iter().any(|w| w.contains("WIN-GMSA-INLINE")),
         "{a:?}"
     );
+    // Counted: the failed review, the get.
+    let (_, m) = http(
+        webhook.server.metrics_addr.expect("metrics listener"),
+        "GET",
+        "/metrics",
+        "",
+    );
+    assert!(
+        metric(
+            &m,
+            "winadmit_gmsa_local_subject_access_reviews_total{result=\"error\"}"
+        ) >= 1.0,
+        "{m}"
+    );
+    assert!(
+        metric(
+            &m,
+            "winadmit_gmsa_credential_spec_gets_total{result=\"found\"}"
+        ) >= 1.0,
+        "{m}"
+    );
     for config in [
         "validatingwebhookconfiguration",
         "mutatingwebhookconfiguration",
     ] {
         s.cp.kubectl_ok(&["delete", config, "winadmit-gmsa-no-lsar"]);
+    }
+}
+
+/// The namespace of the report cases: no webhook registration selects it,
+/// so its Deployments are stored as given.
+const REPORT_NS: &str = "gmsa-report";
+
+/// Deployments in [`REPORT_NS`] naming credential specs: (name, service
+/// account, credential spec).
+const REPORTED: &[(&str, &str, &str)] = &[
+    ("d-allowed", "allowed", "webapp1"),
+    ("d-denied", "denied", "webapp1"),
+    ("d-missing", "allowed", "i-sure-dont-exist"),
+];
+
+fn report_setup(s: &Setup) {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        s.cp.namespace(REPORT_NS, &[]);
+        let mut objects = vec![
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "allowed", "namespace": REPORT_NS}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "denied", "namespace": REPORT_NS}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "allowed-uses-gmsa", "namespace": REPORT_NS},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gmsa-e2e-users"},
+                "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": REPORT_NS}]}),
+        ];
+        for (name, account, spec) in REPORTED {
+            objects.push(deployment(name, account, spec));
+        }
+        s.cp.apply(&e2e::to_list(&objects));
+    });
+}
+
+fn deployment(name: &str, account: &str, spec: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": REPORT_NS},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "serviceAccountName": account,
+                "nodeSelector": {"kubernetes.io/os": "windows"},
+                "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": spec}},
+                "containers": [{"name": "web", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"}]}}}})
+}
+
+/// The gMSA rules of each object of a JSON report: name -> rule ids.
+fn gmsa_rules(report: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
+    report["objects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no objects: {report:#}"))
+        .iter()
+        .map(|o| {
+            let mut rules: Vec<String> = o["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|f| f["rule"].as_str())
+                .filter(|r| r.starts_with("WIN-GMSA"))
+                .map(str::to_owned)
+                .collect();
+            rules.sort();
+            rules.dedup();
+            (o["name"].as_str().unwrap().to_owned(), rules)
+        })
+        .collect()
+}
+
+fn live_report(kubeconfig: &std::path::Path) -> (Value, String) {
+    let out = e2e::winadmit(&[
+        "report",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "-n",
+        REPORT_NS,
+        "--format",
+        "json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.code().is_some_and(|c| c < 2),
+        "winadmit report: {err}"
+    );
+    (serde_json::from_slice(&out.stdout).unwrap(), err)
+}
+
+/// The live report reads the cluster's GMSACredentialSpecs and asks a
+/// SubjectAccessReview for each pod's service account: the same verdicts
+/// as the webhook's (not authorized, not found).
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn the_live_report_checks_credential_specs_and_who_may_use_them() {
+    let s = setup("the_live_report_checks_credential_specs_and_who_may_use_them");
+    report_setup(s);
+    let (report, err) = live_report(&s.cp.kubeconfig);
+    let rules = gmsa_rules(&report);
+    let want = |r: &[&str]| r.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(rules["d-allowed"], want(&[]), "{err}");
+    assert_eq!(
+        rules["d-denied"],
+        want(&["WIN-GMSA-NOT-AUTHORIZED"]),
+        "{err}"
+    );
+    assert_eq!(rules["d-missing"], want(&["WIN-GMSA-NOT-FOUND"]), "{err}");
+    let denied = report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "d-denied")
+        .unwrap();
+    let message = denied["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "WIN-GMSA-NOT-AUTHORIZED")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains(
+            r#"service account "denied" is not authorized to `use` GMSA cred spec "webapp1""#
+        ),
+        "{message}"
+    );
+}
+
+/// An identity that may list but not create SubjectAccessReviews: the
+/// authorization is reported unknown (WIN-GMSA-AUTHZ-UNKNOWN), never as a
+/// refusal; credential specs are still checked.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn the_live_report_says_unknown_when_it_may_not_ask() {
+    const SA: &str = "gmsa-reader";
+    let s = setup("the_live_report_says_unknown_when_it_may_not_ask");
+    report_setup(s);
+    s.cp.apply(&e2e::to_list(&[
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": "winadmit"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": SA},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": SA},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SA},
+            "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": "winadmit"}]}),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let (report, err) = live_report(&kubeconfig);
+    let rules = gmsa_rules(&report);
+    let want = |r: &[&str]| r.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    for name in ["d-allowed", "d-denied"] {
+        assert_eq!(
+            rules[name],
+            want(&["WIN-GMSA-AUTHZ-UNKNOWN"]),
+            "{name}: {err}"
+        );
+    }
+    assert_eq!(
+        rules["d-missing"],
+        want(&["WIN-GMSA-AUTHZ-UNKNOWN", "WIN-GMSA-NOT-FOUND"]),
+        "{err}"
+    );
+    assert!(
+        err.contains("may not create subjectaccessreviews.authorization.k8s.io"),
+        "{err}"
+    );
+}
+
+/// A plain HTTP request to `addr`; (status, body).
+fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        tcp,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).unwrap();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    // Chunked answers: the JSON is between the chunk sizes; enough for
+    // `contains` and for the metrics' lines.
+    (status, body.to_owned())
+}
+
+/// The value of the metric sample `line_start` (name and labels), 0 when
+/// absent.
+fn metric(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `serve --gmsa auto` with the cluster cache: `/readyz` answers 200 only
+/// once gMSA is decided and the credential specs are listed, so the first
+/// `/report` after it already knows them from the watch (no get); and
+/// `/report` resolves gMSA as `/validate` does, LocalSubjectAccessReviews
+/// counted in the metrics (made, cached, by result).
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn report_endpoint_readiness_and_metrics_follow_gmsa() {
+    let s = setup("report_endpoint_readiness_and_metrics_follow_gmsa");
+    let objects = e2e::rendered("gmsa");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit");
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--gmsa",
+            "auto",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--report",
+            "metrics",
+        ],
+    );
+    let addr = webhook.server.metrics_addr.expect("metrics listener");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = http(addr, "GET", "/readyz", "");
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {body}\n{}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pods = |specs: &[(&str, &str, &str)]| {
+        let items: Vec<Value> = specs
+            .iter()
+            .map(|(n, account, spec)| gmsa_pod(n, account, name(spec), &[("web", Value::Null)]))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+    };
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/report",
+        &pods(&[
+            ("r-allowed", "allowed", "webapp1"),
+            ("r-denied", "denied", "webapp1"),
+            ("r-missing", "allowed", "i-sure-dont-exist"),
+        ]),
+    );
+    assert_eq!(status, 200, "{body}");
+    for (name, rule) in [
+        ("r-denied", "WIN-GMSA-NOT-AUTHORIZED"),
+        ("r-missing", "WIN-GMSA-NOT-FOUND"),
+    ] {
+        assert!(body.contains(rule), "{name}: {rule} missing from {body}");
+    }
+    assert!(!body.contains("WIN-GMSA-AUTHZ-UNKNOWN"), "{body}");
+    let (_, m) = http(addr, "GET", "/metrics", "");
+    // Ready meant listed: every credential spec came from the watch.
+    for result in ["found", "not_found", "error"] {
+        assert_eq!(
+            metric(
+                &m,
+                &format!("winadmit_gmsa_credential_spec_gets_total{{result=\"{result}\"}}")
+            ),
+            0.0,
+            "{m}"
+        );
+    }
+    let reviews = |result: &str| {
+        metric(
+            &m,
+            &format!("winadmit_gmsa_local_subject_access_reviews_total{{result=\"{result}\"}}"),
+        )
+    };
+    // One per distinct (namespace, service account, name).
+    assert_eq!(reviews("allowed"), 2.0, "{m}");
+    assert_eq!(reviews("denied"), 1.0, "{m}");
+    assert_eq!(reviews("error"), 0.0, "{m}");
+    let hits = metric(
+        &m,
+        "winadmit_gmsa_local_subject_access_review_cache_hits_total",
+    );
+    // The same pods again: answers from the cache (kept 10 s; a slow
+    // machine may have let some expire, so at least one of the three).
+    http(
+        addr,
+        "POST",
+        "/report",
+        &pods(&[
+            ("r-allowed", "allowed", "webapp1"),
+            ("r-denied", "denied", "webapp1"),
+            ("r-missing", "allowed", "i-sure-dont-exist"),
+        ]),
+    );
+    let (_, m) = http(addr, "GET", "/metrics", "");
+    let hits_after = metric(
+        &m,
+        "winadmit_gmsa_local_subject_access_review_cache_hits_total",
+    );
+    let made_after = metric(
+        &m,
+        "winadmit_gmsa_local_subject_access_reviews_total{result=\"allowed\"}",
+    ) + metric(
+        &m,
+        "winadmit_gmsa_local_subject_access_reviews_total{result=\"denied\"}",
+    );
+    assert_eq!(hits_after - hits + made_after - 3.0, 3.0, "{m}");
+}
+
+/// `/readyz` waits for the credential specs' first list, not only for the
+/// cluster cache's other resources: an identity that may not list
+/// `gmsacredentialspecs` keeps the server unready after the rest is listed,
+/// until `--cluster-cache-sync-timeout`, which it then says.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn readiness_waits_for_the_credential_specs_list() {
+    const SA: &str = "winadmit-no-gmsa-list";
+    let s = setup("readiness_waits_for_the_credential_specs_list");
+    let objects = e2e::rendered("gmsa");
+    let mut rbac = Vec::new();
+    for o in &objects {
+        let mut o = o.clone();
+        let rename = |o: &mut Value| o["metadata"]["name"] = json!(SA);
+        match e2e::kind(&o) {
+            "ServiceAccount" => rename(&mut o),
+            "ClusterRole" => {
+                rename(&mut o);
+                o["rules"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|r| r["resources"] != json!(["gmsacredentialspecs"]));
+            }
+            "ClusterRoleBinding" => {
+                rename(&mut o);
+                o["roleRef"]["name"] = json!(SA);
+                o["subjects"][0]["name"] = json!(SA);
+            }
+            _ => continue,
+        }
+        rbac.push(o);
+    }
+    s.cp.apply(&e2e::to_list(&rbac));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--cluster-cache-sync-timeout",
+            "15s",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--gmsa",
+            "auto",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let addr = webhook.server.metrics_addr.expect("metrics listener");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(webhook
+        .server
+        .logs_contain("cluster cache: first list complete")
+        && webhook.server.logs_contain("gmsa: on (--gmsa auto)"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster cache never listed: {}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The other resources are listed; the credential specs cannot be.
+    let (status, body) = http(addr, "GET", "/readyz", "");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("--gmsa"), "{body}");
+    // Bounded: ready once the sync timeout has passed, saying why.
+    loop {
+        let (status, body) = http(addr, "GET", "/readyz", "");
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never ready: {body}\n{}",
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = Instant::now() + Duration::from_secs(10);
+    while !webhook
+        .server
+        .logs_contain("gmsacredentialspecs.windows.k8s.io not listed within")
+    {
+        assert!(Instant::now() < said, "{}", webhook.server.all_logs());
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

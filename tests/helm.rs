@@ -573,10 +573,60 @@ fn helm_template_equals_kustomize() {
             [&enforce[..], &["--set", "admissionPolicy.enabled=true"]].concat(),
             committed_render("admission-policy"),
         ),
+        (
+            "gmsa",
+            "winadmit",
+            [&cert_manager[..], &enforce, &["--set", "gmsa.mode=auto"]].concat(),
+            committed_render("gmsa"),
+        ),
     ];
     for (case, ns, args, kustomize) in cases {
         assert_same_objects(case, template(&helm, ns, &args), kustomize);
     }
+}
+
+/// `gmsa.mode` with the cluster cache off (no kustomize counterpart): the
+/// ClusterRole grants only what the gMSA checks need, the ServiceAccount
+/// keeps its token (the server reads credential specs with a get), and the
+/// flags say so.
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn helm_template_gmsa_without_the_cluster_cache() {
+    let helm = helm::helm("helm_template_gmsa_without_the_cluster_cache");
+    let objects = template(
+        &helm,
+        "winadmit",
+        &["--set", "clusterCache.mode=off", "--set", "gmsa.mode=on"],
+    );
+    let find = |k: &str| objects.iter().find(|o| kind(o) == k).cloned();
+    let role = find("ClusterRole").expect("a ClusterRole");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["windows.k8s.io"], "resources": ["gmsacredentialspecs"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+        ])
+    );
+    assert!(find("ClusterRoleBinding").is_some());
+    let account = find("ServiceAccount").unwrap();
+    assert!(
+        account.get("automountServiceAccountToken").is_none(),
+        "{account}"
+    );
+    let args =
+        find("Deployment").unwrap()["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    let args: Vec<&str> = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--cluster-cache=off"), "{args:?}");
+    assert!(args.contains(&"--gmsa=on"), "{args:?}");
+    // Off (the default): no gMSA rule, no flag.
+    let objects = template(&helm, "winadmit", &[]);
+    let text = serde_json::to_string(&objects).unwrap();
+    assert!(!text.contains("gmsacredentialspecs") && !text.contains("--gmsa"));
 }
 
 /// The values the kustomize install has no counterpart for render what
@@ -721,6 +771,10 @@ fn bad_values_are_refused_with_the_field() {
         (
             &["clusterCache.syncTimeout=ten"],
             "at '/clusterCache/syncTimeout'",
+        ),
+        (
+            &["gmsa.mode=yes"],
+            "at '/gmsa/mode': value must be one of 'auto', 'on', 'off'",
         ),
         (
             &["policy.mode=warn"],

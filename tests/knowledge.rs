@@ -22,6 +22,7 @@ fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
             create: true,
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
+            images: None,
         },
     );
     let mut out = doc.clone();

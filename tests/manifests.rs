@@ -36,6 +36,7 @@ const OVERLAYS: &[(&str, &str)] = &[
     ("no-match-conditions", "overlays/no-match-conditions"),
     ("custom-resources", "overlays/custom-resources"),
     ("gmsa", "overlays/gmsa"),
+    ("one-call", "overlays/one-call"),
 ];
 
 fn manifests_dir() -> PathBuf {
@@ -182,6 +183,23 @@ fn one<'a>(objects: &'a [Value], k: &str) -> &'a Value {
     found[0]
 }
 
+/// The webhook registrations of a render and the path each calls: both
+/// (`/validate`, `/mutate`), or for the one-call install the mutating one
+/// alone, at `/admit`.
+fn registrations(objects: &[Value]) -> Vec<(&'static str, &'static str)> {
+    let validating = objects
+        .iter()
+        .any(|o| kind(o) == "ValidatingWebhookConfiguration");
+    if validating {
+        vec![
+            ("ValidatingWebhookConfiguration", "/validate"),
+            ("MutatingWebhookConfiguration", "/mutate"),
+        ]
+    } else {
+        vec![("MutatingWebhookConfiguration", "/admit")]
+    }
+}
+
 fn webhook(objects: &[Value], k: &str) -> Value {
     let webhooks = one(objects, k)["webhooks"].as_array().unwrap();
     assert_eq!(webhooks.len(), 1, "{k} has one webhook");
@@ -320,14 +338,16 @@ fn every_overlay_renders_its_tls_and_stage() {
             "Deployment",
             "PodDisruptionBudget",
             "NetworkPolicy",
-            "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
         ] {
             assert!(kinds.contains(k), "{name}: no {k}");
         }
-        let vwh = webhook(&objects, "ValidatingWebhookConfiguration");
+        let hooks = registrations(&objects);
+        assert_eq!(hooks.len() == 1, *name == "one-call", "{name}: {hooks:?}");
+        let first = hooks[0].0;
+        let vwh = webhook(&objects, first);
         let ca_bundle = vwh.pointer("/clientConfig/caBundle");
-        let injected = one(&objects, "ValidatingWebhookConfiguration")
+        let injected = one(&objects, first)
             .pointer("/metadata/annotations/cert-manager.io~1inject-ca-from")
             .and_then(Value::as_str);
         let secret = objects.iter().find(|o| kind(o) == "Secret");
@@ -340,10 +360,7 @@ fn every_overlay_renders_its_tls_and_stage() {
                 let want = base64::engine::general_purpose::STANDARD.encode(tree.ca_pem());
                 let mut objects = objects.clone();
                 unwrap_base64(&mut objects);
-                for k in [
-                    "ValidatingWebhookConfiguration",
-                    "MutatingWebhookConfiguration",
-                ] {
+                for (k, _) in &hooks {
                     assert_eq!(
                         webhook(&objects, k)["clientConfig"]["caBundle"],
                         want.as_str()
@@ -381,10 +398,7 @@ fn every_overlay_renders_its_tls_and_stage() {
         let has_conditions = vwh.get("matchConditions").is_some();
         assert_eq!(has_conditions, *name != "no-match-conditions", "{name}");
         let expected_failure = if *name == "audit" { "Ignore" } else { "Fail" };
-        for k in [
-            "ValidatingWebhookConfiguration",
-            "MutatingWebhookConfiguration",
-        ] {
+        for (k, _) in &hooks {
             assert_eq!(
                 webhook(&objects, k)["failurePolicy"],
                 expected_failure,
@@ -644,9 +658,8 @@ fn check_wiring(name: &str, objects: &[Value]) {
     );
 
     // Both webhooks: the right path on the Service, shared scope.
-    let vwh = webhook(objects, "ValidatingWebhookConfiguration");
-    let mwh = webhook(objects, "MutatingWebhookConfiguration");
-    for (hook, path) in [(&vwh, "/validate"), (&mwh, "/mutate")] {
+    for (k, path) in registrations(objects) {
+        let hook = &webhook(objects, k);
         let svc = &hook["clientConfig"]["service"];
         assert_eq!(svc["name"], service["metadata"]["name"], "{name} {path}");
         assert_eq!(svc["namespace"], ns, "{name} {path}");
@@ -716,7 +729,7 @@ fn check_wiring(name: &str, objects: &[Value]) {
         let mut wanted = wanted;
         if name == "custom-resources" {
             for r in winadmit::workload::CUSTOM_RESOURCES {
-                let ops = if path == "/mutate" && r.plural == "broadcastjobs" {
+                let ops = if path != "/validate" && r.plural == "broadcastjobs" {
                     "CREATE"
                 } else {
                     both
@@ -762,20 +775,27 @@ fn check_wiring(name: &str, objects: &[Value]) {
         );
         assert_eq!(excluded["winadmit.io/ignore"], ("NotIn", vec!["true"]));
     }
+    let mwh = webhook(objects, "MutatingWebhookConfiguration");
     assert_eq!(mwh["reinvocationPolicy"], "IfNeeded");
-    for field in [
-        "namespaceSelector",
-        "matchConditions",
-        "failurePolicy",
-        "timeoutSeconds",
-        "clientConfig/caBundle",
-    ] {
-        let pointer = format!("/{field}");
-        assert_eq!(
-            vwh.pointer(&pointer),
-            mwh.pointer(&pointer),
-            "{name}: the webhooks differ in {field}"
-        );
+    if let Some(vwh) = objects
+        .iter()
+        .any(|o| kind(o) == "ValidatingWebhookConfiguration")
+        .then(|| webhook(objects, "ValidatingWebhookConfiguration"))
+    {
+        for field in [
+            "namespaceSelector",
+            "matchConditions",
+            "failurePolicy",
+            "timeoutSeconds",
+            "clientConfig/caBundle",
+        ] {
+            let pointer = format!("/{field}");
+            assert_eq!(
+                vwh.pointer(&pointer),
+                mwh.pointer(&pointer),
+                "{name}: the webhooks differ in {field}"
+            );
+        }
     }
 
     // The NetworkPolicy admits the webhook port and the metrics port only.
@@ -1753,10 +1773,7 @@ proptest::proptest! {
 /// The namespaceSelector of both webhooks as (excluded names, opt-out labels).
 fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<String, String>) {
     let mut found = Vec::new();
-    for kind in [
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-    ] {
+    for (kind, _) in registrations(objects) {
         let exprs = webhook(objects, kind)["namespaceSelector"]["matchExpressions"].clone();
         let mut names = Vec::new();
         let mut labels = BTreeMap::new();
@@ -1777,7 +1794,10 @@ fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<Strin
         }
         found.push((names, labels));
     }
-    assert_eq!(found[0], found[1], "{what}: the webhooks' reach differs");
+    assert!(
+        found.windows(2).all(|w| w[0] == w[1]),
+        "{what}: the webhooks' reach differs"
+    );
     found.swap_remove(0)
 }
 
@@ -1802,7 +1822,7 @@ fn namespace_selector_matches_the_policy_exemptions() {
         let objects = render.objects();
         if !objects
             .iter()
-            .any(|o| kind(o) == "ValidatingWebhookConfiguration")
+            .any(|o| kind(o).ends_with("WebhookConfiguration"))
         {
             continue;
         }

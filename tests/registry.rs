@@ -15,360 +15,14 @@
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use base64::Engine as _;
-use oci_client::manifest::{
-    ImageIndexEntry, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor,
-    OciImageIndex, OciImageManifest, Platform,
-};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
-use serde_json::{Value, json};
-use sha2::Digest as _;
+use serde_json::Value;
 
-const USER: &str = "winadmit";
-const PASSWORD: &str = "s3cret-pass";
-
-/// A `docker-registry serve` process on a loopback port, stopped (killed
-/// and reaped) when dropped, even after a failed assertion.
-struct Registry {
-    child: Option<Child>,
-    /// `host:port` as images name it.
-    host: String,
-    dir: tempfile::TempDir,
-    secure: bool,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-impl Registry {
-    /// Plain HTTP and anonymous, or (`secure`) TLS with a CA of its own
-    /// and basic auth from an htpasswd file.
-    fn start(secure: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let p = |name: &str| dir.path().join(name).display().to_string();
-        let mut config = format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            p("data")
-        );
-        let host = if secure {
-            let bundle =
-                winadmit::certs::generate("localhost", "test", time::OffsetDateTime::now_utc(), 1)
-                    .unwrap();
-            std::fs::write(p("ca.pem"), &bundle.ca_pem).unwrap();
-            std::fs::write(
-                p("cert.pem"),
-                format!("{}{}", bundle.cert_pem, bundle.ca_pem),
-            )
-            .unwrap();
-            std::fs::write(p("key.pem"), &bundle.key_pem).unwrap();
-            let htpasswd = Command::new("htpasswd")
-                .args(["-Bbn", USER, PASSWORD])
-                .output()
-                .expect("runs htpasswd (Debian package apache2-utils)");
-            assert!(htpasswd.status.success(), "{htpasswd:?}");
-            std::fs::write(p("htpasswd"), &htpasswd.stdout).unwrap();
-            config.push_str(&format!(
-                "  tls:\n    certificate: {}\n    key: {}\nauth:\n  htpasswd:\n    realm: winadmit-test\n    path: {}\n",
-                p("cert.pem"),
-                p("key.pem"),
-                p("htpasswd")
-            ));
-            let host = format!("localhost:{port}");
-            let auth =
-                base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
-            std::fs::write(
-                p("config.json"),
-                json!({"auths": {&host: {"auth": auth}}}).to_string(),
-            )
-            .unwrap();
-            host
-        } else {
-            format!("127.0.0.1:{port}")
-        };
-        std::fs::write(p("config.yml"), config).unwrap();
-        let log = std::fs::File::create(p("registry.log")).unwrap();
-        let child = Command::new("docker-registry")
-            .args(["serve", &p("config.yml")])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starts docker-registry (Debian package docker-registry)");
-        let mut registry = Self {
-            child: Some(child),
-            host,
-            dir,
-            secure,
-        };
-        registry.wait_until_listening(port);
-        registry
-    }
-
-    /// Readiness, not timing: the port accepts connections, or the
-    /// process has ended (its log says why).
-    fn wait_until_listening(&mut self, port: u16) {
-        let give_up = Instant::now() + Duration::from_secs(60);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
-            }
-            let exited = self.child.as_mut().unwrap().try_wait().unwrap();
-            assert!(
-                exited.is_none() && Instant::now() < give_up,
-                "docker-registry did not start ({exited:?}):\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// The flags that reach this registry.
-    fn flags(&self) -> Vec<String> {
-        if self.secure {
-            vec![
-                "--registry-ca".into(),
-                self.path("ca.pem"),
-                "--registry-config".into(),
-                self.path("config.json"),
-            ]
-        } else {
-            vec!["--insecure-registry".into(), self.host.clone()]
-        }
-    }
-
-    fn client(&self) -> (Client, RegistryAuth) {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut config = oci_client::client::ClientConfig::default();
-        if self.secure {
-            config.extra_root_certificates = vec![oci_client::client::Certificate {
-                encoding: oci_client::client::CertificateEncoding::Pem,
-                data: std::fs::read(self.path("ca.pem")).unwrap(),
-            }];
-        } else {
-            config.protocol =
-                oci_client::client::ClientProtocol::HttpsExcept(vec![self.host.clone()]);
-        }
-        let auth = if self.secure {
-            RegistryAuth::Basic(USER.into(), PASSWORD.into())
-        } else {
-            RegistryAuth::Anonymous
-        };
-        (Client::new(config), auth)
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn sha256(data: &[u8]) -> String {
-    format!("sha256:{}", hex(&sha2::Sha256::digest(data)))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// One platform of a synthetic image.
-#[derive(Clone, Copy)]
-struct Plat {
-    os: &'static str,
-    arch: &'static str,
-    variant: Option<&'static str>,
-    version: Option<&'static str>,
-}
-
-const fn plat(os: &'static str, arch: &'static str, version: Option<&'static str>) -> Plat {
-    Plat {
-        os,
-        arch,
-        variant: None,
-        version,
-    }
-}
-
-/// Pushes a config blob, a layer blob and an image manifest for `p`
-/// (tagged `tag`, or by digest); its descriptor.
-async fn push_manifest(
-    client: &Client,
-    auth: &RegistryAuth,
-    host: &str,
-    repo: &str,
-    tag: Option<&str>,
-    p: Plat,
-) -> (String, i64) {
-    let layer = format!("synthetic layer {repo} {} {}", p.os, p.arch).into_bytes();
-    let mut config = json!({
-        "architecture": p.arch, "os": p.os,
-        "rootfs": {"type": "layers", "diff_ids": [sha256(&layer)]},
-        "config": {}
-    });
-    if let Some(v) = p.version {
-        config["os.version"] = json!(v);
-    }
-    if let Some(v) = p.variant {
-        config["variant"] = json!(v);
-    }
-    let config = serde_json::to_vec(&config).unwrap();
-    let blob_ref = Reference::with_tag(host.into(), repo.into(), "blobs".into());
-    client
-        .store_auth_if_needed(blob_ref.resolve_registry(), auth)
-        .await;
-    for data in [&config, &layer] {
-        client
-            .push_blob(&blob_ref, data.clone(), &sha256(data))
-            .await
-            .unwrap();
-    }
-    let descriptor = |media: &str, data: &[u8]| OciDescriptor {
-        media_type: media.into(),
-        digest: sha256(data),
-        size: i64::try_from(data.len()).unwrap(),
-        urls: None,
-        annotations: None,
-        artifact_type: None,
-    };
-    let manifest = OciImageManifest {
-        schema_version: 2,
-        media_type: Some(OCI_IMAGE_MEDIA_TYPE.into()),
-        config: descriptor("application/vnd.oci.image.config.v1+json", &config),
-        layers: vec![descriptor("application/vnd.oci.image.layer.v1.tar", &layer)],
-        subject: None,
-        artifact_type: None,
-        annotations: None,
-    };
-    let body = serde_json::to_vec(&manifest).unwrap();
-    let digest = sha256(&body);
-    let reference = match tag {
-        Some(t) => Reference::with_tag(host.into(), repo.into(), t.into()),
-        None => Reference::with_digest(host.into(), repo.into(), digest.clone()),
-    };
-    client
-        .push_manifest_raw(
-            &reference,
-            body.clone(),
-            http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
-        )
-        .await
-        .unwrap();
-    (digest, i64::try_from(body.len()).unwrap())
-}
-
-/// Pushes an image index `repo:tag` of one manifest per platform; its
-/// digest.
-async fn push_index(
-    client: &Client,
-    auth: &RegistryAuth,
-    host: &str,
-    repo: &str,
-    tag: &str,
-    platforms: &[Plat],
-) -> String {
-    let mut manifests = Vec::new();
-    for p in platforms {
-        let (digest, size) = push_manifest(client, auth, host, repo, None, *p).await;
-        let platform: Platform = serde_json::from_value(json!({
-            "os": p.os, "architecture": p.arch,
-            "variant": p.variant, "os.version": p.version,
-        }))
-        .unwrap();
-        manifests.push(ImageIndexEntry {
-            media_type: OCI_IMAGE_MEDIA_TYPE.into(),
-            digest,
-            size,
-            platform: Some(platform),
-            annotations: None,
-            artifact_type: None,
-        });
-    }
-    let index = OciImageIndex {
-        schema_version: 2,
-        media_type: Some(OCI_IMAGE_INDEX_MEDIA_TYPE.into()),
-        manifests,
-        artifact_type: None,
-        annotations: None,
-    };
-    let body = serde_json::to_vec(&index).unwrap();
-    client
-        .push_manifest_raw(
-            &Reference::with_tag(host.into(), repo.into(), tag.into()),
-            body.clone(),
-            http::HeaderValue::from_static(OCI_IMAGE_INDEX_MEDIA_TYPE),
-        )
-        .await
-        .unwrap();
-    sha256(&body)
-}
-
-/// The synthetic images, pushed; the digest of each reference.
-fn push_images(registry: &Registry) -> BTreeMap<String, String> {
-    let (client, auth) = registry.client();
-    let host = registry.host.clone();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let mut digests = BTreeMap::new();
-        let arm = Plat {
-            variant: Some("v8"),
-            ..plat("linux", "arm64", None)
-        };
-        for (repo, platforms) in [
-            (
-                "multi",
-                vec![
-                    plat("windows", "amd64", Some("10.0.17763.5830")),
-                    plat("windows", "amd64", Some("10.0.20348.2527")),
-                    plat("linux", "amd64", None),
-                ],
-            ),
-            ("linuxonly", vec![plat("linux", "amd64", None), arm]),
-            (
-                "winonly",
-                vec![plat("windows", "amd64", Some("10.0.20348.2527"))],
-            ),
-            ("armonly", vec![arm]),
-        ] {
-            let digest = push_index(&client, &auth, &host, repo, "1", &platforms).await;
-            digests.insert(format!("{host}/{repo}:1"), digest);
-        }
-        let (digest, _) = push_manifest(
-            &client,
-            &auth,
-            &host,
-            "wincfg",
-            Some("1"),
-            plat("windows", "amd64", Some("10.0.17763.1")),
-        )
-        .await;
-        digests.insert(format!("{host}/wincfg:1"), digest);
-        digests
-    })
-}
+#[path = "support/registry.rs"]
+mod registry_support;
+use registry_support::{FakeRegistry, Registry, push_images};
 
 fn winadmit(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_winadmit"))
@@ -619,4 +273,37 @@ fn a_registry_that_never_answers_is_unknown_past_the_deadline() {
         other => panic!("{other:?}"),
     }
     drop(held);
+}
+
+/// 429 Too Many Requests and a malformed image index fail open in `lint
+/// --registry`: the pods pass, and the finding says why the facts are
+/// unknown. (A fake: the real registry gives neither.)
+#[test]
+fn rate_limited_and_malformed_images_are_unknown_in_lint() {
+    let fake = FakeRegistry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut docs = Vec::new();
+    for name in ["limited", "malformed"] {
+        docs.push(format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: {}/{name}:1\n",
+            fake.host
+        ));
+    }
+    let pods = dir.path().join("pods.yaml");
+    std::fs::write(&pods, docs.join("---\n")).unwrap();
+    let out = winadmit(&strings(&[
+        "lint",
+        "--format",
+        "json",
+        "--registry",
+        "--insecure-registry",
+        &fake.host,
+        pods.to_str().unwrap(),
+    ]));
+    let list = findings(&out);
+    assert_eq!(out.status.code(), Some(0), "{list:?}");
+    let limited = rule_on(&list, "limited", "WIN-IMAGE-FACTS-UNKNOWN").expect("429");
+    assert!(limited.contains("429 Too Many Requests"), "{limited}");
+    let malformed = rule_on(&list, "malformed", "WIN-IMAGE-FACTS-UNKNOWN").expect("malformed");
+    assert!(malformed.contains("malformed manifest"), "{malformed}");
 }

@@ -815,6 +815,9 @@ enum Setting {
     Lint,
     /// What a registry says of the images (`registry()`).
     Facts,
+    /// The registry's facts and the cluster's Windows nodes: name and
+    /// `kubernetes.io/arch`.
+    FactsOnNodes(&'static [(&'static str, &'static str)]),
     /// The cluster's gMSA credential specs, all of them (name, `credspec`
     /// JSON, `""` for none), and the (service account, name) pairs the
     /// authorizer refuses in the pod's namespace (every other is allowed).
@@ -822,6 +825,10 @@ enum Setting {
         &'static [(&'static str, &'static str)],
         &'static [(&'static str, &'static str)],
     ),
+    /// [`GMSA_SPECS`], and the (service account, name) pairs whose
+    /// authorization could not be asked (the live report without the right
+    /// to create SubjectAccessReviews); every other is allowed.
+    GmsaUnasked(&'static [(&'static str, &'static str)]),
     /// An UPDATE through the decision from this pod, with [`GMSA_SPECS`]
     /// known: the findings it counts.
     GmsaUpdate(String),
@@ -975,6 +982,24 @@ fn context_cases() -> Vec<ContextCase> {
             vec![],
         ),
         (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64"), ("win-2", "amd64")]),
+            windows_pod("containers:\n- name: edge\n  image: contoso/edge:1"),
+            vec!["spec.containers[0].image"],
+        ),
+        (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64"), ("win-2", "arm64")]),
+            windows_pod("containers:\n- name: edge\n  image: contoso/edge:1"),
+            vec![],
+        ),
+        (
+            "WIN-IMAGE-ARCH-NO-NODE",
+            Setting::FactsOnNodes(&[("win-1", "amd64")]),
+            windows_pod("containers:\n- name: pay\n  image: contoso/payments:4.2"),
+            vec![],
+        ),
+        (
             "WIN-IMAGE-FACTS-UNKNOWN",
             Setting::Facts,
             windows_pod("containers:\n- name: down\n  image: registry.example/down:1"),
@@ -1042,6 +1067,28 @@ fn context_cases() -> Vec<ContextCase> {
                 "serviceAccountName: web\n{}",
                 gmsa_everywhere("webapp1", None)
             )),
+            vec![],
+        ),
+        (
+            "WIN-GMSA-AUTHZ-UNKNOWN",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
+            gmsa_fields("gmsaCredentialSpecName"),
+        ),
+        (
+            "WIN-GMSA-AUTHZ-UNKNOWN",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&format!(
+                "serviceAccountName: web\n{}",
+                gmsa_everywhere("webapp1", None)
+            )),
+            vec![],
+        ),
+        // An unknown answer is never a refusal.
+        (
+            "WIN-GMSA-NOT-AUTHORIZED",
+            Setting::GmsaUnasked(&[("default", "webapp1")]),
+            windows_pod(&gmsa_everywhere("webapp1", None)),
             vec![],
         ),
         (
@@ -1192,8 +1239,41 @@ fn flagged_in(setting: &Setting, yaml: &str, rule: &str) -> Vec<String> {
             flagged_under(&Policy::default_policy(), &cx, yaml, rule)
         }
         Setting::Facts => rules_of(&with_facts(yaml, None), rule),
+        Setting::FactsOnNodes(list) => {
+            let nodes = winadmit::cluster::WindowsNodes {
+                nodes: list
+                    .iter()
+                    .map(|(name, arch)| {
+                        winadmit::cluster::WindowsNode::from_object(&serde_json::json!({
+                            "apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": name, "labels": {
+                                "kubernetes.io/os": "windows", "kubernetes.io/arch": arch}}
+                        }))
+                        .unwrap()
+                    })
+                    .collect(),
+            };
+            rules_of(&with_facts(yaml, Some(&nodes)), rule)
+        }
         Setting::Gmsa(specs, denied) => {
             let facts = gmsa_facts(specs, denied, yaml);
+            let cx = Context {
+                gmsa: Some(&facts),
+                ..Context::default()
+            };
+            flagged_under(&Policy::default_policy(), &cx, yaml, rule)
+        }
+        Setting::GmsaUnasked(unasked) => {
+            let mut facts = gmsa_facts(GMSA_SPECS, &[], yaml);
+            for (account, name) in *unasked {
+                let key = ("ns".to_owned(), (*account).to_owned(), (*name).to_owned());
+                facts.authz.remove(&key);
+                facts.unasked.insert(
+                    key,
+                    "the report's identity may not create subjectaccessreviews.authorization.k8s.io"
+                        .to_owned(),
+                );
+            }
             let cx = Context {
                 gmsa: Some(&facts),
                 ..Context::default()
@@ -2027,6 +2107,11 @@ fn registry() -> winadmit::images::KnownImages {
             ("windows", "amd64", Some("10.0.20348.2527")),
             ("linux", "amd64", None),
         ],
+    );
+    add(
+        "contoso/edge:1",
+        'd',
+        &[("windows", "arm64", Some("10.0.26100.1742"))],
     );
     add(
         "contoso/legacy:1",

@@ -50,6 +50,10 @@ use envelope::{RawReviewIn, RequestIn, ReviewIn, envelope_header, raw_object, ra
 pub enum Endpoint {
     Validate,
     Mutate,
+    /// Both in one call (`/admit`, registered as the only, mutating,
+    /// webhook): the patch `/mutate` would return, refused instead when
+    /// `/validate` would deny the patched object.
+    Admit,
 }
 
 impl Endpoint {
@@ -58,6 +62,7 @@ impl Endpoint {
         match self {
             Self::Validate => "validate",
             Self::Mutate => "mutate",
+            Self::Admit => "admit",
         }
     }
 }
@@ -236,7 +241,7 @@ pub struct Reviewed {
 
 /// The one-pass decode failed: if the envelope itself is sound and has a
 /// uid, answer `invalid` to that uid; otherwise it is a 400.
-fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Reviewed, ReviewError> {
+fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Answer, ReviewError> {
     let raw: RawReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::Malformed(e.to_string()))?;
     let req = raw.request.as_ref();
@@ -312,15 +317,9 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
         } else {
             ReviewVerdict::Audited
         };
-        return Ok(Reviewed {
-            body: encode(r),
-            summary,
-        });
+        return Ok((r, summary));
     }
-    Ok(Reviewed {
-        body: encode(invalid(&types, uid, &reason)),
-        summary,
-    })
+    Ok((invalid(&types, uid, &reason), summary))
 }
 
 /// Reviews one AdmissionReview body for `endpoint`.
@@ -330,11 +329,21 @@ fn recover(adm: &Admission, body: &[u8], err: &serde_json::Error) -> Result<Revi
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
-    review_with(adm, endpoint, body, None)
+    review_with(adm, endpoint, body, Resolved::default())
 }
 
-/// [`review`] with the gMSA facts the server resolved for this request
-/// (`server::gmsa`): `None` keeps the gMSA rules silent.
+/// What the server resolved for one request before the decision, which
+/// stays pure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resolved<'r> {
+    /// The gMSA facts (`server::gmsa`): `None` keeps the gMSA rules silent.
+    pub gmsa: Option<&'r crate::gmsa::Facts>,
+    /// The image facts (`server::images`): an image without them is
+    /// judged by its name.
+    pub images: Option<&'r crate::images::KnownImages>,
+}
+
+/// [`review`] with the facts the server resolved for this request.
 ///
 /// # Errors
 /// As [`review`].
@@ -342,8 +351,99 @@ pub fn review_with(
     adm: &Admission,
     endpoint: Endpoint,
     body: &[u8],
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Result<Reviewed, ReviewError> {
+    let (response, summary) = if endpoint == Endpoint::Admit {
+        admit_once(adm, body, resolved)?
+    } else {
+        answer(adm, endpoint, body, resolved)?
+    };
+    Ok(Reviewed {
+        body: encode(response),
+        summary,
+    })
+}
+
+/// A review's answer before it is serialized, and its summary.
+type Answer = (AdmissionResponse, ReviewSummary);
+
+/// `/admit`: `/mutate`'s patch, then `/validate`'s verdict on the object
+/// with that patch applied, which is what the two webhooks answer between
+/// them when no other mutating webhook runs after winadmit's. A denial
+/// carries no patch; an allowed object gets the patch and the warnings of
+/// both.
+fn admit_once(adm: &Admission, body: &[u8], resolved: Resolved<'_>) -> Result<Answer, ReviewError> {
+    let (mutated, mutated_summary) = answer(adm, Endpoint::Mutate, body, resolved)?;
+    let patched = match &mutated.patch {
+        Some(patch) if mutated.allowed => match with_patched_object(body, patch) {
+            Ok(patched) => Some(patched),
+            Err(reason) => {
+                let mut summary = mutated_summary;
+                let reason = format!("internal error: {reason}");
+                skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
+                return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
+            }
+        },
+        // Not patched (or not usable): the object as it is.
+        _ => None,
+    };
+    let reviewed = patched.as_ref().map_or(body, |(b, _)| b.as_slice());
+    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, reviewed, resolved)?;
+    let warnings = joined(mutated.warnings, validated.warnings.take());
+    let Some((_, ops)) = patched.filter(|_| validated.allowed) else {
+        validated.warnings = warnings;
+        return Ok((validated, summary));
+    };
+    validated = match validated.with_patch(ops) {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("internal error: cannot serialize the patch: {e}");
+            skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
+            return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
+        }
+    };
+    validated.warnings = warnings;
+    summary.verdict = ReviewVerdict::Patched;
+    summary.patch_ops = mutated_summary.patch_ops;
+    summary.patch_rules = mutated_summary.patch_rules;
+    Ok((validated, summary))
+}
+
+/// The warnings of two answers, the first's first, with no repeats.
+fn joined(first: Option<Vec<String>>, second: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut all = first.unwrap_or_default();
+    for w in second.into_iter().flatten() {
+        if !all.contains(&w) {
+            all.push(w);
+        }
+    }
+    (!all.is_empty()).then_some(all)
+}
+
+/// The review body with the JSON Patch applied to `request.object`, as the
+/// API server sends it to the validating webhook after the mutating one,
+/// and the patch's operations.
+fn with_patched_object(body: &[u8], patch: &[u8]) -> Result<(Vec<u8>, json_patch::Patch), String> {
+    let mut review: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("cannot re-read the review: {e}"))?;
+    let ops: json_patch::Patch =
+        serde_json::from_slice(patch).map_err(|e| format!("cannot re-read the patch: {e}"))?;
+    let object = review
+        .pointer_mut("/request/object")
+        .ok_or("the review has no request.object")?;
+    json_patch::patch(object, &ops).map_err(|e| format!("the patch does not apply: {e}"))?;
+    let body =
+        serde_json::to_vec(&review).map_err(|e| format!("cannot write the patched review: {e}"))?;
+    Ok((body, ops))
+}
+
+/// One endpoint's answer to a review body.
+fn answer(
+    adm: &Admission,
+    endpoint: Endpoint,
+    body: &[u8],
+    resolved: Resolved<'_>,
+) -> Result<Answer, ReviewError> {
     // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
     // it does not read without checking them, so check the whole body
     // first: otherwise a body with invalid UTF-8 in, say, managedFields
@@ -387,11 +487,8 @@ pub fn review_with(
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
-    let response = respond(adm, endpoint, body, req, &types, &mut summary, gmsa);
-    Ok(Reviewed {
-        body: encode(response),
-        summary,
-    })
+    let response = respond(adm, endpoint, body, req, &types, &mut summary, resolved);
+    Ok((response, summary))
 }
 
 /// Serializes the answer. `AdmissionResponse.patch` is a `Vec<u8>`, which
@@ -458,12 +555,12 @@ fn skip(summary: &mut ReviewSummary, verdict: ReviewVerdict, note: impl Into<Str
 
 /// A review answered before any decision: skipped (not something winadmit
 /// checks) or invalid (unusable), with the note for logs.
-enum Early {
+enum Undecided {
     Skip(ReviewVerdict, String),
     Invalid(String),
 }
 
-impl Early {
+impl Undecided {
     fn answer(self, types: &TypeMeta, summary: &mut ReviewSummary) -> AdmissionResponse {
         match self {
             Self::Skip(verdict, note) => {
@@ -485,14 +582,14 @@ fn respond(
     req: &RequestIn<'_>,
     types: &TypeMeta,
     summary: &mut ReviewSummary,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> AdmissionResponse {
     let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
         Ok(k) => k,
         Err(early) => return early.answer(types, summary),
     };
     let Some(view) = req.object.as_ref() else {
-        return Early::Invalid("request.object is missing".to_owned()).answer(types, summary);
+        return Undecided::Invalid("request.object is missing".to_owned()).answer(types, summary);
     };
     // A declared kind's template is read from the object as a tree: the
     // view has no field for a path only the policy knows.
@@ -504,17 +601,17 @@ fn respond(
     let templates = &adm.policy.pod_templates;
     let declared = match trees.0.as_ref().map(|t| templates.read(t)).transpose() {
         Ok(d) => d,
-        Err(e) => return Early::Invalid(format!("winadmit: {e}")).answer(types, summary),
+        Err(e) => return Undecided::Invalid(format!("winadmit: {e}")).answer(types, summary),
     };
     let declared_old = trees.1.as_ref().and_then(|t| templates.read(t).ok());
     let view = declared.as_ref().unwrap_or(view);
     let old_view = declared_old.as_ref().or(req.old_object.as_ref());
     let Some(mut workload) = Workload::from_view(view) else {
         let note = "request.object is not a workload (apiVersion/kind)";
-        return Early::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
     };
     if let Some(note) = workload.note() {
-        return Early::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
     }
     let request_ns = text(req.namespace.as_ref());
     if workload.namespace.is_none() && !request_ns.is_empty() {
@@ -533,17 +630,27 @@ fn respond(
         body,
     };
     let patch = match endpoint {
-        Endpoint::Validate => decide::PatchSource::None,
         Endpoint::Mutate => decide::PatchSource::Patch(&tree),
+        Endpoint::Validate | Endpoint::Admit => decide::PatchSource::None,
     };
-    let decision = decide_review(adm, req, &workload, old.as_ref(), ephemeral, patch, gmsa);
+    let decision = decide_review(
+        adm,
+        req,
+        &workload,
+        old.as_ref(),
+        ephemeral,
+        patch,
+        resolved,
+    );
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
-        return Early::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
+        return Undecided::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
     }
     match endpoint {
-        Endpoint::Validate => validate_response(&decision, &workload, types, summary),
         Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
+        Endpoint::Validate | Endpoint::Admit => {
+            validate_response(&decision, &workload, types, summary)
+        }
     }
 }
 
@@ -572,11 +679,11 @@ fn triage(
     policy: &Policy,
     req: &RequestIn<'_>,
     summary: &ReviewSummary,
-) -> Result<(Kind, bool), Early> {
+) -> Result<(Kind, bool), Undecided> {
     let operation = summary.operation.as_str();
     if matches!(operation, "DELETE" | "CONNECT") {
         let note = format!("{operation} is not checked");
-        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
     }
     let gvk = req.kind.as_ref();
     let group = text(gvk.and_then(|k| k.group.as_ref()));
@@ -588,14 +695,14 @@ fn triage(
     };
     let Some(kind) = policy.pod_templates.kind_of(&api_version, &summary.kind) else {
         let note = "kind is not a workload".to_owned();
-        return Err(Early::Skip(ReviewVerdict::Skipped, note));
+        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
     };
     match text(req.sub_resource.as_ref()) {
         "" => Ok((kind, false)),
         "ephemeralcontainers" if kind == Kind::Pod => Ok((kind, true)),
         other => {
             let note = format!("subresource {other} is not checked");
-            Err(Early::Skip(ReviewVerdict::Skipped, note))
+            Err(Undecided::Skip(ReviewVerdict::Skipped, note))
         }
     }
 }
@@ -609,7 +716,7 @@ fn decide_review(
     old: Option<&Workload<'_, '_>>,
     ephemeral: bool,
     patch: decide::PatchSource<'_>,
-    gmsa: Option<&crate::gmsa::Facts>,
+    resolved: Resolved<'_>,
 ) -> Decision {
     // The groups are copied only when the policy exempts some.
     let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
@@ -644,8 +751,8 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
-        images: None,
-        gmsa,
+        images: resolved.images,
+        gmsa: resolved.gmsa,
     };
     decide::decide(&adm.policy, &cx, workload, &request)
 }

@@ -930,17 +930,84 @@ fn needs_mutation(policy: &Policy, cluster: &Cluster) -> String {
     bind_variables(&any_of(any), &variables(policy))
 }
 
+/// The JSON Patch expressions of the mutating policy, as few as the
+/// removals allow: the API server encodes and decodes the whole object
+/// for every mutation, even one that patches nothing, so each costs about
+/// as much as a webhook call (docs/BENCHMARKS.md).
+///
+/// The first mutation adds the node selector, records every rule's
+/// removals and makes them, all computed on the object as sent: these
+/// rules remove distinct fields, so their operations apply in one list.
+/// WIN-OS-FIELDS removes what the API server refuses in a Windows pod,
+/// fields the other rules remove too: its record and removals are a second
+/// mutation, computed on the object the first one left.
+fn mutation_expressions(policy: &Policy, mutated: &[&Validation]) -> Vec<String> {
+    let (last, first): (Vec<&Validation>, Vec<&Validation>) =
+        mutated.iter().partition(|x| x.rule == rules::OS_FIELDS);
+    let mut expressions = Vec::new();
+    let mut parts = Vec::new();
+    if policy.mutation.inject_node_selector {
+        parts.push(NODE_SELECTOR.to_owned());
+    }
+    parts.extend(records(&first));
+    parts.extend(first.iter().filter_map(|x| x.removals.clone()));
+    if !parts.is_empty() {
+        expressions.push(concatenated(&parts));
+    }
+    if !last.is_empty() {
+        let mut parts = records(&last);
+        parts.extend(last.iter().filter_map(|x| x.removals.clone()));
+        expressions.push(concatenated(&parts));
+    }
+    expressions
+}
+
+/// CEL lists joined with `+`.
+fn concatenated(parts: &[String]) -> String {
+    match parts {
+        [one] => one.clone(),
+        _ => parts
+            .iter()
+            .map(|p| format!("({p})"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+    }
+}
+
+/// The operations that record the removals of `xs` (before they happen),
+/// in one list: `winadmit.io/removed.RULE` set to the removed field
+/// paths, or cleared when this write removes nothing of the rule (a record
+/// copied from another object, or left by an earlier write). The
+/// annotations map is added first when the object has none. Nothing on a
+/// pod UPDATE.
+fn records(xs: &[&Validation]) -> Vec<String> {
+    let recorded: Vec<(&Validation, &String)> = xs
+        .iter()
+        .filter_map(|x| x.removed_paths.as_ref().map(|p| (*x, p)))
+        .collect();
+    if recorded.is_empty() {
+        return Vec::new();
+    }
+    let any = recorded
+        .iter()
+        .map(|(_, paths)| format!("size({paths}) > 0"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    let mut parts = vec![format!(
+        "variables.podUpdate || has(object.metadata.annotations) || !({any}) ? [] : [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{}}}}]"
+    )];
+    parts.extend(recorded.iter().map(|(x, paths)| record(x.rule, paths)));
+    parts
+}
+
 /// The longest removal record kept whole; a longer one names the first
 /// field and how many more.
 const MAX_RECORD_CHARS: usize = 2000;
 
-/// The mutation that records the removals of `x` (before they happen):
-/// `winadmit.io/removed.RULE` set to the removed field paths, or cleared
-/// when this write removes nothing of the rule (a record copied from
-/// another object, or left by an earlier write). Nothing on a pod UPDATE.
-fn record_mutation(x: &Validation) -> Option<String> {
-    let paths = x.removed_paths.as_ref()?;
-    let key = format!("{REMOVED_PREFIX}{}", x.rule);
+/// The operation that records `rule`'s removals (`paths`, a CEL list of
+/// strings), once the annotations map exists ([`records`]).
+fn record(rule: &str, paths: &str) -> String {
+    let key = format!("{REMOVED_PREFIX}{rule}");
     let pointer = format!(
         "/metadata/annotations/{}",
         key.replace('~', "~0").replace('/', "~1")
@@ -950,9 +1017,9 @@ fn record_mutation(x: &Validation) -> Option<String> {
     let value = format!(
         "[p.join(', ')].map(v, size(v) <= {MAX_RECORD_CHARS} ? v : p[0] + ' and ' + string(size(p) - 1) + ' more fields')[0]"
     );
-    Some(format!(
-        "variables.podUpdate ? [] : [{paths}].map(p, size(p) > 0 ? (has(object.metadata.annotations) ? [JSONPatch{{op: 'add', path: {pointer}, value: {value}}}] : [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{{key}: {value}}}}}]) : (has(object.metadata.annotations) && {key} in object.metadata.annotations ? [JSONPatch{{op: 'remove', path: {pointer}}}] : []))[0]"
-    ))
+    format!(
+        "variables.podUpdate ? [] : [{paths}].map(p, size(p) > 0 ? [JSONPatch{{op: 'add', path: {pointer}, value: {value}}}] : (has(object.metadata.annotations) && {key} in object.metadata.annotations ? [JSONPatch{{op: 'remove', path: {pointer}}}] : []))[0]"
+    )
 }
 
 /// The warning for a removal record of `x` (`winadmit-warnings`).
@@ -1317,21 +1384,10 @@ pub fn export(
         } else {
             "v1beta1"
         };
-        let mut mutations = Vec::new();
-        let patch = |e: &str| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": e}});
-        if policy.mutation.inject_node_selector {
-            mutations.push(patch(NODE_SELECTOR));
-        }
-        // Each rule's record first, then its removals: both see the
-        // object as the rule's removals find it.
-        for x in mutated(policy, &all) {
-            if let Some(record) = record_mutation(x) {
-                mutations.push(patch(&record));
-            }
-            if let Some(r) = &x.removals {
-                mutations.push(patch(r));
-            }
-        }
+        let mutations: Vec<Value> = mutation_expressions(policy, &mutated(policy, &all))
+            .iter()
+            .map(|e| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": e}}))
+            .collect();
         for (on, what) in [
             (policy.mutation.set_os_name, "mutation.setOsName"),
             (

@@ -1246,7 +1246,7 @@ fn gap_reason(id: &str) -> &'static str {
             "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version"
         }
         "WIN-BUILD-NO-NODE" => "needs the builds of the cluster's Windows nodes: live facts",
-        "WIN-IMAGE-WINDOWS-ONLY" | "WIN-IMAGE-FACTS-UNKNOWN" => {
+        "WIN-IMAGE-WINDOWS-ONLY" | "WIN-IMAGE-FACTS-UNKNOWN" | "WIN-IMAGE-ARCH-NO-NODE" => {
             "needs the images' platforms from their registries, which CEL cannot read: the webhook, `lint --image-facts` and `lint --registry` judge them"
         }
         "WIN-SERVICE-AFFINITY-TIMEOUT" => {
@@ -1257,6 +1257,9 @@ fn gap_reason(id: &str) -> &'static str {
         }
         "WIN-GMSA-NOT-AUTHORIZED" => {
             "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts"
+        }
+        "WIN-GMSA-AUTHZ-UNKNOWN" => {
+            "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export"
         }
         "WIN-GMSA-CONTENTS-WITHOUT-NAME" => {
             "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook"

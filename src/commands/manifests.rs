@@ -32,6 +32,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         Overlay::CustomResources => Render::CustomResources,
         Overlay::AdmissionPolicy => Render::AdmissionPolicy,
         Overlay::Gmsa => Render::Gmsa,
+        Overlay::OneCall => Render::OneCall,
     };
     // Only the self-signed overlay holds the certificates.
     let certs = match (&certs, render) {

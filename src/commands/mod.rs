@@ -33,9 +33,9 @@ pub fn load_policy(
         eprintln!("winadmit: {notice}");
     }
     let cluster = crate::cluster::Cluster::resolve(
-        &args.stated(),
-        &pol.stated(),
-        &crate::cluster::Learnt::default(),
+        &args.declared(),
+        &pol.declared(),
+        &crate::cluster::Observed::default(),
     );
     Ok((pol, cluster))
 }

@@ -110,7 +110,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     refuse_install_namespace(&namespaces, std::env::var_os("WINADMIT_NAMESPACE"))?;
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
-    let options = ReportOptions {
+    let mut options = ReportOptions {
         mode: mode.map(|m| match m {
             ModeChoice::Enforce => Mode::Enforce,
             ModeChoice::Warn => Mode::Warn,
@@ -154,6 +154,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    // The live report asks who may use the credential specs pods name.
+    if let Some(lookup) = live.as_ref().and_then(|l| l.gmsa_lookup(quiet)) {
+        options.namespace_lookup = Some(lookup);
+    }
 
     let out: Box<dyn Write> = match &output {
         Some(path) => Box::new(BufWriter::with_capacity(

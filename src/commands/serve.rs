@@ -39,6 +39,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         report_concurrency,
         policy,
         cluster,
+        images,
         max_body_bytes,
         max_body_bytes_in_flight,
         request_timeout,
@@ -67,6 +68,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Certificates::from_files(tls_cert, tls_key, &provider)?
     };
     let cluster = cluster::prepare(cluster, &pol)?;
+    let image_cache = registry(images, request_timeout)?;
     let tls_config = tls::server_config(certs.resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
     let state = ServerState::new(
@@ -84,6 +86,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             report_concurrency,
         },
     );
+    if let Some(make) = image_cache {
+        state.set_images(make(state.metrics.registry()));
+    }
     let serving = Serving {
         listen,
         report_listen: report_listen.filter(|_| report == ReportExposure::Separate),
@@ -113,6 +118,56 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     served?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--registry`: the resolver, checked now (credentials, CA files); the
+/// cache is made once the metrics exist.
+type MakeImageCache =
+    Box<dyn FnOnce(server::images::RegistryMetrics) -> server::images::ImageFactsCache>;
+
+fn registry(
+    args: crate::cli::ServeRegistryArgs,
+    request_timeout: Duration,
+) -> anyhow::Result<Option<MakeImageCache>> {
+    let crate::cli::ServeRegistryArgs {
+        registry,
+        registry_args,
+        registry_review_timeout,
+        registry_tag_ttl,
+        registry_negative_ttl,
+        registry_cache_entries,
+        registry_concurrency,
+    } = args;
+    if !registry {
+        return Ok(None);
+    }
+    if registry_review_timeout.is_zero() || registry_review_timeout >= request_timeout {
+        anyhow::bail!(
+            "--registry-review-timeout {registry_review_timeout:?}: give a duration above 0 and under --request-timeout ({request_timeout:?}), well under the webhook's timeoutSeconds"
+        );
+    }
+    let options = registry_args.options()?;
+    let lookup_deadline = options
+        .deadline
+        .unwrap_or(crate::registry::DEFAULT_DEADLINE);
+    let resolver = crate::registry::Resolver::new(&options)
+        .context("cannot start: fix the registry options (--registry-config, --registry-ca)")?;
+    let cache = server::images::CacheOptions {
+        review_deadline: registry_review_timeout,
+        tag_ttl: registry_tag_ttl,
+        negative_ttl: registry_negative_ttl,
+        max_entries: registry_cache_entries,
+        per_registry: registry_concurrency as usize,
+        lookup_deadline,
+    };
+    tracing::info!(
+        review_timeout = ?registry_review_timeout,
+        lookup_timeout = ?lookup_deadline,
+        "registry: on (--registry): image facts from the registries decide the image rules"
+    );
+    Ok(Some(Box::new(move |metrics| {
+        server::images::ImageFactsCache::new(resolver, cache, metrics)
+    })))
 }
 
 /// The serving certificate, and what to do with it once serving.

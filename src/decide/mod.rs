@@ -457,6 +457,7 @@ fn patch_and_verdict(
             labels(patch::PSA_ENFORCE_LABEL).as_deref(),
             labels(patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
         ),
+        images: cx.images,
     };
     // A pod's spec is immutable but for ephemeral containers.
     let keep = |op: &PatchOperation| {

@@ -31,6 +31,9 @@ pub struct MutationContext<'c> {
     /// than v1.25, which still requires the Linux-only fields of pods with
     /// `spec.os.name: windows`: setting `spec.os` would get the pod refused.
     pub psa_restricted_before_1_25: bool,
+    /// What registries say of the images (`Context::images`): their
+    /// Windows builds, for `mutation.injectWindowsBuild`.
+    pub images: Option<&'c crate::images::KnownImages>,
 }
 
 /// Does a namespace with these Pod Security labels refuse `spec.os.name:
@@ -205,7 +208,7 @@ pub fn mutation(
     }
     add_tolerations(&mut m, workload, spec, &tolerations);
     if settings.inject_windows_build && !eval.hyperv {
-        add_windows_build(&mut m, workload, spec);
+        add_windows_build(&mut m, workload, spec, cx.images);
     }
     let isolation = cx.namespace_isolation.or(settings.isolation.as_deref());
     if let Some(isolation) = isolation.filter(|i| matches!(*i, "process" | "hyperv")) {
@@ -241,10 +244,18 @@ fn push_fixes(m: &mut Mutation, eval: &Evaluation, wanted: impl Fn(FixKind) -> b
     }
 }
 
-/// Adds `node.kubernetes.io/windows-build` when every image whose build is
-/// known needs the same one, the pod does not select a build yet, and it is
-/// not a HostProcess pod (HostProcess containers need no matching build).
-fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecView<'_>) {
+/// Adds `node.kubernetes.io/windows-build` when the images whose build is
+/// known leave exactly one build they can all run on, the pod does not
+/// select a build yet, and it is not a HostProcess pod (HostProcess
+/// containers need no matching build). An image's builds are the registry's
+/// facts where known (its Windows platforms' `os.version`: an index with
+/// 10.0.17763 and 10.0.20348 runs on either), else the build its tag names.
+fn add_windows_build(
+    m: &mut Mutation,
+    workload: &Workload<'_, '_>,
+    spec: &SpecView<'_>,
+    images: Option<&crate::images::KnownImages>,
+) {
     use crate::windows_builds::{WINDOWS_BUILD_LABEL, image_build};
     if spec
         .node_selector
@@ -255,7 +266,9 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
     {
         return;
     }
-    let mut builds = [
+    let mut common: Option<Vec<crate::windows_builds::Build>> = None;
+    let mut by_facts = false;
+    for image in [
         &spec.init_containers,
         &spec.containers,
         &spec.ephemeral_containers,
@@ -263,11 +276,35 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
     .into_iter()
     .flatten()
     .flatten()
-    .filter_map(|c| c.image.as_deref().and_then(image_build));
-    let Some(build) = builds.next() else { return };
-    if builds.any(|b| b != build) {
-        return;
+    .filter_map(|c| c.image.as_deref())
+    {
+        let builds = match images.and_then(|k| k.facts(image)) {
+            Some(facts) => {
+                by_facts = true;
+                facts.windows_builds()
+            }
+            None => image_build(image).into_iter().collect(),
+        };
+        if builds.is_empty() {
+            continue;
+        }
+        common = Some(match common {
+            None => builds,
+            Some(mut c) => {
+                c.retain(|b| builds.contains(b));
+                c
+            }
+        });
     }
+    let Some([build]) = common.as_deref() else {
+        return;
+    };
+    let build = *build;
+    let source = if by_facts {
+        "the images' Windows build, by the registry's facts"
+    } else {
+        "the images' Windows build"
+    };
     let selector = workload.spec_path.key("nodeSelector");
     let selector_pointer = selector.pointer();
     let created = m.ops.iter().any(|o| o.path().as_str() == selector_pointer);
@@ -281,9 +318,7 @@ fn add_windows_build(m: &mut Mutation, workload: &Workload<'_, '_>, spec: &SpecV
     };
     m.push(
         op,
-        format!(
-            "winadmit added nodeSelector {WINDOWS_BUILD_LABEL}={build} (the images' Windows build)"
-        ),
+        format!("winadmit added nodeSelector {WINDOWS_BUILD_LABEL}={build} ({source})"),
         None,
     );
 }
@@ -574,6 +609,7 @@ mod tests {
             create: true,
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
+            images: None,
         };
         let m = settle(&policy, &Context::default(), mcx, doc, Some("ns"), &|_| {
             true
@@ -623,6 +659,7 @@ mod tests {
             create: true,
             namespace_isolation: None,
             psa_restricted_before_1_25: true,
+            images: None,
         };
         let m = settle(
             &policy,
@@ -664,5 +701,85 @@ mod tests {
             &pod(r#"{"runAsUser":1000}"#),
         );
         assert!(ops.is_empty(), "{ops:?}");
+    }
+
+    /// `injectWindowsBuild` reads the registry's facts: the one build every
+    /// image can run on, none when they leave several or none.
+    #[test]
+    fn windows_build_from_image_facts() {
+        use crate::images::{ImageFacts, KnownImages, Lookup, Platform};
+        let win = |v: &str| Platform {
+            os: "windows".into(),
+            architecture: "amd64".into(),
+            variant: None,
+            os_version: Some(v.into()),
+            os_features: Vec::new(),
+        };
+        let mut known = KnownImages::default();
+        for (image, builds) in [
+            // The tag names ltsc2019; the registry says 10.0.20348.
+            ("contoso/named:ltsc2019", vec!["10.0.20348.1"]),
+            ("contoso/api:1", vec!["10.0.20348.2527"]),
+            ("contoso/both:1", vec!["10.0.17763.5830", "10.0.20348.2527"]),
+            ("contoso/legacy:1", vec!["10.0.17763.5830"]),
+        ] {
+            known.insert(
+                image,
+                Lookup::Known(ImageFacts {
+                    digest: None,
+                    platforms: builds.into_iter().map(win).collect(),
+                }),
+            );
+        }
+        let policy = Policy::from_yaml("p.yaml", "mutation: {injectWindowsBuild: true}\n").unwrap();
+        let build_of = |images: &[&str]| -> Option<String> {
+            let containers: Vec<Value> = images
+                .iter()
+                .enumerate()
+                .map(|(i, image)| serde_json::json!({"name": format!("c{i}"), "image": image}))
+                .collect();
+            let doc = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers}});
+            let cx = Context {
+                images: Some(&known),
+                ..Context::default()
+            };
+            let mcx = MutationContext {
+                create: true,
+                images: Some(&known),
+                ..MutationContext::default()
+            };
+            let m = settle(&policy, &cx, mcx, &doc, Some("ns"), &|_| true);
+            let mut patched = doc.clone();
+            apply(&mut patched, &m.ops).unwrap();
+            let build = patched["spec"]["nodeSelector"]["node.kubernetes.io/windows-build"]
+                .as_str()
+                .map(str::to_owned);
+            if build.is_some() {
+                assert!(
+                    m.explanations
+                        .iter()
+                        .any(|e| e.contains("by the registry's facts")),
+                    "{:?}",
+                    m.explanations
+                );
+            }
+            build
+        };
+        assert_eq!(build_of(&["contoso/api:1"]).as_deref(), Some("10.0.20348"));
+        // An index with two builds alone: the runtime picks; with a
+        // one-build image, the build they share.
+        assert_eq!(build_of(&["contoso/both:1"]), None);
+        assert_eq!(
+            build_of(&["contoso/both:1", "contoso/legacy:1"]).as_deref(),
+            Some("10.0.17763")
+        );
+        // No build they all run on: nothing (WIN-BUILD-* say why).
+        assert_eq!(build_of(&["contoso/api:1", "contoso/legacy:1"]), None);
+        // The facts win over a build the tag names.
+        assert_eq!(
+            build_of(&["contoso/named:ltsc2019"]).as_deref(),
+            Some("10.0.20348")
+        );
     }
 }

@@ -206,7 +206,8 @@ pub struct MutationSettings {
     /// Tolerations to add to Windows pods (e.g. for an `os=windows:NoSchedule` taint).
     pub tolerations: Vec<serde_json::Value>,
     /// Add `node.kubernetes.io/windows-build` to the node selector of
-    /// process-isolated Windows pods whose images all need one known build.
+    /// process-isolated Windows pods whose images leave one build they all
+    /// run on (by the registry's facts where known, else by their tags).
     #[serde(default)]
     pub inject_windows_build: bool,
     /// Add the toleration for `params.windowsTaint` (when set) to Windows pods.
@@ -710,8 +711,8 @@ impl Policy {
 
     /// The facts the policy states about the target cluster.
     #[must_use]
-    pub fn stated(&self) -> crate::cluster::Stated {
-        crate::cluster::Stated {
+    pub fn declared(&self) -> crate::cluster::Declared {
+        crate::cluster::Declared {
             kubernetes_version: self.cluster.kubernetes_version,
             container_runtime: self.cluster.container_runtime,
             containerd_version: self.cluster.containerd_version,

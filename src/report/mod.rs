@@ -132,7 +132,9 @@ impl ObjectReport {
 }
 
 /// The labels of the cluster's namespaces, when a door knows them (the
-/// webhook's cache for `POST /report`).
+/// webhook's cache for `POST /report`), and the gMSA facts of a workload
+/// when the door can ask the cluster ([`crate::cluster::ClusterView::gmsa`]:
+/// the live `report`, the webhook's `POST /report`).
 #[derive(Clone)]
 pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::cluster::ClusterView>);
 
@@ -318,6 +320,16 @@ impl<'p> ReportBuilder<'p> {
         self.known.runtime_classes.insert(name, os);
     }
 
+    /// The cluster's GMSACredentialSpecs have been listed in full (the live
+    /// report): a name not among those learnt does not exist, even when
+    /// the cluster has none.
+    pub fn credential_specs_listed(&mut self) {
+        self.known
+            .gmsa
+            .get_or_insert_with(crate::gmsa::Facts::default)
+            .complete = true;
+    }
+
     /// Records an input problem (a document that could not be read).
     pub fn input_problem(&mut self, problem: InputProblem) {
         self.summary.input_errors += 1;
@@ -480,8 +492,27 @@ impl<'p> ReportBuilder<'p> {
             let all: Vec<&crate::cluster::WindowsNode> = self.known.nodes.nodes.iter().collect();
             self.summary.target = self
                 .cluster
-                .narrowed(&crate::cluster::WindowsNodes::learnt(&all));
+                .narrowed(&crate::cluster::WindowsNodes::observed(&all));
         }
+    }
+
+    /// What the door looks up of the credential specs `workload` names
+    /// (over what the input showed), when it can; `None` otherwise.
+    fn gmsa_looked_up(&self, workload: &Workload<'_, '_>) -> Option<crate::gmsa::Facts> {
+        let lookup = self.options.namespace_lookup.as_ref()?;
+        let spec = workload.spec?;
+        let names: Vec<&str> = crate::gmsa::names(spec).into_iter().collect();
+        if names.is_empty() {
+            return None;
+        }
+        let looked = lookup.0.gmsa(
+            workload.namespace,
+            crate::gmsa::service_account(spec),
+            &names,
+        )?;
+        let mut facts = self.known.gmsa.clone().unwrap_or_default();
+        facts.absorb(looked);
+        Some(facts)
     }
 
     fn evaluate(
@@ -490,12 +521,13 @@ impl<'p> ReportBuilder<'p> {
         workload: &Workload<'_, '_>,
         origin: &Origin<'_>,
     ) -> (ObjectReport, u64) {
+        let looked = self.gmsa_looked_up(workload);
         let cx = Context {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&self.known.runtime_classes),
             nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
             images: self.images.as_ref(),
-            gmsa: self.known.gmsa.as_ref(),
+            gmsa: looked.as_ref().or(self.known.gmsa.as_ref()),
         };
         // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {

@@ -294,3 +294,35 @@ proptest::proptest! {
         let _ = report_body(&policy, &Context::default(), &ReportOptions::default(), ct, &body);
     }
 }
+
+/// A complete list of credential specs with none in it: a pod naming one
+/// is reported (the live report of a cluster with the CRD and no object).
+#[test]
+fn an_empty_list_of_credential_specs_is_complete() {
+    let policy = Policy::default_policy();
+    let pod = windows_pod(
+        "a",
+        json!({"securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "webapp1"}}}),
+    );
+    let rules = |listed: bool| {
+        let cx = Context::default();
+        let mut b = ReportBuilder::new(&policy, &cx, ReportOptions::default());
+        if listed {
+            b.credential_specs_listed();
+        }
+        let origin = Origin {
+            file: "t",
+            document: 0,
+        };
+        let mut out: Vec<String> = Vec::new();
+        if let Added::Report(r) = b.add(&pod, &origin) {
+            out.extend(r.findings.iter().map(|f| f.rule.to_string()));
+        }
+        for r in b.finish().objects {
+            out.extend(r.findings.iter().map(|f| f.rule.to_string()));
+        }
+        out
+    };
+    assert!(rules(true).contains(&"WIN-GMSA-NOT-FOUND".to_owned()));
+    assert!(!rules(false).iter().any(|r| r.starts_with("WIN-GMSA")));
+}

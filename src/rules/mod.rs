@@ -150,6 +150,7 @@ rules! {
     os_spec: RULE;
     unpinned_image: RULE;
     image_windows_only: WINDOWS_ONLY;
+    image_arch: RULE;
     linux_windows_options: RULE;
     privileged: RULE;
     run_as: RUN_AS_USER, RUN_AS_GROUP;
@@ -179,6 +180,7 @@ rules! {
     gmsa_not_found: RULE;
     gmsa_no_credspec: RULE;
     gmsa_not_authorized: RULE;
+    gmsa_authz_unknown: RULE;
     gmsa_contents_without_name: RULE;
     gmsa_contents_mismatch: RULE;
     gmsa_inline: RULE;

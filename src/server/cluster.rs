@@ -224,6 +224,9 @@ pub struct Synced {
     pub namespaces: bool,
     pub runtime_classes: bool,
     pub nodes: bool,
+    /// GMSACredentialSpecs (watched only with `serve --gmsa`; not part of
+    /// [`Synced::all`]).
+    pub gmsa: bool,
 }
 
 impl Synced {
@@ -392,12 +395,18 @@ impl ClusterCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let changed = m.apply(change);
-        if m.is_synced() && (changed || self.gmsa_specs.load().is_none()) {
+        let first = m.is_synced() && self.gmsa_specs.load().is_none();
+        if m.is_synced() && (changed || first) {
             let snapshot: BTreeMap<String, CredSpec> =
                 m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             self.gmsa_specs.store(Arc::new(Some(snapshot)));
         }
-        m.len()
+        let n = m.len();
+        drop(m);
+        if first {
+            self.synced.send_modify(|s| s.gmsa = true);
+        }
+        n
     }
 
     /// The cluster's GMSACredentialSpecs, once listed.
@@ -416,6 +425,12 @@ impl ClusterCache {
     #[must_use]
     pub fn synced(&self) -> Synced {
         *self.synced.borrow()
+    }
+
+    /// Resolves when the GMSACredentialSpecs have completed a first list.
+    pub async fn wait_gmsa_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| s.gmsa).await;
     }
 
     /// Resolves when both resources have completed a first list.

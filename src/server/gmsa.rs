@@ -18,11 +18,12 @@ use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::authorization::v1::{
-    LocalSubjectAccessReview, ResourceAttributes, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::LocalSubjectAccessReview;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use serde::Deserialize;
 
 use crate::admission::Endpoint;
@@ -36,6 +37,45 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 pub const TTL: Duration = Duration::from_secs(10);
 /// Answers kept at most (of each kind); all are forgotten when full.
 pub const MAX_ENTRIES: usize = 4096;
+
+/// The gMSA lookups' metrics (shared handles; no samples until used).
+#[derive(Clone, Default)]
+pub struct GmsaMetrics {
+    reviews: Family<[(&'static str, &'static str); 1], Counter>,
+    cached: Counter,
+    gets: Family<[(&'static str, &'static str); 1], Counter>,
+}
+
+impl GmsaMetrics {
+    /// Registers the gMSA metrics.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "gmsa_local_subject_access_reviews",
+            "LocalSubjectAccessReviews created to ask whether a pod's service account may use a GMSACredentialSpec, by result (allowed, denied, error)",
+            m.reviews.clone(),
+        );
+        registry.register(
+            "gmsa_local_subject_access_review_cache_hits",
+            "Authorization answers for GMSACredentialSpecs served from the short-lived cache, without a LocalSubjectAccessReview",
+            m.cached.clone(),
+        );
+        registry.register(
+            "gmsa_credential_spec_gets",
+            "GMSACredentialSpecs read with a get (not from the watch cache), by result (found, not_found, error)",
+            m.gets.clone(),
+        );
+        m
+    }
+
+    fn review(&self, result: &'static str) {
+        self.reviews.get_or_create(&[("result", result)]).inc();
+    }
+
+    fn get(&self, result: &'static str) {
+        self.gets.get_or_create(&[("result", result)]).inc();
+    }
+}
 
 /// A small map whose entries expire.
 struct Recent<K, V> {
@@ -79,6 +119,7 @@ pub struct Resolver {
     pub deadline: Duration,
     specs: Recent<String, CredSpec>,
     authz: Recent<AuthzKey, Authz>,
+    metrics: GmsaMetrics,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -147,14 +188,22 @@ impl Resolver {
             deadline,
             specs: Recent::new(),
             authz: Recent::new(),
+            metrics: GmsaMetrics::default(),
         }
+    }
+
+    /// Counts the resolver's calls in `metrics` (the server's registry).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: GmsaMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The gMSA facts of one review body: always some (the switch is on),
     /// with the credential specs the object names looked up and, on
     /// CREATE, the authorization of its service account to use them.
     pub async fn facts(&self, policy: &Policy, endpoint: Endpoint, body: &[u8]) -> Facts {
-        let mut facts = Facts::default();
+        let facts = Facts::default();
         // Most objects name no credential spec: no parse, no call.
         if !contains(body, b"gmsaCredentialSpecName") {
             return facts;
@@ -185,18 +234,33 @@ impl Resolver {
         // Authorization is asked where the pod gets an identity: CREATE,
         // and containers added through `ephemeralcontainers`. `/mutate`
         // needs none (it only fills contents in, as upstream).
-        let ask = endpoint == Endpoint::Validate
+        let ask = endpoint != Endpoint::Mutate
             && !namespace.is_empty()
             && (request.operation == "CREATE"
                 || (request.operation == "UPDATE"
                     && request.sub_resource == "ephemeralcontainers"));
+        self.resolve(&namespace, &account, &names, ask).await
+    }
+
+    /// The facts of credential specs `names` and, when `ask`, whether
+    /// `account` in `namespace` may use each, within [`Resolver::deadline`].
+    /// An authorization that cannot be asked is a refusal (the webhook's
+    /// security boundary).
+    pub async fn resolve(
+        &self,
+        namespace: &str,
+        account: &str,
+        names: &[String],
+        ask: bool,
+    ) -> Facts {
+        let mut facts = Facts::default();
         let work = async {
             let specs = futures::future::join_all(names.iter().map(|n| self.spec(n)));
             let answers = futures::future::join_all(
                 names
                     .iter()
                     .filter(|_| ask)
-                    .map(|n| self.may_use(&namespace, &account, n)),
+                    .map(|n| self.may_use(namespace, account, n)),
             );
             futures::future::join(specs, answers).await
         };
@@ -206,21 +270,22 @@ impl Resolver {
                     facts.specs.insert(name.clone(), spec);
                 }
                 for (name, answer) in names.iter().zip(answers) {
-                    facts
-                        .authz
-                        .insert((namespace.clone(), account.clone(), name.clone()), answer);
+                    facts.authz.insert(
+                        (namespace.to_owned(), account.to_owned(), name.clone()),
+                        answer,
+                    );
                 }
             }
             Err(_) => {
                 let why = format!("no answer from the API server within {:?}", self.deadline);
                 tracing::warn!(namespace = %namespace, "gmsa: {why}");
-                for name in &names {
+                for name in names {
                     facts
                         .specs
                         .insert(name.clone(), CredSpec::Unavailable(why.clone()));
                     if ask {
                         facts.authz.insert(
-                            (namespace.clone(), account.clone(), name.clone()),
+                            (namespace.to_owned(), account.to_owned(), name.clone()),
                             Authz {
                                 allowed: false,
                                 reason: format!("error when checking authz access: {why}"),
@@ -245,12 +310,19 @@ impl Resolver {
         }
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &api_resource());
         let found = match api.get_opt(name).await {
-            Ok(Some(object)) => serde_json::to_value(&object)
-                .ok()
-                .and_then(|v| CredSpec::from_object(&v))
-                .map_or(CredSpec::Found(None), |(_, s)| s),
-            Ok(None) => CredSpec::Missing,
+            Ok(Some(object)) => {
+                self.metrics.get("found");
+                serde_json::to_value(&object)
+                    .ok()
+                    .and_then(|v| CredSpec::from_object(&v))
+                    .map_or(CredSpec::Found(None), |(_, s)| s)
+            }
+            Ok(None) => {
+                self.metrics.get("not_found");
+                CredSpec::Missing
+            }
             Err(e) => {
+                self.metrics.get("error");
                 let why = crate::errors::error_chain(&e);
                 tracing::warn!(name, "gmsa: cannot get gmsacredentialspecs {name}: {why}");
                 // Failures are not kept: the next review asks again.
@@ -265,6 +337,7 @@ impl Resolver {
     async fn may_use(&self, namespace: &str, account: &str, name: &str) -> Authz {
         let key = (namespace.to_owned(), account.to_owned(), name.to_owned());
         if let Some(known) = self.authz.get(&key) {
+            self.metrics.cached.inc();
             return known;
         }
         let review = LocalSubjectAccessReview {
@@ -272,23 +345,7 @@ impl Resolver {
                 namespace: Some(namespace.to_owned()),
                 ..Default::default()
             },
-            spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{namespace}:{account}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".to_owned(),
-                    format!("system:serviceaccounts:{namespace}"),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(namespace.to_owned()),
-                    verb: Some(gmsa::VERB.to_owned()),
-                    group: Some(gmsa::GROUP.to_owned()),
-                    version: Some(gmsa::VERSION.to_owned()),
-                    resource: Some(gmsa::RESOURCE.to_owned()),
-                    name: Some(name.to_owned()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
+            spec: gmsa::use_review(namespace, account, name),
             status: None,
         };
         let api: Api<LocalSubjectAccessReview> = Api::namespaced(self.client.clone(), namespace);
@@ -303,10 +360,13 @@ impl Resolver {
                         .or(status.evaluation_error)
                         .unwrap_or_default(),
                 };
+                self.metrics
+                    .review(if authz.allowed { "allowed" } else { "denied" });
                 self.authz.put(key, authz.clone());
                 authz
             }
             Err(e) => {
+                self.metrics.review("error");
                 let why = crate::errors::error_chain(&e);
                 tracing::warn!(
                     namespace,

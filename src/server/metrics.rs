@@ -24,6 +24,8 @@ pub struct Metrics {
     in_flight: Gauge,
     rejected: Family<Labels2, Counter>,
     cluster: super::cluster::ClusterMetrics,
+    gmsa: super::gmsa::GmsaMetrics,
+    image_lookups: super::images::RegistryMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -75,6 +77,8 @@ impl Metrics {
             rejected.clone(),
         );
         let cluster = super::cluster::ClusterMetrics::register(&mut registry);
+        let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
+        let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -83,13 +87,27 @@ impl Metrics {
             in_flight,
             rejected,
             cluster,
+            gmsa,
+            image_lookups: registry_metrics,
         }
+    }
+
+    /// The registry lookups' metrics (shared handles).
+    #[must_use]
+    pub fn registry(&self) -> super::images::RegistryMetrics {
+        self.image_lookups.clone()
     }
 
     /// The cluster cache's metrics (shared handles).
     #[must_use]
     pub fn cluster(&self) -> super::cluster::ClusterMetrics {
         self.cluster.clone()
+    }
+
+    /// The gMSA lookups' metrics (shared handles).
+    #[must_use]
+    pub fn gmsa(&self) -> super::gmsa::GmsaMetrics {
+        self.gmsa.clone()
     }
 
     /// Records one answered review.

@@ -23,6 +23,7 @@ pub mod api_limits;
 pub mod budget;
 pub mod cluster;
 pub mod gmsa;
+pub mod images;
 pub mod jsonlog;
 pub mod listener;
 pub mod logwriter;
@@ -104,6 +105,12 @@ pub struct ServerState {
     cluster_pending: AtomicBool,
     /// The gMSA facts resolver, when `--gmsa` is on.
     gmsa: std::sync::OnceLock<gmsa::Resolver>,
+    /// Readiness also waits for `--gmsa`: `auto`'s decision, and the first
+    /// list of the GMSACredentialSpecs when the cluster cache watches them
+    /// (bounded by `--cluster-cache-sync-timeout`).
+    gmsa_pending: AtomicBool,
+    /// The image facts cache, when `--registry` is on.
+    images: std::sync::OnceLock<images::ImageFactsCache>,
 }
 
 impl ServerState {
@@ -121,12 +128,31 @@ impl ServerState {
             report_slots: Arc::new(Semaphore::new(limits.report_concurrency.max(1))),
             cluster_pending: AtomicBool::new(false),
             gmsa: std::sync::OnceLock::new(),
+            gmsa_pending: AtomicBool::new(false),
+            images: std::sync::OnceLock::new(),
         })
     }
 
     /// Turns the gMSA checks on with `resolver` (once).
     pub fn set_gmsa(&self, resolver: gmsa::Resolver) {
         let _ = self.gmsa.set(resolver);
+    }
+
+    /// Whether the gMSA checks are on.
+    #[must_use]
+    pub fn gmsa_on(&self) -> bool {
+        self.gmsa.get().is_some()
+    }
+
+    /// While true, `/readyz` answers 503 even once bound: `--gmsa` is not
+    /// settled yet.
+    pub fn set_gmsa_pending(&self, pending: bool) {
+        self.gmsa_pending.store(pending, Ordering::SeqCst);
+    }
+
+    /// Turns registry lookups on with `cache` (once).
+    pub fn set_images(&self, cache: images::ImageFactsCache) {
+        let _ = self.images.set(cache);
     }
 
     pub fn set_ready(&self, ready: bool) {
@@ -141,7 +167,9 @@ impl ServerState {
 
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) && !self.cluster_pending.load(Ordering::SeqCst)
+        self.ready.load(Ordering::SeqCst)
+            && !self.cluster_pending.load(Ordering::SeqCst)
+            && !self.gmsa_pending.load(Ordering::SeqCst)
     }
 
     /// Runs a small review `f` right here, on the I/O thread that read its
@@ -239,6 +267,7 @@ pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     let mut routes = Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/admit", post(admit_once))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz));
     if endpoints.metrics {
@@ -405,10 +434,10 @@ impl FromRequestParts<Arc<ServerState>> for JsonContentType {
         if essence.eq_ignore_ascii_case("application/json") {
             Ok(Self)
         } else {
-            let endpoint = if parts.uri.path() == "/mutate" {
-                Endpoint::Mutate
-            } else {
-                Endpoint::Validate
+            let endpoint = match parts.uri.path() {
+                "/mutate" => Endpoint::Mutate,
+                "/admit" => Endpoint::Admit,
+                _ => Endpoint::Validate,
             };
             state.metrics.reject(endpoint, "415");
             Err(plain(
@@ -436,6 +465,16 @@ async fn mutate(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     admit(state, Endpoint::Mutate, body).await
+}
+
+/// `/admit`: `/mutate` and `/validate` in one call, for an install that
+/// registers only a mutating webhook.
+async fn admit_once(
+    State(state): State<Arc<ServerState>>,
+    _: JsonContentType,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    admit(state, Endpoint::Admit, body).await
 }
 
 async fn admit(
@@ -476,15 +515,36 @@ async fn admit(
         ),
         None => None,
     };
+    // So are the image facts (`--registry`), within the review's deadline.
+    let images = match state.images.get() {
+        Some(cache) => cache.facts(&state.admission.policy, &body).await,
+        None => None,
+    };
     let result = if body.len() <= INLINE_REVIEW_MAX_BYTES {
-        state
-            .run_inline(|| admission::review_with(&state.admission, endpoint, &body, gmsa.as_ref()))
+        state.run_inline(|| {
+            admission::review_with(
+                &state.admission,
+                endpoint,
+                &body,
+                admission::Resolved {
+                    gmsa: gmsa.as_ref(),
+                    images: images.as_ref(),
+                },
+            )
+        })
     } else {
         let shared = Arc::clone(&state);
         state
             .run_bounded(move || {
-                let result =
-                    admission::review_with(&shared.admission, endpoint, &body, gmsa.as_ref());
+                let result = admission::review_with(
+                    &shared.admission,
+                    endpoint,
+                    &body,
+                    admission::Resolved {
+                        gmsa: gmsa.as_ref(),
+                        images: images.as_ref(),
+                    },
+                );
                 // The body is freed on this thread, right away.
                 drop(body);
                 result
@@ -568,6 +628,11 @@ async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready (waiting for the cluster cache's first list; at most --cluster-cache-sync-timeout)\n",
         )
+    } else if state.gmsa_pending.load(Ordering::SeqCst) {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready (waiting for --gmsa: whether the API server serves gmsacredentialspecs.windows.k8s.io, and their first list; at most --cluster-cache-sync-timeout)\n",
+        )
     } else {
         plain(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -594,7 +659,7 @@ async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
 pub fn route_list(webhook: bool, endpoints: Endpoints) -> String {
     let mut routes = Vec::new();
     if webhook {
-        routes.extend(["POST /validate", "POST /mutate"]);
+        routes.extend(["POST /validate", "POST /mutate", "POST /admit"]);
     }
     if endpoints.report {
         routes.push("POST /report");

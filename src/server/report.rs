@@ -30,12 +30,28 @@ struct ReportState {
     server: Arc<ServerState>,
 }
 
-/// The server's namespace labels (its cluster cache), for the report.
+/// The server's namespace labels (its cluster cache) and gMSA facts (as
+/// `/validate` resolves them), for the report.
 struct ServerNamespaces(Arc<ServerState>);
 
 impl crate::cluster::ClusterView for ServerNamespaces {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.0.admission.namespaces.as_ref()?.label(namespace, key)
+    }
+
+    /// What `/validate` would know of the workload's credential specs,
+    /// asked on the report's blocking thread.
+    fn gmsa(
+        &self,
+        namespace: Option<&str>,
+        account: &str,
+        names: &[&str],
+    ) -> Option<crate::gmsa::Facts> {
+        let resolver = self.0.gmsa.get()?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let namespace = namespace.unwrap_or_default();
+        Some(runtime.block_on(resolver.resolve(namespace, account, &names, !namespace.is_empty())))
     }
 }
 
@@ -199,7 +215,7 @@ fn compute(
     let ReportState { policy, server } = state;
     let cache = server.admission.namespaces.as_ref();
     let runtime_classes = cache.and_then(|n| n.runtime_classes());
-    let namespace_lookup = cache.is_some().then(|| {
+    let namespace_lookup = (cache.is_some() || server.gmsa.get().is_some()).then(|| {
         NamespaceLookup(
             Arc::new(ServerNamespaces(Arc::clone(server))) as Arc<dyn crate::cluster::ClusterView>
         )

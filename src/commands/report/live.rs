@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{Driver, Progress};
 use crate::cli::{ApiDeadlines, ApiLimits};
+use crate::gmsa::{self, Authz, AuthzKey};
 use crate::report::Origin;
 use crate::report::stream::{self, StopError, StreamError};
 
@@ -114,9 +115,18 @@ const RUNTIME_CLASSES: Resource = Resource {
     kind: "RuntimeClass",
 };
 
+const GMSA_CREDENTIAL_SPECS: Resource = Resource {
+    base: "/apis/windows.k8s.io/v1",
+    plural: gmsa::RESOURCE,
+    display: "gmsacredentialspecs.windows.k8s.io",
+    api_version: "windows.k8s.io/v1",
+    kind: gmsa::KIND,
+};
+
 /// A connected cluster, access checked.
 pub(super) struct Live {
-    runtime: tokio::runtime::Runtime,
+    /// Shared with the gMSA lookup, which asks as the report goes.
+    runtime: std::sync::Arc<tokio::runtime::Runtime>,
     client: Client,
     server: String,
     deadlines: ApiDeadlines,
@@ -130,6 +140,8 @@ pub(super) struct Live {
     /// Custom resource groups whose discovery failed (not a 404): their
     /// kinds are left out of the report, which says so.
     undiscovered: Vec<String>,
+    /// The cluster serves gmsacredentialspecs.windows.k8s.io/v1.
+    gmsa: bool,
 }
 
 impl Live {
@@ -154,10 +166,12 @@ impl Live {
         // kube's rustls needs a process-wide provider; another door may have
         // installed one already, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = std::sync::Arc::new(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?,
+        );
         let mut config = runtime.block_on(load_config(kubeconfig, context))?;
         config.connect_timeout = Some(deadlines.connect_timeout);
         config.read_timeout = Some(deadlines.read_timeout);
@@ -182,6 +196,7 @@ impl Live {
             page_size,
             custom: Vec::new(),
             undiscovered: Vec::new(),
+            gmsa: false,
         };
         progress.note(&format!(
             "connecting to {} (checking that each workload kind may be listed)",
@@ -195,6 +210,7 @@ impl Live {
             }
         }
         (live.custom, live.undiscovered) = live.discover(custom, progress);
+        live.gmsa = live.gmsa_served(progress);
         let listed: Vec<&str> = live
             .custom
             .iter()
@@ -296,6 +312,59 @@ impl Live {
             }
         }
         (found, undiscovered)
+    }
+
+    /// Whether the cluster serves GMSACredentialSpecs (`windows.k8s.io/v1`);
+    /// says on stderr when it does not, or cannot tell.
+    fn gmsa_served(&self, progress: &Progress) -> bool {
+        let path = format!("/apis/{}/{}", gmsa::GROUP, gmsa::VERSION);
+        let served = match self.get_json(&path) {
+            Ok(doc) => doc
+                .as_ref()
+                .and_then(|d| d.get("resources"))
+                .and_then(Value::as_array)
+                .is_some_and(|rs| {
+                    rs.iter()
+                        .any(|r| r.get("name").and_then(Value::as_str) == Some(gmsa::RESOURCE))
+                }),
+            Err(why) => {
+                progress.note(&format!(
+                    "note: cannot tell whether {} serves {}.{} ({path}): {why}; gMSA credential specs are not checked",
+                    self.server,
+                    gmsa::RESOURCE,
+                    gmsa::GROUP
+                ));
+                return false;
+            }
+        };
+        if !served {
+            progress.note(&format!(
+                "note: {} does not serve {}.{}/{} (no GMSACredentialSpec CRD): gMSA credential specs and who may use them are not checked",
+                self.server,
+                gmsa::RESOURCE,
+                gmsa::GROUP,
+                gmsa::VERSION
+            ));
+        }
+        served
+    }
+
+    /// The lookup that asks, with a SubjectAccessReview per distinct
+    /// (namespace, service account, credential spec), whether a pod's
+    /// service account may `use` the credential specs it names: `None` when
+    /// the cluster serves no GMSACredentialSpecs.
+    pub fn gmsa_lookup(&self, quiet: bool) -> Option<crate::report::NamespaceLookup> {
+        self.gmsa.then(|| {
+            crate::report::NamespaceLookup(std::sync::Arc::new(LiveGmsa {
+                runtime: std::sync::Arc::clone(&self.runtime),
+                client: self.client.clone(),
+                server: self.server.clone(),
+                timeout: self.deadlines.call_timeout,
+                quiet,
+                answers: std::sync::Mutex::new(std::collections::HashMap::new()),
+                refused: std::sync::Mutex::new(None),
+            }))
+        })
     }
 
     /// A discovery document, `None` when the cluster does not serve it
@@ -439,7 +508,8 @@ impl Live {
     /// identity may list them; the report is still right without them,
     /// only less precise, so a refusal is a note, not an error.
     fn learn_cluster(&self, driver: &mut Driver<'_>) {
-        for r in [NAMESPACES, RUNTIME_CLASSES, NODES] {
+        let gmsa = self.gmsa.then_some(GMSA_CREDENTIAL_SPECS);
+        for r in [NAMESPACES, RUNTIME_CLASSES, NODES].into_iter().chain(gmsa) {
             let mut token: Option<String> = None;
             let mut pages = 0u32;
             loop {
@@ -478,7 +548,13 @@ impl Live {
                 };
                 match next {
                     Ok(Some(t)) => token = Some(t),
-                    Ok(None) => break,
+                    Ok(None) => {
+                        // Listed in full: a name not seen does not exist.
+                        if r.plural == gmsa::RESOURCE {
+                            driver.builder.credential_specs_listed();
+                        }
+                        break;
+                    }
                     Err(e) => {
                         driver
                             .progress
@@ -642,6 +718,121 @@ impl Live {
                     self.server
                 )
             }
+        }
+    }
+}
+
+/// The live report's gMSA lookup: whether a pod's service account may
+/// `use` the credential specs it names, asked with SubjectAccessReviews
+/// (the answer cached for the run). When the report's identity may not
+/// create them, or a call fails, the answer is unknown
+/// (WIN-GMSA-AUTHZ-UNKNOWN), never "not authorized".
+struct LiveGmsa {
+    runtime: std::sync::Arc<tokio::runtime::Runtime>,
+    client: Client,
+    server: String,
+    /// `--api-timeout`, per call.
+    timeout: std::time::Duration,
+    quiet: bool,
+    answers: std::sync::Mutex<std::collections::HashMap<AuthzKey, Result<Authz, String>>>,
+    /// Why SubjectAccessReviews may not be created (asked once).
+    refused: std::sync::Mutex<Option<String>>,
+}
+
+impl crate::cluster::ClusterView for LiveGmsa {
+    /// Namespace labels come from the listed Namespaces.
+    fn label(&self, _namespace: &str, _key: &str) -> Option<String> {
+        None
+    }
+
+    fn gmsa(&self, namespace: Option<&str>, account: &str, names: &[&str]) -> Option<gmsa::Facts> {
+        let namespace = namespace?;
+        let mut facts = gmsa::Facts::default();
+        for name in names {
+            let key = (namespace.to_owned(), account.to_owned(), (*name).to_owned());
+            let known = self
+                .answers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&key)
+                .cloned();
+            let answer = known.unwrap_or_else(|| {
+                let answer = self.ask(namespace, account, name);
+                self.answers
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(key.clone(), answer.clone());
+                answer
+            });
+            match answer {
+                Ok(a) => {
+                    facts.authz.insert(key, a);
+                }
+                Err(why) => {
+                    facts.unasked.insert(key, why);
+                }
+            }
+        }
+        Some(facts)
+    }
+}
+
+impl LiveGmsa {
+    /// One SubjectAccessReview: may `account` in `namespace` use `name`?
+    fn ask(&self, namespace: &str, account: &str, name: &str) -> Result<Authz, String> {
+        use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+        if let Some(why) = self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return Err(why);
+        }
+        let review = SubjectAccessReview {
+            spec: gmsa::use_review(namespace, account, name),
+            ..Default::default()
+        };
+        let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());
+        let params = kube::api::PostParams::default();
+        let call = async { tokio::time::timeout(self.timeout, api.create(&params, &review)).await };
+        match self.runtime.block_on(call) {
+            Ok(Ok(answer)) => {
+                let status = answer.status.unwrap_or_default();
+                Ok(Authz {
+                    allowed: status.allowed && !status.denied.unwrap_or(false),
+                    reason: status
+                        .reason
+                        .filter(|r| !r.is_empty())
+                        .or(status.evaluation_error)
+                        .unwrap_or_default(),
+                })
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 403 || status.code == 401 => {
+                let why = format!(
+                    "the report's identity may not create subjectaccessreviews.authorization.k8s.io at {} (API server: {})",
+                    self.server, status.message
+                );
+                if !self.quiet {
+                    eprintln!(
+                        "winadmit: note: {why}; whether service accounts may use the GMSACredentialSpecs their pods name is unknown (WIN-GMSA-AUTHZ-UNKNOWN)"
+                    );
+                }
+                *self
+                    .refused
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why.clone());
+                Err(why)
+            }
+            Ok(Err(e)) => Err(format!(
+                "the SubjectAccessReview failed at {}: {}",
+                self.server,
+                error_chain(&e)
+            )),
+            Err(_) => Err(format!(
+                "no answer to the SubjectAccessReview from {} within {:?} (--api-timeout)",
+                self.server, self.timeout
+            )),
         }
     }
 }

@@ -153,7 +153,7 @@ impl Prepared {
             .build();
         if gmsa != GmsaMode::Off {
             let watched = watch.then(|| (Arc::clone(&cache), deadlines));
-            start_gmsa(gmsa, client.clone(), state, watched);
+            start_gmsa(gmsa, client.clone(), state, watched, sync_timeout);
         }
         if !watch {
             return Ok(());
@@ -200,48 +200,68 @@ impl Prepared {
 /// Turns the gMSA checks on: at once with `--gmsa on`; with `auto`, once
 /// the API server says it serves gmsacredentialspecs.windows.k8s.io (asked
 /// once at start; absent or unanswered, the checks stay off, logged).
+/// `/readyz` waits for the decision and, with the cluster cache, for the
+/// credential specs' first list, at most `sync_timeout` for each (past
+/// it, the resolver reads them with a get until the watch has listed).
 fn start_gmsa(
     mode: GmsaMode,
     client: kube::Client,
     state: &Arc<ServerState>,
     watched: Option<(Arc<ClusterCache>, cluster::Deadlines)>,
+    sync_timeout: Duration,
 ) {
     use crate::server::gmsa::{DEADLINE, Resolver, served};
     let resolver = Resolver::new(
         client.clone(),
         watched.as_ref().map(|(c, _)| Arc::clone(c)),
         DEADLINE,
-    );
+    )
+    .with_metrics(state.metrics.gmsa());
     let metrics = state.metrics.cluster();
-    let watch = move |client: kube::Client| {
-        if let Some((cache, deadlines)) = watched {
-            tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
-            cluster::spawn_gmsa(client, cache, metrics, deadlines);
-        }
-    };
+    state.set_gmsa_pending(true);
+    let mut resolver = Some(resolver);
     if mode == GmsaMode::On {
         tracing::info!("gmsa: on (--gmsa on): pods naming a GMSACredentialSpec are checked");
-        state.set_gmsa(resolver);
-        watch(client);
-        return;
+        if let Some(r) = resolver.take() {
+            state.set_gmsa(r);
+        }
     }
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        match served(&client).await {
-            Ok(true) => {
-                tracing::info!(
-                    "gmsa: on (--gmsa auto): the API server serves gmsacredentialspecs.windows.k8s.io"
-                );
-                state.set_gmsa(resolver);
-                watch(client);
+        if let Some(resolver) = resolver {
+            match tokio::time::timeout(sync_timeout, served(&client)).await {
+                Ok(Ok(true)) => {
+                    tracing::info!(
+                        "gmsa: on (--gmsa auto): the API server serves gmsacredentialspecs.windows.k8s.io"
+                    );
+                    state.set_gmsa(resolver);
+                }
+                Ok(Ok(false)) => tracing::info!(
+                    "gmsa: off (--gmsa auto): the API server does not serve gmsacredentialspecs.windows.k8s.io/v1 (install the GMSACredentialSpec CRD, then restart, or pass --gmsa on)"
+                ),
+                Ok(Err(e)) => tracing::warn!(
+                    error = %crate::errors::error_chain(&e),
+                    "gmsa: off (--gmsa auto): cannot ask the API server whether it serves gmsacredentialspecs.windows.k8s.io; pass --gmsa on to check gMSA regardless"
+                ),
+                Err(_) => tracing::warn!(
+                    "gmsa: off (--gmsa auto): no answer within {sync_timeout:?} (--cluster-cache-sync-timeout) to whether the API server serves gmsacredentialspecs.windows.k8s.io; pass --gmsa on to check gMSA regardless"
+                ),
             }
-            Ok(false) => tracing::info!(
-                "gmsa: off (--gmsa auto): the API server does not serve gmsacredentialspecs.windows.k8s.io/v1 (install the GMSACredentialSpec CRD, then restart, or pass --gmsa on)"
-            ),
-            Err(e) => tracing::warn!(
-                error = %crate::errors::error_chain(&e),
-                "gmsa: off (--gmsa auto): cannot ask the API server whether it serves gmsacredentialspecs.windows.k8s.io; pass --gmsa on to check gMSA regardless"
-            ),
         }
+        if state.gmsa_on()
+            && let Some((cache, deadlines)) = watched
+        {
+            tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
+            cluster::spawn_gmsa(client, Arc::clone(&cache), metrics, deadlines);
+            if tokio::time::timeout(sync_timeout, cache.wait_gmsa_synced())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "cluster cache: gmsacredentialspecs.windows.k8s.io not listed within {sync_timeout:?} (--cluster-cache-sync-timeout); ready without it (credential specs are read with a get meanwhile), still retrying"
+                );
+            }
+        }
+        state.set_gmsa_pending(false);
     });
 }
