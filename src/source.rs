@@ -156,6 +156,45 @@ pub fn parse_with_duplicates(
     Ok((out, duplicates))
 }
 
+/// [`parse`], also returning the source positions of each YAML document's
+/// nodes (indexed by [`Document::yaml_doc`]), from the same pass.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_located(
+    text: &str,
+) -> Result<(Vec<Document>, Vec<crate::yaml::Positions>), InputError> {
+    let mut out = Vec::new();
+    let mut positions = Vec::new();
+    for_each_document(text, |part| match part {
+        Part::Documents(docs, at) => {
+            out.extend(docs);
+            positions.push(at.clone());
+        }
+        Part::Restart => {
+            out.clear();
+            positions.clear();
+        }
+    })?;
+    Ok((out, positions))
+}
+
+/// [`parse`], with `extra` visiting the parser's events in the same pass.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_visiting<V>(text: &str, extra: &mut V) -> Result<Vec<Document>, InputError>
+where
+    V: for<'e> crate::yaml::Visit<'e>,
+{
+    let mut out = Vec::new();
+    for_each_document_visiting(&mut Cow::Borrowed(text), extra, |part| match part {
+        Part::Documents(docs, _) => out.extend(docs),
+        Part::Restart => out.clear(),
+    })?;
+    Ok(out)
+}
+
 /// What [`for_each_document`] hands over.
 pub enum Part<'a> {
     /// The objects of one YAML document (none when it is empty, a `List`'s
@@ -188,15 +227,33 @@ pub fn for_each_document(
 /// As [`parse`]; `each` has then had the documents before the error.
 pub fn for_each_document_in(
     text: &mut Cow<'_, str>,
-    mut each: impl FnMut(Part<'_>),
+    each: impl FnMut(Part<'_>),
 ) -> Result<Vec<crate::yaml::DuplicateKey>, InputError> {
+    for_each_document_visiting(text, &mut (), each)
+}
+
+/// [`for_each_document_in`], with `extra` visiting the parser's events in
+/// the same pass (`lint --fix` records the text's node tree so).
+///
+/// # Errors
+/// As [`parse`]; `each` has then had the documents before the error.
+pub fn for_each_document_visiting<V>(
+    text: &mut Cow<'_, str>,
+    extra: &mut V,
+    mut each: impl FnMut(Part<'_>),
+) -> Result<Vec<crate::yaml::DuplicateKey>, InputError>
+where
+    V: for<'e> crate::yaml::Visit<'e>,
+{
+    use crate::yaml::{Threads, load_each_visiting};
     let limits = crate::yaml::ParseLimits::for_len(text.len());
     let mut index = 0;
     let mut one = |yaml_doc: usize, value: Value, at: &crate::yaml::Positions| {
         let docs = objects(yaml_doc, value, &mut index);
         each(Part::Documents(docs, at));
     };
-    match crate::yaml::load_each(text.as_ref(), limits, &mut one) {
+    let threads = Threads::for_text(text);
+    match load_each_visiting(text.as_ref(), limits, threads, extra, &mut one) {
         Ok(duplicates) => Ok(duplicates),
         // The parser rejects tabs at the start of continuation lines inside
         // quoted multi-line scalars, which YAML allows (and real manifests
@@ -205,12 +262,20 @@ pub fn for_each_document_in(
         // only values that change are script bodies no rule reads.
         Err(e) if e.message.contains("tab") && text.contains("\n\t") => {
             each(Part::Restart);
+            extra.restart(&e.message);
             let mut index = 0;
             let tabs = retab(text.to_mut());
-            let retried = crate::yaml::load_each(text.as_ref(), limits, |yaml_doc, value, at| {
-                let docs = objects(yaml_doc, value, &mut index);
-                each(Part::Documents(docs, at));
-            });
+            let threads = Threads::for_text(text);
+            let retried = load_each_visiting(
+                text.as_ref(),
+                limits,
+                threads,
+                extra,
+                |yaml_doc, value, at| {
+                    let docs = objects(yaml_doc, value, &mut index);
+                    each(Part::Documents(docs, at));
+                },
+            );
             if retried.is_err() {
                 untab(text.to_mut(), &tabs);
             }
@@ -266,13 +331,6 @@ fn from_yaml_error(e: crate::yaml::YamlError) -> InputError {
         column: Some(e.column),
         message,
     }
-}
-
-/// Line and column (1-based) of many fields at once, in one pass: see
-/// [`crate::yaml::locate_many`].
-#[must_use]
-pub fn locate_many(text: &str, wants: &[(usize, &str)]) -> Vec<Option<crate::yaml::Position>> {
-    crate::yaml::locate_many(text, wants)
 }
 
 /// `kind: List` (or `*List`, as `kubectl get -o yaml` writes) with `items`.
@@ -373,7 +431,7 @@ items:
         assert_eq!(docs[1].pointer, "/items/0");
         assert_eq!(docs[1].value["metadata"]["name"], "a");
         let doc = docs[1].yaml_doc;
-        let locs = locate_many(
+        let locs = crate::yaml::locate_many(
             MULTI,
             &[
                 (doc, "/items/0/spec/containers/0/securityContext/privileged"),
@@ -434,7 +492,7 @@ items:
         let docs = parse(text).unwrap();
         assert_eq!(docs[0].value["mode"], 420);
         assert_eq!(docs[0].value["name"], "b");
-        let at = locate_many(text, &[(0, "/mode")])[0].map(|p| (p.line, p.column));
+        let at = crate::yaml::locate_many(text, &[(0, "/mode")])[0].map(|p| (p.line, p.column));
         assert_eq!(at, Some((2, 1)));
     }
 

@@ -121,3 +121,38 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Images(args) => images::run(args),
     }
 }
+
+impl From<crate::cli::ReportFormat> for crate::report::format::Format {
+    fn from(f: crate::cli::ReportFormat) -> Self {
+        use crate::cli::ReportFormat as Cli;
+        match f {
+            Cli::Text => Self::Text,
+            Cli::Json => Self::Json,
+            Cli::Policyreport => Self::PolicyReport,
+            Cli::Html => Self::Html,
+        }
+    }
+}
+
+/// The exit code of `lint` and `report`: 2 when an input could not be
+/// read (or the report is incomplete), else 1 when findings reach
+/// `--fail-on`, else 0.
+#[must_use]
+pub fn exit_code(
+    fail_on: crate::cli::FailOn,
+    errors: usize,
+    warnings: usize,
+    input_failed: bool,
+) -> ExitCode {
+    let failing = match fail_on {
+        crate::cli::FailOn::Error => errors > 0,
+        crate::cli::FailOn::Warning => errors + warnings > 0,
+    };
+    ExitCode::from(if input_failed {
+        EXIT_INPUT
+    } else if failing {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    })
+}

@@ -9,8 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde_json::Value;
 
-use super::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT};
-use crate::cli::{FailOn, ModeChoice, ReportArgs, ReportFormat};
+use crate::cli::{ModeChoice, ReportArgs, ReportFormat};
 use crate::engine::Context;
 use crate::policy::Mode;
 use crate::report::format::html::HtmlSink;
@@ -117,7 +116,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             ModeChoice::Warn => Mode::Warn,
             ModeChoice::Audit => Mode::Audit,
         }),
-        patched_objects: wants_patched_objects(format),
+        patched_objects: wants_patched_objects(format.into()),
         fold: !no_fold,
         namespaces: namespaces.clone(),
         // Namespace objects are listed (live) or read from the files.
@@ -221,10 +220,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     sink.finish(&summary, &finished.input_errors)
         .context("cannot write the report")?;
 
-    let failing = match fail_on {
-        FailOn::Error => summary.errors > 0,
-        FailOn::Warning => summary.errors + summary.warnings > 0,
-    };
     if !partial.is_empty() {
         eprintln!(
             "winadmit: the report leaves out the custom resources of {} (they could not be discovered; see above){}",
@@ -268,17 +263,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             }
         );
     }
-    let code = if summary.input_errors > 0
+    let incomplete = summary.input_errors > 0
         || (!partial.is_empty() && !limits.allow_partial)
-        || (empty && !allow_empty)
-    {
-        EXIT_INPUT
-    } else if failing {
-        EXIT_FINDINGS
-    } else {
-        EXIT_CLEAN
-    };
-    Ok(ExitCode::from(code))
+        || (empty && !allow_empty);
+    Ok(super::exit_code(
+        fail_on,
+        summary.errors,
+        summary.warnings,
+        incomplete,
+    ))
 }
 
 /// `WINADMIT_NAMESPACE` names the install namespace (`certs`, `manifests`).

@@ -6,7 +6,8 @@
 
 use std::io::{self, Write};
 
-use super::{LintReport, Report};
+use super::escape::Markup;
+use super::{FindingRef, LintReport, Report};
 use crate::finding::Severity;
 
 /// The report as a string (tests, small reports).
@@ -57,8 +58,8 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         write!(
             out,
             "    <testcase classname=\"{}\" name=\"{}\"",
-            Escaped(c.file),
-            Escaped(&name)
+            Markup(c.file),
+            Markup(&name)
         )?;
         let mine: Vec<_> = findings_of(c.file, c.document).collect();
         if mine.is_empty() {
@@ -66,74 +67,60 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
             continue;
         }
         writeln!(out, ">")?;
-        let mut errors = mine.iter().filter(|f| f.severity == Severity::Error);
-        if let Some(first) = errors.clone().next() {
-            let n = errors.clone().count();
-            write!(
-                out,
-                "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
-                if n == 1 { "y" } else { "ies" },
-                Escaped(first.rule)
-            )?;
-            let mut sep = "";
-            for f in errors.by_ref() {
-                let text = format!(
-                    "{}:{}:{}: error[{}] {}: {}\nfix: {}",
-                    f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
-                );
-                write!(out, "{sep}{}", Escaped(&text))?;
-                sep = "\n\n";
-            }
-            writeln!(out, "</failure>")?;
-        }
-        let mut warnings = mine
-            .iter()
-            .filter(|f| f.severity == Severity::Warning)
-            .peekable();
-        if warnings.peek().is_some() {
-            write!(out, "      <system-out>")?;
-            let mut sep = "";
-            for f in warnings {
-                let text = format!(
-                    "{}:{}:{}: warning[{}] {}: {}",
-                    f.file, f.line, f.column, f.rule, f.field, f.message
-                );
-                write!(out, "{sep}{}", Escaped(&text))?;
-                sep = "\n";
-            }
-            writeln!(out, "</system-out>")?;
-        }
+        write_failures(&mine, out)?;
         writeln!(out, "    </testcase>")?;
     }
     for p in report.input_errors() {
         writeln!(
             out,
             "    <testcase classname=\"{}\" name=\"read {}\">\n      <error message=\"{}\" type=\"input\"/>\n    </testcase>",
-            Escaped(&p.file),
-            Escaped(&p.file),
-            Escaped(&p.message)
+            Markup(&p.file),
+            Markup(&p.file),
+            Markup(&p.message)
         )?;
     }
     writeln!(out, "  </testsuite>\n</testsuites>")
 }
 
-/// XML attribute and text escaping, written as it is displayed.
-struct Escaped<'s>(&'s str);
-
-impl std::fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
-        for ch in self.0.chars() {
-            match ch {
-                '&' => f.write_str("&amp;")?,
-                '<' => f.write_str("&lt;")?,
-                '>' => f.write_str("&gt;")?,
-                '"' => f.write_str("&quot;")?,
-                '\'' => f.write_str("&apos;")?,
-                c if c.is_control() && c != '\n' && c != '\t' => {}
-                c => f.write_char(c)?,
-            }
+/// A test case's findings: its errors as one `<failure>`, its warnings in
+/// `<system-out>`.
+fn write_failures(mine: &[FindingRef<'_>], out: &mut dyn Write) -> io::Result<()> {
+    let mut errors = mine.iter().filter(|f| f.severity == Severity::Error);
+    if let Some(first) = errors.clone().next() {
+        let n = errors.clone().count();
+        write!(
+            out,
+            "      <failure message=\"{n} Windows incompatibilit{}\" type=\"{}\">",
+            if n == 1 { "y" } else { "ies" },
+            Markup(first.rule)
+        )?;
+        let mut sep = "";
+        for f in errors.by_ref() {
+            let text = format!(
+                "{}:{}:{}: error[{}] {}: {}\nfix: {}",
+                f.file, f.line, f.column, f.rule, f.field, f.message, f.fix
+            );
+            write!(out, "{sep}{}", Markup(&text))?;
+            sep = "\n\n";
         }
-        Ok(())
+        writeln!(out, "</failure>")?;
     }
+    let mut warnings = mine
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .peekable();
+    if warnings.peek().is_some() {
+        write!(out, "      <system-out>")?;
+        let mut sep = "";
+        for f in warnings {
+            let text = format!(
+                "{}:{}:{}: warning[{}] {}: {}",
+                f.file, f.line, f.column, f.rule, f.field, f.message
+            );
+            write!(out, "{sep}{}", Markup(&text))?;
+            sep = "\n";
+        }
+        writeln!(out, "</system-out>")?;
+    }
+    Ok(())
 }

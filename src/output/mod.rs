@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::finding::{PatchOperation, Severity};
 
 pub mod compact;
+pub mod escape;
 pub mod json;
 pub mod junit;
 pub mod sarif;

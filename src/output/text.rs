@@ -19,22 +19,38 @@ pub fn render(report: &LintReport, color: bool) -> String {
 /// # Errors
 /// Writing to `out` failed.
 pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
-    let paint = |code: &str, s: &str| {
-        if color {
-            format!("\x1b[{code}m{s}\x1b[0m")
-        } else {
-            s.to_owned()
-        }
-    };
+    write_problems(report, color, out)?;
+    // Each finding's four lines are put together in one buffer, kept for
+    // the next, and written at once: no formatting machinery per piece.
+    let mut buf = String::new();
+    for f in report.findings() {
+        buf.clear();
+        push_finding(&mut buf, &f, color);
+        out.write_all(buf.as_bytes())?;
+    }
+    write_summary(report.summary(), out)
+}
+
+/// `s` in ANSI colour `code` when `color`.
+fn paint(color: bool, code: &str, s: &str) -> String {
+    if color {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_owned()
+    }
+}
+
+/// The input errors and warnings, then the notes, one a line.
+fn write_problems(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let problems = report
         .input_errors()
         .iter()
-        .map(|p| (p, paint("1;31", "input error")))
+        .map(|p| (p, paint(color, "1;31", "input error")))
         .chain(
             report
                 .input_warnings()
                 .iter()
-                .map(|p| (p, paint("1;33", "input warning"))),
+                .map(|p| (p, paint(color, "1;33", "input warning"))),
         );
     for (p, label) in problems {
         let at = match (p.line, p.column) {
@@ -51,47 +67,48 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         };
         writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
     }
-    // Each finding's four lines are put together in one buffer, kept for
-    // the next, and written at once: no formatting machinery per piece.
-    let mut buf = String::new();
-    for f in report.findings() {
-        let (word, code) = match f.severity {
-            Severity::Error => ("error", "1;31"),
-            Severity::Warning => ("warning", "1;33"),
-            Severity::Info => ("info", "1;36"),
-        };
-        buf.clear();
-        buf.push_str(f.file);
-        buf.push(':');
-        push_number(&mut buf, f.line);
-        buf.push(':');
-        push_number(&mut buf, f.column);
-        buf.push_str(": ");
-        if color {
-            buf.push_str("\x1b[");
-            buf.push_str(code);
-            buf.push('m');
-        }
-        buf.push_str(word);
-        buf.push('[');
-        buf.push_str(f.rule);
-        buf.push(']');
-        if color {
-            buf.push_str("\x1b[0m");
-        }
-        for piece in [" ", f.field, ": ", f.message, "\n  = object: ", f.kind, " "] {
-            buf.push_str(piece);
-        }
-        if let Some(ns) = f.namespace {
-            buf.push_str(ns);
-            buf.push('/');
-        }
-        for piece in [f.name, "\n  = fix: ", f.fix, "\n  = see: ", f.doc_url, "\n"] {
-            buf.push_str(piece);
-        }
-        out.write_all(buf.as_bytes())?;
+    Ok(())
+}
+
+/// One finding's four lines.
+fn push_finding(buf: &mut String, f: &super::FindingRef<'_>, color: bool) {
+    let (word, code) = match f.severity {
+        Severity::Error => ("error", "1;31"),
+        Severity::Warning => ("warning", "1;33"),
+        Severity::Info => ("info", "1;36"),
+    };
+    buf.push_str(f.file);
+    buf.push(':');
+    push_number(buf, f.line);
+    buf.push(':');
+    push_number(buf, f.column);
+    buf.push_str(": ");
+    if color {
+        buf.push_str("\x1b[");
+        buf.push_str(code);
+        buf.push('m');
     }
-    let s = report.summary();
+    buf.push_str(word);
+    buf.push('[');
+    buf.push_str(f.rule);
+    buf.push(']');
+    if color {
+        buf.push_str("\x1b[0m");
+    }
+    for piece in [" ", f.field, ": ", f.message, "\n  = object: ", f.kind, " "] {
+        buf.push_str(piece);
+    }
+    if let Some(ns) = f.namespace {
+        buf.push_str(ns);
+        buf.push('/');
+    }
+    for piece in [f.name, "\n  = fix: ", f.fix, "\n  = see: ", f.doc_url, "\n"] {
+        buf.push_str(piece);
+    }
+}
+
+/// The closing line: counts of findings, objects, files and problems.
+fn write_summary(s: &super::LintSummary, out: &mut dyn Write) -> io::Result<()> {
     let n = crate::decide::plural;
     writeln!(
         out,
@@ -117,8 +134,7 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         } else {
             String::new()
         }
-    )?;
-    Ok(())
+    )
 }
 
 /// Appends `n` in decimal.

@@ -9,6 +9,7 @@ use crate::engine::Context;
 use crate::output::InputProblem;
 use crate::policy::Policy;
 use crate::source;
+use crate::yaml::Positions;
 
 /// A `/report` body that cannot be read. Maps to HTTP 400 (415 for the
 /// media type); the message says what to send instead.
@@ -239,7 +240,7 @@ pub fn feed_yaml(
     text: &str,
     on_report: &mut dyn FnMut(ObjectReport) -> Result<(), StopError>,
 ) -> Result<usize, FeedError> {
-    let docs = source::parse(text).map_err(FeedError::Parse)?;
+    let (docs, positions) = source::parse_located(text).map_err(FeedError::Parse)?;
     // RuntimeClasses and Namespaces anywhere in the text apply to all of it.
     for d in &docs {
         let kind = d.value.get("kind").and_then(Value::as_str);
@@ -271,7 +272,7 @@ pub fn feed_yaml(
             None => earlier.push((0, String::new(), r)),
         }
     }
-    locate_findings(text, &mut reports);
+    locate_findings(&positions, &mut reports);
     reports.extend(earlier);
     for (_, _, r) in reports {
         on_report(r).map_err(FeedError::Stopped)?;
@@ -279,24 +280,37 @@ pub fn feed_yaml(
     Ok(docs.len())
 }
 
-/// Finds every finding's line and column in `text` in one pass, with the
-/// locator `lint` uses, and puts findings in text order, as `lint` does.
-/// Each report comes with its YAML document (0 for a JSON text) and the
-/// JSON Pointer of its object in that document (`/items/3`, or empty).
-pub fn locate_findings(text: &str, reports: &mut [(usize, String, ObjectReport)]) {
-    let wants: Vec<(usize, String)> = reports
-        .iter()
-        .flat_map(|(yaml_doc, pointer, r)| {
+/// Sets every finding's line and column from the positions recorded when
+/// the text was read (`positions[n]` for YAML document `n`, as `lint`
+/// does), and puts findings in text order, as `lint` does. Each report
+/// comes with its YAML document (0 for a JSON text) and the JSON Pointer of
+/// its object in that document (`/items/3`, or empty).
+pub fn locate_findings(positions: &[Positions], reports: &mut [(usize, String, ObjectReport)]) {
+    // Each document's wants at once: a `List` of many objects is indexed
+    // once, not once per object.
+    let mut wants: Vec<(usize, String)> = Vec::new();
+    for (yaml_doc, pointer, r) in reports.iter() {
+        wants.extend(
             r.pointers
                 .iter()
-                .map(move |p| (*yaml_doc, format!("{pointer}{p}")))
-        })
-        .collect();
-    if wants.is_empty() {
-        return;
+                .map(|p| (*yaml_doc, format!("{pointer}{p}"))),
+        );
     }
-    let refs: Vec<(usize, &str)> = wants.iter().map(|(d, p)| (*d, p.as_str())).collect();
-    let mut at = source::locate_many(text, &refs).into_iter();
+    let mut found = vec![None; wants.len()];
+    let mut by_doc: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (i, (doc, _)) in wants.iter().enumerate() {
+        by_doc.entry(*doc).or_default().push(i);
+    }
+    for (doc, mine) in by_doc {
+        let Some(at) = positions.get(doc) else {
+            continue;
+        };
+        let refs: Vec<&str> = mine.iter().map(|&i| wants[i].1.as_str()).collect();
+        for (i, p) in mine.into_iter().zip(at.locate(&refs)) {
+            found[i] = p;
+        }
+    }
+    let mut at = found.into_iter();
     for (_, _, r) in reports {
         for f in &mut r.findings {
             if let Some(p) = at.next().flatten() {
@@ -371,7 +385,7 @@ impl<'a, 't> JsonPositions<'a, 't> {
                 .checked_sub(1)
                 .map_or(0, |i| newlines[i] as usize + 1);
         let wants: Vec<(usize, &str)> = r.pointers.iter().map(|p| (0, p.as_str())).collect();
-        let at = source::locate_many(object.text, &wants);
+        let at = crate::yaml::locate_many(object.text, &wants);
         for (f, p) in r.findings.iter_mut().zip(at) {
             if let Some(p) = p {
                 f.line = p.line + line;

@@ -8,45 +8,17 @@
 //!
 //! Streams: the findings are written as they come into a JSON data block;
 //! the summary block follows; the script reads both when the page loads.
-//! Data is escaped for its context: text in HTML with [`escape_html`], JSON
-//! inside `<script>` with [`script_json`] (no `<`, `>`, `&`, U+2028/9
+//! Data is escaped for its context: text in HTML with
+//! [`crate::output::escape::Markup`], JSON inside `<script>` with
+//! [`script_json`] (no `<`, `>`, `&`, U+2028/9
 //! survive), and the script only ever sets `textContent`, never HTML.
 
 use std::io::{self, Write};
 
 use super::ReportSink;
 use crate::output::InputProblem;
+use crate::output::escape::{markup, script_json};
 use crate::report::{ObjectReport, ReportSummary};
-
-/// Escapes text for HTML element content and attribute values.
-#[must_use]
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// JSON safe to embed in a `<script>` element.
-///
-/// # Errors
-/// The value does not serialize (never, for report data).
-pub fn script_json<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    let s = serde_json::to_string(value)?;
-    Ok(s.replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029"))
-}
 
 /// Streams an HTML report to `out`.
 pub struct HtmlSink<W: Write> {
@@ -62,7 +34,7 @@ impl<W: Write> HtmlSink<W> {
     /// # Errors
     /// Writing fails.
     pub fn new(mut out: W, title: &str, facts: &[(&str, String)]) -> io::Result<Self> {
-        let title = escape_html(title);
+        let title = markup(title);
         write!(out, "{HEAD}",)?;
         write!(
             out,
@@ -72,8 +44,8 @@ impl<W: Write> HtmlSink<W> {
             write!(
                 out,
                 "<div><dt>{}</dt><dd>{}</dd></div>",
-                escape_html(k),
-                escape_html(v)
+                markup(k),
+                markup(v)
             )?;
         }
         out.write_all(b"</dl></header>\n")?;
@@ -502,7 +474,7 @@ mod tests {
     #[test]
     fn escapes_for_html_and_script() {
         assert_eq!(
-            escape_html("<a href=\"x\">&'"),
+            markup("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
         let s = script_json(&["</script><b>&\u{2028}"]).unwrap();

@@ -32,8 +32,21 @@ pub trait ReportSink {
     ) -> io::Result<()>;
 }
 
+/// A report format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Per-namespace summary, top rules, then each object.
+    Text,
+    /// The `POST /report` shape.
+    Json,
+    /// wgpolicyk8s.io/v1alpha2 PolicyReports.
+    PolicyReport,
+    /// One self-contained HTML page.
+    Html,
+}
+
 /// Does a report need `patchedObject`s? Only JSON shows them.
 #[must_use]
-pub fn wants_patched_objects(format: crate::cli::ReportFormat) -> bool {
-    format == crate::cli::ReportFormat::Json
+pub fn wants_patched_objects(format: Format) -> bool {
+    format == Format::Json
 }

@@ -1,10 +1,15 @@
 //! Linting text: parse, evaluate every workload, locate findings.
 //!
-//! Pure (text in, results out): the `lint` command adds the file system and
-//! output; reports and tests call this directly.
+//! The functions over a text are pure (text in, results out); reports and
+//! tests call them directly. [`run`] is `lint` over files and stdin (what
+//! the `lint` command calls before it renders the report); its inputs are
+//! read by the `inputs` module.
+
+mod cross;
+mod inputs;
+mod run;
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use crate::cluster::KnownCluster;
 use crate::decide;
@@ -12,10 +17,16 @@ use crate::engine::Context;
 use crate::output::compact::{CompactReport, Record, Shared};
 use crate::output::{InputProblem, LintReport, ObjectId};
 use crate::policy::Policy;
-use crate::services::{self, WindowsPods};
+use crate::services;
 use crate::source::{self, Document};
 use crate::targeting::RuntimeClasses;
 use crate::workload::{Workload, type_of};
+
+pub use cross::CrossObject;
+use cross::keep_service;
+
+pub use inputs::manifest_paths;
+pub use run::{Linted, Options, ResolveImages, run};
 
 /// Source positions to look up once a YAML document's objects are
 /// evaluated: (YAML document, JSON Pointer), in the order the problems and
@@ -95,82 +106,6 @@ pub fn collect_images(
             }
         }
     });
-}
-
-/// Checks that need more than one object: Services against the Windows
-/// workloads they select ([`services`]).
-///
-/// Design: a Service and its Deployment often live in different files, so
-/// the `lint` command keeps one `CrossObject` for its whole input. While
-/// files are linted it records the pod labels of Windows workloads and the
-/// Services that carry a reportable field, with that field's source
-/// position (looked up while the file's text is at hand, in the same pass
-/// as the workload findings); [`CrossObject::finish`] then checks the
-/// Services once everything is read. [`lint_text`] uses a fresh one per
-/// call, so on its own it checks Services against the same text.
-#[derive(Debug, Default)]
-pub struct CrossObject {
-    windows: WindowsPods,
-    services: Vec<PendingService>,
-}
-
-#[derive(Debug)]
-struct PendingService {
-    file: Shared,
-    document: usize,
-    value: serde_json::Value,
-    /// Source positions of [`services::REPORTED_POINTERS`], in order.
-    positions: Vec<Option<(u64, u64)>>,
-}
-
-impl CrossObject {
-    /// Adds what the lint of a later part of the input recorded (files are
-    /// checked in parallel, each part with its own `CrossObject`).
-    pub fn absorb(&mut self, other: Self) {
-        self.windows.absorb(other.windows);
-        self.services.extend(other.services);
-    }
-
-    /// Checks the Services seen against the Windows workloads seen and adds
-    /// the findings to `report`, each after the findings of its own file
-    /// that come before it.
-    pub fn finish(self, policy: &Policy, cx: &Context<'_>, report: &mut CompactReport) {
-        for s in self.services {
-            for f in services::check_service(policy, &cx.cluster, &s.value, &self.windows) {
-                let pointer = f.field.pointer();
-                let at = services::REPORTED_POINTERS
-                    .iter()
-                    .position(|p| *p == pointer)
-                    .and_then(|i| s.positions.get(i).copied().flatten())
-                    .unwrap_or((0, 0));
-                report.summary.count(f.severity);
-                let meta = |k: &str| {
-                    s.value
-                        .pointer(&format!("/metadata/{k}"))
-                        .and_then(serde_json::Value::as_str)
-                };
-                let id = ObjectId {
-                    api_version: "v1",
-                    kind: "Service",
-                    namespace: meta("namespace"),
-                    name: meta("name").unwrap_or_default(),
-                };
-                let object = report.object(&s.file, s.document, id);
-                let mut finding = report.record(&object, f);
-                finding.place(at.0, at.1);
-                let at = finding.at();
-                // Keep each file's findings together and in source order.
-                let same_file = |x: &Record| *x.object.file == *finding.object.file;
-                let index = report
-                    .findings
-                    .iter()
-                    .position(|x| same_file(x) && x.at() > at)
-                    .or_else(|| report.findings.iter().rposition(same_file).map(|i| i + 1))
-                    .unwrap_or(report.findings.len());
-                report.findings.insert(index, finding);
-            }
-        }
-    }
 }
 
 /// Lints one file's text and appends to `report`. `file` is the name shown.
@@ -378,6 +313,16 @@ fn lint_documents(
     }
 }
 
+/// A problem with one document, placed later from `wants` (if at all).
+fn document_problem(file: &Shared, doc: &Document, message: String) -> InputProblem {
+    InputProblem {
+        file: file.to_string(),
+        line: None,
+        column: None,
+        message: format!("document {}: {message}", doc.index),
+    }
+}
+
 /// Evaluates one document; positions are filled in later from `wants`
 /// (document, pointer), in the order problems and then findings were added.
 fn lint_document(
@@ -395,23 +340,7 @@ fn lint_document(
     };
     report.summary.objects += 1;
     if services::is_service(&doc.value) {
-        // Only Services with a field that may be reported are kept.
-        if services::REPORTED_POINTERS
-            .iter()
-            .any(|p| doc.value.pointer(p).is_some())
-        {
-            for p in services::REPORTED_POINTERS {
-                wants
-                    .services
-                    .push((doc.yaml_doc, format!("{}{p}", doc.pointer)));
-            }
-            cross.services.push(PendingService {
-                file: Arc::clone(file),
-                document: doc.index,
-                value: doc.value.clone(),
-                positions: Vec::new(),
-            });
-        }
+        keep_service(file, doc, wants, cross);
         return;
     }
     if policy.pod_templates.kind_of(api_version, kind).is_none() {
@@ -422,12 +351,9 @@ fn lint_document(
         Err(e) => {
             report.summary.input_errors += 1;
             wants.problems.push((doc.yaml_doc, doc.pointer.clone()));
-            report.input_errors.push(InputProblem {
-                file: file.to_string(),
-                line: None,
-                column: None,
-                message: format!("document {}: {e}", doc.index),
-            });
+            report
+                .input_errors
+                .push(document_problem(file, doc, e.to_string()));
             return;
         }
     };
@@ -436,12 +362,9 @@ fn lint_document(
     };
     report.summary.workloads += 1;
     if let Some(note) = workload.note() {
-        report.notes.push(InputProblem {
-            file: file.to_string(),
-            line: None,
-            column: None,
-            message: format!("document {}: {note}", doc.index),
-        });
+        report
+            .notes
+            .push(document_problem(file, doc, note.to_string()));
     }
     // The same decision the webhook makes; lint reports every finding of
     // the manifest as written (the webhook's reach does not apply).
@@ -454,14 +377,7 @@ fn lint_document(
     let eval = decision.evaluation;
     if eval.target.is_windows() {
         report.summary.windows_workloads += 1;
-        cross.windows.add(
-            workload.namespace,
-            workload
-                .pod_labels()
-                .into_iter()
-                .flat_map(crate::view::StrMap::iter),
-            format!("{}/{}", workload.kind_name, workload.name),
-        );
+        cross.add_windows_workload(&workload);
     }
     let object = report.object(
         file,
