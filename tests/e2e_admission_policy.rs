@@ -827,6 +827,13 @@ fn cases() -> Vec<Case> {
                 "securityContext": {"windowsOptions": {"runAsUserName": "ContainerUser"}}}]);
             t["spec"].as_object_mut().unwrap().remove("initContainers");
         }),
+        case("linux-os-windows-options", |t| {
+            t["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+            t["spec"]["os"] = json!({"name": "linux"});
+            t["spec"]["containers"] = json!([{"name": "a", "image": "nginx:1.27",
+                "securityContext": {"windowsOptions": {"runAsUserName": "ContainerUser"}}}]);
+            t["spec"].as_object_mut().unwrap().remove("initContainers");
+        }),
         case("linux-pod-windows-hostpath", |t| {
             t["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
             t["spec"]["containers"] = json!([{"name": "a", "image": "nginx:1.27"}]);

@@ -579,6 +579,17 @@ fn helm_template_equals_kustomize() {
             [&cert_manager[..], &enforce, &["--set", "gmsa.mode=auto"]].concat(),
             committed_render("gmsa"),
         ),
+        (
+            "one-call",
+            "winadmit",
+            [
+                &cert_manager[..],
+                &enforce,
+                &["--set", "webhook.oneCall=true"],
+            ]
+            .concat(),
+            committed_render("one-call"),
+        ),
     ];
     for (case, ns, args, kustomize) in cases {
         assert_same_objects(case, template(&helm, ns, &args), kustomize);

@@ -504,12 +504,53 @@ fn cases() -> Vec<Case> {
             vec![],
         ),
         ("WIN-UNPINNED-IMAGE", windows_pod(C), vec![]),
+        // The API server refuses windowsOptions where spec.os.name is linux...
         (
             "WIN-WINDOWSOPTIONS-LINUX",
             pod(
-                "nodeSelector:\n  kubernetes.io/os: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+                "os:\n  name: linux\nsecurityContext:\n  windowsOptions:\n    runAsUserName: ContainerUser\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
+            vec![
+                "spec.securityContext.windowsOptions",
+                "spec.containers[0].securityContext.windowsOptions",
+            ],
+        ),
+        // ... also when a node selector contradicts it (WIN-OS-CONFLICT too).
+        (
+            "WIN-WINDOWSOPTIONS-LINUX",
+            pod(
+                "os:\n  name: linux\nnodeSelector:\n  kubernetes.io/os: windows\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
             ),
             vec!["spec.containers[0].securityContext.windowsOptions"],
+        ),
+        // ... and admits it where only node selection targets Linux: ignored there.
+        (
+            "WIN-WINDOWSOPTIONS-LINUX",
+            linux_pod(
+                "containers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
+            vec![],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
+            linux_pod(
+                "containers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
+            vec!["spec.containers[0].securityContext.windowsOptions"],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
+            pod(
+                "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions:\n        - key: kubernetes.io/os\n          operator: In\n          values: [linux]\nsecurityContext:\n  windowsOptions:\n    gmsaCredentialSpecName: webapp\ncontainers:\n- name: a\n  image: nginx",
+            ),
+            vec!["spec.securityContext.windowsOptions"],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
+            pod(
+                "os:\n  name: linux\ncontainers:\n- name: a\n  image: nginx\n  securityContext:\n    windowsOptions:\n      runAsUserName: ContainerUser",
+            ),
+            vec![],
         ),
         (
             "WIN-OS-FIELDS",
@@ -780,6 +821,11 @@ fn cases() -> Vec<Case> {
         ),
         (
             "WIN-WINDOWSOPTIONS-LINUX",
+            windows_pod(&sc("windowsOptions:\n  runAsUserName: ContainerUser")),
+            vec![],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
             windows_pod(&sc("windowsOptions:\n  runAsUserName: ContainerUser")),
             vec![],
         ),
@@ -1438,6 +1484,9 @@ fn hyperv_annotation_allows_one_container() {
     assert!(!flagged(two, "WIN-HYPERV-ANNOTATION").is_empty());
 }
 
+/// A pod with `spec.os.name: linux` and pod-level windowsOptions.
+const LINUX_OS_WINDOWS_OPTIONS: &str = "os:\n  name: linux\nsecurityContext:\n  windowsOptions:\n    runAsUserName: ContainerUser\ncontainers:\n- name: a\n  image: nginx";
+
 /// Severity of `rule`'s findings on `yaml` at `cluster` (strict or not).
 fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
     let docs = winadmit::source::parse(yaml).unwrap();
@@ -1581,6 +1630,25 @@ fn verdicts_by_target_follow_the_reference() {
             "WIN-POD-RESOURCES",
             windows_pod(&format!("resources:\n  limits:\n    memory: 1Gi\n{C}")),
             [None, None, Some(E), Some(E)],
+        ),
+        // Refused with spec.os.name: linux, which exists from 1.23 (the API
+        // server drops it before, and nothing else pins the pod to Linux).
+        (
+            "WIN-WINDOWSOPTIONS-LINUX",
+            pod(LINUX_OS_WINDOWS_OPTIONS),
+            [None, Some(E), Some(E), Some(E)],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
+            pod(LINUX_OS_WINDOWS_OPTIONS),
+            [None, None, None, None],
+        ),
+        (
+            "WIN-WINDOWSOPTIONS-LINUX-IGNORED",
+            linux_pod(
+                "securityContext:\n  windowsOptions:\n    runAsUserName: ContainerUser\ncontainers:\n- name: a\n  image: nginx",
+            ),
+            [Some(W), Some(W), Some(W), Some(W)],
         ),
     ];
     let targets = [&docker, &c126, &latest, &strict];

@@ -362,6 +362,30 @@ fn container_field(key: &'static str, keys: &'static [&'static str]) -> Probe {
     Probe::new(ProbeScope::Container, c_sc(key), keys)
 }
 
+/// `windowsOptions` on the pod or a container; with `os_linux`, only where
+/// `spec.os.name` is (`Some(true)`) or is not (`Some(false)`) `linux`.
+fn windows_options(os_linux: Option<bool>) -> Vec<Probe> {
+    const OS_LINUX: &str = "(has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'linux')";
+    let os = match os_linux {
+        None => String::new(),
+        Some(true) => format!("{OS_LINUX} && "),
+        Some(false) => format!("!{OS_LINUX} && "),
+    };
+    let keys: &'static [&'static str] = &["securityContext", "windowsOptions"];
+    vec![
+        Probe::new(
+            ProbeScope::Pod,
+            format!("{os}{}", pod_sc("windowsOptions")),
+            keys,
+        ),
+        Probe::new(
+            ProbeScope::Container,
+            format!("{os}{}", c_sc("windowsOptions")),
+            keys,
+        ),
+    ]
+}
+
 /// The export of rule `id` at `cluster` with `policy`'s parameters.
 #[must_use]
 #[allow(clippy::too_many_lines)] // one arm per rule, like the rule table
@@ -870,12 +894,15 @@ pub fn export(id: &str, cluster: &Cluster, policy: &Policy) -> Export {
                 "a Windows image (params.windowsImages) in a pod that nothing pins to Windows nodes (no OS node selector, spec.os.name, affinity or Windows RuntimeClass): the scheduler may place it on a Linux node, where it cannot run",
             )
         }
+        // Refused by the API server with `spec.os.name: linux` (1.23+);
+        // ignored by the Linux kubelet where node selection alone targets Linux.
         "WIN-WINDOWSOPTIONS-LINUX" => cel(
-            vec![
-                pod_field("windowsOptions", &["securityContext", "windowsOptions"]),
-                container_field("windowsOptions", &["securityContext", "windowsOptions"]),
-            ],
+            windows_options(Some(true)),
             "windows options cannot be set for a linux pod",
+        ),
+        "WIN-WINDOWSOPTIONS-LINUX-IGNORED" => cel(
+            windows_options(cluster.version_at_least(1, 23).then_some(false)),
+            "windowsOptions is ignored on Linux nodes, where this pod runs",
         ),
         "WIN-HOSTPATH-WINDOWS-PATH" => cel(
             vec![Probe::new(

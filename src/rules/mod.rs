@@ -151,7 +151,7 @@ rules! {
     unpinned_image: RULE;
     image_windows_only: WINDOWS_ONLY;
     image_arch: RULE;
-    linux_windows_options: RULE;
+    linux_windows_options: RULE, IGNORED;
     privileged: RULE;
     run_as: RUN_AS_USER, RUN_AS_GROUP;
     host_network: RULE;
