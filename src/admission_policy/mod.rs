@@ -1133,7 +1133,7 @@ fn combined(group: &[Validation]) -> Value {
             )
         })
         .collect();
-    let head = "'winadmit: ' + string(size(l)) + ' problem(s) Windows nodes cannot run: '";
+    let head = "'winadmit: ' + string(size(l)) + (size(l) == 1 ? ' problem' : ' problems') + ' Windows nodes cannot run: '";
     json!({
         "expression": expression.join(" && "),
         "messageExpression": format!(
