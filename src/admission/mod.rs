@@ -371,29 +371,28 @@ type Answer = (AdmissionResponse, ReviewSummary);
 /// with that patch applied, which is what the two webhooks answer between
 /// them when no other mutating webhook runs after winadmit's. A denial
 /// carries no patch; an allowed object gets the patch and the warnings of
-/// both.
+/// both. An object with nothing to patch is decided once: the first answer
+/// is already `/validate`'s, with `/mutate`'s warnings ([`respond`]).
 fn admit_once(adm: &Admission, body: &[u8], resolved: Resolved<'_>) -> Result<Answer, ReviewError> {
-    let (mutated, mutated_summary) = answer(adm, Endpoint::Mutate, body, resolved)?;
-    let patched = match &mutated.patch {
-        Some(patch) if mutated.allowed => match with_patched_object(body, patch) {
-            Ok(patched) => Some(patched),
-            Err(reason) => {
-                let mut summary = mutated_summary;
-                let reason = format!("internal error: {reason}");
-                skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
-                return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
-            }
-        },
-        // Not patched (or not usable): the object as it is.
-        _ => None,
+    let (mutated, mutated_summary) = answer(adm, Endpoint::Admit, body, resolved)?;
+    let Some(patch) = mutated.patch.as_ref().filter(|_| mutated.allowed) else {
+        return Ok((mutated, mutated_summary));
     };
-    let reviewed = patched.as_ref().map_or(body, |(b, _)| b.as_slice());
-    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, reviewed, resolved)?;
+    let (patched_body, ops) = match with_patched_object(body, patch) {
+        Ok(patched) => patched,
+        Err(reason) => {
+            let mut summary = mutated_summary;
+            let reason = format!("internal error: {reason}");
+            skip(&mut summary, ReviewVerdict::Invalid, reason.clone());
+            return Ok((invalid(&mutated.types, &summary.uid, &reason), summary));
+        }
+    };
+    let (mut validated, mut summary) = answer(adm, Endpoint::Validate, &patched_body, resolved)?;
     let warnings = joined(mutated.warnings, validated.warnings.take());
-    let Some((_, ops)) = patched.filter(|_| validated.allowed) else {
+    if !validated.allowed {
         validated.warnings = warnings;
         return Ok((validated, summary));
-    };
+    }
     validated = match validated.with_patch(ops) {
         Ok(r) => r,
         Err(e) => {
@@ -630,8 +629,8 @@ fn respond(
         body,
     };
     let patch = match endpoint {
-        Endpoint::Mutate => decide::PatchSource::Patch(&tree),
-        Endpoint::Validate | Endpoint::Admit => decide::PatchSource::None,
+        Endpoint::Mutate | Endpoint::Admit => decide::PatchSource::Patch(&tree),
+        Endpoint::Validate => decide::PatchSource::None,
     };
     let decision = decide_review(
         adm,
@@ -647,10 +646,15 @@ fn respond(
         return Undecided::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
     }
     match endpoint {
-        Endpoint::Mutate => mutate_response(decision, &workload, types, summary),
-        Endpoint::Validate | Endpoint::Admit => {
-            validate_response(&decision, &workload, types, summary)
+        // Nothing to patch: `/validate`'s answer on this decision, with
+        // the warnings `/mutate` would give first.
+        Endpoint::Admit if decision.patch.is_empty() => {
+            let mut r = validate_response(&decision, &workload, types, summary);
+            r.warnings = joined(Some(decision.patch_warnings()), r.warnings.take());
+            r
         }
+        Endpoint::Mutate | Endpoint::Admit => mutate_response(decision, &workload, types, summary),
+        Endpoint::Validate => validate_response(&decision, &workload, types, summary),
     }
 }
 
