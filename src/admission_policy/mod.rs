@@ -17,6 +17,7 @@
 //! `messageExpression` on every request, failed or not, so that cost counts
 //! always. See docs/admission-policy.md.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
@@ -1042,107 +1043,176 @@ fn removal_notice(x: &Validation, message: &str) -> Value {
     })
 }
 
-/// A variable name for `rule` (`r_WIN_HOSTNETWORK`).
-fn rule_variable(prefix: &str, rule: &str) -> String {
-    format!("{prefix}_{}", rule.replace('-', "_"))
-}
+/// The API server refuses an expression longer than 100,000 characters:
+/// the old object's findings are split into maps no longer than this.
+const MAX_OLD_CHARS: usize = 80_000;
 
 /// The variables of a validating policy over `group`: the shared ones,
-/// `update`, and for each rule the field paths it finds on the object
-/// (`r_RULE`, empty when the rule does not apply) and, on an UPDATE, on
-/// the old object (`o_RULE`), and whether it passes (`f_RULE`).
+/// `update`, and the field paths each rule finds on the old object of an
+/// UPDATE, as maps from rule id to paths (`old1`, `old2`...: as few as the
+/// limit on an expression's length allows; empty maps on a CREATE).
+///
+/// Each rule's own test is written into the validation and its message,
+/// not into variables of its own: the API server builds every variable of
+/// a policy anew, read or not, for each list of expressions it evaluates
+/// (the match conditions, the validations, the messages), and looks up
+/// each `variables.NAME` it reads with a regular expression
+/// (benches/policy-cel measures it).
+///
+/// Returns the variables and, for each rule, the CEL of its old paths.
 fn policy_variables(
     shared: &[(&'static str, String)],
     group: &[Validation],
-) -> Vec<(String, String)> {
+) -> (Vec<(String, String)>, BTreeMap<&'static str, String>) {
     let mut out: Vec<(String, String)> = shared
         .iter()
         .map(|(n, e)| ((*n).to_owned(), e.clone()))
         .collect();
-    out.push((
-        "update".to_owned(),
-        "has(request.operation) && request.operation == 'UPDATE' ? oldObject != null : false"
-            .to_owned(),
-    ));
+    out.push((UPDATE.0.to_owned(), UPDATE.1.to_owned()));
+    let mut maps: Vec<Vec<String>> = Vec::new();
+    let mut size = MAX_OLD_CHARS;
+    let mut old = BTreeMap::new();
     for x in group {
-        let found = format!("{} ? [] : {}", x.unless, x.paths);
-        out.push((
-            rule_variable("o", x.rule),
-            format!("variables.update ? {} : []", on_old_object(&found, shared)),
-        ));
-        out.push((rule_variable("r", x.rule), found));
-        out.push((rule_variable("f", x.rule), passes(x)));
+        let entry = format!("{}: {}", cel_str(x.rule), on_old_object(&found(x), shared));
+        if size + entry.len() > MAX_OLD_CHARS {
+            maps.push(Vec::new());
+            size = 0;
+        }
+        size += entry.len() + 2;
+        maps.last_mut().expect("a map was pushed").push(entry);
+        old.insert(
+            x.rule,
+            format!("variables.old{}[{}]", maps.len(), cel_str(x.rule)),
+        );
     }
-    out
+    for (i, entries) in maps.iter().enumerate() {
+        out.push((
+            format!("old{}", i + 1),
+            format!("variables.update ? {{{}}} : {{}}", entries.join(", ")),
+        ));
+    }
+    (out, old)
 }
 
-/// The rule passes: it finds nothing (its linear test: the field paths,
-/// quadratic in the number of elements, are worked out only for the
-/// message and on an UPDATE), or, on an UPDATE, only what the old object
-/// had (on `pods/ephemeralcontainers`, nothing new in ephemeral
-/// containers), as `/validate` counts only the findings an update
-/// introduces.
-fn passes(x: &Validation) -> String {
-    let r = format!("variables.{}", rule_variable("r", x.rule));
-    let o = format!("variables.{}", rule_variable("o", x.rule));
+/// The request is an UPDATE (with the old object).
+const UPDATE: (&str, &str) = (
+    "update",
+    "has(request.operation) && request.operation == 'UPDATE' ? oldObject != null : false",
+);
+
+/// The field paths the rule finds (a CEL list): empty when it does not
+/// apply.
+fn found(x: &Validation) -> String {
+    format!("{} ? [] : {}", x.unless, x.paths)
+}
+
+/// The paths of `rs` an UPDATE does not count (`/validate` counts only
+/// the findings an update introduces): all of them when the old object had
+/// each (`old`), and on `pods/ephemeralcontainers`, all but the new
+/// ephemeral containers'.
+fn unchanged(rs: &str, old: &str) -> String {
     format!(
-        "{} || (variables.update && (variables.ephemeralUpdate ? {r}.filter(p, p.startsWith('spec.ephemeralContainers[')) : {r}).all(p, p in {o}))",
-        x.expression
+        "variables.update && (variables.ephemeralUpdate ? {rs}.filter(p, p.startsWith('spec.ephemeralContainers[')) : {rs}).all(p, p in {old})"
     )
 }
 
-/// A warning rule's validation.
-fn validation(x: &Validation) -> Value {
-    json!({
-        "expression": format!("variables.{}", rule_variable("f", x.rule)),
-        "messageExpression": format!(
-            "variables.{}.join(', ') + {}",
-            rule_variable("r", x.rule),
-            x.text
-        ),
-        "message": x.message,
-        "reason": if x.severity == Severity::Error { "Forbidden" } else { "Invalid" },
-    })
+/// The rule passes: it finds nothing (its linear test: the field paths,
+/// quadratic in the number of elements, are worked out only on an UPDATE
+/// and for the message), or, on an UPDATE, nothing the old object did not
+/// have.
+fn passes(x: &Validation, old: &str) -> String {
+    format!(
+        "({}) || (variables.update && [{}].map(rs, {})[0])",
+        x.expression,
+        found(x),
+        unchanged("rs", old)
+    )
 }
 
 /// Messages longer than this (in characters) give way to the list of rule
 /// ids: the API server drops a message over 5 KiB for the static one.
 const MAX_MESSAGE_CHARS: usize = 4000;
 
-/// The one validation of an error policy: every rule of `group` must pass,
-/// and the message names each one that does not. The API server reports
-/// only the first validation that denies a request, so one validation per
-/// rule would name one rule of several.
-fn combined(group: &[Validation]) -> Value {
+/// What a policy's one validation says before the list of its rules'
+/// messages (`l`: the rules that do not pass).
+#[derive(Clone, Copy)]
+enum Head {
+    /// `winadmit: 2 problems Windows nodes cannot run: `
+    Problems,
+    /// `winadmit: ` for one warning, `winadmit: 2 warnings: ` for more.
+    Warnings,
+}
+
+impl Head {
+    fn cel(self) -> &'static str {
+        match self {
+            Self::Problems => {
+                "'winadmit: ' + string(size(l)) + (size(l) == 1 ? ' problem' : ' problems') + ' Windows nodes cannot run: '"
+            }
+            Self::Warnings => {
+                "'winadmit: ' + (size(l) == 1 ? '' : string(size(l)) + ' warnings: ')"
+            }
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Self::Problems => {
+                "winadmit: this workload has problems Windows nodes cannot run (winadmit lint lists them)"
+            }
+            Self::Warnings => {
+                "winadmit: this workload has settings Windows nodes ignore or may not honour (winadmit lint lists them)"
+            }
+        }
+    }
+}
+
+/// The one validation of a policy: every rule of `group` must pass, and
+/// the message names each one that does not. The API server reports only
+/// the first validation that denies a request, so one validation per rule
+/// would name one rule of several; and it evaluates every message, failed
+/// or not, so one message costs less than one per rule.
+fn combined(group: &[Validation], old: &BTreeMap<&'static str, String>, head: Head) -> Value {
     let expression: Vec<String> = group
         .iter()
-        .map(|x| format!("variables.{}", rule_variable("f", x.rule)))
+        .map(|x| format!("({})", passes(x, &old[x.rule])))
         .collect();
     let pairs: Vec<String> = group
         .iter()
         .map(|x| {
+            // `; ` separates the rules: no final period before it.
+            let text = x
+                .text
+                .strip_suffix(".'")
+                .map_or_else(|| x.text.clone(), |t| format!("{t}'"));
             format!(
-                "[{}, variables.{} ? '' : variables.{}.join(', ') + {}]",
+                "[{}, ({}) ? '' : [{}].map(rs, {} ? '' : rs.join(', ') + {text})[0]]",
                 cel_str(x.rule),
-                rule_variable("f", x.rule),
-                rule_variable("r", x.rule),
-                // `; ` separates the rules: no final period before it.
-                x.text
-                    .strip_suffix(".'")
-                    .map_or_else(|| x.text.clone(), |t| format!("{t}'"))
+                x.expression,
+                found(x),
+                unchanged("rs", &old[x.rule]),
             )
         })
         .collect();
-    let head = "'winadmit: ' + string(size(l)) + (size(l) == 1 ? ' problem' : ' problems') + ' Windows nodes cannot run: '";
+    let says = head.cel();
+    let message = format!(
+        "[[{}].filter(p, p[1] != '')].map(l, [l.map(p, p[1]).join('; ')].map(m, size(m) <= {MAX_MESSAGE_CHARS} ? {says} + m : {says} + l.map(p, p[0]).join(', ') + ' (the fields are too many to list here: winadmit lint or winadmit explain RULE)')[0])[0]",
+        pairs.join(", ")
+    );
     json!({
         "expression": expression.join(" && "),
-        "messageExpression": format!(
-            "[[{}].filter(p, p[1] != '')].map(l, [l.map(p, p[1]).join('; ')].map(m, size(m) <= {MAX_MESSAGE_CHARS} ? {head} + m : {head} + l.map(p, p[0]).join(', ') + ' (the fields are too many to list here: winadmit lint or winadmit explain RULE)')[0])[0]",
-            pairs.join(", ")
-        ),
-        "message": "winadmit: this workload has problems Windows nodes cannot run (winadmit lint lists them)",
-        "reason": "Forbidden",
+        "messageExpression": message,
+        "message": head.message(),
+        "reason": if group.iter().any(|x| x.severity == Severity::Error) { "Forbidden" } else { "Invalid" },
     })
+}
+
+/// Match conditions as one: the API server evaluates every condition of a
+/// list before it looks at their results, while `&&` stops at the first
+/// that fails (a Linux pod costs one test).
+fn one_condition(name: &'static str, list: &[(&'static str, String)]) -> Value {
+    let all: Vec<String> = list.iter().map(|(_, e)| format!("({e})")).collect();
+    json!([{"name": name, "expression": all.join(" && ")}])
 }
 
 fn match_constraints() -> Value {
@@ -1189,9 +1259,8 @@ fn named(list: &[(&'static str, String)]) -> Value {
 struct Group {
     name: String,
     validations: Vec<Validation>,
-    /// Errors: one validation for all (see [`combined`]); warnings: one
-    /// per rule, each a warning of its own.
-    combine: bool,
+    /// What its one validation's message says first (see [`combined`]).
+    head: Head,
     /// Validations after the rules' (the removal notices).
     extra: Vec<Value>,
     /// (binding name suffix, actions, namespace label values it matches:
@@ -1252,7 +1321,7 @@ pub fn export(
         groups.push(Group {
             name: "winadmit-errors".into(),
             validations: errors,
-            combine: true,
+            head: Head::Problems,
             extra: Vec::new(),
             bindings,
         });
@@ -1267,7 +1336,7 @@ pub fn export(
             groups.push(Group {
                 name: format!("winadmit-errors-always-{}", mode_name(m)),
                 validations: own,
-                combine: true,
+                head: Head::Problems,
                 extra: Vec::new(),
                 bindings: vec![("all".into(), actions(m), None)],
             });
@@ -1291,14 +1360,17 @@ pub fn export(
         groups.push(Group {
             name: "winadmit-warnings".into(),
             validations: warnings,
-            combine: false,
+            head: Head::Warnings,
             extra: notices,
             bindings: vec![("all".into(), vec!["Warn"], None)],
         });
     }
 
     let shared = variables(policy);
-    let conditions = named(&validation_match_conditions(policy, cluster));
+    let conditions = one_condition(
+        "may-target-windows",
+        &validation_match_conditions(policy, cluster),
+    );
     let label = &policy.namespace_mode_label;
     let exempt_ns = &policy.exemptions.namespaces;
     let namespace_selector = |value: Option<&str>, all_modes: bool| -> Value {
@@ -1330,13 +1402,13 @@ pub fn export(
 
     let mut documents = Vec::new();
     for g in &groups {
-        let mut validations: Vec<Value> = if g.combine {
-            vec![combined(&g.validations)]
-        } else {
-            g.validations.iter().map(validation).collect()
-        };
+        let (vars, old) = policy_variables(&shared, &g.validations);
+        let mut validations = Vec::new();
+        if !g.validations.is_empty() {
+            validations.push(combined(&g.validations, &old, g.head));
+        }
         validations.extend(g.extra.iter().cloned());
-        let vars: Vec<Value> = policy_variables(&shared, &g.validations)
+        let vars: Vec<Value> = vars
             .into_iter()
             .map(|(name, expression)| json!({"name": name, "expression": expression}))
             .collect();
@@ -1430,7 +1502,7 @@ pub fn export(
                     // validated, and warned about, as sent.
                     "reinvocationPolicy": "Never",
                     "matchConstraints": mutation_match_constraints(),
-                    "matchConditions": named(&mutation_match_conditions(policy, cluster)),
+                    "matchConditions": one_condition("needs-mutation", &mutation_match_conditions(policy, cluster)),
                     "variables": named(&shared),
                     "mutations": mutations,
                 }
