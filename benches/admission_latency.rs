@@ -324,6 +324,37 @@ fn rss_mib(pid: u32) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time (user + system, all threads) `pid` has used, in milliseconds,
+/// from /proc/PID/stat (clock ticks of 10 ms).
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after "(comm)": state is the first, utime the 12th, stime the 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    match (ticks(11), ticks(12)) {
+        (Some(user), Some(system)) => (user + system) * 10.0,
+        _ => f64::NAN,
+    }
+}
+
+/// The kube-apiserver serving on `port`, found by its command line.
+fn apiserver_pid(port: u16) -> u32 {
+    let flag = format!("--secure-port={port}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains("kube-apiserver") && cmdline.split('\0').any(|a| a == flag)
+        })
+        .expect("the control plane's kube-apiserver process")
+}
+
 /// Established TCP connections to `port` on this machine, from
 /// /proc/net/tcp: after thousands of creates, 1 means the API server keeps
 /// one connection alive and, with 8 concurrent clients, multiplexes them
@@ -346,6 +377,25 @@ struct Installed {
     winadmit: Webhook,
     noop: Process,
     kyverno: Option<Process>,
+}
+
+impl Installed {
+    /// The process that answers `setup`'s reviews besides the API server.
+    fn webhook_pid(&self, setup: &Setup) -> Option<u32> {
+        match setup.name {
+            "winadmit" | "one-call" | "validate" | "mutate" => {
+                Some(self.winadmit.server.child.id())
+            }
+            "noop" | "noop-one" => Some(self.noop.child.id()),
+            "kyverno" => self.kyverno.as_ref().map(|k| k.child.id()),
+            _ => None,
+        }
+    }
+
+    /// CPU the API server and `setup`'s webhook have used so far (ms).
+    fn cpu_ms(&self, apiserver: u32, setup: &Setup) -> f64 {
+        cpu_ms(apiserver) + self.webhook_pid(setup).map_or(0.0, cpu_ms)
+    }
 }
 
 fn only(objects: Vec<Value>, kind: &str) -> Vec<Value> {
@@ -420,16 +470,22 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
 
 /// `winadmit admission-policy`'s objects for `setup`, renamed so each
 /// setup has its own, and bound to the setup's namespace only.
+/// `LATENCY_POLICIES` names a file to use instead (to measure a variant).
 fn exported_policies(setup: &str, ns: &str) -> Vec<Value> {
-    let out = e2e::winadmit(&["admission-policy"]);
-    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    let text = if let Ok(file) = std::env::var("LATENCY_POLICIES") {
+        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("LATENCY_POLICIES {file}: {e}"))
+    } else {
+        let out = e2e::winadmit(&["admission-policy"]);
+        assert!(out.status.success(), "{}", e2e::stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
     let keep = |name: &str| match setup {
         "policy-errors" => name.starts_with("winadmit-errors"),
         "policy-warnings" => name.starts_with("winadmit-warnings"),
         "policy-mutate" => name.starts_with("winadmit-mutate"),
         _ => true,
     };
-    let mut policies = e2e::parse_yaml(&String::from_utf8(out.stdout).unwrap());
+    let mut policies = e2e::parse_yaml(&text);
     policies.retain(|p| keep(p["metadata"]["name"].as_str().unwrap_or_default()));
     for p in &mut policies {
         let name = format!("{}-{setup}", p["metadata"]["name"].as_str().unwrap());
@@ -519,8 +575,9 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-/// p50, p90, p99 of one round (milliseconds).
-type Round = [f64; 3];
+/// p50, p90, p99 of one round (milliseconds), and the CPU the API server
+/// and the setup's webhook used per create (milliseconds).
+type Round = [f64; 4];
 
 /// The setups to run: `LATENCY_SETUPS` (comma-separated names) or all;
 /// Kyverno only when `KYVERNO` names its binary.
@@ -568,6 +625,7 @@ fn main() {
     rt.block_on(async {
         let client = cp.client().await;
         wait_effective(&client, &chosen).await;
+        let apiserver = apiserver_pid(cp.port);
 
         // Sequential latency, rounds interleaved.
         let mut by: BTreeMap<(&str, &str), Vec<Round>> = BTreeMap::new();
@@ -576,6 +634,7 @@ fn main() {
                 let setup = chosen[(k + round) % chosen.len()];
                 for (name, pod) in pods(&ns(setup)) {
                     let mut times = Vec::with_capacity(creates);
+                    let cpu = installed.cpu_ms(apiserver, setup);
                     for _ in 0..creates {
                         let (status, took) = create(&client, &pod).await;
                         assert_eq!(
@@ -586,11 +645,14 @@ fn main() {
                         );
                         times.push(took);
                     }
+                    #[allow(clippy::cast_precision_loss)]
+                    let cpu = (installed.cpu_ms(apiserver, setup) - cpu) / creates as f64;
                     times.sort();
                     by.entry((setup.name, name)).or_default().push([
                         percentile(&times, 0.5),
                         percentile(&times, 0.9),
                         percentile(&times, 0.99),
+                        cpu,
                     ]);
                 }
             }
@@ -660,8 +722,10 @@ fn print_table(
          `benches/admission-latency.sh {rounds} {creates}`\n",
         machine()
     );
-    println!("| setup | what | pod | p50 ms | p90 ms | p99 ms | added p50 / p99 over none |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| setup | what | pod | p50 ms | p90 ms | p99 ms | added p50 / p99 over none | CPU ms per create | added CPU |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for setup in chosen {
         for pod in PODS {
             let Some(r) = by.get(&(setup.name, pod)) else {
@@ -685,14 +749,16 @@ fn print_table(
                 ""
             };
             println!(
-                "| {} | {} | {pod}{outcome} | {} | {} | {} | {:+.2} / {:+.2} |",
+                "| {} | {} | {pod}{outcome} | {} | {} | {} | {:+.2} / {:+.2} | {:.2} | {:+.2} |",
                 setup.name,
                 setup.what,
                 spread(0),
                 spread(1),
                 spread(2),
                 added(0),
-                added(2)
+                added(2),
+                col(3),
+                added(3)
             );
         }
     }
