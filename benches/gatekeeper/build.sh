@@ -4,7 +4,8 @@
 # (default: $CARGO_TARGET_DIR/gatekeeper/bin, or target/gatekeeper/bin),
 # unless it is already there for the same go.mod, go.sum and build.sh. The
 # latency benchmark (benches/admission_latency.rs) runs it out of cluster
-# beside winadmit and Kyverno.
+# beside winadmit and Kyverno. About 12 minutes on 2 cores shared with other
+# builds (4 minutes of CPU), 1.6 GB peak; a 110 MB binary.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-${CARGO_TARGET_DIR:-$here/../../target}/gatekeeper/bin}"
