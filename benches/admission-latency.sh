@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # What an admission setup adds to a pod create, through a real
 # kube-apiserver v1.37 (benches/admission_latency.rs): builds the no-op
-# webhook and winadmit with the bench profile, Kyverno from Go modules
-# (benches/kyverno/build.sh; about 7 minutes the first time) when Go is
-# there, and the control plane if it is not built yet, then prints Markdown
-# tables.
+# webhook and winadmit with the bench profile, Kyverno and Gatekeeper from
+# Go modules (benches/kyverno/build.sh, benches/gatekeeper/build.sh; several
+# minutes each the first time) when Go is there, and the control plane if it
+# is not built yet, then prints Markdown tables.
 #
 #   benches/admission-latency.sh [ROUNDS] [CREATES]   # default 5 200
 #
 # LATENCY_SETUPS=none,winadmit,one-call picks setups (default: all);
-# KYVERNO= (empty) leaves Kyverno out; --write-docs as the third argument
-# also puts the tables into docs/BENCHMARKS.md.
+# KYVERNO= (empty) leaves Kyverno out, GATEKEEPER= (empty) Gatekeeper;
+# --write-docs as the third argument also puts the tables into
+# docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
@@ -28,6 +29,14 @@ fi
 if [ -n "${KYVERNO:-}" ] && [ -z "${KYVERNO_CRDS:-}" ]; then
   module="$(cd benches/kyverno && go list -m -f '{{.Dir}}' github.com/kyverno/kyverno)"
   export KYVERNO_CRDS="$module/config/crds"
+fi
+if [ -z "${GATEKEEPER+set}" ] && command -v go >/dev/null 2>&1; then
+  benches/gatekeeper/build.sh "$target/gatekeeper/bin"
+  export GATEKEEPER="$target/gatekeeper/bin/gatekeeper"
+fi
+if [ -n "${GATEKEEPER:-}" ] && [ -z "${GATEKEEPER_MANIFEST:-}" ]; then
+  module="$(cd benches/gatekeeper && go list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3)"
+  export GATEKEEPER_MANIFEST="$module/manifest_staging/deploy/gatekeeper.yaml"
 fi
 out="$(mktemp)"
 cargo bench --locked --bench admission_latency -- "$rounds" "$creates" | tee "$out"

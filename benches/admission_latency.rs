@@ -16,7 +16,10 @@
 //! - `winadmit`, `validate`, `mutate`: `winadmit serve` with the base
 //!   install's policy, both registrations or one;
 //! - `policies`: the exported ValidatingAdmissionPolicy and
-//!   MutatingAdmissionPolicy (`winadmit admission-policy`).
+//!   MutatingAdmissionPolicy (`winadmit admission-policy`);
+//! - `kyverno`, `gatekeeper`: Kyverno and OPA Gatekeeper out of cluster
+//!   with equivalent policies (`benches/kyverno/`, `benches/gatekeeper/`),
+//!   when `KYVERNO` and `GATEKEEPER` name their binaries.
 //!
 //! Pods: a Windows pod winadmit admits as it is (`pass`), one it patches
 //! (`patched`: `runAsUser`, which Windows ignores), one it denies
@@ -116,6 +119,11 @@ const SETUPS: &[Setup] = &[
     Setup {
         name: "kyverno",
         what: "Kyverno 1.19.1 out of cluster, benches/kyverno/policy.yaml",
+        refuses: true,
+    },
+    Setup {
+        name: "gatekeeper",
+        what: "Gatekeeper 3.23.1 out of cluster, benches/gatekeeper/policy.yaml",
         refuses: true,
     },
 ];
@@ -294,6 +302,105 @@ impl Process {
             _dir: dir,
         })
     }
+
+    /// OPA Gatekeeper out of cluster, one process with the operations of
+    /// its release's `gatekeeper-controller-manager` (`webhook`,
+    /// `mutation-webhook`) and `generate`, which makes each constraint's
+    /// kind (the release runs it in the audit Deployment; audit itself is
+    /// not started). Its CustomResourceDefinitions come from its release
+    /// manifest (`GATEKEEPER_MANIFEST`), its certificate from here instead of
+    /// its rotator, its policy from `benches/gatekeeper/policy.yaml`; the
+    /// manifest's webhook configurations are returned for `install` to
+    /// register. `None` when `GATEKEEPER` names no binary
+    /// (benches/gatekeeper/build.sh builds one).
+    fn gatekeeper(cp: &ControlPlane) -> Option<(Self, Vec<Value>)> {
+        let program = std::env::var("GATEKEEPER").ok().filter(|p| !p.is_empty())?;
+        let manifest = std::env::var("GATEKEEPER_MANIFEST")
+            .expect("GATEKEEPER_MANIFEST names Gatekeeper's release manifest (the script sets it)");
+        let objects = e2e::parse_yaml(
+            &std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("{manifest}: {e}")),
+        );
+        let crds = only(objects.clone(), "CustomResourceDefinition");
+        assert!(!crds.is_empty(), "{manifest}: no CustomResourceDefinition");
+        cp.apply(&e2e::to_list(&crds));
+        let names: Vec<String> = crds
+            .iter()
+            .map(|c| format!("crd/{}", c["metadata"]["name"].as_str().unwrap()))
+            .collect();
+        let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        wait.extend(names.iter().map(String::as_str));
+        cp.kubectl_ok(&wait);
+        let namespace = "gatekeeper-system";
+        cp.namespace(namespace, &[]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let ca = server::Ca::new("gatekeeper-bench");
+        let (cert, key, _) = ca.leaf("gatekeeper-webhook-service");
+        server::write_pair(dir.path(), &cert, &key);
+        let port = controlplane::free_port();
+        let health = controlplane::free_port();
+        let metrics = controlplane::free_port();
+        let setup = "lat-gatekeeper";
+        let log = std::fs::File::create(dir.path().join("gatekeeper.log")).unwrap();
+        let child = Command::new(&program)
+            .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
+            .arg("--host=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--cert-dir={}", dir.path().display()))
+            .arg("--disable-cert-rotation")
+            .arg("--debug-use-fake-pod")
+            .arg(format!("--health-addr=127.0.0.1:{health}"))
+            .arg(format!("--prometheus-port={metrics}"))
+            .arg("--operation=webhook")
+            .arg("--operation=mutation-webhook")
+            .arg("--operation=generate")
+            .arg(format!("--exempt-namespace={namespace}"))
+            .arg("--disable-opa-builtin={http.send}")
+            .arg(format!(
+                "--validating-webhook-configuration-name=winadmit-{setup}"
+            ))
+            .arg(format!(
+                "--mutating-webhook-configuration-name=winadmit-{setup}"
+            ))
+            .env("POD_NAMESPACE", namespace)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        cp.adopt(child.id());
+        // The templates first; each constraint once Gatekeeper has made its
+        // kind.
+        let policy = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/benches/gatekeeper/policy.yaml"
+        ))
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
+            if out.status.success() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Gatekeeper did not accept its policy in 120 s: {}\n{}",
+                e2e::stderr(&out),
+                std::fs::read_to_string(dir.path().join("gatekeeper.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let url = format!("https://127.0.0.1:{port}");
+        let registrations = e2e::registrations_at(&objects, setup, &url, ca.pem().as_bytes());
+        Some((
+            Self {
+                child,
+                port,
+                ca: ca.pem().into_bytes(),
+                _dir: dir,
+            },
+            registrations,
+        ))
+    }
 }
 
 /// The YAML files under `dir`, in order.
@@ -377,6 +484,7 @@ struct Installed {
     winadmit: Webhook,
     noop: Process,
     kyverno: Option<Process>,
+    gatekeeper: Option<Process>,
 }
 
 impl Installed {
@@ -417,6 +525,7 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
     let mut registrations = Vec::new();
     let mut policies = Vec::new();
     let mut kyverno = None;
+    let mut gatekeeper = None;
     for setup in chosen {
         let ns = ns(setup);
         match setup.name {
@@ -450,6 +559,12 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
                 policies.extend(exported_policies(setup.name, &ns));
             }
             "kyverno" => kyverno = Process::kyverno(cp),
+            "gatekeeper" => {
+                if let Some((process, hooks)) = Process::gatekeeper(cp) {
+                    registrations.extend(hooks);
+                    gatekeeper = Some(process);
+                }
+            }
             _ => {}
         }
     }
@@ -465,6 +580,7 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
         winadmit,
         noop,
         kyverno,
+        gatekeeper,
     }
 }
 
@@ -601,10 +717,17 @@ fn chosen() -> Vec<&'static Setup> {
             "kyverno: left out (KYVERNO names no binary; benches/kyverno/build.sh builds one)"
         );
     }
+    let gatekeeper = std::env::var("GATEKEEPER").is_ok_and(|k| !k.is_empty());
+    if !gatekeeper {
+        eprintln!(
+            "gatekeeper: left out (GATEKEEPER names no binary; benches/gatekeeper/build.sh builds one)"
+        );
+    }
     SETUPS
         .iter()
         .filter(|s| s.name == "none" || wanted.is_empty() || wanted.contains(&s.name))
         .filter(|s| s.name != "kyverno" || kyverno)
+        .filter(|s| s.name != "gatekeeper" || gatekeeper)
         .collect()
 }
 
@@ -779,6 +902,9 @@ fn print_table(
     );
     if let Some(k) = &installed.kyverno {
         memory.push_str(&format!(", Kyverno {:.1} MiB", rss_mib(k.child.id())));
+    }
+    if let Some(g) = &installed.gatekeeper {
+        memory.push_str(&format!(", Gatekeeper {:.1} MiB", rss_mib(g.child.id())));
     }
     println!("{memory}.");
     println!(
