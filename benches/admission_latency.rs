@@ -496,6 +496,7 @@ impl Installed {
             }
             "noop" | "noop-one" => Some(self.noop.child.id()),
             "kyverno" => self.kyverno.as_ref().map(|k| k.child.id()),
+            "gatekeeper" => self.gatekeeper.as_ref().map(|g| g.child.id()),
             _ => None,
         }
     }
