@@ -30,18 +30,21 @@ use winadmit::workload::Workload;
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let mut trials = vec![
-        Trial::test("every_rule_has_a_bad_and_a_good_case", || {
-            every_rule_has_a_bad_and_a_good_case()
-        }),
-        Trial::test("every_folder_names_a_rule_and_holds_only_cases", || {
-            every_folder_names_a_rule_and_holds_only_cases()
-        }),
+        Trial::test(
+            "every_rule_has_a_bad_and_a_good_case",
+            every_rule_has_a_bad_and_a_good_case,
+        ),
+        Trial::test(
+            "every_folder_names_a_rule_and_holds_only_cases",
+            every_folder_names_a_rule_and_holds_only_cases,
+        ),
     ];
     match cases() {
         Ok(cases) => {
-            trials.extend(cases.into_iter().map(|case| {
-                Trial::test(format!("{}/{}", case.rule, case.name), move || run(&case))
-            }))
+            for case in cases {
+                let name = format!("{}/{}", case.rule, case.name);
+                trials.push(Trial::test(name, move || run(&case)));
+            }
         }
         Err(e) => trials.push(Trial::test("read_the_fixture_folders", move || {
             Err(e.into())
