@@ -104,19 +104,18 @@ fn classify(file: &str) -> Option<File> {
 /// The rule folders: folder name and the file names in it, sorted.
 fn folders() -> Result<BTreeMap<String, Vec<String>>, String> {
     let root = root();
-    let read = |dir: &Path| {
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))
-    };
+    let read =
+        |dir: &Path| std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", shown(dir)));
     let mut out = BTreeMap::new();
     for entry in read(&root)? {
-        let entry = entry.map_err(|e| format!("{}: {e}", root.display()))?;
+        let entry = entry.map_err(|e| format!("{}: {e}", shown(&root)))?;
         let path = entry.path();
         if !path.is_dir() {
             continue;
         }
         let mut files = Vec::new();
         for f in read(&path)? {
-            let f = f.map_err(|e| format!("{}: {e}", path.display()))?;
+            let f = f.map_err(|e| format!("{}: {e}", shown(&path)))?;
             files.push(f.file_name().to_string_lossy().into_owned());
         }
         files.sort();
@@ -254,8 +253,17 @@ struct GmsaContext {
     unasked: Vec<(String, String)>,
 }
 
+/// `path` from the package root, as the failure messages name it.
+fn shown(path: &Path) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", shown(path)))
 }
 
 fn case_context(case: &Case) -> Result<CaseContext, String> {
@@ -263,16 +271,19 @@ fn case_context(case: &Case) -> Result<CaseContext, String> {
     if !path.exists() {
         return Ok(CaseContext::default());
     }
-    serde_saphyr::from_str(&read(&path)?).map_err(|e| format!("{}: {e}", path.display()))
+    serde_saphyr::from_str(&read(&path)?).map_err(|e| format!("{}: {e}", shown(&path)))
 }
 
 /// The one workload of a text's first document.
 fn workload_value(text: &str, at: &Path) -> Result<serde_json::Value, String> {
-    let docs = winadmit::source::parse(text).map_err(|e| format!("{}: {e:?}", at.display()))?;
+    let docs = winadmit::source::parse(text).map_err(|e| {
+        let (line, column) = (e.line.unwrap_or(0), e.column.unwrap_or(0));
+        format!("{}:{line}:{column}: invalid YAML: {}", shown(at), e.message)
+    })?;
     docs.into_iter()
         .next()
         .map(|d| d.value)
-        .ok_or_else(|| format!("{}: no object", at.display()))
+        .ok_or_else(|| format!("{}: no object", shown(at)))
 }
 
 fn gmsa_facts(
@@ -289,17 +300,16 @@ fn gmsa_facts(
             .as_deref()
             .map(serde_json::from_str)
             .transpose()
-            .map_err(|e| format!("{}: gmsa.credentialSpecs.{name}: {e}", at.display()))?;
+            .map_err(|e| format!("{}: gmsa.credentialSpecs.{name}: {e}", shown(at)))?;
         facts
             .specs
             .insert(name.clone(), winadmit::gmsa::CredSpec::Found(contents));
     }
-    let view = ObjectView::deserialize(pod).map_err(|e| format!("{}: {e}", at.display()))?;
-    let w =
-        Workload::from_view(&view).ok_or_else(|| format!("{}: not a workload", at.display()))?;
+    let view = ObjectView::deserialize(pod).map_err(|e| format!("{}: {e}", shown(at)))?;
+    let w = Workload::from_view(&view).ok_or_else(|| format!("{}: not a workload", shown(at)))?;
     let spec = w
         .spec
-        .ok_or_else(|| format!("{}: no pod spec", at.display()))?;
+        .ok_or_else(|| format!("{}: no pod spec", shown(at)))?;
     let account = winadmit::gmsa::service_account(spec);
     let namespace = pod["metadata"]["namespace"]
         .as_str()
@@ -349,20 +359,20 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
     let ctx = case_context(case)?;
     let at = case.context();
     let policy = match &ctx.policy {
-        Some(p) => Policy::from_yaml(&at.display().to_string(), p).map_err(|e| e.to_string())?,
+        Some(p) => Policy::from_yaml(&shown(&at), p).map_err(|e| e.to_string())?,
         None => Policy::default_policy(),
     };
     let cluster = match &ctx.kubernetes_version {
         Some(v) => Cluster::at(
             v.parse::<KubeVersion>()
-                .map_err(|e| format!("{}: kubernetesVersion: {e}", at.display()))?,
+                .map_err(|e| format!("{}: kubernetesVersion: {e}", shown(&at)))?,
         ),
         None => Cluster::default(),
     };
     let images = match &ctx.image_facts {
         Some(v) => Some(
             winadmit::images::KnownImages::parse(&v.to_string())
-                .map_err(|e| format!("{}: imageFacts: {e}", at.display()))?,
+                .map_err(|e| format!("{}: imageFacts: {e}", shown(&at)))?,
         ),
         None => None,
     };
@@ -372,9 +382,8 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
                 .iter()
                 .enumerate()
                 .map(|(i, n)| {
-                    WindowsNode::from_object(n).ok_or_else(|| {
-                        format!("{}: nodes[{i}] is not a Windows Node", at.display())
-                    })
+                    WindowsNode::from_object(n)
+                        .ok_or_else(|| format!("{}: nodes[{i}] is not a Windows Node", shown(&at)))
                 })
                 .collect::<Result<_, _>>()?,
         }),
@@ -398,7 +407,7 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
         return updated(&policy, &cx, &pod, &workload_value(old, &at)?, &path);
     }
     let mut report = winadmit::output::LintReport::default();
-    let file = path.display().to_string();
+    let file = shown(&path);
     winadmit::lint::lint_text(&file, &text, &policy, &cx, &mut report);
     if let Some(e) = report.input_errors.first() {
         return Err(format!("{}:{:?}: {}", e.file, e.line, e.message));
@@ -424,10 +433,10 @@ fn updated(
     old: &serde_json::Value,
     at: &Path,
 ) -> Result<Vec<Seen>, String> {
-    let view = |v| ObjectView::deserialize(v).map_err(|e| format!("{}: {e}", at.display()));
+    let view = |v| ObjectView::deserialize(v).map_err(|e| format!("{}: {e}", shown(at)));
     let (new_view, old_view) = (view(new)?, view(old)?);
     let workload =
-        |v| Workload::from_view(v).ok_or_else(|| format!("{}: not a workload", at.display()));
+        |v| Workload::from_view(v).ok_or_else(|| format!("{}: not a workload", shown(at)));
     let (w, o) = (workload(&new_view)?, workload(&old_view)?);
     let request = winadmit::decide::Request {
         operation: winadmit::decide::Operation::Update {
@@ -480,7 +489,7 @@ fn run(case: &Case) -> Result<(), Failed> {
         } else {
             Err(format!(
                 "{}: a good case, but {} reports:\n{}",
-                case.manifest().display(),
+                shown(&case.manifest()),
                 case.rule,
                 render(&mine)
             )
@@ -490,7 +499,7 @@ fn run(case: &Case) -> Result<(), Failed> {
     if mine.is_empty() {
         return Err(format!(
             "{}: a bad case, but {} reports nothing",
-            case.manifest().display(),
+            shown(&case.manifest()),
             case.rule
         )
         .into());
