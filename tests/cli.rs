@@ -102,6 +102,41 @@ fn sarif_output() {
     );
     // The working directory differs from machine to machine.
     *root = "file:///SRCROOT/".into();
+    // The driver lists every rule of the catalogue, in its order (checked
+    // here); the snapshot keeps the rules the results name, so adding a rule
+    // does not change it, and each result's ruleIndex points into that list.
+    let ids: Vec<&str> = winadmit::rules::ALL.iter().map(|r| r.info.id).collect();
+    let driver = &mut v["runs"][0]["tool"]["driver"]["rules"];
+    let listed: Vec<&str> = driver
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ids);
+    let named: std::collections::BTreeSet<String> = v["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ruleId"].as_str().unwrap().to_owned())
+        .collect();
+    let driver = &mut v["runs"][0]["tool"]["driver"]["rules"];
+    let kept: Vec<serde_json::Value> = driver
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| named.contains(r["id"].as_str().unwrap()))
+        .cloned()
+        .collect();
+    let index: Vec<String> = kept
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    *driver = serde_json::Value::Array(kept);
+    for r in v["runs"][0]["results"].as_array_mut().unwrap() {
+        let id = r["ruleId"].as_str().unwrap();
+        r["ruleIndex"] = index.iter().position(|i| i == id).unwrap().into();
+    }
     insta::assert_snapshot!(serde_json::to_string_pretty(&v).unwrap() + "\n");
 }
 
