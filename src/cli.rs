@@ -81,7 +81,8 @@ pub struct ResolveArgs {
     pub registry: RegistryArgs,
 }
 
-/// How registries are reached (`images resolve`, `lint --registry`).
+/// How registries are reached (`images resolve`, `lint --registry`,
+/// `report --registry`, `serve --registry`).
 #[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
     /// A Docker config.json (`{"auths": {...}}`, the format of a
@@ -447,6 +448,19 @@ pub struct ReportArgs {
     /// of its name. For CI without registry access.
     #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
     pub image_facts: Option<PathBuf>,
+    /// Look the workloads' images up in their registries before judging
+    /// them (off by default); an image the `--image-facts` file names is
+    /// not looked up. A lookup that fails leaves the image judged by its
+    /// name, with a finding that says why.
+    #[arg(long, env = "WINADMIT_REGISTRY")]
+    pub registry: bool,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+    /// Also look a workload's images up with the credentials of the
+    /// Secrets its `imagePullSecrets` names (read with `get secrets` in its
+    /// namespace; a live report only).
+    #[arg(long, env = "WINADMIT_REGISTRY_PULL_SECRETS", requires = "registry")]
+    pub registry_pull_secrets: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
     pub format: ReportFormat,

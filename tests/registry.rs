@@ -89,6 +89,44 @@ fn findings(out: &Output) -> Vec<(String, String, String, String)> {
     list
 }
 
+/// (object, rule, field, message) of every finding of a JSON report.
+fn report_findings(out: &Output) -> Vec<(String, String, String, String)> {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut list = Vec::new();
+    for o in v["objects"].as_array().unwrap() {
+        for f in o["findings"].as_array().unwrap() {
+            list.push((
+                o["name"].as_str().unwrap_or_default().to_owned(),
+                f["rule"].as_str().unwrap().to_owned(),
+                f["field"].as_str().unwrap().to_owned(),
+                f["message"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    list.sort();
+    list
+}
+
+/// The pods of `pods.yaml` as a JSON `List` (`kubectl get -o json`'s
+/// shape), for the report's JSON reader.
+fn pods_json(yaml: &Path) -> PathBuf {
+    let items: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(yaml).unwrap()).unwrap();
+    let path = yaml.with_extension("json");
+    std::fs::write(
+        &path,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
 fn rule_on<'a>(
     list: &'a [(String, String, String, String)],
     object: &str,
@@ -158,6 +196,48 @@ fn resolve_and_lint(registry: &Registry, digests: &BTreeMap<String, String>) {
     ])));
     assert_eq!(live, file, "lint --registry and lint --image-facts differ");
 
+    // `report --from-file --registry`, from YAML and from a JSON List: what
+    // lint finds, and what the facts file gives the report.
+    let json = pods_json(Path::new(pods));
+    for input in [pods, json.to_str().unwrap()] {
+        let mut args = strings(&[
+            "report",
+            "--format",
+            "json",
+            "--quiet",
+            "--registry",
+            "--from-file",
+            input,
+        ]);
+        args.extend(registry.flags());
+        let out = winadmit(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{input}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reported = report_findings(&out);
+        assert_eq!(
+            reported, live,
+            "report --registry and lint --registry differ ({input})"
+        );
+        let from_file = report_findings(&winadmit(&strings(&[
+            "report",
+            "--format",
+            "json",
+            "--quiet",
+            "--image-facts",
+            &facts,
+            "--from-file",
+            input,
+        ])));
+        assert_eq!(
+            from_file, reported,
+            "report --image-facts and report --registry differ ({input})"
+        );
+    }
+
     let linux = rule_on(&live, "linuxonly", "WIN-LINUX-IMAGE").expect("linux-only image");
     assert!(
         linux.contains("has platforms linux/amd64, linux/arm64/v8: no Windows variant"),
@@ -203,6 +283,19 @@ fn plain_registry_facts_resolve_and_lint_alike() {
         "no verdict from facts nobody could learn: {list:?}"
     );
     assert_eq!(out.status.code(), Some(0), "{list:?}");
+
+    // So does `report --registry`: exit 0, never 2, and the same findings.
+    let mut args = strings(&["report", "--format", "json", "--quiet", "--registry"]);
+    args.extend(registry.flags());
+    args.extend(["--from-file".to_owned(), pods.display().to_string()]);
+    let out = winadmit(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report_findings(&out), list);
 }
 
 #[test]

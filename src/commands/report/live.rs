@@ -465,6 +465,34 @@ impl Live {
                         ))
                         .map_err(|e| self.describe(e, r, ns.as_deref()))?;
                     pages += 1;
+                    // `--registry`: the page's images are looked up
+                    // together (a page read twice: one object in memory at
+                    // a time, as without it), then its objects judged.
+                    if driver.wants_images() {
+                        let mut wanted = std::collections::BTreeSet::new();
+                        let mut own = std::collections::BTreeMap::new();
+                        let _ = stream::for_each_item_of_type(
+                            text.as_bytes(),
+                            r.api_version,
+                            r.kind,
+                            &mut |value| {
+                                let mut images = std::collections::BTreeSet::new();
+                                driver.builder.unknown_images(&value, &mut images);
+                                if self.pull_secrets && !images.is_empty() {
+                                    self.pod_credentials(
+                                        &value,
+                                        &images,
+                                        &mut secrets,
+                                        driver,
+                                        &mut own,
+                                    );
+                                }
+                                wanted.extend(images);
+                                Ok(())
+                            },
+                        );
+                        driver.resolve_images_with(wanted, own);
+                    }
                     let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
                         let origin = Origin {
                             file: "<cluster>",
