@@ -117,11 +117,24 @@ pub struct RegistryArgs {
         env = "WINADMIT_REGISTRY_TIMEOUT"
     )]
     pub registry_timeout: f64,
+    /// Look the images of registry HOST up at MIRROR first, and at HOST
+    /// when the mirror fails, as containerd's hosts.toml mirrors do:
+    /// `docker.io=mirror.example:5000`, `registry.example=harbor.example/proxy`
+    /// (repositories under a path), `http://` for a plain-HTTP mirror
+    /// (repeatable; several mirrors of one registry are asked in order).
+    #[arg(
+        long,
+        value_name = "HOST=MIRROR",
+        env = "WINADMIT_REGISTRY_MIRROR",
+        value_delimiter = ','
+    )]
+    pub registry_mirror: Vec<String>,
 }
 
 impl RegistryArgs {
     /// # Errors
-    /// The timeout is not a positive number of seconds.
+    /// The timeout is not a positive number of seconds, or a mirror is
+    /// not `HOST=MIRROR`.
     pub fn options(&self) -> anyhow::Result<crate::registry::RegistryOptions> {
         if !(self.registry_timeout.is_finite()
             && self.registry_timeout > 0.0
@@ -132,11 +145,20 @@ impl RegistryArgs {
                 self.registry_timeout
             );
         }
+        let mirrors = self
+            .registry_mirror
+            .iter()
+            .map(|m| {
+                m.parse::<crate::registry::Mirror>()
+                    .map_err(|e| anyhow::anyhow!("--registry-mirror {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(crate::registry::RegistryOptions {
             insecure: self.insecure_registry.clone(),
             config: self.registry_config.clone(),
             ca_files: self.registry_ca.clone(),
             deadline: Some(std::time::Duration::from_secs_f64(self.registry_timeout)),
+            mirrors,
         })
     }
 }

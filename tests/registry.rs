@@ -400,3 +400,100 @@ fn rate_limited_and_malformed_images_are_unknown_in_lint() {
     let malformed = rule_on(&list, "malformed", "WIN-IMAGE-FACTS-UNKNOWN").expect("malformed");
     assert!(malformed.contains("malformed manifest"), "{malformed}");
 }
+
+/// `--registry-mirror`: images are looked up at the mirror first (under
+/// its path), at the registry itself when the mirror does not have them or
+/// is down, and a lookup that fails at both says why at each.
+#[test]
+#[cfg_attr(
+    no_registry,
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils); CI sets WINADMIT_REQUIRE_REGISTRY"
+)]
+fn mirrors_are_asked_first_and_the_registry_after_them() {
+    let mut upstream = Registry::start(false);
+    push_images(&upstream);
+    let mut mirror = Registry::start(false);
+    // The mirror's copy of linuxonly:1 differs from the registry's (amd64
+    // only), so the facts say who answered.
+    let (client, auth) = mirror.client();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        registry_support::push_index(
+            &client,
+            &auth,
+            &mirror.host,
+            "cache/linuxonly",
+            "1",
+            &[registry_support::plat("linux", "amd64", None)],
+        )
+        .await
+    });
+    let up = upstream.host.clone();
+    let mirror_host = mirror.host.clone();
+    let resolve = |images: &[String]| {
+        let mut args = strings(&[
+            "images",
+            "resolve",
+            "--registry-timeout",
+            "10",
+            "--insecure-registry",
+            &up,
+            "--registry-mirror",
+            &format!("{up}=http://{mirror_host}/cache"),
+        ]);
+        args.extend(images.iter().cloned());
+        let out = winadmit(&args);
+        let known = winadmit::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), known)
+    };
+    let linux = format!("{up}/linuxonly:1");
+    let windows = format!("{up}/winonly:1");
+    let platforms = |known: &winadmit::images::KnownImages, image: &str| {
+        known
+            .facts(image)
+            .unwrap_or_else(|| panic!("{image}: {:?}", known.get(image)))
+            .platform_list()
+    };
+
+    // The mirror has linuxonly:1 (its copy answers), not winonly:1 (the
+    // registry answers).
+    let (code, known) = resolve(&[linux.clone(), windows.clone()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(platforms(&known, &linux), "linux/amd64");
+    assert_eq!(platforms(&known, &windows), "windows/amd64 10.0.20348.2527");
+
+    // The mirror is down: the registry answers.
+    mirror.stop();
+    let (code, known) = resolve(std::slice::from_ref(&linux));
+    assert_eq!(code, Some(0));
+    assert_eq!(platforms(&known, &linux), "linux/amd64, linux/arm64/v8");
+
+    // The registry is down too: unknown, and the reason names both.
+    upstream.stop();
+    let (code, known) = resolve(std::slice::from_ref(&linux));
+    assert_eq!(code, Some(1));
+    match known.get(&linux) {
+        Some(winadmit::images::Lookup::Unknown(why)) => assert!(
+            why.contains(&format!("registry {up}:"))
+                && why.contains(&format!("after mirror {mirror_host}:")),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    // A mirror that is not HOST=MIRROR is a usage error.
+    let out = winadmit(&strings(&[
+        "images",
+        "resolve",
+        "--registry-mirror",
+        "mirror.example",
+        "nginx:1.27",
+    ]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--registry-mirror \"mirror.example\": expected HOST=MIRROR"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
