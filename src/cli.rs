@@ -750,6 +750,12 @@ pub struct ServeRegistryArgs {
     /// Lookups sent to one registry at once; more wait in line.
     #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub registry_concurrency: u32,
+    /// Also look a pod's images up with the credentials of the Secrets
+    /// its `imagePullSecrets` names (read with `get secrets` in the pod's
+    /// namespace; off by default). Facts learnt with a namespace's
+    /// credentials are cached for those credentials only.
+    #[arg(long, env = "WINADMIT_REGISTRY_PULL_SECRETS", requires = "registry")]
+    pub registry_pull_secrets: bool,
 }
 
 /// `serve --gmsa`.

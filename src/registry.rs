@@ -239,25 +239,84 @@ impl Credentials {
         Ok(Self(out))
     }
 
-    /// The credentials for `registry` (as `Reference::resolve_registry`
-    /// names it), else anonymous access.
-    #[must_use]
-    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
-        let hub = matches!(
-            registry,
-            "index.docker.io" | "docker.io" | "registry-1.docker.io"
-        );
-        let found = if hub {
+    /// The credentials of an `imagePullSecrets` Secret: its type
+    /// (`kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`) and
+    /// its decoded `data`.
+    ///
+    /// # Errors
+    /// Another type, a missing key, or a malformed entry.
+    pub fn from_secret(kind: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Self, String> {
+        let (key, wrap) = match kind {
+            "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", false),
+            "kubernetes.io/dockercfg" => (".dockercfg", true),
+            other => {
+                return Err(format!(
+                    "type {other:?}: not kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg"
+                ));
+            }
+        };
+        let bytes = data.get(key).ok_or_else(|| format!("no data[{key:?}]"))?;
+        let text = std::str::from_utf8(bytes).map_err(|_| format!("data[{key:?}]: not UTF-8"))?;
+        if wrap {
+            // `.dockercfg` is the `auths` map alone.
+            let map: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| format!("data[{key:?}]: {e}"))?;
+            Self::parse(&serde_json::json!({ "auths": map }).to_string())
+        } else {
+            Self::parse(text)
+        }
+        .map_err(|e| format!("data[{key:?}]: {e}"))
+    }
+
+    /// The user and password for `registry`, if named.
+    fn entry(&self, registry: &str) -> Option<&(String, String)> {
+        if is_docker_hub(registry) {
             ["index.docker.io", "docker.io", "registry-1.docker.io"]
                 .iter()
                 .find_map(|k| self.0.get(*k))
         } else {
             self.0.get(registry)
-        };
-        match found {
+        }
+    }
+
+    /// The credentials for `registry` (as `Reference::resolve_registry`
+    /// names it), else anonymous access.
+    #[must_use]
+    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+        match self.entry(registry) {
             Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
             None => RegistryAuth::Anonymous,
         }
+    }
+
+    /// Only the credentials for `registry`, when these name it.
+    #[must_use]
+    pub fn only(&self, registry: &str) -> Option<Self> {
+        let pair = self.entry(registry)?.clone();
+        Some(Self(BTreeMap::from([(registry.to_owned(), pair)])))
+    }
+
+    /// Adds the registries `other` names that these do not (the first
+    /// Secret naming a registry gives its credentials).
+    pub fn absorb(&mut self, other: Self) {
+        for (registry, pair) in other.0 {
+            self.0.entry(registry).or_insert(pair);
+        }
+    }
+
+    /// Names no registry.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A key for these credentials, hashed with `state` (a process's own
+    /// random keys): the same credentials give the same key, so facts
+    /// looked up with them are shared only with lookups that hold them.
+    #[must_use]
+    pub fn identity(&self, state: &std::hash::RandomState) -> u64 {
+        use std::hash::BuildHasher as _;
+        state.hash_one(&self.0)
     }
 }
 
@@ -345,6 +404,25 @@ impl Resolver {
             insecure,
             roots,
         })
+    }
+
+    /// A resolver that asks with `first` (a pod's `imagePullSecrets`)
+    /// where they name the registry, and with this one's credentials
+    /// elsewhere. It has a client of its own: the OCI client keeps one
+    /// credential and its tokens per registry, which must never serve a
+    /// lookup made with other credentials.
+    #[must_use]
+    pub fn with_credentials(&self, first: Credentials) -> Self {
+        let mut credentials = first;
+        credentials.absorb(self.credentials.clone());
+        Self {
+            client: client(&self.insecure, &self.roots, self.deadline),
+            credentials,
+            deadline: self.deadline,
+            mirrors: self.mirrors.clone(),
+            insecure: self.insecure.clone(),
+            roots: self.roots.clone(),
+        }
     }
 
     /// Looks every image up, [`CONCURRENT_LOOKUPS`] at a time.

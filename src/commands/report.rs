@@ -208,6 +208,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         quiet,
         color,
     } = args;
+    if !from_file.is_empty() && registry_pull_secrets {
+        anyhow::bail!(
+            "--registry-pull-secrets reads the Secrets a workload names from the cluster: it is for a live report, not --from-file (give the credentials with --registry-config)"
+        );
+    }
     if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
         anyhow::bail!(
             "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
@@ -255,15 +260,18 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                     .map(|d| (d.group.clone(), d.kind.clone())),
             )
             .collect();
-        Some(live::Live::connect(
-            kubeconfig.as_deref(),
-            context.as_deref(),
-            &namespaces,
-            page_size,
-            &custom,
-            (deadlines, limits),
-            &progress,
-        )?)
+        Some(
+            live::Live::connect(
+                kubeconfig.as_deref(),
+                context.as_deref(),
+                &namespaces,
+                page_size,
+                &custom,
+                (deadlines, limits),
+                &progress,
+            )?
+            .with_pull_secrets(registry_pull_secrets),
+        )
     } else {
         None
     };
