@@ -217,6 +217,10 @@ struct PullSecrets {
 /// Resolvers kept for pods' credentials at most.
 const MAX_RESOLVERS: usize = 256;
 
+/// Secrets of one pod's `imagePullSecrets` read at most (a review must not
+/// cost the API server more than a few gets).
+const MAX_PULL_SECRETS: usize = 8;
+
 /// How long a Secret read for `--registry-pull-secrets` is kept.
 const SECRET_TTL: Duration = Duration::from_secs(30);
 
@@ -492,7 +496,10 @@ fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
     Some(Wanted {
         images,
         namespace,
-        pull_secrets: crate::images::pull_secret_names(policy, &object),
+        pull_secrets: crate::images::pull_secret_names(policy, &object)
+            .into_iter()
+            .take(MAX_PULL_SECRETS)
+            .collect(),
     })
 }
 
