@@ -81,7 +81,8 @@ pub struct ResolveArgs {
     pub registry: RegistryArgs,
 }
 
-/// How registries are reached (`images resolve`, `lint --registry`).
+/// How registries are reached (`images resolve`, `lint --registry`,
+/// `report --registry`, `serve --registry`).
 #[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
     /// A Docker config.json (`{"auths": {...}}`, the format of a
@@ -116,11 +117,24 @@ pub struct RegistryArgs {
         env = "WINADMIT_REGISTRY_TIMEOUT"
     )]
     pub registry_timeout: f64,
+    /// Look the images of registry HOST up at MIRROR first, and at HOST
+    /// when the mirror fails, as containerd's hosts.toml mirrors do:
+    /// `docker.io=mirror.example:5000`, `registry.example=harbor.example/proxy`
+    /// (repositories under a path), `http://` for a plain-HTTP mirror
+    /// (repeatable; several mirrors of one registry are asked in order).
+    #[arg(
+        long,
+        value_name = "HOST=MIRROR",
+        env = "WINADMIT_REGISTRY_MIRROR",
+        value_delimiter = ','
+    )]
+    pub registry_mirror: Vec<String>,
 }
 
 impl RegistryArgs {
     /// # Errors
-    /// The timeout is not a positive number of seconds.
+    /// The timeout is not a positive number of seconds, or a mirror is
+    /// not `HOST=MIRROR`.
     pub fn options(&self) -> anyhow::Result<crate::registry::RegistryOptions> {
         if !(self.registry_timeout.is_finite()
             && self.registry_timeout > 0.0
@@ -131,11 +145,20 @@ impl RegistryArgs {
                 self.registry_timeout
             );
         }
+        let mirrors = self
+            .registry_mirror
+            .iter()
+            .map(|m| {
+                m.parse::<crate::registry::Mirror>()
+                    .map_err(|e| anyhow::anyhow!("--registry-mirror {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(crate::registry::RegistryOptions {
             insecure: self.insecure_registry.clone(),
             config: self.registry_config.clone(),
             ca_files: self.registry_ca.clone(),
             deadline: Some(std::time::Duration::from_secs_f64(self.registry_timeout)),
+            mirrors,
         })
     }
 }
@@ -447,6 +470,19 @@ pub struct ReportArgs {
     /// of its name. For CI without registry access.
     #[arg(long, value_name = "FILE", env = "WINADMIT_IMAGE_FACTS")]
     pub image_facts: Option<PathBuf>,
+    /// Look the workloads' images up in their registries before judging
+    /// them (off by default); an image the `--image-facts` file names is
+    /// not looked up. A lookup that fails leaves the image judged by its
+    /// name, with a finding that says why.
+    #[arg(long, env = "WINADMIT_REGISTRY")]
+    pub registry: bool,
+    #[command(flatten)]
+    pub registry_args: RegistryArgs,
+    /// Also look a workload's images up with the credentials of the
+    /// Secrets its `imagePullSecrets` names (read with `get secrets` in its
+    /// namespace; a live report only).
+    #[arg(long, env = "WINADMIT_REGISTRY_PULL_SECRETS", requires = "registry")]
+    pub registry_pull_secrets: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text, env = "WINADMIT_REPORT_FORMAT")]
     pub format: ReportFormat,
@@ -714,6 +750,12 @@ pub struct ServeRegistryArgs {
     /// Lookups sent to one registry at once; more wait in line.
     #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub registry_concurrency: u32,
+    /// Also look a pod's images up with the credentials of the Secrets
+    /// its `imagePullSecrets` names (read with `get secrets` in the pod's
+    /// namespace; off by default). Facts learnt with a namespace's
+    /// credentials are cached for those credentials only.
+    #[arg(long, env = "WINADMIT_REGISTRY_PULL_SECRETS", requires = "registry")]
+    pub registry_pull_secrets: bool,
 }
 
 /// `serve --gmsa`.

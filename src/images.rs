@@ -22,7 +22,7 @@
 //! }}
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -331,6 +331,54 @@ impl KnownImages {
         out.push('\n');
         out
     }
+}
+
+/// Adds the images of the workload `value` (its init, app and ephemeral
+/// containers) to `into`: what a door looks up before judging it. An
+/// object that is not a workload, or does not read, adds nothing (the
+/// door reports it as it would without facts).
+pub fn workload_images(
+    policy: &crate::policy::Policy,
+    value: &serde_json::Value,
+    into: &mut BTreeSet<String>,
+) {
+    let Ok(view) = policy.pod_templates.read(value) else {
+        return;
+    };
+    let Some(spec) = crate::workload::Workload::from_view(&view).and_then(|w| w.spec) else {
+        return;
+    };
+    for c in crate::rules::containers_of(spec) {
+        if let Some(image) = c.container.image.as_deref()
+            && !image.trim().is_empty()
+            && !into.contains(image)
+        {
+            into.insert(image.to_owned());
+        }
+    }
+}
+
+/// The names of the Secrets the workload `value`'s pod template lists in
+/// `imagePullSecrets`, in order (none for an object that is not a
+/// workload).
+#[must_use]
+pub fn pull_secret_names(policy: &crate::policy::Policy, value: &serde_json::Value) -> Vec<String> {
+    let Ok(view) = policy.pod_templates.read(value) else {
+        return Vec::new();
+    };
+    let Some(workload) = crate::workload::Workload::from_view(&view) else {
+        return Vec::new();
+    };
+    value
+        .pointer(&workload.spec_path.pointer())
+        .and_then(|spec| spec.get("imagePullSecrets"))
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("name").and_then(serde_json::Value::as_str))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `sha256:` and 64 lowercase hex digits (or another algorithm and hex).

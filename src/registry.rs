@@ -42,6 +42,113 @@ pub struct RegistryOptions {
     pub ca_files: Vec<PathBuf>,
     /// The deadline of one lookup (connection, token, manifest and config).
     pub deadline: Option<Duration>,
+    /// Mirrors asked first, in order, for the images of a registry.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A registry mirror (`--registry-mirror HOST=MIRROR`), as containerd's
+/// `hosts.toml` configures one: the images of `upstream` are looked up at
+/// `host` (under `prefix`, when given) first, and at `upstream` when the
+/// mirror fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    /// The registry mirrored, as [`Reference::resolve_registry`] names it
+    /// (`index.docker.io` for Docker Hub).
+    pub upstream: String,
+    /// `host[:port]` of the mirror.
+    pub host: String,
+    /// A path the mirror serves the upstream's repositories under
+    /// (`dockerhub` in `harbor.example/dockerhub`).
+    pub prefix: Option<String>,
+    /// Reached over plain HTTP (`http://` in the flag).
+    pub plain_http: bool,
+}
+
+impl std::str::FromStr for Mirror {
+    type Err = String;
+
+    /// `docker.io=mirror.example:5000`, `registry.example=harbor.example/proxy`,
+    /// `registry.example=http://10.0.0.5:5000`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let expected = "expected HOST=MIRROR, e.g. docker.io=mirror.example:5000 or registry.example=http://10.0.0.5:5000/cache";
+        let (upstream, mirror) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: {expected}"))?;
+        let upstream = upstream.trim();
+        let (plain_http, rest) = match mirror.trim() {
+            m if m.starts_with("http://") => (true, &m["http://".len()..]),
+            m if m.starts_with("https://") => (false, &m["https://".len()..]),
+            m => (false, m),
+        };
+        let (host, prefix) = match rest.split_once('/') {
+            Some((host, prefix)) => (host, Some(prefix.trim_matches('/'))),
+            None => (rest, None),
+        };
+        let valid = |h: &str| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+        };
+        if !valid(upstream) || !valid(host) {
+            return Err(format!("{text:?}: {expected}"));
+        }
+        let upstream = if is_docker_hub(upstream) {
+            "index.docker.io".to_owned()
+        } else {
+            upstream.to_owned()
+        };
+        Ok(Self {
+            upstream,
+            host: host.to_owned(),
+            prefix: prefix.filter(|p| !p.is_empty()).map(str::to_owned),
+            plain_http,
+        })
+    }
+}
+
+impl Mirror {
+    /// The reference of `image` at this mirror: the same repository (under
+    /// the prefix), tag and digest.
+    fn reference(&self, image: &Reference) -> Reference {
+        let repository = match &self.prefix {
+            Some(p) => format!("{p}/{}", image.repository()),
+            None => image.repository().to_owned(),
+        };
+        match (image.tag(), image.digest()) {
+            (Some(tag), Some(digest)) => Reference::with_tag_and_digest(
+                self.host.clone(),
+                repository,
+                tag.to_owned(),
+                digest.to_owned(),
+            ),
+            (None, Some(digest)) => {
+                Reference::with_digest(self.host.clone(), repository, digest.to_owned())
+            }
+            (tag, None) => Reference::with_tag(
+                self.host.clone(),
+                repository,
+                tag.unwrap_or("latest").to_owned(),
+            ),
+        }
+    }
+}
+
+/// The registry host `image` is pulled from, as [`Reference::resolve_registry`]
+/// names it (`index.docker.io` for Docker Hub), or `None` for a reference
+/// that does not parse.
+#[must_use]
+pub fn registry_of(image: &str) -> Option<String> {
+    Reference::try_from(image.trim())
+        .ok()
+        .map(|r| r.resolve_registry().to_owned())
+}
+
+/// Docker Hub's names.
+fn is_docker_hub(registry: &str) -> bool {
+    matches!(
+        registry,
+        "index.docker.io" | "docker.io" | "registry-1.docker.io"
+    )
 }
 
 /// A registry could not be set up (before any lookup).
@@ -132,25 +239,84 @@ impl Credentials {
         Ok(Self(out))
     }
 
-    /// The credentials for `registry` (as `Reference::resolve_registry`
-    /// names it), else anonymous access.
-    #[must_use]
-    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
-        let hub = matches!(
-            registry,
-            "index.docker.io" | "docker.io" | "registry-1.docker.io"
-        );
-        let found = if hub {
+    /// The credentials of an `imagePullSecrets` Secret: its type
+    /// (`kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`) and
+    /// its decoded `data`.
+    ///
+    /// # Errors
+    /// Another type, a missing key, or a malformed entry.
+    pub fn from_secret(kind: &str, data: &BTreeMap<String, Vec<u8>>) -> Result<Self, String> {
+        let (key, wrap) = match kind {
+            "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", false),
+            "kubernetes.io/dockercfg" => (".dockercfg", true),
+            other => {
+                return Err(format!(
+                    "type {other:?}: not kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg"
+                ));
+            }
+        };
+        let bytes = data.get(key).ok_or_else(|| format!("no data[{key:?}]"))?;
+        let text = std::str::from_utf8(bytes).map_err(|_| format!("data[{key:?}]: not UTF-8"))?;
+        if wrap {
+            // `.dockercfg` is the `auths` map alone.
+            let map: serde_json::Value =
+                serde_json::from_str(text).map_err(|e| format!("data[{key:?}]: {e}"))?;
+            Self::parse(&serde_json::json!({ "auths": map }).to_string())
+        } else {
+            Self::parse(text)
+        }
+        .map_err(|e| format!("data[{key:?}]: {e}"))
+    }
+
+    /// The user and password for `registry`, if named.
+    fn entry(&self, registry: &str) -> Option<&(String, String)> {
+        if is_docker_hub(registry) {
             ["index.docker.io", "docker.io", "registry-1.docker.io"]
                 .iter()
                 .find_map(|k| self.0.get(*k))
         } else {
             self.0.get(registry)
-        };
-        match found {
+        }
+    }
+
+    /// The credentials for `registry` (as `Reference::resolve_registry`
+    /// names it), else anonymous access.
+    #[must_use]
+    pub fn auth_for(&self, registry: &str) -> RegistryAuth {
+        match self.entry(registry) {
             Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
             None => RegistryAuth::Anonymous,
         }
+    }
+
+    /// Only the credentials for `registry`, when these name it.
+    #[must_use]
+    pub fn only(&self, registry: &str) -> Option<Self> {
+        let pair = self.entry(registry)?.clone();
+        Some(Self(BTreeMap::from([(registry.to_owned(), pair)])))
+    }
+
+    /// Adds the registries `other` names that these do not (the first
+    /// Secret naming a registry gives its credentials).
+    pub fn absorb(&mut self, other: Self) {
+        for (registry, pair) in other.0 {
+            self.0.entry(registry).or_insert(pair);
+        }
+    }
+
+    /// Names no registry.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A key for these credentials, hashed with `state` (a process's own
+    /// random keys): the same credentials give the same key, so facts
+    /// looked up with them are shared only with lookups that hold them.
+    #[must_use]
+    pub fn identity(&self, state: &std::hash::RandomState) -> u64 {
+        use std::hash::BuildHasher as _;
+        state.hash_one(&self.0)
     }
 }
 
@@ -168,6 +334,32 @@ pub struct Resolver {
     client: Client,
     credentials: Credentials,
     deadline: Duration,
+    /// Mirrors by the registry they mirror, in the order given.
+    mirrors: BTreeMap<String, Vec<Mirror>>,
+    /// Registries reached over plain HTTP.
+    insecure: Vec<String>,
+    /// CAs trusted besides the system's.
+    roots: Vec<oci_client::client::Certificate>,
+}
+
+fn client(
+    insecure: &[String],
+    roots: &[oci_client::client::Certificate],
+    deadline: Duration,
+) -> Client {
+    let config = oci_client::client::ClientConfig {
+        protocol: if insecure.is_empty() {
+            oci_client::client::ClientProtocol::Https
+        } else {
+            oci_client::client::ClientProtocol::HttpsExcept(insecure.to_vec())
+        },
+        extra_root_certificates: roots.to_vec(),
+        connect_timeout: Some(deadline),
+        read_timeout: Some(deadline),
+        user_agent: concat!("winadmit/", env!("CARGO_PKG_VERSION")),
+        ..Default::default()
+    };
+    Client::new(config)
 }
 
 impl Resolver {
@@ -193,23 +385,44 @@ impl Resolver {
             });
         }
         let deadline = options.deadline.unwrap_or(DEFAULT_DEADLINE);
-        let config = oci_client::client::ClientConfig {
-            protocol: if options.insecure.is_empty() {
-                oci_client::client::ClientProtocol::Https
-            } else {
-                oci_client::client::ClientProtocol::HttpsExcept(options.insecure.clone())
-            },
-            extra_root_certificates: roots,
-            connect_timeout: Some(deadline),
-            read_timeout: Some(deadline),
-            user_agent: concat!("winadmit/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
-        };
+        let mut insecure = options.insecure.clone();
+        let mut mirrors: BTreeMap<String, Vec<Mirror>> = BTreeMap::new();
+        for m in &options.mirrors {
+            if m.plain_http && !insecure.contains(&m.host) {
+                insecure.push(m.host.clone());
+            }
+            mirrors
+                .entry(m.upstream.clone())
+                .or_default()
+                .push(m.clone());
+        }
         Ok(Self {
-            client: Client::new(config),
+            client: client(&insecure, &roots, deadline),
             credentials,
             deadline,
+            mirrors,
+            insecure,
+            roots,
         })
+    }
+
+    /// A resolver that asks with `first` (a pod's `imagePullSecrets`)
+    /// where they name the registry, and with this one's credentials
+    /// elsewhere. It has a client of its own: the OCI client keeps one
+    /// credential and its tokens per registry, which must never serve a
+    /// lookup made with other credentials.
+    #[must_use]
+    pub fn with_credentials(&self, first: Credentials) -> Self {
+        let mut credentials = first;
+        credentials.absorb(self.credentials.clone());
+        Self {
+            client: client(&self.insecure, &self.roots, self.deadline),
+            credentials,
+            deadline: self.deadline,
+            mirrors: self.mirrors.clone(),
+            insecure: self.insecure.clone(),
+            roots: self.roots.clone(),
+        }
     }
 
     /// Looks every image up, [`CONCURRENT_LOOKUPS`] at a time.
@@ -237,11 +450,33 @@ impl Resolver {
             Err(e) => return Lookup::Unknown(format!("not an image reference: {e}")),
         };
         let registry = reference.resolve_registry().to_owned();
-        match tokio::time::timeout(self.deadline, self.facts(&reference, &registry)).await {
+        let end = tokio::time::Instant::now() + self.deadline;
+        // Mirrors first, in order, each within half the time left; then
+        // the registry itself, within the rest.
+        let mut mirrors_failed = Vec::new();
+        for mirror in self.mirrors.get(&registry).into_iter().flatten() {
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            let at = mirror.reference(&reference);
+            match tokio::time::timeout(left / 2, self.facts(&at, &mirror.host)).await {
+                Ok(Ok(facts)) => return Lookup::Known(facts),
+                Ok(Err(why)) => mirrors_failed.push(format!("mirror {}: {why}", mirror.host)),
+                Err(_) => mirrors_failed.push(format!(
+                    "mirror {}: no answer within {:.1}s",
+                    mirror.host,
+                    (left / 2).as_secs_f64()
+                )),
+            }
+        }
+        let after = if mirrors_failed.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", mirrors_failed.join("; "))
+        };
+        match tokio::time::timeout_at(end, self.facts(&reference, &registry)).await {
             Ok(Ok(facts)) => Lookup::Known(facts),
-            Ok(Err(why)) => Lookup::Unknown(format!("registry {registry}: {why}")),
+            Ok(Err(why)) => Lookup::Unknown(format!("registry {registry}: {why}{after}")),
             Err(_) => Lookup::Unknown(format!(
-                "registry {registry}: no answer within {}s",
+                "registry {registry}: no answer within {}s{after}",
                 self.deadline.as_secs_f64()
             )),
         }
@@ -385,6 +620,47 @@ mod tests {
         ] {
             let err = Credentials::parse(text).unwrap_err();
             assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn mirrors_parse_and_map_references() {
+        let m: Mirror = "docker.io=mirror.example:5000".parse().unwrap();
+        assert_eq!(m.upstream, "index.docker.io");
+        assert_eq!(
+            (m.host.as_str(), m.prefix.as_deref(), m.plain_http),
+            ("mirror.example:5000", None, false)
+        );
+        let nginx = Reference::try_from("nginx:1.27").unwrap();
+        assert_eq!(
+            m.reference(&nginx).to_string(),
+            "mirror.example:5000/library/nginx:1.27"
+        );
+        let m: Mirror = "registry.example=http://10.0.0.5:5000/cache/"
+            .parse()
+            .unwrap();
+        assert_eq!(m.upstream, "registry.example");
+        assert_eq!(
+            (m.host.as_str(), m.prefix.as_deref(), m.plain_http),
+            ("10.0.0.5:5000", Some("cache"), true)
+        );
+        let pinned = Reference::try_from(
+            "registry.example/team/app@sha256:4f2c1b0e5d6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708",
+        )
+        .unwrap();
+        assert_eq!(
+            m.reference(&pinned).to_string(),
+            "10.0.0.5:5000/cache/team/app@sha256:4f2c1b0e5d6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708"
+        );
+        for bad in [
+            "mirror.example",
+            "=mirror.example",
+            "docker.io=",
+            "docker.io=http://",
+            "a b=c",
+        ] {
+            let err = bad.parse::<Mirror>().unwrap_err();
+            assert!(err.contains("expected HOST=MIRROR"), "{bad}: {err}");
         }
     }
 }

@@ -640,6 +640,104 @@ fn helm_template_gmsa_without_the_cluster_cache() {
     assert!(!text.contains("gmsacredentialspecs") && !text.contains("--gmsa"));
 }
 
+/// `registry.*`: the arguments, mount and volume of
+/// `manifests/components/registry`, `registry-credentials` and
+/// `registry-pull-secrets` (the same strings), the Secrets rule only with
+/// `pullSecrets` (also with the cluster cache off), and nothing by default
+/// or with `pullSecrets` alone.
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn helm_template_registry_values() {
+    use clap::Parser as _;
+    let helm = helm::helm("helm_template_registry_values");
+    let objects = template(
+        &helm,
+        "winadmit",
+        &[
+            "--set",
+            "clusterCache.mode=off",
+            "--set",
+            "registry.enabled=true",
+            "--set",
+            "registry.credentialsSecret=winadmit-registry-credentials",
+            "--set",
+            "registry.pullSecrets=true",
+        ],
+    );
+    let find = |k: &str| objects.iter().find(|o| kind(o) == k).cloned();
+    let role = find("ClusterRole").expect("a ClusterRole");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
+    );
+    let account = find("ServiceAccount").unwrap();
+    assert!(
+        account.get("automountServiceAccountToken").is_none(),
+        "{account}"
+    );
+    let spec = find("Deployment").unwrap()["spec"]["template"]["spec"].clone();
+    let args: Vec<&str> = spec["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    // What the kustomize components add, word for word.
+    let components = root().join("manifests/components");
+    for (component, flag) in [
+        ("registry", "--registry"),
+        (
+            "registry-credentials",
+            "--registry-config=/etc/winadmit/registry/.dockerconfigjson",
+        ),
+        ("registry-pull-secrets", "--registry-pull-secrets"),
+    ] {
+        let text = read(&components.join(component).join("kustomization.yaml"));
+        assert!(text.contains(&format!("value: {flag}\n")), "{component}");
+        assert!(args.contains(&flag), "{flag}: {args:?}");
+    }
+    let mount = spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "registry-credentials")
+        .cloned()
+        .expect("the credentials are mounted");
+    assert_eq!(
+        mount,
+        json!({"name": "registry-credentials", "mountPath": "/etc/winadmit/registry", "readOnly": true})
+    );
+    let volume = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "registry-credentials")
+        .cloned()
+        .expect("the Secret is a volume");
+    assert_eq!(
+        volume["secret"],
+        json!({"secretName": "winadmit-registry-credentials", "defaultMode": 288})
+    );
+    let cli =
+        winadmit::cli::Cli::try_parse_from(std::iter::once("winadmit").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let winadmit::cli::Command::Serve(serve) = cli.command else {
+        panic!("{args:?} is not `serve`");
+    };
+    assert!(serve.images.registry && serve.images.registry_pull_secrets);
+
+    // Off (the default), and pullSecrets without enabled: nothing.
+    for extra in [&[][..], &["--set", "registry.pullSecrets=true"][..]] {
+        let text = serde_json::to_string(&template(&helm, "winadmit", extra)).unwrap();
+        assert!(
+            !text.contains("--registry")
+                && !text.contains("\"secrets\"")
+                && !text.contains("registry-credentials"),
+            "{extra:?}"
+        );
+    }
+}
+
 /// The values the kustomize install has no counterpart for render what
 /// they say, and nothing when off.
 #[test]

@@ -1876,3 +1876,91 @@ fn moved_install_stays_outside_the_policy_reach() {
         "the moved install namespace must be outside the policy's reach"
     );
 }
+
+/// `components/registry`, `components/registry-credentials` and
+/// `components/registry-pull-secrets`, added to an overlay as the comments
+/// in them say: the Deployment's arguments turn `--registry` on, read the
+/// mounted config.json and the pods' own Secrets, and parse as `winadmit
+/// serve`'s; the ClusterRole may `get` Secrets (and nothing more of them)
+/// only with the last.
+#[test]
+#[cfg_attr(
+    no_kubectl,
+    ignore = "needs kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
+)]
+fn registry_components_turn_lookups_on_with_mounted_credentials() {
+    use clap::Parser as _;
+    require_kubectl();
+    let tree = Tree::new();
+    let dir = tree.root().join("overlays/registry-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../cert-manager\ncomponents:\n  - ../../components/registry\n  - ../../components/registry-credentials\n  - ../../components/registry-pull-secrets\n",
+    )
+    .unwrap();
+    let objects = kustomize(&tree, "overlays/registry-test");
+    let secrets: Vec<&Value> = one(&objects, "ClusterRole")["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&"secrets".into())
+        })
+        .collect();
+    assert_eq!(secrets.len(), 1, "{secrets:?}");
+    assert_eq!(secrets[0]["verbs"], serde_json::json!(["get"]));
+    assert_eq!(secrets[0]["apiGroups"], serde_json::json!([""]));
+    for render in manifests::Render::ALL {
+        let text = serde_json::to_string(&render.objects()).unwrap();
+        assert!(
+            !text.contains("\"secrets\""),
+            "{} reads Secrets",
+            render.name()
+        );
+    }
+    let deployment = one(&objects, "Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--registry"), "{args:?}");
+    let config = "--registry-config=/etc/winadmit/registry/.dockerconfigjson";
+    assert!(args.contains(&config), "{args:?}");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "registry-credentials")
+        .expect("the credentials are mounted");
+    assert_eq!(mount["mountPath"], "/etc/winadmit/registry");
+    assert_eq!(mount["readOnly"], true);
+    let volume = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "registry-credentials")
+        .expect("the Secret is a volume");
+    assert_eq!(
+        volume["secret"]["secretName"],
+        "winadmit-registry-credentials"
+    );
+    let cli =
+        winadmit::cli::Cli::try_parse_from(std::iter::once("winadmit").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let winadmit::cli::Command::Serve(serve) = cli.command else {
+        panic!("{args:?} is not `serve`");
+    };
+    assert!(serve.images.registry);
+    assert!(serve.images.registry_pull_secrets);
+    assert_eq!(
+        serve.images.registry_args.registry_config.as_deref(),
+        Some(Path::new("/etc/winadmit/registry/.dockerconfigjson"))
+    );
+}

@@ -89,6 +89,44 @@ fn findings(out: &Output) -> Vec<(String, String, String, String)> {
     list
 }
 
+/// (object, rule, field, message) of every finding of a JSON report.
+fn report_findings(out: &Output) -> Vec<(String, String, String, String)> {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let mut list = Vec::new();
+    for o in v["objects"].as_array().unwrap() {
+        for f in o["findings"].as_array().unwrap() {
+            list.push((
+                o["name"].as_str().unwrap_or_default().to_owned(),
+                f["rule"].as_str().unwrap().to_owned(),
+                f["field"].as_str().unwrap().to_owned(),
+                f["message"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    list.sort();
+    list
+}
+
+/// The pods of `pods.yaml` as a JSON `List` (`kubectl get -o json`'s
+/// shape), for the report's JSON reader.
+fn pods_json(yaml: &Path) -> PathBuf {
+    let items: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(yaml).unwrap()).unwrap();
+    let path = yaml.with_extension("json");
+    std::fs::write(
+        &path,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+    path
+}
+
 fn rule_on<'a>(
     list: &'a [(String, String, String, String)],
     object: &str,
@@ -158,6 +196,48 @@ fn resolve_and_lint(registry: &Registry, digests: &BTreeMap<String, String>) {
     ])));
     assert_eq!(live, file, "lint --registry and lint --image-facts differ");
 
+    // `report --from-file --registry`, from YAML and from a JSON List: what
+    // lint finds, and what the facts file gives the report.
+    let json = pods_json(Path::new(pods));
+    for input in [pods, json.to_str().unwrap()] {
+        let mut args = strings(&[
+            "report",
+            "--format",
+            "json",
+            "--quiet",
+            "--registry",
+            "--from-file",
+            input,
+        ]);
+        args.extend(registry.flags());
+        let out = winadmit(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{input}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reported = report_findings(&out);
+        assert_eq!(
+            reported, live,
+            "report --registry and lint --registry differ ({input})"
+        );
+        let from_file = report_findings(&winadmit(&strings(&[
+            "report",
+            "--format",
+            "json",
+            "--quiet",
+            "--image-facts",
+            &facts,
+            "--from-file",
+            input,
+        ])));
+        assert_eq!(
+            from_file, reported,
+            "report --image-facts and report --registry differ ({input})"
+        );
+    }
+
     let linux = rule_on(&live, "linuxonly", "WIN-LINUX-IMAGE").expect("linux-only image");
     assert!(
         linux.contains("has platforms linux/amd64, linux/arm64/v8: no Windows variant"),
@@ -203,6 +283,19 @@ fn plain_registry_facts_resolve_and_lint_alike() {
         "no verdict from facts nobody could learn: {list:?}"
     );
     assert_eq!(out.status.code(), Some(0), "{list:?}");
+
+    // So does `report --registry`: exit 0, never 2, and the same findings.
+    let mut args = strings(&["report", "--format", "json", "--quiet", "--registry"]);
+    args.extend(registry.flags());
+    args.extend(["--from-file".to_owned(), pods.display().to_string()]);
+    let out = winadmit(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report_findings(&out), list);
 }
 
 #[test]
@@ -306,4 +399,101 @@ fn rate_limited_and_malformed_images_are_unknown_in_lint() {
     assert!(limited.contains("429 Too Many Requests"), "{limited}");
     let malformed = rule_on(&list, "malformed", "WIN-IMAGE-FACTS-UNKNOWN").expect("malformed");
     assert!(malformed.contains("malformed manifest"), "{malformed}");
+}
+
+/// `--registry-mirror`: images are looked up at the mirror first (under
+/// its path), at the registry itself when the mirror does not have them or
+/// is down, and a lookup that fails at both says why at each.
+#[test]
+#[cfg_attr(
+    no_registry,
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils); CI sets WINADMIT_REQUIRE_REGISTRY"
+)]
+fn mirrors_are_asked_first_and_the_registry_after_them() {
+    let mut upstream = Registry::start(false);
+    push_images(&upstream);
+    let mut mirror = Registry::start(false);
+    // The mirror's copy of linuxonly:1 differs from the registry's (amd64
+    // only), so the facts say who answered.
+    let (client, auth) = mirror.client();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        registry_support::push_index(
+            &client,
+            &auth,
+            &mirror.host,
+            "cache/linuxonly",
+            "1",
+            &[registry_support::plat("linux", "amd64", None)],
+        )
+        .await
+    });
+    let up = upstream.host.clone();
+    let mirror_host = mirror.host.clone();
+    let resolve = |images: &[String]| {
+        let mut args = strings(&[
+            "images",
+            "resolve",
+            "--registry-timeout",
+            "10",
+            "--insecure-registry",
+            &up,
+            "--registry-mirror",
+            &format!("{up}=http://{mirror_host}/cache"),
+        ]);
+        args.extend(images.iter().cloned());
+        let out = winadmit(&args);
+        let known = winadmit::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), known)
+    };
+    let linux = format!("{up}/linuxonly:1");
+    let windows = format!("{up}/winonly:1");
+    let platforms = |known: &winadmit::images::KnownImages, image: &str| {
+        known
+            .facts(image)
+            .unwrap_or_else(|| panic!("{image}: {:?}", known.get(image)))
+            .platform_list()
+    };
+
+    // The mirror has linuxonly:1 (its copy answers), not winonly:1 (the
+    // registry answers).
+    let (code, known) = resolve(&[linux.clone(), windows.clone()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(platforms(&known, &linux), "linux/amd64");
+    assert_eq!(platforms(&known, &windows), "windows/amd64 10.0.20348.2527");
+
+    // The mirror is down: the registry answers.
+    mirror.stop();
+    let (code, known) = resolve(std::slice::from_ref(&linux));
+    assert_eq!(code, Some(0));
+    assert_eq!(platforms(&known, &linux), "linux/amd64, linux/arm64/v8");
+
+    // The registry is down too: unknown, and the reason names both.
+    upstream.stop();
+    let (code, known) = resolve(std::slice::from_ref(&linux));
+    assert_eq!(code, Some(1));
+    match known.get(&linux) {
+        Some(winadmit::images::Lookup::Unknown(why)) => assert!(
+            why.contains(&format!("registry {up}:"))
+                && why.contains(&format!("after mirror {mirror_host}:")),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
+
+    // A mirror that is not HOST=MIRROR is a usage error.
+    let out = winadmit(&strings(&[
+        "images",
+        "resolve",
+        "--registry-mirror",
+        "mirror.example",
+        "nginx:1.27",
+    ]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--registry-mirror \"mirror.example\": expected HOST=MIRROR"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

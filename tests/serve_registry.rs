@@ -76,6 +76,19 @@ impl Hook {
         server::read(resp).await
     }
 
+    /// `POST /report` of `body` as `content_type`: the report.
+    async fn report(&self, content_type: &'static str, body: Vec<u8>) -> Value {
+        let cfg = server::client_config(&self.ca, &[b"http/1.1"], None, server::TLS_ALL);
+        let tls = server::connect(self.server.addr, cfg).await.unwrap();
+        let mut send = server::h1(tls).await;
+        let mut req = server::request("POST", "/report", body);
+        req.headers_mut()
+            .insert("content-type", http::HeaderValue::from_static(content_type));
+        let (status, body) = server::read(send.send_request(req).await.unwrap()).await;
+        assert_eq!(status, 200, "/report: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
     /// The `response` of an AdmissionReview creating `pod`, its patch
     /// decoded.
     async fn review(&self, endpoint: &str, pod: &Value) -> Value {
@@ -660,4 +673,137 @@ fn bench_registry_cold_and_warm() {
     );
     percentiles("--registry, warm (cached)", &latencies(&with, "warm", N));
     percentiles("without --registry", &latencies(&without, "off", N));
+}
+
+/// (object, rule, message) of every finding of a report.
+fn report_findings(report: &Value) -> Vec<(String, String, String)> {
+    let mut list = Vec::new();
+    for o in report["objects"].as_array().unwrap() {
+        for f in o["findings"].as_array().unwrap() {
+            list.push((
+                o["name"].as_str().unwrap().to_owned(),
+                f["rule"].as_str().unwrap().to_owned(),
+                f["message"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    list.sort();
+    list
+}
+
+/// `POST /report` looks the images of its body up through the same cache
+/// as `/validate` (JSON, YAML and AdmissionReview bodies): the verdicts
+/// come from the facts, a review after it is a cache hit, and a registry
+/// that hangs leaves the report's facts unknown at the review deadline.
+#[test]
+#[cfg_attr(
+    no_registry,
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils); CI sets WINADMIT_REQUIRE_REGISTRY"
+)]
+fn report_endpoint_uses_the_registry_cache() {
+    let registry = Registry::start(false);
+    push_images(&registry);
+    let host = registry.host.clone();
+    let mut flags = registry.flags();
+    // Long enough for a loaded machine's first lookups; the hanging
+    // registry below costs it once.
+    flags.extend(
+        [
+            "--request-timeout",
+            "30s",
+            "--registry-review-timeout",
+            "8s",
+            "--registry-timeout",
+            "20",
+        ]
+        .map(str::to_owned),
+    );
+    let hook = Hook::start(&flags);
+    let image = |name: &str| format!("{host}/{name}");
+    runtime().block_on(async {
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+            pod("lin", windows(), &image("linuxonly:1")),
+            pod("unpinned", None, &image("winonly:1")),
+        ]});
+        let report = hook
+            .report("application/json", list.to_string().into_bytes())
+            .await;
+        let found = report_findings(&report);
+        let linux = found
+            .iter()
+            .find(|f| f.0 == "lin" && f.1 == "WIN-LINUX-IMAGE")
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert!(
+            linux.2.contains("has platforms linux/amd64, linux/arm64/v8: no Windows variant"),
+            "{linux:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| f.0 == "unpinned" && f.1 == "WIN-IMAGE-WINDOWS-ONLY"),
+            "{found:?}"
+        );
+        // The untargeted pod is patched with the Windows selector: warn.
+        assert_eq!(report["summary"]["verdicts"]["deny"], 1, "{report}");
+        assert_eq!(report["summary"]["verdicts"]["warn"], 1, "{report}");
+        assert_eq!(
+            hook.metric("winadmit_registry_lookups_total", &host).await,
+            2.0
+        );
+
+        // /validate of the same pod: from the cache the report filled.
+        let hits = hook
+            .metric("winadmit_registry_cache_hits_total", &host)
+            .await;
+        let r = hook
+            .review("/validate", &pod("lin", windows(), &image("linuxonly:1")))
+            .await;
+        assert_eq!(r["allowed"], false, "{r}");
+        assert_eq!(
+            hook.metric("winadmit_registry_cache_hits_total", &host)
+                .await,
+            hits + 1.0
+        );
+
+        // YAML and an AdmissionReview body: the same verdict, from the
+        // cache (no new lookup).
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: lin\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: {}\n",
+            image("linuxonly:1")
+        );
+        let review = admission::admission_review(&pod("lin", windows(), &image("linuxonly:1")));
+        for (content_type, body) in [
+            ("application/yaml", yaml.into_bytes()),
+            ("application/json", review),
+        ] {
+            let report = hook.report(content_type, body).await;
+            let found = report_findings(&report);
+            assert!(
+                found.iter().any(|f| f.0 == "lin" && f.1 == "WIN-LINUX-IMAGE"),
+                "{content_type}: {found:?}"
+            );
+        }
+        assert_eq!(
+            hook.metric("winadmit_registry_lookups_total", &host).await,
+            2.0
+        );
+
+        // A registry that hangs: the report is answered at the review
+        // deadline, the image judged by its name, its facts unknown.
+        registry.pause();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+            pod("later", windows(), &image("linuxonly:9")),
+        ]});
+        let report = hook
+            .report("application/json", list.to_string().into_bytes())
+            .await;
+        registry.resume();
+        let found = report_findings(&report);
+        let unknown = found
+            .iter()
+            .find(|f| f.0 == "later" && f.1 == "WIN-IMAGE-FACTS-UNKNOWN")
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert!(unknown.2.contains("--registry-review-timeout"), "{unknown:?}");
+        assert_eq!(report["summary"]["verdicts"]["deny"], 0, "{report}");
+    });
 }

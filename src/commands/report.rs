@@ -2,6 +2,7 @@
 //! read objects, hand them to [`crate::report::ReportBuilder`] (the same
 //! engine and policy as `lint` and the webhook), write the chosen format.
 
+use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,11 +29,45 @@ pub(crate) struct Driver<'p> {
     pub builder: ReportBuilder<'p>,
     pub sink: Box<dyn ReportSink>,
     pub progress: Progress,
+    /// `--registry`: the images of each object are looked up before it is
+    /// judged.
+    pub images: Option<ImageLookups>,
+}
+
+/// `report --registry`: the registry resolver, and the runtime its lookups
+/// run on (the report itself is not async).
+pub(crate) struct ImageLookups {
+    resolver: crate::registry::Resolver,
+    runtime: tokio::runtime::Runtime,
+    /// `--registry-pull-secrets`: a resolver per credential identity.
+    with_credentials: std::collections::HashMap<u64, crate::registry::Resolver>,
+    identity: std::hash::RandomState,
+}
+
+impl ImageLookups {
+    fn new(resolver: crate::registry::Resolver) -> anyhow::Result<Self> {
+        Ok(Self {
+            resolver,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the runtime for registry lookups")?,
+            with_credentials: std::collections::HashMap::new(),
+            identity: std::hash::RandomState::new(),
+        })
+    }
 }
 
 impl Driver<'_> {
-    /// One object from any input.
+    /// One object from any input. With `--registry`, its images not known
+    /// yet are looked up first (the readers look up a page or a file's
+    /// images together before, so this finds them known).
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Result<(), StopError> {
+        if self.images.is_some() {
+            let mut wanted = BTreeSet::new();
+            self.builder.unknown_images(value, &mut wanted);
+            self.resolve_images(wanted);
+        }
         self.progress.tick();
         if let Added::Report(r) = self.builder.add(value, origin) {
             self.sink
@@ -40,6 +75,74 @@ impl Driver<'_> {
                 .map_err(|e| StopError(format!("cannot write the report: {e}")))?;
         }
         Ok(())
+    }
+}
+
+impl Driver<'_> {
+    /// Whether the images of the objects are looked up (`--registry`).
+    pub fn wants_images(&self) -> bool {
+        self.images.is_some()
+    }
+
+    /// Looks `wanted` up (images whose facts are not known yet),
+    /// [`crate::registry::CONCURRENT_LOOKUPS`] at a time, each within
+    /// `--registry-timeout`, and hands the facts to the builder. A lookup
+    /// that fails is an unknown fact (WIN-IMAGE-FACTS-UNKNOWN, the image
+    /// judged by its name), never an error of the report.
+    pub fn resolve_images(&mut self, wanted: BTreeSet<String>) {
+        self.resolve_images_with(wanted, std::collections::BTreeMap::new());
+    }
+
+    /// [`Driver::resolve_images`], where `own` gives, for some images, the
+    /// credentials of a workload's `imagePullSecrets` for their registry
+    /// (`--registry-pull-secrets`): those are looked up with them.
+    pub fn resolve_images_with(
+        &mut self,
+        mut wanted: BTreeSet<String>,
+        own: std::collections::BTreeMap<String, crate::registry::Credentials>,
+    ) {
+        let Some(lookups) = &mut self.images else {
+            return;
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        self.progress.note(&format!(
+            "looking up {} in their registries",
+            crate::report::plural(wanted.len(), "image", "images")
+        ));
+        // By credentials: each set of a pod's credentials has a resolver
+        // (and an OCI client) of its own.
+        let mut groups: std::collections::BTreeMap<u64, BTreeSet<String>> =
+            std::collections::BTreeMap::new();
+        for (image, credentials) in own {
+            if wanted.remove(&image) {
+                let id = credentials.identity(&lookups.identity);
+                let base = &lookups.resolver;
+                lookups
+                    .with_credentials
+                    .entry(id)
+                    .or_insert_with(|| base.with_credentials(credentials));
+                groups.entry(id).or_default().insert(image);
+            }
+        }
+        let mut found = lookups
+            .runtime
+            .block_on(lookups.resolver.resolve_all(&wanted));
+        for (id, images) in groups {
+            if let Some(resolver) = lookups.with_credentials.get(&id) {
+                let more = lookups.runtime.block_on(resolver.resolve_all(&images));
+                found.images.extend(more.images);
+            }
+        }
+        for (image, lookup) in &found.images {
+            if let crate::images::Lookup::Unknown(why) = lookup {
+                self.progress.note(&format!(
+                    "{image}: facts unknown, judged by its name: {why}"
+                ));
+            }
+        }
+        self.builder.learn_images(found);
     }
 }
 
@@ -91,6 +194,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         allow_empty,
         policy,
         image_facts,
+        registry,
+        registry_args,
+        registry_pull_secrets,
         format,
         output,
         fail_on,
@@ -102,6 +208,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         quiet,
         color,
     } = args;
+    if !from_file.is_empty() && registry_pull_secrets {
+        anyhow::bail!(
+            "--registry-pull-secrets reads the Secrets a workload names from the cluster: it is for a live report, not --from-file (give the credentials with --registry-config)"
+        );
+    }
     if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
         anyhow::bail!(
             "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
@@ -110,6 +221,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     refuse_install_namespace(&namespaces, std::env::var_os("WINADMIT_NAMESPACE"))?;
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
+    let lookups = if registry {
+        Some(ImageLookups::new(crate::registry::Resolver::new(
+            &registry_args.options()?,
+        )?)?)
+    } else {
+        None
+    };
     let mut options = ReportOptions {
         mode: mode.map(|m| match m {
             ModeChoice::Enforce => Mode::Enforce,
@@ -142,15 +260,18 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
                     .map(|d| (d.group.clone(), d.kind.clone())),
             )
             .collect();
-        Some(live::Live::connect(
-            kubeconfig.as_deref(),
-            context.as_deref(),
-            &namespaces,
-            page_size,
-            &custom,
-            (deadlines, limits),
-            &progress,
-        )?)
+        Some(
+            live::Live::connect(
+                kubeconfig.as_deref(),
+                context.as_deref(),
+                &namespaces,
+                page_size,
+                &custom,
+                (deadlines, limits),
+                &progress,
+            )?
+            .with_pull_secrets(registry_pull_secrets),
+        )
     } else {
         None
     };
@@ -195,6 +316,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         builder: ReportBuilder::new(&pol, &cx, options),
         sink,
         progress,
+        images: lookups,
     };
     for problem in walk_problems {
         driver.builder.input_problem(problem);

@@ -67,7 +67,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         Certificates::from_files(tls_cert, tls_key, &provider)?
     };
-    let cluster = cluster::prepare(cluster, &pol)?;
+    let cluster = cluster::prepare(cluster, &pol, images.registry_pull_secrets)?;
     let image_cache = registry(images, request_timeout)?;
     let tls_config = tls::server_config(certs.resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
@@ -137,6 +137,7 @@ fn registry(
         registry_negative_ttl,
         registry_cache_entries,
         registry_concurrency,
+        registry_pull_secrets,
     } = args;
     if !registry {
         return Ok(None);
@@ -163,6 +164,7 @@ fn registry(
     tracing::info!(
         review_timeout = ?registry_review_timeout,
         lookup_timeout = ?lookup_deadline,
+        pull_secrets = registry_pull_secrets,
         "registry: on (--registry): image facts from the registries decide the image rules"
     );
     Ok(Some(Box::new(move |metrics| {

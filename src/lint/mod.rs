@@ -91,18 +91,7 @@ pub fn collect_images(
     let _ = source::for_each_document_in(text, |part| {
         if let source::Part::Documents(docs, _) = part {
             for d in docs {
-                let Ok(view) = policy.pod_templates.read(&d.value) else {
-                    continue;
-                };
-                let Some(spec) = crate::workload::Workload::from_view(&view).and_then(|w| w.spec)
-                else {
-                    continue;
-                };
-                for c in crate::rules::containers_of(spec) {
-                    if let Some(image) = c.container.image.as_deref() {
-                        into.insert(image.to_owned());
-                    }
-                }
+                crate::images::workload_images(policy, &d.value, into);
             }
         }
     });

@@ -162,6 +162,52 @@ pub fn report_body(
     })
 }
 
+/// The images of the workloads in a `/report` body (every container
+/// list), which a server with `--registry` looks up before the report. A
+/// body that does not read names none (the report then says why).
+#[must_use]
+pub fn body_images(
+    policy: &Policy,
+    content_type: &str,
+    body: &[u8],
+) -> std::collections::BTreeSet<String> {
+    let mut images = std::collections::BTreeSet::new();
+    let Ok(media) = MediaType::from_content_type(content_type) else {
+        return images;
+    };
+    match media {
+        MediaType::Json => {
+            let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+            let Ok(value) = serde_json::from_slice::<Value>(body) else {
+                return images;
+            };
+            if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
+                if let Some(object) = value.pointer("/request/object") {
+                    crate::images::workload_images(policy, object, &mut images);
+                }
+            } else {
+                let _ = stream::for_each_object_of(value, &mut |v| {
+                    crate::images::workload_images(policy, &v, &mut images);
+                    Ok(())
+                });
+            }
+        }
+        MediaType::Yaml => {
+            let Ok(text) = source::decode(body) else {
+                return images;
+            };
+            let _ = source::for_each_document_in(&mut std::borrow::Cow::Borrowed(text), |part| {
+                if let source::Part::Documents(docs, _) = part {
+                    for d in docs {
+                        crate::images::workload_images(policy, &d.value, &mut images);
+                    }
+                }
+            });
+        }
+    }
+    images
+}
+
 /// The text of an AdmissionReview's `request.object`, for positions.
 fn review_object_text(body: &[u8]) -> Option<(&str, Vec<stream::JsonObject<'_>>)> {
     use serde_json::value::RawValue;

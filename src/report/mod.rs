@@ -30,7 +30,7 @@
 //! live mode lists owners first, so this only happens with files that list
 //! Pods first).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
@@ -347,11 +347,8 @@ impl<'p> ReportBuilder<'p> {
             self.summary.other_objects += 1;
             return Added::Other;
         };
-        if !self.options.namespaces.is_empty() {
-            let ns = value.pointer("/metadata/namespace").and_then(Value::as_str);
-            if !ns.is_some_and(|ns| self.options.namespaces.iter().any(|n| n == ns)) {
-                return Added::Other;
-            }
+        if !self.in_namespaces(value) {
+            return Added::Other;
         }
         let view = match self.policy.pod_templates.read(value) {
             Ok(v) => v,
@@ -400,6 +397,44 @@ impl<'p> ReportBuilder<'p> {
                 }
             }
             None => self.fold_or_report(report, signature, self_key, false),
+        }
+    }
+
+    /// The object is in the namespaces the report is limited to (or it is
+    /// not limited).
+    fn in_namespaces(&self, value: &Value) -> bool {
+        if self.options.namespaces.is_empty() {
+            return true;
+        }
+        let ns = value.pointer("/metadata/namespace").and_then(Value::as_str);
+        ns.is_some_and(|ns| self.options.namespaces.iter().any(|n| n == ns))
+    }
+
+    /// The policy the report judges by.
+    #[must_use]
+    pub fn policy(&self) -> &'p Policy {
+        self.policy
+    }
+
+    /// Adds to `into` the images of the workload `value` whose facts are
+    /// not known yet: what a door with `--registry` looks up before it adds
+    /// the object. Nothing for an object the report leaves out.
+    pub fn unknown_images(&self, value: &Value, into: &mut BTreeSet<String>) {
+        if !self.in_namespaces(value) {
+            return;
+        }
+        let mut images = BTreeSet::new();
+        crate::images::workload_images(self.policy, value, &mut images);
+        let known = |image: &String| self.images.as_ref().is_some_and(|k| k.get(image).is_some());
+        into.extend(images.into_iter().filter(|i| !known(i)));
+    }
+
+    /// Learns the facts of images looked up in their registries, for the
+    /// objects added after (facts already known stay).
+    pub fn learn_images(&mut self, found: crate::images::KnownImages) {
+        let known = self.images.get_or_insert_with(Default::default);
+        for (image, lookup) in found.images {
+            known.images.entry(image).or_insert(lookup);
         }
     }
 

@@ -32,8 +32,7 @@ use tokio::sync::Semaphore;
 
 use crate::images::{KnownImages, Lookup};
 use crate::policy::Policy;
-use crate::registry::Resolver;
-use crate::workload::Workload;
+use crate::registry::{Resolver, registry_of};
 
 /// How the webhook uses registries (`serve --registry`).
 #[derive(Debug, Clone, Copy)]
@@ -189,14 +188,55 @@ impl std::fmt::Debug for ImageFactsCache {
 
 struct Inner {
     resolver: Resolver,
+    /// Keyed by the image, or for a lookup made with a pod's own
+    /// `imagePullSecrets` by the image and those credentials' identity
+    /// ([`cache_key`]).
     cache: moka::future::Cache<String, Lookup>,
     lanes: Mutex<HashMap<String, Arc<Semaphore>>>,
     per_registry: usize,
     lookup_deadline: Duration,
     metrics: RegistryMetrics,
+    /// `--registry-pull-secrets`: set once the Kubernetes client exists.
+    pull_secrets: std::sync::OnceLock<PullSecrets>,
 }
 
-/// What is read of a review: the object, to find its images.
+/// `--registry-pull-secrets`: the Secrets a pod names in
+/// `imagePullSecrets`, read with a `get` in the pod's namespace (kept
+/// briefly), and a resolver per credential.
+struct PullSecrets {
+    client: kube::Client,
+    /// `(namespace, name)` -> the Secret's credentials, or why not.
+    secrets: moka::future::Cache<(String, String), Result<crate::registry::Credentials, String>>,
+    /// Credential identity -> a resolver with a client of its own (at
+    /// most [`MAX_RESOLVERS`]; all dropped past it).
+    resolvers: Mutex<HashMap<u64, Arc<Resolver>>>,
+    /// The keys of credential identities (random per process).
+    identity: std::hash::RandomState,
+}
+
+/// Resolvers kept for pods' credentials at most.
+const MAX_RESOLVERS: usize = 256;
+
+/// Secrets of one pod's `imagePullSecrets` read at most (a review must not
+/// cost the API server more than a few gets).
+const MAX_PULL_SECRETS: usize = 8;
+
+/// How long a Secret read for `--registry-pull-secrets` is kept.
+const SECRET_TTL: Duration = Duration::from_secs(30);
+
+/// The cache key of `image` looked up with credentials of `identity`
+/// (none: the server's own credentials, shared by every review). Facts a
+/// namespace's Secret gave are only found by a review holding the same
+/// credentials, never by one without them.
+fn cache_key(image: &str, identity: Option<u64>) -> String {
+    match identity {
+        Some(id) => format!("{image}\n{id:016x}"),
+        None => image.to_owned(),
+    }
+}
+
+/// What is read of a review: the object and its namespace, to find its
+/// images and the Secrets it pulls them with.
 #[derive(Deserialize)]
 struct ReviewHead {
     request: Option<RequestHead>,
@@ -205,14 +245,14 @@ struct ReviewHead {
 #[derive(Deserialize)]
 struct RequestHead {
     object: Option<serde_json::Value>,
+    namespace: Option<String>,
 }
 
-/// The registry host `image` is pulled from (`index.docker.io` for Docker
-/// Hub), or `None` for a reference that does not parse.
-fn registry_of(image: &str) -> Option<String> {
-    oci_client::Reference::try_from(image.trim())
-        .ok()
-        .map(|r| r.resolve_registry().to_owned())
+/// The images of a review, and what `--registry-pull-secrets` needs.
+struct Wanted {
+    images: BTreeSet<String>,
+    namespace: Option<String>,
+    pull_secrets: Vec<String>,
 }
 
 impl ImageFactsCache {
@@ -233,21 +273,74 @@ impl ImageFactsCache {
                 per_registry: options.per_registry.max(1),
                 lookup_deadline: options.lookup_deadline,
                 metrics,
+                pull_secrets: std::sync::OnceLock::new(),
             }),
             review_deadline: options.review_deadline,
         }
     }
 
+    /// `--registry-pull-secrets`: from now on, a pod's images are looked
+    /// up with the credentials of the Secrets its `imagePullSecrets`
+    /// names, read with `client` in the pod's namespace.
+    pub fn use_pull_secrets(&self, client: kube::Client) {
+        let _ = self.inner.pull_secrets.set(PullSecrets {
+            client,
+            secrets: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(SECRET_TTL)
+                .build(),
+            resolvers: Mutex::new(HashMap::new()),
+            identity: std::hash::RandomState::new(),
+        });
+    }
+
     /// The facts of the images of one review body, within the review
     /// deadline; `None` when the body names no workload with images.
     pub async fn facts(&self, policy: &Policy, body: &[u8]) -> Option<KnownImages> {
-        let images = images_of(policy, body)?;
+        let wanted = wanted_of(policy, body)?;
         let deadline = tokio::time::Instant::now() + self.review_deadline;
+        let credentials = match (&wanted.namespace, self.inner.pull_secrets.get()) {
+            (Some(ns), Some(pull)) if !wanted.pull_secrets.is_empty() => {
+                Some(pull.credentials(ns, &wanted.pull_secrets, deadline).await)
+            }
+            _ => None,
+        };
+        Some(
+            self.lookup_all(wanted.images, credentials.as_ref(), deadline)
+                .await,
+        )
+    }
+
+    /// The facts of `images`, within the review deadline (`POST /report`
+    /// asks for all the images of its body at once, with the server's own
+    /// credentials).
+    pub async fn facts_of(&self, images: BTreeSet<String>) -> KnownImages {
+        let deadline = tokio::time::Instant::now() + self.review_deadline;
+        self.lookup_all(images, None, deadline).await
+    }
+
+    /// The facts of `images` by `deadline`; with `credentials` (a pod's
+    /// pull secrets) for the registries they name.
+    async fn lookup_all(
+        &self,
+        images: BTreeSet<String>,
+        credentials: Option<&crate::registry::Credentials>,
+        deadline: tokio::time::Instant,
+    ) -> KnownImages {
         let mut known = KnownImages::default();
         let mut pending = Vec::new();
         for image in images {
             let registry = registry_of(&image);
-            if let Some(hit) = self.inner.cache.get(&image).await {
+            // The pod's own credentials for this image's registry, if any:
+            // their own cache entry and resolver.
+            let own = match (credentials, &registry, self.inner.pull_secrets.get()) {
+                (Some(c), Some(r), Some(pull)) => {
+                    c.only(r).map(|c| pull.resolver(&self.inner.resolver, c))
+                }
+                _ => None,
+            };
+            let key = cache_key(&image, own.as_ref().map(|(id, _)| *id));
+            if let Some(hit) = self.inner.cache.get(&key).await {
                 if let Some(r) = &registry {
                     self.inner
                         .metrics
@@ -270,7 +363,8 @@ impl ImageFactsCache {
             let task = {
                 let image = image.clone();
                 let registry = registry.clone();
-                tokio::spawn(async move { inner.lookup(image, &registry).await })
+                let resolver = own.map(|(_, r)| r);
+                tokio::spawn(async move { inner.lookup(key, image, &registry, resolver).await })
             };
             pending.push((image, registry, task));
         }
@@ -296,18 +390,25 @@ impl ImageFactsCache {
         for (image, lookup) in futures::future::join_all(waits).await {
             known.insert(image, lookup);
         }
-        Some(known)
+        known
     }
 }
 
 impl Inner {
     /// The facts of `image` from the cache, from a lookup in flight for
     /// another review, or from a lookup of its own.
-    async fn lookup(&self, image: String, registry: &str) -> Lookup {
+    async fn lookup(
+        &self,
+        key: String,
+        image: String,
+        registry: &str,
+        resolver: Option<Arc<Resolver>>,
+    ) -> Lookup {
+        let resolver = resolver.as_deref().unwrap_or(&self.resolver);
         let entry = self
             .cache
-            .entry(image.clone())
-            .or_try_insert_with(self.ask(&image, registry))
+            .entry(key)
+            .or_try_insert_with(self.ask(resolver, &image, registry))
             .await;
         match entry {
             Ok(entry) => {
@@ -326,7 +427,12 @@ impl Inner {
 
     /// Asks the registry, once a lane to it is free. `Err` for an answer
     /// not to keep (no lane free within the lookup deadline).
-    async fn ask(&self, image: &str, registry: &str) -> Result<Lookup, String> {
+    async fn ask(
+        &self,
+        resolver: &Resolver,
+        image: &str,
+        registry: &str,
+    ) -> Result<Lookup, String> {
         let lane = self.lane(registry);
         let Ok(Ok(_permit)) = tokio::time::timeout(self.lookup_deadline, lane.acquire()).await
         else {
@@ -339,7 +445,7 @@ impl Inner {
         let label = self.metrics.label(registry);
         self.metrics.lookups.get_or_create(&label).inc();
         let start = Instant::now();
-        let lookup = self.resolver.lookup(image).await;
+        let lookup = resolver.lookup(image).await;
         self.metrics
             .latency
             .get_or_create(&label)
@@ -367,20 +473,118 @@ impl Inner {
 }
 
 /// The images of the workload in a review body (every container list),
-/// or `None` when it names none.
-fn images_of(policy: &Policy, body: &[u8]) -> Option<BTreeSet<String>> {
+/// its namespace and its `imagePullSecrets`, or `None` when it names no
+/// image.
+fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
     if !body.windows(b"\"image\"".len()).any(|w| w == b"\"image\"") {
         return None;
     }
     let head: ReviewHead = serde_json::from_slice(body).ok()?;
-    let object = head.request?.object?;
-    let view = policy.pod_templates.read(&object).ok()?;
-    let spec = Workload::from_view(&view)?.spec?;
-    let images: BTreeSet<String> = crate::rules::containers_of(spec)
-        .iter()
-        .filter_map(|c| c.container.image.as_deref())
-        .filter(|i| !i.trim().is_empty())
+    let request = head.request?;
+    let object = request.object?;
+    let mut images = BTreeSet::new();
+    crate::images::workload_images(policy, &object, &mut images);
+    if images.is_empty() {
+        return None;
+    }
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(serde_json::Value::as_str)
         .map(str::to_owned)
-        .collect();
-    (!images.is_empty()).then_some(images)
+        .or(request.namespace)
+        .filter(|n| !n.is_empty());
+    Some(Wanted {
+        images,
+        namespace,
+        pull_secrets: crate::images::pull_secret_names(policy, &object)
+            .into_iter()
+            .take(MAX_PULL_SECRETS)
+            .collect(),
+    })
+}
+
+impl PullSecrets {
+    /// The credentials of the Secrets `names` in `namespace`, in order
+    /// (the first naming a registry gives its credentials), read by
+    /// `deadline`. A Secret that cannot be read or is not a Docker config
+    /// is left out, logged: its images are looked up with the server's
+    /// credentials, and are unknown if those may not pull them.
+    async fn credentials(
+        &self,
+        namespace: &str,
+        names: &[String],
+        deadline: tokio::time::Instant,
+    ) -> crate::registry::Credentials {
+        let reads = names.iter().map(|name| async move {
+            let key = (namespace.to_owned(), name.clone());
+            let read = self.secrets.get_with(key, self.read(namespace, name));
+            match tokio::time::timeout_at(deadline, read).await {
+                Ok(found) => found,
+                Err(_) => {
+                    Err("no answer from the API server within --registry-review-timeout".to_owned())
+                }
+            }
+        });
+        let mut credentials = crate::registry::Credentials::default();
+        for (name, found) in names.iter().zip(futures::future::join_all(reads).await) {
+            match found {
+                Ok(c) => credentials.absorb(c),
+                Err(why) => tracing::warn!(
+                    namespace,
+                    secret = name.as_str(),
+                    "registry: imagePullSecrets not used: {why}"
+                ),
+            }
+        }
+        credentials
+    }
+
+    /// One Secret's credentials, or why not.
+    async fn read(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<crate::registry::Credentials, String> {
+        use k8s_openapi::api::core::v1::Secret;
+        let api: kube::Api<Secret> = kube::Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get(name).await.map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 403 => format!(
+                "may not get secrets in namespace {namespace} (the install's components/registry-pull-secrets grants it): {}",
+                status.message
+            ),
+            kube::Error::Api(status) if status.code == 404 => "no such Secret".to_owned(),
+            other => crate::errors::error_chain(&other),
+        })?;
+        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        crate::registry::Credentials::from_secret(
+            secret.type_.as_deref().unwrap_or_default(),
+            &data,
+        )
+    }
+
+    /// The resolver for `credentials` (a pod's, for one registry), and
+    /// their identity.
+    fn resolver(
+        &self,
+        base: &Resolver,
+        credentials: crate::registry::Credentials,
+    ) -> (u64, Arc<Resolver>) {
+        let id = credentials.identity(&self.identity);
+        let mut resolvers = self
+            .resolvers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !resolvers.contains_key(&id) && resolvers.len() >= MAX_RESOLVERS {
+            resolvers.clear();
+        }
+        let resolver = resolvers
+            .entry(id)
+            .or_insert_with(|| Arc::new(base.with_credentials(credentials)));
+        (id, Arc::clone(resolver))
+    }
 }

@@ -155,6 +155,12 @@ impl ServerState {
         let _ = self.images.set(cache);
     }
 
+    /// The image facts cache, when `--registry` is on.
+    #[must_use]
+    pub fn image_cache(&self) -> Option<&images::ImageFactsCache> {
+        self.images.get()
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
     }

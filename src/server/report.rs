@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::ServerState;
 use crate::engine::Context;
 use crate::policy::{Mode, Policy};
-use crate::report::body::{ReportError, report_body};
+use crate::report::body::{ReportError, body_images, report_body};
 use crate::report::format::ReportSink as _;
 use crate::report::format::json::JsonSink;
 use crate::report::{NamespaceLookup, ReportOptions};
@@ -118,6 +118,20 @@ async fn report(
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return resp;
     };
+    // `--registry`: the body's images are looked up as `/validate` looks
+    // up a review's, through the same cache and within the same
+    // `--registry-review-timeout`, before the report is computed.
+    let images = match state.server.images.get() {
+        Some(cache) => {
+            let wanted = body_images(&state.policy, &content_type, &body);
+            if wanted.is_empty() {
+                None
+            } else {
+                Some(cache.facts_of(wanted).await)
+            }
+        }
+        None => None,
+    };
     let limits = state.server.limits;
     let (tx, rx) = mpsc::channel::<Chunk>(4);
     let (computed_tx, computed_rx) = oneshot::channel::<Result<(), ReportError>>();
@@ -125,7 +139,7 @@ async fn report(
     let started = std::time::Instant::now();
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let report = compute(&state, mode, &content_type, &body);
+        let report = compute(&state, mode, &content_type, &body, images.as_ref());
         let body_bytes = body.len();
         drop(body);
         let report = match report {
@@ -205,12 +219,13 @@ async fn report(
 }
 
 /// The report of `body`, over the server's policy, target cluster and
-/// cluster cache.
+/// cluster cache, with the image facts looked up for it (`--registry`).
 fn compute(
     state: &ReportState,
     mode: Option<Mode>,
     content_type: &str,
     body: &[u8],
+    images: Option<&crate::images::KnownImages>,
 ) -> Result<crate::report::Report, ReportError> {
     let ReportState { policy, server } = state;
     let cache = server.admission.namespaces.as_ref();
@@ -224,7 +239,7 @@ fn compute(
         cluster: server.admission.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: None,
-        images: None,
+        images,
         gmsa: None,
     };
     let options = ReportOptions {

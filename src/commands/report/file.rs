@@ -3,6 +3,7 @@
 //! `lint` uses); a larger JSON text (a `kubectl get -A -o json` List of any
 //! size) is streamed item by item in bounded memory, without them.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
@@ -58,6 +59,22 @@ fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
     });
 }
 
+/// `--registry`, for a JSON file streamed item by item: one more pass
+/// collects its images, looked up together before its objects are judged.
+fn images_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let reader = BufReader::with_capacity(READ_BUFFER, file);
+    let mut wanted = BTreeSet::new();
+    // Errors show up again, with their position, in the main pass.
+    let _ = stream::for_each_object(reader, &mut |v| {
+        driver.builder.unknown_images(&v, &mut wanted);
+        Ok(())
+    });
+    driver.resolve_images(wanted);
+}
+
 /// A JSON text read whole: each object is parsed and reported in turn,
 /// its findings located in its own slice of the text with the locator
 /// `lint` uses.
@@ -69,6 +86,13 @@ fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver
             .object(r)
             .map_err(|e| format!("cannot write the report: {e}"))
     };
+    if driver.wants_images() {
+        let mut wanted = BTreeSet::new();
+        for value in objects.iter().filter_map(stream::JsonObject::value) {
+            driver.builder.unknown_images(&value, &mut wanted);
+        }
+        driver.resolve_images(wanted);
+    }
     for (document, object) in objects.iter().enumerate() {
         let Some(value) = object.value() else {
             continue;
@@ -171,6 +195,9 @@ fn read_one(
             .and_then(|p| std::fs::metadata(p).ok())
             .map(|m| m.len());
         if size.is_some_and(|n| n > source::MAX_FILE_BYTES as u64) {
+            if let Some(path) = reopen.filter(|_| driver.wants_images()) {
+                images_pass(path, driver);
+            }
             stream_json(name, reader, driver);
             return;
         }
@@ -218,10 +245,23 @@ fn read_one(
             return;
         }
     };
+    if driver.wants_images() {
+        let mut wanted = BTreeSet::new();
+        // Errors show up again, with their position, in the main pass.
+        let _ = source::for_each_document_in(&mut std::borrow::Cow::Borrowed(text), |part| {
+            if let source::Part::Documents(docs, _) = part {
+                for d in docs {
+                    driver.builder.unknown_images(&d.value, &mut wanted);
+                }
+            }
+        });
+        driver.resolve_images(wanted);
+    }
     let Driver {
         builder,
         sink,
         progress,
+        ..
     } = driver;
     let result = feed_yaml(builder, name, text, &mut |r| {
         progress.tick();

@@ -142,6 +142,9 @@ pub(super) struct Live {
     undiscovered: Vec<String>,
     /// The cluster serves gmsacredentialspecs.windows.k8s.io/v1.
     gmsa: bool,
+    /// `--registry-pull-secrets`: images are looked up with the
+    /// credentials of the Secrets their workload's `imagePullSecrets` names.
+    pull_secrets: bool,
 }
 
 impl Live {
@@ -197,6 +200,7 @@ impl Live {
             custom: Vec::new(),
             undiscovered: Vec::new(),
             gmsa: false,
+            pull_secrets: false,
         };
         progress.note(&format!(
             "connecting to {} (checking that each workload kind may be listed)",
@@ -396,6 +400,86 @@ impl Live {
         }
     }
 
+    /// `--registry-pull-secrets`.
+    pub fn with_pull_secrets(mut self, on: bool) -> Self {
+        self.pull_secrets = on;
+        self
+    }
+
+    /// The credentials of the Secrets `names` in `namespace`, in order (the
+    /// first naming a registry gives its credentials), each read once per
+    /// report (`read`). A Secret that cannot be read is a note on stderr,
+    /// and the images are looked up with `--registry-config`'s credentials.
+    fn pull_credentials(
+        &self,
+        namespace: &str,
+        names: &[String],
+        read: &mut std::collections::HashMap<
+            (String, String),
+            Option<crate::registry::Credentials>,
+        >,
+        progress: &Progress,
+    ) -> crate::registry::Credentials {
+        let mut credentials = crate::registry::Credentials::default();
+        for name in names {
+            let key = (namespace.to_owned(), name.clone());
+            let found =
+                read.entry(key)
+                    .or_insert_with(|| match self.secret_credentials(namespace, name) {
+                        Ok(c) => Some(c),
+                        Err(why) => {
+                            progress.note(&format!(
+                                "note: imagePullSecrets {namespace}/{name} not used: {why}"
+                            ));
+                            None
+                        }
+                    });
+            if let Some(c) = found {
+                credentials.absorb(c.clone());
+            }
+        }
+        credentials
+    }
+
+    /// One Secret's registry credentials, within --api-timeout.
+    fn secret_credentials(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<crate::registry::Credentials, String> {
+        use k8s_openapi::api::core::v1::Secret;
+        let api: kube::Api<Secret> = kube::Api::namespaced(self.client.clone(), namespace);
+        let call = async { tokio::time::timeout(self.deadlines.call_timeout, api.get(name)).await };
+        let secret = match self.runtime.block_on(call) {
+            Ok(Ok(s)) => s,
+            Ok(Err(kube::Error::Api(status))) if status.code == 403 => {
+                return Err(format!(
+                    "the report's identity may not get secrets in namespace {namespace} (grant `get` on secrets, or leave out --registry-pull-secrets)"
+                ));
+            }
+            Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
+                return Err("no such Secret".to_owned());
+            }
+            Ok(Err(e)) => return Err(error_chain(&e)),
+            Err(_) => {
+                return Err(format!(
+                    "no answer within {:?} (--api-timeout)",
+                    self.deadlines.call_timeout
+                ));
+            }
+        };
+        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        crate::registry::Credentials::from_secret(
+            secret.type_.as_deref().unwrap_or_default(),
+            &data,
+        )
+    }
+
     /// Custom resource groups the report had to leave out.
     pub fn undiscovered(&self) -> &[String] {
         &self.undiscovered
@@ -446,6 +530,8 @@ impl Live {
     /// Lists everything into the driver.
     pub fn run(self, driver: &mut Driver<'_>) -> anyhow::Result<()> {
         self.learn_cluster(driver);
+        // `--registry-pull-secrets`: each Secret is read once per report.
+        let mut secrets = std::collections::HashMap::new();
         let mut document = 0usize;
         let resources: Vec<Resource> = self.custom.iter().copied().chain(WORKLOADS).collect();
         for ns in &self.namespaces {
@@ -465,6 +551,34 @@ impl Live {
                         ))
                         .map_err(|e| self.describe(e, r, ns.as_deref()))?;
                     pages += 1;
+                    // `--registry`: the page's images are looked up
+                    // together (a page read twice: one object in memory at
+                    // a time, as without it), then its objects judged.
+                    if driver.wants_images() {
+                        let mut wanted = std::collections::BTreeSet::new();
+                        let mut own = std::collections::BTreeMap::new();
+                        let _ = stream::for_each_item_of_type(
+                            text.as_bytes(),
+                            r.api_version,
+                            r.kind,
+                            &mut |value| {
+                                let mut images = std::collections::BTreeSet::new();
+                                driver.builder.unknown_images(&value, &mut images);
+                                if self.pull_secrets && !images.is_empty() {
+                                    self.pod_credentials(
+                                        &value,
+                                        &images,
+                                        &mut secrets,
+                                        driver,
+                                        &mut own,
+                                    );
+                                }
+                                wanted.extend(images);
+                                Ok(())
+                            },
+                        );
+                        driver.resolve_images_with(wanted, own);
+                    }
                     let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
                         let origin = Origin {
                             file: "<cluster>",
@@ -501,6 +615,36 @@ impl Live {
             }
         }
         Ok(())
+    }
+
+    /// For `--registry-pull-secrets`: adds to `own` the credentials the
+    /// workload `value`'s `imagePullSecrets` give for the registry of each
+    /// of its `images` (the first workload naming an image gives them).
+    fn pod_credentials(
+        &self,
+        value: &Value,
+        images: &std::collections::BTreeSet<String>,
+        secrets: &mut std::collections::HashMap<
+            (String, String),
+            Option<crate::registry::Credentials>,
+        >,
+        driver: &Driver<'_>,
+        own: &mut std::collections::BTreeMap<String, crate::registry::Credentials>,
+    ) {
+        let names = crate::images::pull_secret_names(driver.builder.policy(), value);
+        let Some(namespace) = value.pointer("/metadata/namespace").and_then(Value::as_str) else {
+            return;
+        };
+        if names.is_empty() {
+            return;
+        }
+        let credentials = self.pull_credentials(namespace, &names, secrets, &driver.progress);
+        for image in images {
+            if let Some(c) = crate::registry::registry_of(image).and_then(|r| credentials.only(&r))
+            {
+                own.entry(image.clone()).or_insert(c);
+            }
+        }
     }
 
     /// Namespace labels (mode, isolation, opt-out), RuntimeClasses (with

@@ -29,6 +29,8 @@ pub struct Prepared {
     watch: bool,
     /// `--gmsa`.
     gmsa: GmsaMode,
+    /// `--registry-pull-secrets`: the image cache reads pods' Secrets.
+    pull_secrets: bool,
 }
 
 /// Finds the cluster configuration for `--cluster-cache`. `None`: run
@@ -38,7 +40,11 @@ pub struct Prepared {
 /// `--cluster-cache on` without a usable configuration, or an explicit
 /// `--kubeconfig`/`--context` that cannot be used: start-up mistakes,
 /// reported before binding.
-pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option<Prepared>> {
+pub fn prepare(
+    args: ClusterCacheArgs,
+    policy: &Policy,
+    pull_secrets: bool,
+) -> anyhow::Result<Option<Prepared>> {
     let ClusterCacheArgs {
         mode,
         kubeconfig,
@@ -48,7 +54,11 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         cluster_cache_max_pages,
         gmsa,
     } = args;
-    if gmsa != GmsaMode::Off && mode == ClusterCacheMode::Off {
+    if pull_secrets && mode == ClusterCacheMode::Off {
+        tracing::info!(
+            "cluster cache off (--cluster-cache off): namespace labels and cluster RuntimeClasses are not used; --registry-pull-secrets reads pods' Secrets with a get"
+        );
+    } else if gmsa != GmsaMode::Off && mode == ClusterCacheMode::Off {
         tracing::info!(
             "cluster cache off (--cluster-cache off): namespace labels and cluster RuntimeClasses are not used; --gmsa reads the cluster's GMSACredentialSpecs with a get per review"
         );
@@ -88,6 +98,11 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
             })?,
         (None, None) => match rt.block_on(Config::infer()) {
             Ok(c) => c,
+            Err(e) if pull_secrets => {
+                return Err(anyhow::Error::new(e).context(
+                    "--registry-pull-secrets: no cluster configuration found; run in a pod, set $KUBECONFIG or pass --kubeconfig",
+                ));
+            }
             Err(e) if gmsa == GmsaMode::On => {
                 return Err(anyhow::Error::new(e).context(
                     "--gmsa on: no cluster configuration found; run in a pod, set $KUBECONFIG or pass --kubeconfig",
@@ -119,6 +134,7 @@ pub fn prepare(args: ClusterCacheArgs, policy: &Policy) -> anyhow::Result<Option
         },
         watch: mode != ClusterCacheMode::Off,
         gmsa,
+        pull_secrets,
     }))
 }
 
@@ -139,6 +155,7 @@ impl Prepared {
             limits,
             watch,
             gmsa,
+            pull_secrets,
         } = self;
         let mut config = config;
         // Every call has deadlines: a silent or trickling API server makes
@@ -151,6 +168,12 @@ impl Prepared {
             })?
             .with_layer(&ApiLimitsLayer::new(limits))
             .build();
+        if pull_secrets && let Some(images) = state.image_cache() {
+            tracing::info!(
+                "registry: pods' imagePullSecrets are used (--registry-pull-secrets): Secrets are read with a get in the pod's namespace"
+            );
+            images.use_pull_secrets(client.clone());
+        }
         if gmsa != GmsaMode::Off {
             let watched = watch.then(|| (Arc::clone(&cache), deadlines));
             start_gmsa(gmsa, client.clone(), state, watched, sync_timeout);
