@@ -9,6 +9,7 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    no_transparent_huge_pages();
     let cli = winadmit::cli::Cli::parse();
     match winadmit::commands::run(cli) {
         Ok(code) => code,
@@ -19,4 +20,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Transparent huge pages off for this process: mimalloc commits its arena
+/// eagerly, and with THP the kernel backs it with 2 MiB pages, so the
+/// webhook held 28.6 MiB after the latency benchmark against 17.4 MiB
+/// without (docs/BENCHMARKS.md, "Pod creates through the API server"), at
+/// the same latency. `prctl(PR_SET_THP_DISABLE)`, as mimalloc does itself
+/// with `MIMALLOC_ALLOW_THP=0`, there before the first allocation; here
+/// the few allocations made before `main` may keep their huge pages.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // The flag belongs to the process's memory: every thread started after
+    // this one gets it. A kernel without it leaves THP as it was.
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
