@@ -167,10 +167,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         )),
         None => Box::new(BufWriter::with_capacity(256 * 1024, super::Stdout::new())),
     };
-    // Directories are walked as `lint` walks them.
-    let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
-    let title = title(&from_file, live.as_ref());
-    let facts = facts(&from_file, live.as_ref(), &policy, &cx.cluster, mode);
+    // Directories are walked as `lint` walks them (the files, for the title).
+    let (files, _) = crate::source::manifest_paths(&from_file);
+    let title = title(&files, live.as_ref());
+    let facts = facts(&files, live.as_ref(), &policy, &cx.cluster, mode);
     let sink: Box<dyn ReportSink> = match format {
         ReportFormat::Json => Box::new(JsonSink::new(out)?),
         ReportFormat::Text => Box::new(TextSink::new(
@@ -196,9 +196,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         sink,
         progress,
     };
-    for problem in walk_problems {
-        driver.builder.input_problem(problem);
-    }
     // Custom resource groups that could not be discovered: the report is
     // partial, which fails the run unless --allow-partial.
     let mut partial = Vec::new();

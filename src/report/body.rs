@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
+use crate::cluster::KnownCluster;
 use crate::engine::Context;
 use crate::output::InputProblem;
 use crate::policy::Policy;
@@ -124,13 +125,13 @@ pub fn report_body(
                 });
                 // The callback never stops.
                 debug_assert!(result.is_ok());
-                // Namespaces and RuntimeClasses anywhere in the body apply to all of it.
+                // The cluster objects anywhere in the body apply to all of it.
+                let mut known = KnownCluster::default();
                 for v in &all {
-                    let kind = v.get("kind").and_then(Value::as_str);
-                    if kind.is_some_and(|k| stream::CONTEXT_KINDS.contains(&k)) {
-                        builder.learn_from(v);
-                    }
+                    known.learn(v);
                 }
+                builder.learnt(known);
+                builder.learn_in_order = false;
                 for (n, v) in all.iter().enumerate() {
                     add(&mut builder, v, n, &mut objects);
                 }
@@ -138,6 +139,11 @@ pub fn report_body(
         }
         MediaType::Yaml => {
             let text = source::decode(body).map_err(ReportError::Yaml)?;
+            // The cluster objects anywhere in the body apply to all of it.
+            let mut known = KnownCluster::default();
+            source::prescan::cluster_objects(&mut std::borrow::Cow::Borrowed(text), &mut known);
+            builder.learnt(known);
+            builder.learn_in_order = false;
             feed_yaml(&mut builder, "<request>", text, &mut |r| {
                 objects.push(r);
                 Ok(())
@@ -230,7 +236,9 @@ pub enum FeedError {
 }
 
 /// Feeds every object of a YAML (or small JSON) text to the builder, with
-/// line and column for findings. Returns the number of objects read.
+/// line and column for findings. Returns the number of objects read. The
+/// caller gives the builder the text's cluster objects first
+/// ([`crate::source::prescan`]).
 ///
 /// # Errors
 /// The text is not valid YAML, or `on_report` stopped.
@@ -241,13 +249,6 @@ pub fn feed_yaml(
     on_report: &mut dyn FnMut(ObjectReport) -> Result<(), StopError>,
 ) -> Result<usize, FeedError> {
     let (docs, positions) = source::parse_located(text).map_err(FeedError::Parse)?;
-    // RuntimeClasses and Namespaces anywhere in the text apply to all of it.
-    for d in &docs {
-        let kind = d.value.get("kind").and_then(Value::as_str);
-        if matches!(kind, Some("RuntimeClass" | "Namespace")) {
-            builder.learn_from(&d.value);
-        }
-    }
     let mut reports: Vec<(usize, String, ObjectReport)> = Vec::new();
     for doc in &docs {
         let origin = Origin {

@@ -46,7 +46,8 @@ use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
 pub mod format;
-pub mod stream;
+/// JSON objects as a stream: the manifest reader's ([`crate::source::json`]).
+pub use crate::source::json as stream;
 
 pub use crate::decide::Verdict;
 
@@ -266,6 +267,10 @@ pub struct ReportBuilder<'p> {
     /// The requesting user and groups (an AdmissionReview body): an exempt
     /// user's objects are allowed untouched, as `/validate` would.
     pub user: Option<(String, Vec<String>)>,
+    /// Learn from the cluster objects given to [`ReportBuilder::add`], for
+    /// the objects after them (`false` for an input whose cluster objects
+    /// a first pass gave to [`ReportBuilder::learnt`]).
+    pub learn_in_order: bool,
 }
 
 /// What happened to one object given to [`ReportBuilder::add`].
@@ -306,6 +311,7 @@ impl<'p> ReportBuilder<'p> {
             input_problems: Vec::new(),
             create: true,
             user: None,
+            learn_in_order: true,
         }
     }
 
@@ -343,7 +349,9 @@ impl<'p> ReportBuilder<'p> {
     pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Added {
         let (api_version, kind) = type_of(value).unwrap_or_default();
         let Some(_) = self.policy.pod_templates.kind_of(api_version, kind) else {
-            self.learn(value);
+            if self.learn_in_order {
+                self.learn(value);
+            }
             self.summary.other_objects += 1;
             return Added::Other;
         };
@@ -484,9 +492,21 @@ impl<'p> ReportBuilder<'p> {
         self.learn(value);
     }
 
+    /// Learns what a first pass found in the input (the manifest reader's,
+    /// [`crate::source::prescan`]), for every object of it.
+    pub fn learnt(&mut self, known: KnownCluster) {
+        let nodes_before = self.known.nodes.nodes.len();
+        self.known.absorb(known);
+        self.nodes_changed(nodes_before);
+    }
+
     fn learn(&mut self, value: &Value) {
         let nodes_before = self.known.nodes.nodes.len();
         self.known.learn(value);
+        self.nodes_changed(nodes_before);
+    }
+
+    fn nodes_changed(&mut self, nodes_before: usize) {
         if self.known.nodes.nodes.len() != nodes_before {
             // The report's header names the facts the verdicts used.
             let all: Vec<&crate::cluster::WindowsNode> = self.known.nodes.nodes.iter().collect();

@@ -1,61 +1,73 @@
-//! `report --from-file`: YAML, and JSON up to the manifest size limit, is
-//! read whole, with line and column for findings (found by the locator
-//! `lint` uses); a larger JSON text (a `kubectl get -A -o json` List of any
-//! size) is streamed item by item in bounded memory, without them.
+//! `report --from-file`: the inputs are read by the manifest reader `lint`
+//! uses ([`crate::source::Inputs`]), whose first pass learns the cluster
+//! objects of the whole input. YAML, and JSON up to the manifest size
+//! limit, is read whole, with line and column for findings (found by the
+//! locator `lint` uses); a larger JSON text (a `kubectl get -A -o json`
+//! List of any size) is streamed item by item in bounded memory, without
+//! them.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::BufRead;
 use std::path::PathBuf;
 
 use super::Driver;
 use crate::report::body::{FeedError, feed_yaml, input_problem};
 use crate::report::stream::{self, StopError, StreamError};
 use crate::report::{Added, ObjectReport, Origin};
-use crate::source;
+use crate::source::{Inputs, Text};
 
-const READ_BUFFER: usize = 256 * 1024;
-
-pub(super) fn run(files: &[PathBuf], driver: &mut Driver<'_>) {
-    for path in files {
-        let name = if path.as_os_str() == "-" {
-            "<stdin>".to_owned()
-        } else {
-            path.display().to_string()
-        };
-        let reader: Box<dyn Read> = if path.as_os_str() == "-" {
-            Box::new(std::io::stdin().lock())
-        } else {
-            match std::fs::File::open(path) {
-                Ok(f) => Box::new(f),
-                Err(e) => {
-                    driver.builder.input_problem(input_problem(
-                        &name,
-                        None,
-                        None,
-                        format!("cannot read: {e}"),
-                    ));
-                    continue;
-                }
-            }
-        };
-        let reopen = (path.as_os_str() != "-").then_some(path.as_path());
-        read_one(&name, reader, reopen, driver);
+pub(super) fn run(paths: &[PathBuf], driver: &mut Driver<'_>) {
+    let (mut inputs, problems) = Inputs::open(paths, false, true);
+    for problem in problems {
+        driver.builder.input_problem(problem);
+    }
+    let known = inputs.learn(|_| {});
+    driver.builder.learnt(known);
+    for i in 0..inputs.len() {
+        let name = inputs.input(i).name();
+        // A JSON stream from stdin is read once: its cluster objects apply
+        // to the objects after them (put `ns,runtimeclass` first in
+        // `kubectl get`).
+        driver.builder.learn_in_order = !inputs.learnt_from(i);
+        match inputs.take(i) {
+            Ok(Text::Whole(text)) => whole(&name, &text, driver),
+            Ok(Text::Stream(reader)) => stream_json(&name, reader, driver),
+            Err(problem) => driver.builder.input_problem(problem),
+        }
     }
 }
 
-/// Namespaces (mode labels) and RuntimeClasses (OS) apply to every object
-/// in a file, wherever they are in it: a quick first pass over a JSON file
-/// reads only them. (Stdin cannot be read twice: there they apply to the
-/// objects after them; put `ns,runtimeclass` first in `kubectl get`.)
-fn first_pass(path: &std::path::Path, driver: &mut Driver<'_>) {
-    let Ok(file) = std::fs::File::open(path) else {
+/// A text read whole: JSON (one value: objects located in their slices;
+/// several values, `jq` output: streamed from the text) or YAML.
+fn whole(name: &str, text: &str, driver: &mut Driver<'_>) {
+    if crate::source::looks_like_json(text.as_bytes()) {
+        match stream::json_objects(text) {
+            Some(objects) => whole_json(name, text, &objects, driver),
+            None => stream_json(name, text.as_bytes(), driver),
+        }
         return;
-    };
-    let reader = BufReader::with_capacity(READ_BUFFER, file);
-    // Errors show up again, with their position, in the main pass.
-    let _ = stream::for_each_context_object(reader, &mut |v| {
-        driver.builder.learn_from(&v);
-        Ok(())
+    }
+    let Driver {
+        builder,
+        sink,
+        progress,
+    } = driver;
+    let result = feed_yaml(builder, name, text, &mut |r| {
+        progress.tick();
+        sink.object(&r)
+            .map_err(|e| StopError(format!("cannot write the report: {e}")))
     });
+    match result {
+        Ok(_) => {}
+        Err(FeedError::Parse(e)) => builder.input_problem(input_problem(
+            name,
+            e.line,
+            e.column,
+            format!("invalid YAML: {}", e.message),
+        )),
+        Err(FeedError::Stopped(StopError(message))) => {
+            builder.input_problem(input_problem(name, None, None, message));
+        }
+    }
 }
 
 /// A JSON text read whole: each object is parsed and reported in turn,
@@ -104,8 +116,7 @@ fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver
 }
 
 /// A JSON text streamed item by item (bounded memory), without positions.
-fn stream_json(name: &str, reader: impl Read, driver: &mut Driver<'_>) {
-    let reader = BufReader::with_capacity(READ_BUFFER, reader);
+fn stream_json(name: &str, reader: impl BufRead, driver: &mut Driver<'_>) {
     let mut document = 0;
     let result = stream::for_each_object(reader, &mut |value| {
         let origin = Origin {
@@ -137,107 +148,6 @@ fn stream_json(name: &str, reader: impl Read, driver: &mut Driver<'_>) {
             driver
                 .builder
                 .input_problem(input_problem(name, None, None, message));
-        }
-    }
-}
-
-fn read_one(
-    name: &str,
-    reader: Box<dyn Read>,
-    reopen: Option<&std::path::Path>,
-    driver: &mut Driver<'_>,
-) {
-    let mut reader = BufReader::with_capacity(READ_BUFFER, reader);
-    let is_json = match reader.fill_buf() {
-        Ok(head) => stream::looks_like_json(head),
-        Err(e) => {
-            driver.builder.input_problem(input_problem(
-                name,
-                None,
-                None,
-                format!("cannot read: {e}"),
-            ));
-            return;
-        }
-    };
-    if is_json {
-        if let Some(path) = reopen {
-            first_pass(path, driver);
-        }
-        // A text up to lint's size limit is read whole, so findings get
-        // line and column; a larger one is streamed, without them. A file
-        // says its size; stdin is read up to the limit, then streamed on.
-        let size = reopen
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len());
-        if size.is_some_and(|n| n > source::MAX_FILE_BYTES as u64) {
-            stream_json(name, reader, driver);
-            return;
-        }
-        let mut head = Vec::with_capacity(size.map_or(READ_BUFFER, |n| n as usize + 1));
-        if let Err(e) = (&mut reader)
-            .take(source::MAX_FILE_BYTES as u64 + 1)
-            .read_to_end(&mut head)
-        {
-            driver.builder.input_problem(input_problem(
-                name,
-                None,
-                None,
-                format!("cannot read: {e}"),
-            ));
-            return;
-        }
-        if head.len() <= source::MAX_FILE_BYTES
-            && let Ok(text) = std::str::from_utf8(&head)
-            && let Some(objects) = stream::json_objects(text)
-        {
-            whole_json(name, text, &objects, driver);
-            return;
-        }
-        stream_json(name, std::io::Cursor::new(head).chain(reader), driver);
-        return;
-    }
-    let bytes = match stream::read_limited(reader, source::MAX_FILE_BYTES) {
-        Ok(b) => b,
-        Err(e) => {
-            driver.builder.input_problem(input_problem(
-                name,
-                None,
-                None,
-                format!("cannot read: {e}"),
-            ));
-            return;
-        }
-    };
-    let text = match source::decode(&bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            driver
-                .builder
-                .input_problem(input_problem(name, e.line, e.column, e.message));
-            return;
-        }
-    };
-    let Driver {
-        builder,
-        sink,
-        progress,
-    } = driver;
-    let result = feed_yaml(builder, name, text, &mut |r| {
-        progress.tick();
-        sink.object(&r)
-            .map_err(|e| StopError(format!("cannot write the report: {e}")))
-    });
-    match result {
-        Ok(_) => {}
-        Err(FeedError::Parse(e)) => builder.input_problem(input_problem(
-            name,
-            e.line,
-            e.column,
-            format!("invalid YAML: {}", e.message),
-        )),
-        Err(FeedError::Stopped(StopError(message))) => {
-            builder.input_problem(input_problem(name, None, None, message));
         }
     }
 }
