@@ -83,8 +83,7 @@ pub fn run(
     // Fix first, so the report shows what is left.
     let mut not_fixed = Vec::new();
     if options.fix {
-        let (applied, skipped) =
-            crate::fix::apply_to_files(&inputs.regular_files(), policy, &cx)?;
+        let (applied, skipped) = crate::fix::apply_to_files(&inputs.regular_files(), policy, &cx)?;
         report.summary.fixed = applied;
         not_fixed = skipped;
     }

@@ -45,11 +45,14 @@ use crate::policy::{Mode, Policy};
 use crate::workload::{Kind, Workload, type_of};
 
 pub mod body;
+mod files;
 pub mod format;
+pub mod run;
 /// JSON objects as a stream: the manifest reader's ([`crate::source::json`]).
 pub use crate::source::json as stream;
 
 pub use crate::decide::Verdict;
+pub use run::{Driver, Input, Progress, run};
 
 /// Where an object came from, for the `file`/`line`/`column`/`document`
 /// fields of its findings.

@@ -88,11 +88,7 @@ impl Inputs {
     /// allocator returns the first. Other regular files are read twice
     /// rather than all held in memory.
     #[must_use]
-    pub fn open(
-        paths: &[PathBuf],
-        rewritten: bool,
-        large_json: bool,
-    ) -> (Self, Vec<InputProblem>) {
+    pub fn open(paths: &[PathBuf], rewritten: bool, large_json: bool) -> (Self, Vec<InputProblem>) {
         let (files, problems) = manifest_paths(paths);
         let inputs: Vec<Input> = files
             .into_iter()
@@ -319,11 +315,7 @@ fn read_file(path: &Path, large_json: bool) -> Result<Text, InputProblem> {
         .map_err(|e| problem(format!("cannot read: {e}")))?;
     if meta.len() > super::MAX_FILE_BYTES as u64 {
         let mut reader = BufReader::with_capacity(JSON_READ_BUFFER, file);
-        if large_json
-            && reader
-                .fill_buf()
-                .is_ok_and(|head| looks_like_json(head))
-        {
+        if large_json && reader.fill_buf().is_ok_and(|head| looks_like_json(head)) {
             return Ok(Text::Stream(Box::new(reader)));
         }
         return Err(problem(format!(

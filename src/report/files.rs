@@ -1,4 +1,4 @@
-//! `report --from-file`: the inputs are read by the manifest reader `lint`
+//! The files of a report (`report --from-file`): the inputs are read by the manifest reader `lint`
 //! uses ([`crate::source::Inputs`]), whose first pass learns the cluster
 //! objects of the whole input. YAML, and JSON up to the manifest size
 //! limit, is read whole, with line and column for findings (found by the
@@ -9,13 +9,14 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use super::Driver;
-use crate::report::body::{FeedError, feed_yaml, input_problem};
-use crate::report::stream::{self, StopError, StreamError};
-use crate::report::{Added, ObjectReport, Origin};
+use super::body::{FeedError, feed_yaml, input_problem};
+use super::run::Driver;
+use super::stream::{self, StopError, StreamError};
+use super::{Added, ObjectReport, Origin};
 use crate::source::{Inputs, Text};
 
-pub(super) fn run(paths: &[PathBuf], driver: &mut Driver<'_>) {
+/// Reads the manifests `paths` name into the driver (see the module docs).
+pub(super) fn read(paths: &[PathBuf], driver: &mut Driver<'_>) {
     let (mut inputs, problems) = Inputs::open(paths, false, true);
     for problem in problems {
         driver.builder.input_problem(problem);
@@ -74,7 +75,7 @@ fn whole(name: &str, text: &str, driver: &mut Driver<'_>) {
 /// its findings located in its own slice of the text with the locator
 /// `lint` uses.
 fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver: &mut Driver<'_>) {
-    let mut positions = crate::report::body::JsonPositions::new(text, objects);
+    let mut positions = super::body::JsonPositions::new(text, objects);
     let write = |r: &ObjectReport, driver: &mut Driver<'_>| {
         driver
             .sink
