@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::finding::{PatchOperation, Severity};
 
+pub mod ansi;
 pub mod compact;
 pub mod escape;
 pub mod json;
