@@ -185,13 +185,16 @@ impl Inputs {
                     *text = owned.into_owned();
                     true
                 }
-                // Stdin cannot be read twice: its objects are learnt from
-                // in order (put `ns,runtimeclass` first in `kubectl get`).
-                (Some(Ok(Text::Stream(_))), Input::Stdin) => false,
-                (Some(Ok(Text::Stream(_))), Input::File(p)) => {
+                // A regular file streamed is read again for its cluster
+                // objects.
+                (Some(Ok(Text::Stream(_))), Input::File(p)) if is_regular_file(p) => {
                     super::prescan::cluster_objects_in_large_json(p, &mut known);
                     true
                 }
+                // Stdin and FIFOs cannot be read twice: their objects are
+                // learnt from in order (put `ns,runtimeclass` first in
+                // `kubectl get`).
+                (Some(Ok(Text::Stream(_))), _) => false,
                 (Some(Err(_)), _) => true,
                 (None, Input::File(p)) => {
                     match read_file(p, self.large_json) {
@@ -315,7 +318,7 @@ fn read_file(path: &Path, large_json: bool) -> Result<Text, InputProblem> {
         .map_err(|e| problem(format!("cannot read: {e}")))?;
     if meta.len() > super::MAX_FILE_BYTES as u64 {
         let mut reader = BufReader::with_capacity(JSON_READ_BUFFER, file);
-        if large_json && reader.fill_buf().is_ok_and(|head| looks_like_json(head)) {
+        if large_json && reader.fill_buf().is_ok_and(looks_like_json) {
             return Ok(Text::Stream(Box::new(reader)));
         }
         return Err(problem(format!(
