@@ -87,9 +87,6 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     ))
 }
 
-/// The files and directories `report --from-file` reads, as `lint` does.
-pub(crate) use crate::lint::manifest_paths;
-
 /// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in
 /// order, and no parser thread either).
 fn thread_cap() -> Option<usize> {

@@ -1,186 +1,27 @@
 //! `winadmit report`: a dry run over a live cluster or files. Glue only:
-//! read objects, hand them to [`crate::report::ReportBuilder`] (the same
-//! engine and policy as `lint` and the webhook), write the chosen format.
+//! decode the arguments, connect to the cluster (live) or name the files,
+//! pick the format, call [`crate::report::run`] (the same engine and
+//! policy as `lint` and the webhook) and map its summary to an exit code.
 
-use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use serde_json::Value;
-
 use crate::cli::{ModeChoice, ReportArgs, ReportFormat};
 use crate::engine::Context;
 use crate::policy::Mode;
+use crate::report::ReportOptions;
 use crate::report::format::html::HtmlSink;
 use crate::report::format::json::JsonSink;
 use crate::report::format::policyreport::PolicyReportSink;
 use crate::report::format::text::TextSink;
 use crate::report::format::{ReportSink, wants_patched_objects};
-use crate::report::stream::StopError;
-use crate::report::{Added, Origin, ReportBuilder, ReportOptions};
+use anyhow::Context as _;
 
-mod file;
 mod live;
 
-/// Objects flow from a reader through the builder into the sink.
-pub(crate) struct Driver<'p> {
-    pub builder: ReportBuilder<'p>,
-    pub sink: Box<dyn ReportSink>,
-    pub progress: Progress,
-    /// `--registry`: the images of each object are looked up before it is
-    /// judged.
-    pub images: Option<ImageLookups>,
-}
-
-/// `report --registry`: the registry resolver, and the runtime its lookups
-/// run on (the report itself is not async).
-pub(crate) struct ImageLookups {
-    resolver: crate::registry::Resolver,
-    runtime: tokio::runtime::Runtime,
-    /// `--registry-pull-secrets`: a resolver per credential identity.
-    with_credentials: std::collections::HashMap<u64, crate::registry::Resolver>,
-    identity: std::hash::RandomState,
-}
-
-impl ImageLookups {
-    fn new(resolver: crate::registry::Resolver) -> anyhow::Result<Self> {
-        Ok(Self {
-            resolver,
-            runtime: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("cannot start the runtime for registry lookups")?,
-            with_credentials: std::collections::HashMap::new(),
-            identity: std::hash::RandomState::new(),
-        })
-    }
-}
-
-impl Driver<'_> {
-    /// One object from any input. With `--registry`, its images not known
-    /// yet are looked up first (the readers look up a page or a file's
-    /// images together before, so this finds them known).
-    pub fn add(&mut self, value: &Value, origin: &Origin<'_>) -> Result<(), StopError> {
-        if self.images.is_some() {
-            let mut wanted = BTreeSet::new();
-            self.builder.unknown_images(value, &mut wanted);
-            self.resolve_images(wanted);
-        }
-        self.progress.tick();
-        if let Added::Report(r) = self.builder.add(value, origin) {
-            self.sink
-                .object(&r)
-                .map_err(|e| StopError(format!("cannot write the report: {e}")))?;
-        }
-        Ok(())
-    }
-}
-
-impl Driver<'_> {
-    /// Whether the images of the objects are looked up (`--registry`).
-    pub fn wants_images(&self) -> bool {
-        self.images.is_some()
-    }
-
-    /// Looks `wanted` up (images whose facts are not known yet),
-    /// [`crate::registry::CONCURRENT_LOOKUPS`] at a time, each within
-    /// `--registry-timeout`, and hands the facts to the builder. A lookup
-    /// that fails is an unknown fact (WIN-IMAGE-FACTS-UNKNOWN, the image
-    /// judged by its name), never an error of the report.
-    pub fn resolve_images(&mut self, wanted: BTreeSet<String>) {
-        self.resolve_images_with(wanted, std::collections::BTreeMap::new());
-    }
-
-    /// [`Driver::resolve_images`], where `own` gives, for some images, the
-    /// credentials of a workload's `imagePullSecrets` for their registry
-    /// (`--registry-pull-secrets`): those are looked up with them.
-    pub fn resolve_images_with(
-        &mut self,
-        mut wanted: BTreeSet<String>,
-        own: std::collections::BTreeMap<String, crate::registry::Credentials>,
-    ) {
-        let Some(lookups) = &mut self.images else {
-            return;
-        };
-        if wanted.is_empty() {
-            return;
-        }
-        self.progress.note(&format!(
-            "looking up {} in their registries",
-            crate::report::plural(wanted.len(), "image", "images")
-        ));
-        // By credentials: each set of a pod's credentials has a resolver
-        // (and an OCI client) of its own.
-        let mut groups: std::collections::BTreeMap<u64, BTreeSet<String>> =
-            std::collections::BTreeMap::new();
-        for (image, credentials) in own {
-            if wanted.remove(&image) {
-                let id = credentials.identity(&lookups.identity);
-                let base = &lookups.resolver;
-                lookups
-                    .with_credentials
-                    .entry(id)
-                    .or_insert_with(|| base.with_credentials(credentials));
-                groups.entry(id).or_default().insert(image);
-            }
-        }
-        let mut found = lookups
-            .runtime
-            .block_on(lookups.resolver.resolve_all(&wanted));
-        for (id, images) in groups {
-            if let Some(resolver) = lookups.with_credentials.get(&id) {
-                let more = lookups.runtime.block_on(resolver.resolve_all(&images));
-                found.images.extend(more.images);
-            }
-        }
-        for (image, lookup) in &found.images {
-            if let crate::images::Lookup::Unknown(why) = lookup {
-                self.progress.note(&format!(
-                    "{image}: facts unknown, judged by its name: {why}"
-                ));
-            }
-        }
-        self.builder.learn_images(found);
-    }
-}
-
-/// Progress messages on stderr.
-pub(crate) struct Progress {
-    pub quiet: bool,
-    pub seen: usize,
-    every: usize,
-    started: std::time::Instant,
-}
-
-impl Progress {
-    fn new(quiet: bool) -> Self {
-        Self {
-            quiet,
-            seen: 0,
-            every: 25_000,
-            started: std::time::Instant::now(),
-        }
-    }
-
-    fn tick(&mut self) {
-        self.seen += 1;
-        if !self.quiet && self.seen.is_multiple_of(self.every) {
-            eprintln!(
-                "winadmit: {} objects read ({:.1}s)",
-                self.seen,
-                self.started.elapsed().as_secs_f64()
-            );
-        }
-    }
-
-    pub fn note(&self, message: &str) {
-        if !self.quiet {
-            eprintln!("winadmit: {message}");
-        }
-    }
-}
+/// The driver of a report and its progress messages, for the live reader.
+pub(crate) use crate::report::{Driver, Progress};
 
 /// # Errors
 /// Usage and input problems, an unreachable cluster or a refused list
@@ -222,55 +63,25 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let lookups = if registry {
-        Some(ImageLookups::new(crate::registry::Resolver::new(
-            &registry_args.options()?,
-        )?)?)
+        Some(crate::report::ImageLookups::new(
+            crate::registry::Resolver::new(&registry_args.options()?)?,
+        )?)
     } else {
         None
     };
-    let mut options = ReportOptions {
-        mode: mode.map(|m| match m {
-            ModeChoice::Enforce => Mode::Enforce,
-            ModeChoice::Warn => Mode::Warn,
-            ModeChoice::Audit => Mode::Audit,
-        }),
-        patched_objects: wants_patched_objects(format.into()),
-        fold: !no_fold,
-        namespaces: namespaces.clone(),
-        // Namespace objects are listed (live) or read from the files.
-        namespace_lookup: None,
-    };
+    let mut options = options(mode, format, no_fold, &namespaces);
     let cx = Context {
         cluster,
-        runtime_classes: None,
-        nodes: None,
         images: images.as_ref(),
-        gmsa: None,
+        ..Context::default()
     };
     let progress = Progress::new(quiet);
-
     // Live mode checks access before any output is written.
     let live = if from_file.is_empty() {
-        let custom: Vec<(String, String)> = crate::workload::CUSTOM_RESOURCES
-            .iter()
-            .map(|r| (r.group.to_owned(), r.name.to_owned()))
-            .chain(
-                pol.pod_templates
-                    .iter()
-                    .map(|d| (d.group.clone(), d.kind.clone())),
-            )
-            .collect();
+        let connect = (kubeconfig.as_deref(), context.as_deref(), page_size);
         Some(
-            live::Live::connect(
-                kubeconfig.as_deref(),
-                context.as_deref(),
-                &namespaces,
-                page_size,
-                &custom,
-                (deadlines, limits),
-                &progress,
-            )?
-            .with_pull_secrets(registry_pull_secrets),
+            connect_live(connect, &namespaces, &pol, (deadlines, limits), &progress)?
+                .with_pull_secrets(registry_pull_secrets),
         )
     } else {
         None
@@ -279,8 +90,103 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     if let Some(lookup) = live.as_ref().and_then(|l| l.gmsa_lookup(quiet)) {
         options.namespace_lookup = Some(lookup);
     }
+    // Directories are walked as `lint` walks them (the files, for the title).
+    let (files, _) = crate::source::manifest_paths(&from_file);
+    let title = title(&files, live.as_ref());
+    let facts = facts(&files, live.as_ref(), &policy, &cx.cluster, mode);
+    let sink = sink(
+        format,
+        output.as_deref(),
+        color,
+        &cx.cluster,
+        &title,
+        &facts,
+    )?;
+    let (input, partial) = input(live, &from_file);
+    let summary = crate::report::run(input, &pol, &cx, options, sink, progress, lookups)?;
+    let partial = warn_partial(&partial, limits.allow_partial);
+    let empty = warn_empty(&summary, &namespaces, allow_empty);
+    let incomplete = summary.input_errors > 0 || partial || empty;
+    Ok(super::exit_code(
+        fail_on,
+        summary.errors,
+        summary.warnings,
+        incomplete,
+    ))
+}
 
-    let out: Box<dyn Write> = match &output {
+/// What changes what the report says: `--mode`, `--no-fold`,
+/// `--namespace`, and whether the format shows patched objects.
+fn options(
+    mode: Option<ModeChoice>,
+    format: ReportFormat,
+    no_fold: bool,
+    namespaces: &[String],
+) -> ReportOptions {
+    ReportOptions {
+        mode: mode.map(|m| match m {
+            ModeChoice::Enforce => Mode::Enforce,
+            ModeChoice::Warn => Mode::Warn,
+            ModeChoice::Audit => Mode::Audit,
+        }),
+        patched_objects: wants_patched_objects(format.into()),
+        fold: !no_fold,
+        namespaces: namespaces.to_vec(),
+        // Namespace objects are listed (live) or read from the files; the
+        // live report adds its lookup.
+        namespace_lookup: None,
+    }
+}
+
+/// What the report reads: the live cluster's objects, or the files; and
+/// the custom resource groups that could not be discovered (the report is
+/// then partial, which fails the run unless --allow-partial).
+fn input(live: Option<live::Live>, files: &[PathBuf]) -> (crate::report::Input<'_>, Vec<String>) {
+    match live {
+        Some(live) => {
+            let partial = live.undiscovered().to_vec();
+            let read = move |driver: &mut Driver<'_>| live.run(driver);
+            (crate::report::Input::Objects(Box::new(read)), partial)
+        }
+        None => (crate::report::Input::Files(files), Vec::new()),
+    }
+}
+
+/// Connects to the cluster and checks access (`report` without
+/// `--from-file`): the kubeconfig, its context and the page size.
+fn connect_live(
+    (kubeconfig, context, page_size): (Option<&std::path::Path>, Option<&str>, u32),
+    namespaces: &[String],
+    policy: &crate::policy::Policy,
+    limits: (crate::cli::ApiDeadlines, crate::cli::ApiLimits),
+    progress: &Progress,
+) -> anyhow::Result<live::Live> {
+    let custom: Vec<(String, String)> = crate::workload::CUSTOM_RESOURCES
+        .iter()
+        .map(|r| (r.group.to_owned(), r.name.to_owned()))
+        .chain(
+            policy
+                .pod_templates
+                .iter()
+                .map(|d| (d.group.clone(), d.kind.clone())),
+        )
+        .collect();
+    live::Live::connect(
+        kubeconfig, context, namespaces, page_size, &custom, limits, progress,
+    )
+}
+
+/// Where and how the report is written: `--format`, `--output` (stdout
+/// when none), `--color`.
+fn sink(
+    format: ReportFormat,
+    output: Option<&std::path::Path>,
+    color: crate::cli::ColorChoice,
+    cluster: &crate::cluster::Cluster,
+    title: &str,
+    facts: &[(&'static str, String)],
+) -> anyhow::Result<Box<dyn ReportSink>> {
+    let out: Box<dyn Write> = match output {
         Some(path) => Box::new(BufWriter::with_capacity(
             256 * 1024,
             std::fs::File::create(path)
@@ -288,11 +194,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         )),
         None => Box::new(BufWriter::with_capacity(256 * 1024, super::Stdout::new())),
     };
-    // Directories are walked as `lint` walks them.
-    let (from_file, walk_problems) = super::lint::manifest_paths(&from_file);
-    let title = title(&from_file, live.as_ref());
-    let facts = facts(&from_file, live.as_ref(), &policy, &cx.cluster, mode);
-    let sink: Box<dyn ReportSink> = match format {
+    Ok(match format {
         ReportFormat::Json => Box::new(JsonSink::new(out)?),
         ReportFormat::Text => Box::new(TextSink::new(
             out,
@@ -306,94 +208,72 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             // The facts behind the verdicts, at the top (a YAML comment:
             // the PolicyReport schema has no place for them).
             let mut out = out;
-            writeln!(out, "# winadmit target: {}", cx.cluster.summary())
+            writeln!(out, "# winadmit target: {}", cluster.summary())
                 .context("writing the report")?;
             Box::new(PolicyReportSink::new(out))
         }
-        ReportFormat::Html => Box::new(HtmlSink::new(out, &title, &facts)?),
-    };
-    let mut driver = Driver {
-        builder: ReportBuilder::new(&pol, &cx, options),
-        sink,
-        progress,
-        images: lookups,
-    };
-    for problem in walk_problems {
-        driver.builder.input_problem(problem);
-    }
-    // Custom resource groups that could not be discovered: the report is
-    // partial, which fails the run unless --allow-partial.
-    let mut partial = Vec::new();
-    match live {
-        Some(live) => {
-            partial = live.undiscovered().to_vec();
-            live.run(&mut driver)?;
-        }
-        None => file::run(&from_file, &mut driver),
-    }
-    let Driver {
-        builder, mut sink, ..
-    } = driver;
-    let finished = builder.finish();
-    for r in &finished.objects {
-        sink.object(r).context("cannot write the report")?;
-    }
-    let summary = finished.summary;
-    sink.finish(&summary, &finished.input_errors)
-        .context("cannot write the report")?;
+        ReportFormat::Html => Box::new(HtmlSink::new(out, title, facts)?),
+    })
+}
 
-    if !partial.is_empty() {
-        eprintln!(
-            "winadmit: the report leaves out the custom resources of {} (they could not be discovered; see above){}",
-            partial.join(", "),
-            if limits.allow_partial {
-                ""
-            } else {
-                "; exit 2 (--allow-partial accepts a partial report)"
-            }
-        );
+/// Says which custom resources a live report left out; whether that
+/// makes the run incomplete (unless `--allow-partial`).
+fn warn_partial(partial: &[String], allow_partial: bool) -> bool {
+    if partial.is_empty() {
+        return false;
     }
-    let empty = summary.objects == 0;
-    if empty {
-        eprintln!(
-            "winadmit: no workload matched{}{}{}",
-            if namespaces.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " in {} {}",
-                    if namespaces.len() == 1 {
-                        "namespace"
-                    } else {
-                        "namespaces"
-                    },
-                    namespaces.join(", ")
-                )
-            },
-            if summary.other_objects > 0 {
-                format!(
-                    " ({} read, none of them a workload)",
-                    crate::report::plural(summary.other_objects, "other object", "other objects")
-                )
-            } else {
-                String::new()
-            },
-            if allow_empty {
-                ""
-            } else {
-                "; exit 2 (--allow-empty accepts an empty report)"
-            }
-        );
+    eprintln!(
+        "winadmit: the report leaves out the custom resources of {} (they could not be discovered; see above){}",
+        partial.join(", "),
+        if allow_partial {
+            ""
+        } else {
+            "; exit 2 (--allow-partial accepts a partial report)"
+        }
+    );
+    !allow_partial
+}
+
+/// Says that no workload matched; whether that makes the run incomplete
+/// (unless `--allow-empty`).
+fn warn_empty(
+    summary: &crate::report::ReportSummary,
+    namespaces: &[String],
+    allow_empty: bool,
+) -> bool {
+    if summary.objects != 0 {
+        return false;
     }
-    let incomplete = summary.input_errors > 0
-        || (!partial.is_empty() && !limits.allow_partial)
-        || (empty && !allow_empty);
-    Ok(super::exit_code(
-        fail_on,
-        summary.errors,
-        summary.warnings,
-        incomplete,
-    ))
+    eprintln!(
+        "winadmit: no workload matched{}{}{}",
+        if namespaces.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " in {} {}",
+                if namespaces.len() == 1 {
+                    "namespace"
+                } else {
+                    "namespaces"
+                },
+                namespaces.join(", ")
+            )
+        },
+        if summary.other_objects > 0 {
+            format!(
+                " ({} read, none of them a workload)",
+                crate::report::plural(summary.other_objects, "other object", "other objects")
+            )
+        } else {
+            String::new()
+        },
+        if allow_empty {
+            ""
+        } else {
+            "; exit 2 (--allow-empty accepts an empty report)"
+        }
+    );
+    !allow_empty
 }
 
 /// `WINADMIT_NAMESPACE` names the install namespace (`certs`, `manifests`).

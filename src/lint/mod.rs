@@ -3,10 +3,9 @@
 //! The functions over a text are pure (text in, results out); reports and
 //! tests call them directly. [`run`] is `lint` over files and stdin (what
 //! the `lint` command calls before it renders the report); its inputs are
-//! read by the `inputs` module.
+//! read by [`crate::source::files`], the reader `report --from-file` uses.
 
 mod cross;
-mod inputs;
 mod run;
 
 use std::borrow::Cow;
@@ -25,7 +24,6 @@ use crate::workload::{Workload, type_of};
 pub use cross::CrossObject;
 use cross::keep_service;
 
-pub use inputs::manifest_paths;
 pub use run::{Linted, Options, ResolveImages, run};
 
 /// Source positions to look up once a YAML document's objects are
@@ -44,57 +42,8 @@ struct Wants {
 /// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
     let mut known = KnownCluster::default();
-    collect_cluster_objects(&mut Cow::Borrowed(text), &mut known);
+    source::prescan::cluster_objects(&mut Cow::Borrowed(text), &mut known);
     into.extend(known.runtime_classes);
-}
-
-/// Learns, in one parse of the text, its cluster objects (Namespaces,
-/// RuntimeClasses, Windows Nodes, e.g. `kubectl get nodes -o yaml` given
-/// to lint; `List` items are expanded) with the reader every door uses,
-/// [`KnownCluster::learn`]. Nothing is learnt from a text that does not
-/// parse. An owned text may be left with the tab retry's change
-/// ([`source::for_each_document_in`]).
-pub fn collect_cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
-    // Files that name none of the kinds are not parsed twice.
-    if !["RuntimeClass", "Node", "Namespace", crate::gmsa::KIND]
-        .iter()
-        .any(|kind| text.contains(kind))
-    {
-        return;
-    }
-    // Document by document; kept only if the whole text parses.
-    let mut found = KnownCluster::default();
-    let parsed = source::for_each_document_in(text, |part| match part {
-        source::Part::Documents(docs, _) => {
-            for d in docs {
-                found.learn(&d.value);
-            }
-        }
-        source::Part::Restart => found = KnownCluster::default(),
-    });
-    if parsed.is_ok() {
-        into.absorb(found);
-    }
-}
-
-/// Adds the images of the workloads in `text` (every container list) to
-/// `into`, for the registry to look up. A text that does not parse adds
-/// nothing (`lint` reports it).
-pub fn collect_images(
-    text: &mut Cow<'_, str>,
-    policy: &Policy,
-    into: &mut std::collections::BTreeSet<String>,
-) {
-    if !text.contains("image") {
-        return;
-    }
-    let _ = source::for_each_document_in(text, |part| {
-        if let source::Part::Documents(docs, _) = part {
-            for d in docs {
-                crate::images::workload_images(policy, &d.value, into);
-            }
-        }
-    });
 }
 
 /// Lints one file's text and appends to `report`. `file` is the name shown.

@@ -3,19 +3,15 @@
 //! pass), resolve images, fix files, lint every file on every core (second
 //! pass), then check Services against the whole input's Windows workloads.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
 
-use super::inputs::{Input, expand, inputs_as_paths, is_regular_file, read_file, read_stdin};
-use super::{CrossObject, collect_cluster_objects, lint_text_with};
-use crate::cluster::KnownCluster;
+use super::{CrossObject, lint_text_with};
 use crate::engine::Context;
 use crate::images::KnownImages;
-use crate::output::InputProblem;
 use crate::output::compact::CompactReport;
 use crate::policy::Policy;
+use crate::source::{Inputs, Text};
 
 /// Asks registries about images (the `--registry` lookups).
 pub type ResolveImages<'a> = dyn Fn(&BTreeSet<String>) -> anyhow::Result<KnownImages> + 'a;
@@ -56,18 +52,23 @@ pub fn run(
     options: &Options<'_>,
 ) -> anyhow::Result<Linted> {
     let mut report = CompactReport::new(options.patches);
-    let inputs = expand(paths, &mut report);
+    let (mut inputs, problems) = Inputs::open(paths, options.fix, false);
+    for problem in problems {
+        report.summary.input_errors += 1;
+        report.input_errors.push(problem);
+    }
     if options.threads == Some(1) {
         crate::yaml::allow_second_thread(false);
     }
-    let mut held = hold(&inputs, options.fix);
+    // First pass: RuntimeClasses anywhere in the input pin their pods'
+    // OS; Node objects tell the cluster's Windows builds and versions;
+    // the workloads' images are collected for the registry.
     let mut wanted = BTreeSet::new();
-    let known = learn(
-        &inputs,
-        &mut held,
-        policy,
-        options.resolve_images.is_some().then_some(&mut wanted),
-    );
+    let known = inputs.learn(|text| {
+        if options.resolve_images.is_some() {
+            crate::source::prescan::images(text, policy, &mut wanted);
+        }
+    });
     let resolved = match options.resolve_images {
         Some(resolve) => Some(resolve_images(resolve, wanted, cx.images)?),
         None => None,
@@ -82,70 +83,12 @@ pub fn run(
     // Fix first, so the report shows what is left.
     let mut not_fixed = Vec::new();
     if options.fix {
-        let (applied, skipped) =
-            crate::fix::apply_to_files(&inputs_as_paths(&inputs), policy, &cx)?;
+        let (applied, skipped) = crate::fix::apply_to_files(&inputs.regular_files(), policy, &cx)?;
         report.summary.fixed = applied;
         not_fixed = skipped;
     }
-    lint_all(&inputs, held, policy, &cx, options.threads, &mut report);
+    lint_all(&inputs, policy, &cx, options.threads, &mut report);
     Ok(Linted { report, not_fixed })
-}
-
-/// A text read once and kept for both passes, or `None` to read it again.
-type Held = Option<Result<String, InputProblem>>;
-
-/// Stdin, FIFOs (`lint <(helm template .)`) and devices can be read once:
-/// their text is kept for both passes. So is a single file (unless `--fix`
-/// rewrites it between the passes): reading it twice would hold two copies
-/// while the allocator returns the first. Other regular files are read
-/// twice rather than all held in memory.
-fn hold(inputs: &[Input], fix: bool) -> Vec<Held> {
-    let single = inputs.len() == 1 && !fix;
-    inputs
-        .iter()
-        .map(|input| match input {
-            Input::Stdin => Some(read_stdin()),
-            Input::File(p) if single || !is_regular_file(p) => Some(read_file(p)),
-            Input::File(_) => None,
-        })
-        .collect()
-}
-
-/// First pass: RuntimeClasses anywhere in the input pin their pods' OS;
-/// Node objects tell the cluster's Windows builds and versions; `images`,
-/// when given, gets the workloads' images. A text held for both passes is
-/// handed over owned, so a tab retry changes it in place (and the second
-/// pass needs none), not a copy.
-fn learn(
-    inputs: &[Input],
-    held: &mut [Held],
-    policy: &Policy,
-    mut images: Option<&mut BTreeSet<String>>,
-) -> KnownCluster {
-    let mut known = KnownCluster::default();
-    let mut one = |owned: &mut Cow<'_, str>| {
-        collect_cluster_objects(owned, &mut known);
-        if let Some(images) = images.as_deref_mut() {
-            super::collect_images(owned, policy, images);
-        }
-    };
-    for (held, input) in held.iter_mut().zip(inputs) {
-        match (held, input) {
-            (Some(Ok(text)), _) => {
-                let mut owned = Cow::Owned(std::mem::take(text));
-                one(&mut owned);
-                *text = owned.into_owned();
-            }
-            (Some(Err(_)), _) => {}
-            (None, Input::File(p)) => {
-                if let Ok(text) = read_file(p) {
-                    one(&mut Cow::Owned(text));
-                }
-            }
-            (None, Input::Stdin) => unreachable!("stdin is read once"),
-        }
-    }
-    known
 }
 
 /// The registry is asked for the images the given facts do not name.
@@ -168,35 +111,23 @@ fn resolve_images(
 /// order. Services are checked against the Windows workloads of the whole
 /// input, once every file is read.
 fn lint_all(
-    inputs: &[Input],
-    held: Vec<Held>,
+    inputs: &Inputs,
     policy: &Policy,
     cx: &Context<'_>,
     threads: Option<usize>,
     report: &mut CompactReport,
 ) {
-    let held: Vec<Mutex<Held>> = held.into_iter().map(Mutex::new).collect();
-    let read = |i: usize| -> Result<String, InputProblem> {
-        let taken = held[i]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match (taken, &inputs[i]) {
-            (Some(text), _) => text,
-            (None, Input::File(p)) => read_file(p),
-            (None, Input::Stdin) => unreachable!("stdin is read once"),
-        }
-    };
     let report_part = report.part();
     let lint_part = |range: std::ops::Range<usize>| {
         let mut part = report_part.part();
         let mut cross = CrossObject::default();
         for i in range {
-            match read(i) {
-                Ok(text) => {
-                    let name = inputs[i].name();
+            match inputs.take(i) {
+                Ok(Text::Whole(text)) => {
+                    let name = inputs.input(i).name();
                     lint_text_with(&name, text.into(), policy, cx, &mut part, &mut cross);
                 }
+                Ok(Text::Stream(_)) => unreachable!("lint reads no stream"),
                 Err(problem) => {
                     part.summary.files += 1;
                     part.summary.input_errors += 1;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::finding::{PatchOperation, Severity};
 
+pub mod ansi;
 pub mod compact;
 pub mod escape;
 pub mod json;
@@ -208,14 +209,8 @@ impl LintFinding {
     }
 }
 
-/// A file or document that could not be read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InputProblem {
-    pub file: String,
-    pub line: Option<u64>,
-    pub column: Option<u64>,
-    pub message: String,
-}
+/// A file or document that could not be read (the manifest reader's).
+pub use crate::source::InputProblem;
 
 /// Counts for the summary line and the JSON `summary`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

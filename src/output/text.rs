@@ -2,8 +2,8 @@
 
 use std::io::{self, Write};
 
-use super::{LintReport, Report};
-use crate::finding::Severity;
+use super::ansi::{self, Tone, paint};
+use super::{InputProblem, LintReport, Report};
 
 /// Renders the report; `color` adds ANSI colours (for terminals).
 #[must_use]
@@ -31,70 +31,57 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
     write_summary(report.summary(), out)
 }
 
-/// `s` in ANSI colour `code` when `color`.
-fn paint(color: bool, code: &str, s: &str) -> String {
-    if color {
-        format!("\x1b[{code}m{s}\x1b[0m")
-    } else {
-        s.to_owned()
-    }
-}
-
 /// The input errors and warnings, then the notes, one a line.
 fn write_problems(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Result<()> {
     let problems = report
         .input_errors()
         .iter()
-        .map(|p| (p, paint(color, "1;31", "input error")))
+        .map(|p| (p, paint(color, Tone::Error, "input error")))
         .chain(
             report
                 .input_warnings()
                 .iter()
-                .map(|p| (p, paint(color, "1;33", "input warning"))),
+                .map(|p| (p, paint(color, Tone::Warning, "input warning"))),
         );
     for (p, label) in problems {
-        let at = match (p.line, p.column) {
-            (Some(l), Some(c)) => format!(":{l}:{c}"),
-            (Some(l), None) => format!(":{l}"),
-            _ => String::new(),
-        };
-        writeln!(out, "{}{at}: {label}: {}", p.file, p.message)?;
+        writeln!(out, "{}: {label}: {}", Location(p), p.message)?;
     }
     for n in report.notes() {
-        let at = match (n.line, n.column) {
-            (Some(l), Some(c)) => format!(":{l}:{c}"),
-            _ => String::new(),
-        };
-        writeln!(out, "{}{at}: note: {}", n.file, n.message)?;
+        writeln!(out, "{}: note: {}", Location(n), n.message)?;
     }
     Ok(())
 }
 
+/// Where an input problem is, as compilers say it: `file`, `file:line` or
+/// `file:line:column` (the `lint` and `report` text formats).
+pub struct Location<'p>(pub &'p InputProblem);
+
+impl std::fmt::Display for Location<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        f.write_str(&p.file)?;
+        match (p.line, p.column) {
+            (Some(l), Some(c)) => write!(f, ":{l}:{c}"),
+            (Some(l), None) => write!(f, ":{l}"),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One finding's four lines.
 fn push_finding(buf: &mut String, f: &super::FindingRef<'_>, color: bool) {
-    let (word, code) = match f.severity {
-        Severity::Error => ("error", "1;31"),
-        Severity::Warning => ("warning", "1;33"),
-        Severity::Info => ("info", "1;36"),
-    };
     buf.push_str(f.file);
     buf.push(':');
     push_number(buf, f.line);
     buf.push(':');
     push_number(buf, f.column);
     buf.push_str(": ");
-    if color {
-        buf.push_str("\x1b[");
-        buf.push_str(code);
-        buf.push('m');
-    }
-    buf.push_str(word);
+    ansi::start(buf, color, Tone::of(f.severity));
+    buf.push_str(f.severity.as_str());
     buf.push('[');
     buf.push_str(f.rule);
     buf.push(']');
-    if color {
-        buf.push_str("\x1b[0m");
-    }
+    ansi::end(buf, color);
     for piece in [" ", f.field, ": ", f.message, "\n  = object: ", f.kind, " "] {
         buf.push_str(piece);
     }

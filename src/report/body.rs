@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
+use crate::cluster::KnownCluster;
 use crate::engine::Context;
 use crate::output::InputProblem;
 use crate::policy::Policy;
@@ -91,63 +92,13 @@ pub fn report_body(
     let mut objects = Vec::new();
     // Each object of a JSON body with its slice of the body, for line and
     // column (AdmissionReview: its request.object).
-    let mut located: Option<(&str, Vec<stream::JsonObject<'_>>)> = None;
-    match media {
-        MediaType::Json => {
-            let value: Value =
-                serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
-                    .map_err(|e| {
-                        // Re-run through the streaming reader for its error shape.
-                        match stream::for_each_object_in(body, &mut |_| Ok(())) {
-                            Err(err) => ReportError::Json(err),
-                            Ok(_) => ReportError::Json(StreamError::Json {
-                                line: e.line(),
-                                column: e.column(),
-                                message: e.to_string(),
-                            }),
-                        }
-                    })?;
-            if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
-                let object = admission_object(&mut builder, body)?;
-                located = review_object_text(body);
-                if let Some(object) = object {
-                    add(&mut builder, &object, 0, &mut objects);
-                }
-            } else {
-                let mut all = Vec::new();
-                located = std::str::from_utf8(body)
-                    .ok()
-                    .and_then(|t| Some((t, stream::json_objects(t)?)));
-                let result = stream::for_each_object_of(value, &mut |v| {
-                    all.push(v);
-                    Ok::<(), StopError>(())
-                });
-                // The callback never stops.
-                debug_assert!(result.is_ok());
-                // Namespaces and RuntimeClasses anywhere in the body apply to all of it.
-                for v in &all {
-                    let kind = v.get("kind").and_then(Value::as_str);
-                    if kind.is_some_and(|k| stream::CONTEXT_KINDS.contains(&k)) {
-                        builder.learn_from(v);
-                    }
-                }
-                for (n, v) in all.iter().enumerate() {
-                    add(&mut builder, v, n, &mut objects);
-                }
-            }
-        }
+    let located = match media {
+        MediaType::Json => json_body(&mut builder, body, &mut objects)?,
         MediaType::Yaml => {
-            let text = source::decode(body).map_err(ReportError::Yaml)?;
-            feed_yaml(&mut builder, "<request>", text, &mut |r| {
-                objects.push(r);
-                Ok(())
-            })
-            .map_err(|e| match e {
-                FeedError::Parse(e) => ReportError::Yaml(e),
-                FeedError::Stopped(_) => unreachable!("the callback never stops"),
-            })?;
+            yaml_body(&mut builder, body, &mut objects)?;
+            None
         }
-    }
+    };
     let finished = builder.finish();
     objects.extend(finished.objects);
     if let Some((text, json)) = &located {
@@ -160,6 +111,81 @@ pub fn report_body(
         input_errors: finished.input_errors,
         summary: finished.summary,
     })
+}
+
+/// A JSON body read whole and its objects, each with its slice of it.
+type Located<'b> = (&'b str, Vec<stream::JsonObject<'b>>);
+
+/// The objects of a JSON body (an AdmissionReview's object, or objects, a
+/// `List`, an array), given to the builder; the body's objects with their
+/// slices of it, for line and column.
+fn json_body<'b>(
+    builder: &mut ReportBuilder<'_>,
+    body: &'b [u8],
+    objects: &mut Vec<ObjectReport>,
+) -> Result<Option<Located<'b>>, ReportError> {
+    let value: Value = serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
+        .map_err(|e| {
+        // Re-run through the streaming reader for its error shape.
+        match stream::for_each_object_in(body, &mut |_| Ok(())) {
+            Err(err) => ReportError::Json(err),
+            Ok(_) => ReportError::Json(StreamError::Json {
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            }),
+        }
+    })?;
+    if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
+        if let Some(object) = admission_object(builder, body)? {
+            add(builder, &object, 0, objects);
+        }
+        return Ok(review_object_text(body));
+    }
+    let mut all = Vec::new();
+    let located = std::str::from_utf8(body)
+        .ok()
+        .and_then(|t| Some((t, stream::json_objects(t)?)));
+    let result = stream::for_each_object_of(value, &mut |v| {
+        all.push(v);
+        Ok::<(), StopError>(())
+    });
+    // The callback never stops.
+    debug_assert!(result.is_ok());
+    // The cluster objects anywhere in the body apply to all of it.
+    let mut known = KnownCluster::default();
+    for v in &all {
+        known.learn(v);
+    }
+    builder.learnt(known);
+    builder.learn_in_order = false;
+    for (n, v) in all.iter().enumerate() {
+        add(builder, v, n, objects);
+    }
+    Ok(located)
+}
+
+/// The objects of a YAML body, given to the builder, with line and column.
+fn yaml_body(
+    builder: &mut ReportBuilder<'_>,
+    body: &[u8],
+    objects: &mut Vec<ObjectReport>,
+) -> Result<(), ReportError> {
+    let text = source::decode(body).map_err(ReportError::Yaml)?;
+    // The cluster objects anywhere in the body apply to all of it.
+    let mut known = KnownCluster::default();
+    source::prescan::cluster_objects(&mut std::borrow::Cow::Borrowed(text), &mut known);
+    builder.learnt(known);
+    builder.learn_in_order = false;
+    feed_yaml(builder, "<request>", text, &mut |r| {
+        objects.push(r);
+        Ok(())
+    })
+    .map_err(|e| match e {
+        FeedError::Parse(e) => ReportError::Yaml(e),
+        FeedError::Stopped(_) => unreachable!("the callback never stops"),
+    })?;
+    Ok(())
 }
 
 /// The images of the workloads in a `/report` body (every container
@@ -196,13 +222,7 @@ pub fn body_images(
             let Ok(text) = source::decode(body) else {
                 return images;
             };
-            let _ = source::for_each_document_in(&mut std::borrow::Cow::Borrowed(text), |part| {
-                if let source::Part::Documents(docs, _) = part {
-                    for d in docs {
-                        crate::images::workload_images(policy, &d.value, &mut images);
-                    }
-                }
-            });
+            source::prescan::images(&mut std::borrow::Cow::Borrowed(text), policy, &mut images);
         }
     }
     images
@@ -276,7 +296,9 @@ pub enum FeedError {
 }
 
 /// Feeds every object of a YAML (or small JSON) text to the builder, with
-/// line and column for findings. Returns the number of objects read.
+/// line and column for findings. Returns the number of objects read. The
+/// caller gives the builder the text's cluster objects first
+/// ([`crate::source::prescan`]).
 ///
 /// # Errors
 /// The text is not valid YAML, or `on_report` stopped.
@@ -287,13 +309,6 @@ pub fn feed_yaml(
     on_report: &mut dyn FnMut(ObjectReport) -> Result<(), StopError>,
 ) -> Result<usize, FeedError> {
     let (docs, positions) = source::parse_located(text).map_err(FeedError::Parse)?;
-    // RuntimeClasses and Namespaces anywhere in the text apply to all of it.
-    for d in &docs {
-        let kind = d.value.get("kind").and_then(Value::as_str);
-        if matches!(kind, Some("RuntimeClass" | "Namespace")) {
-            builder.learn_from(&d.value);
-        }
-    }
     let mut reports: Vec<(usize, String, ObjectReport)> = Vec::new();
     for doc in &docs {
         let origin = Origin {

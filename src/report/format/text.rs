@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use super::ReportSink;
-use crate::finding::Severity;
 use crate::output::InputProblem;
+use crate::output::ansi::{Tone, paint};
+use crate::output::text::Location;
 use crate::report::{ObjectReport, ReportSummary, Verdict, plural};
 
 /// How many rules the "top rules" table shows.
@@ -36,23 +37,14 @@ impl<W: Write, S: Read + Write + Seek> TextSink<W, S> {
     }
 }
 
-/// Wraps `s` in an ANSI colour when `color` is on (the codes `lint` uses).
-fn paint(color: bool, code: &str, s: &str) -> String {
-    if color {
-        format!("\x1b[{code}m{s}\x1b[0m")
-    } else {
-        s.to_owned()
-    }
-}
-
 /// The lines for one object.
 #[must_use]
 pub fn object_text(r: &ObjectReport, color: bool) -> String {
     let mut s = String::new();
     let verdict = match r.verdict {
-        Verdict::Deny => paint(color, "1;31", "DENY "),
-        Verdict::Warn => paint(color, "1;33", "WARN "),
-        Verdict::Allow => paint(color, "32", "ALLOW"),
+        Verdict::Deny => paint(color, Tone::Error, "DENY "),
+        Verdict::Warn => paint(color, Tone::Warning, "WARN "),
+        Verdict::Allow => paint(color, Tone::Allowed, "ALLOW"),
     };
     let target = match (&r.target_reason, r.targets_windows) {
         (Some(reason), true) => format!("Windows ({reason})"),
@@ -77,11 +69,11 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
         let _ = writeln!(s, "      why: {why}");
     }
     for f in &r.findings {
-        let level = match f.severity {
-            Severity::Error => paint(color, "1;31", &format!("error[{}]", f.rule)),
-            Severity::Warning => paint(color, "1;33", &format!("warning[{}]", f.rule)),
-            Severity::Info => paint(color, "1;36", &format!("info[{}]", f.rule)),
-        };
+        let level = paint(
+            color,
+            Tone::of(f.severity),
+            &format!("{}[{}]", f.severity.as_str(), f.rule),
+        );
         let at = if f.line > 0 {
             format!(" ({}:{}:{})", f.file, f.line, f.column)
         } else {
@@ -150,12 +142,7 @@ impl<W: Write, S: Read + Write + Seek> ReportSink for TextSink<W, S> {
         if !input_errors.is_empty() {
             writeln!(out, "\nInput errors:")?;
             for p in input_errors {
-                let at = match (p.line, p.column) {
-                    (Some(l), Some(c)) => format!(":{l}:{c}"),
-                    (Some(l), None) => format!(":{l}"),
-                    _ => String::new(),
-                };
-                writeln!(out, "  {}{at}: {}", p.file, p.message)?;
+                writeln!(out, "  {}: {}", Location(p), p.message)?;
             }
             if summary.input_errors > input_errors.len() {
                 writeln!(
@@ -226,6 +213,12 @@ pub fn summary_text(s: &ReportSummary) -> String {
         }
         table(&mut out, &rows);
     }
+    top_rules(&mut out, s);
+    out
+}
+
+/// The "Top rules" table: the rules with most findings.
+fn top_rules(out: &mut String, s: &ReportSummary) {
     if !s.rules.is_empty() {
         let _ = writeln!(out, "\nTop rules:");
         let mut rows = vec![[
@@ -244,7 +237,7 @@ pub fn summary_text(s: &ReportSummary) -> String {
                 r.title.clone(),
             ]);
         }
-        table(&mut out, &rows);
+        table(out, &rows);
         if s.rules.len() > TOP_RULES {
             let _ = writeln!(
                 out,
@@ -253,7 +246,6 @@ pub fn summary_text(s: &ReportSummary) -> String {
             );
         }
     }
-    out
 }
 
 fn mode_name(m: crate::policy::Mode) -> &'static str {

@@ -8,7 +8,7 @@
 //! they get the list's (`PodList` -> `Pod`), as kubectl does.
 
 use std::fmt;
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -58,12 +58,9 @@ pub fn for_each_object<R: BufRead>(
     read_values(reader, on_object, false)
 }
 
-/// Kinds whose objects say something about the others: a Namespace's mode
-/// and isolation labels, a RuntimeClass's OS.
-pub const CONTEXT_KINDS: [&str; 2] = ["Namespace", "RuntimeClass"];
-
-/// A quick first pass: hands over only the Namespaces and RuntimeClasses,
-/// skipping the bodies of all other list items without building them.
+/// A quick first pass: hands over only the objects of
+/// [`super::prescan::CLUSTER_KINDS`], skipping the bodies of all other list
+/// items without building them.
 ///
 /// # Errors
 /// As [`for_each_object`].
@@ -72,6 +69,10 @@ pub fn for_each_context_object<R: BufRead>(
     on_object: &mut OnObject<'_>,
 ) -> Result<ListInfo, StreamError> {
     read_values(reader, on_object, true)
+}
+
+fn is_cluster_kind(kind: Option<&str>) -> bool {
+    kind.is_some_and(|k| super::prescan::CLUSTER_KINDS.contains(&k))
 }
 
 fn read_values<R: BufRead>(
@@ -352,12 +353,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
             return Ok(());
         }
         self.info.objects += 1;
-        if self.probe
-            && !fields
-                .get("kind")
-                .and_then(Value::as_str)
-                .is_some_and(|k| CONTEXT_KINDS.contains(&k))
-        {
+        if self.probe && !is_cluster_kind(fields.get("kind").and_then(Value::as_str)) {
             return Ok(());
         }
         if let Err(e) = (self.on_object)(Value::Object(fields)) {
@@ -397,13 +393,16 @@ impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         loop {
             let item = if self.probe {
-                match seq.next_element::<Probe>()? {
+                let seed = Probe {
+                    item_kind: self.item_type.as_ref().map(|(_, kind)| kind.as_str()),
+                };
+                match seq.next_element_seed(seed)? {
                     None => break,
-                    Some(Probe(None)) => {
+                    Some(Probed(None)) => {
                         self.info.objects += 1;
                         continue;
                     }
-                    Some(Probe(Some(v))) => v,
+                    Some(Probed(Some(v))) => v,
                 }
             } else {
                 match seq.next_element::<Value>()? {
@@ -422,86 +421,79 @@ impl<'de> Visitor<'de> for ItemsSeed<'_, '_> {
 }
 
 /// A list item read for the first pass: kept (as a value) only when it is
-/// of a [`CONTEXT_KINDS`] kind; other fields are skipped unbuilt.
-struct Probe(Option<Value>);
+/// of a cluster kind (its own `kind`, else the list's item type); the
+/// fields of other items are skipped unbuilt. Fields before `kind` are
+/// kept only when they are `apiVersion` or `metadata` (kubectl writes
+/// `apiVersion` and `kind` first).
+struct Probe<'k> {
+    item_kind: Option<&'k str>,
+}
 
-impl<'de> de::Deserialize<'de> for Probe {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Probe;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a Kubernetes object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probe, A::Error> {
-                let mut fields = Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if matches!(
-                        key.as_str(),
-                        "kind" | "apiVersion" | "metadata" | "scheduling"
-                    ) {
-                        fields.insert(key, map.next_value::<Value>()?);
-                    } else {
-                        map.next_value::<de::IgnoredAny>()?;
-                    }
+/// What [`Probe`] read: the item, when it is of a cluster kind.
+struct Probed(Option<Value>);
+
+impl<'de> DeserializeSeed<'de> for Probe<'_> {
+    type Value = Probed;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Probed, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Probe<'_> {
+    type Value = Probed;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Probed, A::Error> {
+        let mut fields = Map::new();
+        // Known once `kind` is read (or from the list's type).
+        let mut keep = self.item_kind.map(|k| is_cluster_kind(Some(k)));
+        while let Some(key) = map.next_key::<String>()? {
+            let wanted = match keep {
+                Some(keep) => keep,
+                None => matches!(key.as_str(), "kind" | "apiVersion" | "metadata"),
+            };
+            if wanted {
+                let value = map.next_value::<Value>()?;
+                if key == "kind" {
+                    keep = Some(is_cluster_kind(value.as_str()));
                 }
-                let keep = fields
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .is_some_and(|k| CONTEXT_KINDS.contains(&k));
-                Ok(Probe(keep.then_some(Value::Object(fields))))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Probe, A::Error> {
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                Ok(Probe(None))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Probe, E> {
-                Ok(Probe(None))
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<Probe, E> {
-                Ok(Probe(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Probe, E> {
-                Ok(Probe(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Probe, E> {
-                Ok(Probe(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Probe, E> {
-                Ok(Probe(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Probe, E> {
-                Ok(Probe(None))
+                fields.insert(key, value);
+            } else {
+                map.next_value::<de::IgnoredAny>()?;
             }
         }
-        d.deserialize_any(V)
+        let keep = keep == Some(true)
+            && is_cluster_kind(
+                fields
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .or(self.item_kind),
+            );
+        Ok(Probed(keep.then_some(Value::Object(fields))))
     }
-}
-
-/// Is this input JSON (rather than YAML)? Looks at the first non-blank byte.
-#[must_use]
-pub fn looks_like_json(bytes: &[u8]) -> bool {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    matches!(
-        bytes.iter().find(|b| !b.is_ascii_whitespace()),
-        Some(b'{' | b'[')
-    )
-}
-
-/// Reads everything (for inputs that must be parsed whole, like YAML).
-///
-/// # Errors
-/// Reading fails, or the input is over `limit` bytes.
-pub fn read_limited<R: Read>(reader: R, limit: usize) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    reader.take(limit as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > limit {
-        return Err(std::io::Error::other(format!(
-            "over the {} MiB limit for YAML input (use JSON, e.g. `kubectl get -o json`, which is read as a stream without a limit)",
-            limit / (1024 * 1024)
-        )));
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Probed, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(Probed(None))
     }
-    Ok(bytes)
+    fn visit_unit<E: de::Error>(self) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Probed, E> {
+        Ok(Probed(None))
+    }
 }
 
 #[cfg(test)]
@@ -565,22 +557,30 @@ mod tests {
     }
 
     #[test]
-    fn the_first_pass_keeps_only_namespaces_and_runtime_classes() {
+    fn the_first_pass_keeps_only_cluster_objects_whole() {
         let input = r#"{"apiVersion":"v1","items":[{"kind":"Pod","apiVersion":"v1","spec":{"x":[1,2]}},
             {"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","labels":{"l":"v"}},"status":{}},
-            {"kind":"RuntimeClass","apiVersion":"node.k8s.io/v1","metadata":{"name":"w"},"handler":"h","scheduling":{"nodeSelector":{}}}],
-            "kind":"List"} {"kind":"Namespace","metadata":{"name":"b"}}"#;
+            {"kind":"RuntimeClass","apiVersion":"node.k8s.io/v1","metadata":{"name":"w"},"handler":"h","scheduling":{"nodeSelector":{}}},
+            {"kind":"Node","apiVersion":"v1","metadata":{"name":"n"},"status":{"nodeInfo":{"kubeletVersion":"v1.31.0"}}}],
+            "kind":"List"} {"kind":"Namespace","metadata":{"name":"b"}}
+            {"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"m"},"status":{"nodeInfo":{}}},{"kind":"Pod","spec":{}}]}"#;
         let mut out = Vec::new();
         let info = for_each_context_object(input.as_bytes(), &mut |v| {
             out.push(v);
             Ok(())
         })
         .unwrap();
-        assert_eq!(out.len(), 3);
+        assert_eq!(out.len(), 5, "{out:?}");
         assert_eq!(out[0]["metadata"]["labels"]["l"], "v");
-        assert!(out[0].get("status").is_none());
+        assert!(out[0].get("status").is_some());
+        assert_eq!(out[1]["handler"], "h");
         assert!(out[1].get("scheduling").is_some());
-        assert_eq!(info.objects, 4);
+        assert_eq!(out[2]["status"]["nodeInfo"]["kubeletVersion"], "v1.31.0");
+        assert_eq!(out[3]["metadata"]["name"], "b");
+        // An item of a typed list gets the list's kind.
+        assert_eq!(out[4]["kind"], "Node");
+        assert!(out[4].get("status").is_some());
+        assert_eq!(info.objects, 7);
     }
 
     #[test]

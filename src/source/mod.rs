@@ -9,6 +9,18 @@
 //! engine, with the line and column of every node recorded in the same
 //! pass ([`for_each_document`]), so findings are placed without a second
 //! parse and a large file is never held as values all at once.
+//!
+//! The parts: [`files`] finds and reads the inputs of `lint` and `report
+//! --from-file` and runs the first pass ([`prescan`]: the cluster objects
+//! of the whole input) for both; [`json`] reads JSON objects as a stream
+//! (a `List` of any size, `jq` output, list API responses); this module
+//! turns a text into documents with their positions.
+
+pub mod files;
+pub mod json;
+pub mod prescan;
+
+pub use files::{Input, InputProblem, Inputs, Text, looks_like_json, manifest_paths};
 
 use std::borrow::Cow;
 use std::fmt;
