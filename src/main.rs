@@ -24,9 +24,10 @@ fn main() -> ExitCode {
 
 /// Transparent huge pages off for this process: mimalloc commits its arena
 /// eagerly, and with THP the kernel backs it with 2 MiB pages, so the
-/// webhook held 28.6 MiB after the latency benchmark against 17.4 MiB
-/// without (docs/BENCHMARKS.md, "Pod creates through the API server"), at
-/// the same latency. `prctl(PR_SET_THP_DISABLE)`, as mimalloc does itself
+/// webhook held 28.6 MiB after the latency benchmark, 20.6 MiB with THP
+/// off (17.4 MiB when mimalloc turns it off before the first allocation,
+/// `MIMALLOC_ALLOW_THP=0`), at the same latency (docs/BENCHMARKS.md, "Pod
+/// creates through the API server"). `prctl(PR_SET_THP_DISABLE)`, as mimalloc does itself
 /// with `MIMALLOC_ALLOW_THP=0`, there before the first allocation; here
 /// the few allocations made before `main` may keep their huge pages.
 fn no_transparent_huge_pages() {
