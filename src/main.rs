@@ -27,9 +27,9 @@ fn main() -> ExitCode {
 /// webhook held 28.6 MiB after the latency benchmark, 20.6 MiB with THP
 /// off (17.4 MiB when mimalloc turns it off before the first allocation,
 /// `MIMALLOC_ALLOW_THP=0`), at the same latency (docs/BENCHMARKS.md, "Pod
-/// creates through the API server"). `prctl(PR_SET_THP_DISABLE)`, as mimalloc does itself
-/// with `MIMALLOC_ALLOW_THP=0`, there before the first allocation; here
-/// the few allocations made before `main` may keep their huge pages.
+/// creates through the API server"). This is the `prctl` mimalloc makes
+/// itself with that setting; made here, the few allocations before `main`
+/// may keep their huge pages.
 fn no_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
     // The flag belongs to the process's memory: every thread started after
