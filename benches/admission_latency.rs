@@ -276,25 +276,12 @@ impl Process {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
         cp.adopt(child.id());
-        let policy = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/benches/kyverno/policy.yaml"
-        ))
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
-            if out.status.success() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Kyverno did not accept its policy in 120 s: {}\n{}",
-                e2e::stderr(&out),
-                std::fs::read_to_string(dir.path().join("kyverno.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        apply_policy(
+            cp,
+            "Kyverno",
+            "benches/kyverno/policy.yaml",
+            &dir.path().join("kyverno.log"),
+        );
         Some(Self {
             child,
             port,
@@ -370,25 +357,12 @@ impl Process {
         cp.adopt(child.id());
         // The templates first; each constraint once Gatekeeper has made its
         // kind.
-        let policy = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/benches/gatekeeper/policy.yaml"
-        ))
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
-            if out.status.success() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Gatekeeper did not accept its policy in 120 s: {}\n{}",
-                e2e::stderr(&out),
-                std::fs::read_to_string(dir.path().join("gatekeeper.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        apply_policy(
+            cp,
+            "Gatekeeper",
+            "benches/gatekeeper/policy.yaml",
+            &dir.path().join("gatekeeper.log"),
+        );
         let url = format!("https://127.0.0.1:{port}");
         let registrations = e2e::registrations_at(&objects, setup, &url, ca.pem().as_bytes());
         Some((
@@ -400,6 +374,29 @@ impl Process {
             },
             registrations,
         ))
+    }
+}
+
+/// Applies `file` (under the crate root) until `who` accepts it: its
+/// webhooks and the kinds it makes come up after it starts. Panics after
+/// 120 s with kubectl's error and `who`'s log.
+fn apply_policy(cp: &ControlPlane, who: &str, file: &str, log: &Path) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let policy =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{who} did not accept its policy in 120 s: {}\n{}",
+            e2e::stderr(&out),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
