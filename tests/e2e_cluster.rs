@@ -23,28 +23,6 @@ use serde_json::{Value, json};
 use controlplane::{Answer, ControlPlane};
 use e2e::{Webhook, pod, stderr};
 
-/// A kubeconfig for the install's ServiceAccount `winadmit/winadmit`, with
-/// a token from the TokenRequest API (`kubectl create token`).
-fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, sa: &str) -> PathBuf {
-    let token = cp.kubectl_ok(&["create", "token", sa, "-n", "winadmit", "--duration", "2h"]);
-    let path = dir.join(format!("{sa}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
-             contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
-             current-context: test\n",
-            cp.port,
-            cp.work.join("pki/ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 /// The install's RBAC objects (Namespace, ServiceAccount, ClusterRole,
 /// ClusterRoleBinding), applied as rendered.
 fn apply_rbac(cp: &ControlPlane, objects: &[Value]) {
@@ -77,7 +55,7 @@ fn setup(test: &str) -> &'static Setup {
         let objects = e2e::rendered("base");
         apply_rbac(cp, &objects);
         let dir = tempfile::tempdir().unwrap().keep();
-        let kubeconfig = service_account_kubeconfig(cp, &dir, "winadmit");
+        let kubeconfig = cp.service_account_kubeconfig(&dir, "winadmit", "winadmit");
         let webhook = Webhook::start(
             &e2e::overlay_policy(&objects),
             &[
@@ -103,10 +81,6 @@ fn setup(test: &str) -> &'static Setup {
     })
 }
 
-fn dry_run(cp: &ControlPlane, obj: &Value) -> Answer {
-    cp.dry_run_create_all(std::slice::from_ref(obj)).remove(0)
-}
-
 /// Retries `obj` until `done` holds for the answer (the cache follows the
 /// cluster through a watch, a moment behind): 20 s at most.
 fn eventually(
@@ -117,7 +91,7 @@ fn eventually(
 ) -> Answer {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let answer = dry_run(cp, obj);
+        let answer = cp.dry_run_create(obj);
         if done(&answer) {
             return answer;
         }
@@ -152,7 +126,8 @@ fn the_cache_runs_with_the_install_rbac() {
     let _turn = s.cluster_wide.lock().unwrap();
     let objects = e2e::rendered("base");
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit");
+    let kubeconfig =
+        s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
     let webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[
@@ -215,7 +190,8 @@ fn a_missing_verb_is_logged_as_forbidden() {
     }
     apply_rbac(s.cp, &objects);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit-no-watch");
+    let kubeconfig =
+        s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit-no-watch");
     let webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[
@@ -301,7 +277,7 @@ fn a_windows_runtime_class_follows_the_cluster() {
             }
         }
     });
-    let answer = dry_run(s.cp, &deploy);
+    let answer = s.cp.dry_run_create(&deploy);
     assert!(answer.ok(), "no such RuntimeClass yet: {answer:?}");
     s.cp.apply(
         &json!({

@@ -97,26 +97,6 @@ fn credential_spec(version: &str, name: &str, contents: Option<Value>) -> Value 
     o
 }
 
-fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path, sa: &str) -> PathBuf {
-    let token = cp.kubectl_ok(&["create", "token", sa, "-n", "winadmit", "--duration", "2h"]);
-    let path = dir.join(format!("{sa}.kubeconfig"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
-             contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
-             current-context: test\n",
-            cp.port,
-            cp.work.join("pki/ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 struct Setup {
     cp: &'static ControlPlane,
     webhook: Webhook,
@@ -173,7 +153,7 @@ fn setup(test: &str) -> &'static Setup {
                 "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": NS}]}),
         ]));
         let dir = tempfile::tempdir().unwrap().keep();
-        let kubeconfig = service_account_kubeconfig(cp, &dir, "winadmit");
+        let kubeconfig = cp.service_account_kubeconfig(&dir, "winadmit", "winadmit");
         let webhook = Webhook::start(
             &e2e::overlay_policy(&objects),
             &[
@@ -234,10 +214,6 @@ fn named(n: &str, contents: &str) -> Value {
     json!({"gmsaCredentialSpecName": n, "gmsaCredentialSpec": contents})
 }
 
-fn dry_run(cp: &ControlPlane, obj: &Value) -> Answer {
-    cp.dry_run_create_all(std::slice::from_ref(obj)).remove(0)
-}
-
 /// The API server refused `answer` through winadmit's validating webhook
 /// with `rule` and a message containing `text`.
 #[track_caller]
@@ -277,10 +253,8 @@ fn contents_at<'a>(answer: &'a Answer, pointer: &str) -> Option<&'a str> {
 fn without_gmsa_settings_nothing_happens() {
     let s = setup("without_gmsa_settings_nothing_happens");
     for (n, options) in [("v1-empty", json!({})), ("v2-none", Value::Null)] {
-        let a = dry_run(
-            s.cp,
-            &gmsa_pod(n, "denied", options.clone(), &[("web", options)]),
-        );
+        let a =
+            s.cp.dry_run_create(&gmsa_pod(n, "denied", options.clone(), &[("web", options)]));
         assert_admitted(&a);
         assert_eq!(contents_at(&a, ""), None);
         assert_eq!(contents_at(&a, "/containers/0"), None);
@@ -302,15 +276,12 @@ fn matching_contents_are_allowed_and_kept() {
     for contents in [canonical("webapp1"), reordered] {
         let exact = named("webapp1", &contents);
         let other = named("webapp2", &canonical("webapp2"));
-        let a = dry_run(
-            s.cp,
-            &gmsa_pod(
-                "v3",
-                "allowed",
-                exact.clone(),
-                &[("web", exact.clone()), ("other", other)],
-            ),
-        );
+        let a = s.cp.dry_run_create(&gmsa_pod(
+            "v3",
+            "allowed",
+            exact.clone(),
+            &[("web", exact.clone()), ("other", other)],
+        ));
         assert_admitted(&a);
         assert_eq!(
             contents_at(&a, ""),
@@ -335,19 +306,23 @@ fn other_contents_are_refused() {
     let s = setup("other_contents_are_refused");
     for contents in [canonical("webapp2"), "i ain't no JSON object".to_owned()] {
         let wrong = named("webapp1", &contents);
-        let a = dry_run(
-            s.cp,
-            &gmsa_pod("v5-pod", "allowed", wrong.clone(), &[("web", Value::Null)]),
-        );
+        let a = s.cp.dry_run_create(&gmsa_pod(
+            "v5-pod",
+            "allowed",
+            wrong.clone(),
+            &[("web", Value::Null)],
+        ));
         assert_refused(
             &a,
             "WIN-GMSA-CONTENTS-MISMATCH",
             r#"does not match the contents of GMSA resource "webapp1""#,
         );
-        let a = dry_run(
-            s.cp,
-            &gmsa_pod("v5-container", "allowed", Value::Null, &[("web", wrong)]),
-        );
+        let a = s.cp.dry_run_create(&gmsa_pod(
+            "v5-container",
+            "allowed",
+            Value::Null,
+            &[("web", wrong)],
+        ));
         assert_refused(
             &a,
             "WIN-GMSA-CONTENTS-MISMATCH",
@@ -380,7 +355,7 @@ fn contents_without_a_name_are_refused() {
         ),
     ] {
         assert_refused(
-            &dry_run(s.cp, &pod),
+            &s.cp.dry_run_create(&pod),
             "WIN-GMSA-CONTENTS-WITHOUT-NAME",
             "has a GMSA cred spec set, but does not define the name of the corresponding resource",
         );
@@ -396,10 +371,12 @@ fn contents_without_a_name_are_refused() {
 )]
 fn a_service_account_without_use_is_refused() {
     let s = setup("a_service_account_without_use_is_refused");
-    let a = dry_run(
-        s.cp,
-        &gmsa_pod("v8", "denied", Value::Null, &[("web", name("webapp1"))]),
-    );
+    let a = s.cp.dry_run_create(&gmsa_pod(
+        "v8",
+        "denied",
+        Value::Null,
+        &[("web", name("webapp1"))],
+    ));
     assert_refused(
         &a,
         "WIN-GMSA-NOT-AUTHORIZED",
@@ -410,10 +387,12 @@ fn a_service_account_without_use_is_refused() {
         "{a:?}"
     );
     // The same pod as the granted account is admitted.
-    assert_admitted(&dry_run(
-        s.cp,
-        &gmsa_pod("v8-ok", "allowed", Value::Null, &[("web", name("webapp1"))]),
-    ));
+    assert_admitted(&s.cp.dry_run_create(&gmsa_pod(
+        "v8-ok",
+        "allowed",
+        Value::Null,
+        &[("web", name("webapp1"))],
+    )));
 }
 
 /// V9, M9, I6: a credential spec that does not exist is refused; one
@@ -425,29 +404,23 @@ fn a_service_account_without_use_is_refused() {
 )]
 fn a_missing_credential_spec_is_refused() {
     let s = setup("a_missing_credential_spec_is_refused");
-    let a = dry_run(
-        s.cp,
-        &gmsa_pod(
-            "i6",
-            "allowed",
-            Value::Null,
-            &[("web", name("i-sure-dont-exist"))],
-        ),
-    );
+    let a = s.cp.dry_run_create(&gmsa_pod(
+        "i6",
+        "allowed",
+        Value::Null,
+        &[("web", name("i-sure-dont-exist"))],
+    ));
     assert_refused(
         &a,
         "WIN-GMSA-NOT-FOUND",
         "cred spec i-sure-dont-exist does not exist",
     );
-    let a = dry_run(
-        s.cp,
-        &gmsa_pod(
-            "no-contents",
-            "allowed",
-            name("no-contents"),
-            &[("web", Value::Null)],
-        ),
-    );
+    let a = s.cp.dry_run_create(&gmsa_pod(
+        "no-contents",
+        "allowed",
+        name("no-contents"),
+        &[("web", Value::Null)],
+    ));
     assert_refused(&a, "WIN-GMSA-NO-CREDSPEC", "does not have a credspec key");
 }
 
@@ -461,19 +434,16 @@ fn a_missing_credential_spec_is_refused() {
 )]
 fn names_are_filled_in_with_the_resources_contents() {
     let s = setup("names_are_filled_in_with_the_resources_contents");
-    let a = dry_run(
-        s.cp,
-        &gmsa_pod(
-            "i3",
-            "allowed",
-            name("webapp2"),
-            &[
-                ("nginx0", name("webapp1")),
-                ("nginx1", Value::Null),
-                ("nginx2", name("hostagent")),
-            ],
-        ),
-    );
+    let a = s.cp.dry_run_create(&gmsa_pod(
+        "i3",
+        "allowed",
+        name("webapp2"),
+        &[
+            ("nginx0", name("webapp1")),
+            ("nginx1", Value::Null),
+            ("nginx2", name("hostagent")),
+        ],
+    ));
     assert_admitted(&a);
     assert_eq!(contents_at(&a, ""), Some(canonical("webapp2").as_str()));
     assert_eq!(
@@ -514,10 +484,12 @@ fn credential_specs_are_served_at_both_versions() {
     }
     // And winadmit reads it (at v1) for a pod (the account may not use
     // it: the refusal names it, so it was found).
-    let a = dry_run(
-        s.cp,
-        &gmsa_pod("i14", "allowed", name("legacy"), &[("web", Value::Null)]),
-    );
+    let a = s.cp.dry_run_create(&gmsa_pod(
+        "i14",
+        "allowed",
+        name("legacy"),
+        &[("web", Value::Null)],
+    ));
     assert_refused(&a, "WIN-GMSA-NOT-AUTHORIZED", r#"GMSA cred spec "legacy""#);
 }
 
@@ -581,22 +553,21 @@ fn init_containers_are_checked_and_filled_in() {
             "securityContext": {"windowsOptions": options}}]);
         pod
     };
-    let a = dry_run(s.cp, &with_init("init-denied", "denied", name("webapp1")));
+    let a =
+        s.cp.dry_run_create(&with_init("init-denied", "denied", name("webapp1")));
     assert_refused(
         &a,
         "WIN-GMSA-NOT-AUTHORIZED",
         "spec.initContainers[0].securityContext.windowsOptions.gmsaCredentialSpecName",
     );
-    let a = dry_run(
-        s.cp,
-        &with_init(
-            "init-wrong",
-            "allowed",
-            named("webapp1", &canonical("webapp2")),
-        ),
-    );
+    let a = s.cp.dry_run_create(&with_init(
+        "init-wrong",
+        "allowed",
+        named("webapp1", &canonical("webapp2")),
+    ));
     assert_refused(&a, "WIN-GMSA-CONTENTS-MISMATCH", "spec.initContainers[0]");
-    let a = dry_run(s.cp, &with_init("init-ok", "allowed", name("webapp1")));
+    let a =
+        s.cp.dry_run_create(&with_init("init-ok", "allowed", name("webapp1")));
     assert_admitted(&a);
     assert_eq!(
         contents_at(&a, "/initContainers/0"),
@@ -661,14 +632,14 @@ fn a_credential_spec_created_later_is_watched() {
     let s = setup("a_credential_spec_created_later_is_watched");
     let pod = gmsa_pod("late", "allowed", name("late"), &[("web", Value::Null)]);
     assert_refused(
-        &dry_run(s.cp, &pod),
+        &s.cp.dry_run_create(&pod),
         "WIN-GMSA-NOT-FOUND",
         "cred spec late does not exist",
     );
     s.cp.apply(&credential_spec("v1", "late", Some(credspec("late"))).to_string());
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
-        let a = dry_run(s.cp, &pod);
+        let a = s.cp.dry_run_create(&pod);
         if a.ok() || Instant::now() > deadline {
             break a;
         }
@@ -723,7 +694,7 @@ fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
             "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": ns}]}),
     ]));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let kubeconfig = s.cp.service_account_kubeconfig(dir.path(), "winadmit", SA);
     let webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[
@@ -750,7 +721,7 @@ fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
         &[("web", Value::Null)],
     );
     pod["metadata"]["namespace"] = json!(ns);
-    let a = dry_run(s.cp, &pod);
+    let a = s.cp.dry_run_create(&pod);
     assert_refused(
         &a,
         "WIN-GMSA-NOT-AUTHORIZED",
@@ -954,7 +925,7 @@ fn the_live_report_says_unknown_when_it_may_not_ask() {
             "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": "winadmit"}]}),
     ]));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let kubeconfig = s.cp.service_account_kubeconfig(dir.path(), "winadmit", SA);
     let (report, err) = live_report(&kubeconfig);
     let rules = gmsa_rules(&report);
     let want = |r: &[&str]| r.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
@@ -1021,7 +992,8 @@ fn report_endpoint_readiness_and_metrics_follow_gmsa() {
     let s = setup("report_endpoint_readiness_and_metrics_follow_gmsa");
     let objects = e2e::rendered("gmsa");
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), "winadmit");
+    let kubeconfig =
+        s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
     let webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[
@@ -1167,7 +1139,7 @@ fn readiness_waits_for_the_credential_specs_list() {
     }
     s.cp.apply(&e2e::to_list(&rbac));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(s.cp, dir.path(), SA);
+    let kubeconfig = s.cp.service_account_kubeconfig(dir.path(), "winadmit", SA);
     let webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[

@@ -1046,27 +1046,6 @@ fn wait_ready(server: &Server) {
     }
 }
 
-/// A kubeconfig for ServiceAccount `ns/sa` (a TokenRequest token).
-fn service_account_kubeconfig(cp: &ControlPlane, dir: &Path, ns: &str, sa: &str) -> PathBuf {
-    let token = cp.kubectl_ok(&["create", "token", sa, "-n", ns, "--duration", "1h"]);
-    let path = dir.join("sa.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
-             users: [{{name: sa, user: {{token: \"{}\"}}}}]\n\
-             contexts: [{{name: test, context: {{cluster: test, user: sa}}}}]\n\
-             current-context: test\n",
-            cp.port,
-            cp.work.join("pki/ca.crt").display(),
-            token.trim()
-        ),
-    )
-    .unwrap();
-    path
-}
-
 /// A Windows pod; `bad` adds hostNetwork without HostProcess
 /// (WIN-HOSTNETWORK, an error).
 fn windows_pod(ns: &str, name: &str, bad: bool) -> Value {
@@ -1201,7 +1180,7 @@ fn helm_install_upgrade_uninstall_webhook() {
     cp.namespace("helm-apps", &[]);
     let pod_a = dir.path().join("pod-a");
     mount(cp, "winadmit", &pod_a);
-    let kubeconfig = service_account_kubeconfig(cp, dir.path(), "winadmit", "winadmit");
+    let kubeconfig = cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
     let a = start_pod(&pod_a, &kubeconfig);
     wait_ready(&a);
     let forwarder = Forwarder::start(listener, a.addr);

@@ -294,6 +294,28 @@ impl ControlPlane {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// A kubeconfig in `dir` for ServiceAccount `ns/sa`, with a token from
+    /// the TokenRequest API (`kubectl create token`, valid 2 hours).
+    pub fn service_account_kubeconfig(&self, dir: &Path, ns: &str, sa: &str) -> PathBuf {
+        let token = self.kubectl_ok(&["create", "token", sa, "-n", ns, "--duration", "2h"]);
+        let path = dir.join(format!("{ns}-{sa}.kubeconfig"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\n\
+                 clusters: [{{name: test, cluster: {{server: \"https://127.0.0.1:{}\", certificate-authority: \"{}\"}}}}]\n\
+                 users: [{{name: {sa}, user: {{token: \"{}\"}}}}]\n\
+                 contexts: [{{name: test, context: {{cluster: test, user: {sa}}}}}]\n\
+                 current-context: test\n",
+                self.port,
+                self.work.join("pki/ca.crt").display(),
+                token.trim()
+            ),
+        )
+        .unwrap();
+        path
+    }
+
     /// `kubectl apply --server-side -f -` of JSON or YAML objects; must succeed.
     pub fn apply(&self, objects: &str) {
         let out = self.kubectl_stdin(
@@ -408,6 +430,12 @@ impl ControlPlane {
         .await
         .unwrap();
         kube::Client::try_from(config).unwrap()
+    }
+
+    /// A server-side dry-run create of one object ([`Self::dry_run_create_all`]).
+    pub fn dry_run_create(&self, object: &serde_json::Value) -> Answer {
+        self.dry_run_create_all(std::slice::from_ref(object))
+            .remove(0)
     }
 
     /// Server-side dry-run creates of `objects` (built-in workload kinds,
