@@ -8,5 +8,5 @@
 # builds (4 minutes of CPU), 1.6 GB peak; a 110 MB binary.
 set -euo pipefail
 here="$(dirname "$0")"
-exec "$here/../go-build.sh" "$here" gatekeeper github.com/open-policy-agent/gatekeeper/v3 \
-  "${1:-${CARGO_TARGET_DIR:-$here/../../target}/gatekeeper/bin}"
+exec "$here/../../tests/go-build.sh" "$here" \
+  "${1:-${CARGO_TARGET_DIR:-$here/../../target}/gatekeeper/bin}" gatekeeper github.com/open-policy-agent/gatekeeper/v3

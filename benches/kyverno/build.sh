@@ -7,5 +7,5 @@
 # winadmit. About 7 minutes with cold Go caches on 2 cores, 2.9 GB peak.
 set -euo pipefail
 here="$(dirname "$0")"
-exec "$here/../go-build.sh" "$here" kyverno github.com/kyverno/kyverno/cmd/kyverno \
-  "${1:-${CARGO_TARGET_DIR:-$here/../../target}/kyverno/bin}"
+exec "$here/../../tests/go-build.sh" "$here" \
+  "${1:-${CARGO_TARGET_DIR:-$here/../../target}/kyverno/bin}" kyverno github.com/kyverno/kyverno/cmd/kyverno
