@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::Wants;
+use super::PositionsToFind;
 use crate::engine::Context;
 use crate::output::ObjectId;
 use crate::output::compact::{CompactReport, Record, Shared};
@@ -105,7 +105,7 @@ impl CrossObject {
 pub(super) fn keep_service(
     file: &Shared,
     doc: &Document,
-    wants: &mut Wants,
+    to_find: &mut PositionsToFind,
     cross: &mut CrossObject,
 ) {
     if !services::REPORTED_POINTERS
@@ -115,7 +115,7 @@ pub(super) fn keep_service(
         return;
     }
     for p in services::REPORTED_POINTERS {
-        wants
+        to_find
             .services
             .push((doc.yaml_doc, format!("{}{p}", doc.pointer)));
     }

@@ -30,7 +30,7 @@ pub use run::{Linted, Options, ResolveImages, run};
 /// evaluated: (YAML document, JSON Pointer), in the order the problems and
 /// findings were added to the report.
 #[derive(Default)]
-struct Wants {
+struct PositionsToFind {
     problems: Vec<(usize, String)>,
     findings: Vec<(usize, String)>,
     /// [`services::REPORTED_POINTERS`] of each Service recorded, in order.
@@ -214,20 +214,20 @@ fn lint_documents(
     let first_problem = report.input_errors.len();
     let first = report.findings.len();
     let first_service = cross.services.len();
-    let mut wants = Wants::default();
+    let mut to_find = PositionsToFind::default();
     for doc in &docs {
-        lint_document(file, doc, policy, cx, report, &mut wants, cross);
+        lint_document(file, doc, policy, cx, report, &mut to_find, cross);
     }
     drop(docs);
-    if wants.problems.is_empty() && wants.findings.is_empty() && wants.services.is_empty() {
+    if to_find.problems.is_empty() && to_find.findings.is_empty() && to_find.services.is_empty() {
         return;
     }
     // All of one YAML document (a `List`'s items share theirs).
-    let refs: Vec<&str> = wants
+    let refs: Vec<&str> = to_find
         .problems
         .iter()
-        .chain(&wants.findings)
-        .chain(&wants.services)
+        .chain(&to_find.findings)
+        .chain(&to_find.services)
         .map(|(_, p)| p.as_str())
         .collect();
     let mut found = positions.locate(&refs).into_iter();
@@ -251,7 +251,7 @@ fn lint_documents(
     }
 }
 
-/// A problem with one document, placed later from `wants` (if at all).
+/// A problem with one document, placed later from `to_find` (if at all).
 fn document_problem(file: &Shared, doc: &Document, message: String) -> InputProblem {
     InputProblem {
         file: file.to_string(),
@@ -261,7 +261,7 @@ fn document_problem(file: &Shared, doc: &Document, message: String) -> InputProb
     }
 }
 
-/// Evaluates one document; positions are filled in later from `wants`
+/// Evaluates one document; positions are filled in later from `to_find`
 /// (document, pointer), in the order problems and then findings were added.
 fn lint_document(
     file: &Shared,
@@ -269,7 +269,7 @@ fn lint_document(
     policy: &Policy,
     cx: &Context<'_>,
     report: &mut CompactReport,
-    wants: &mut Wants,
+    to_find: &mut PositionsToFind,
     cross: &mut CrossObject,
 ) {
     let Some((api_version, kind)) = type_of(&doc.value) else {
@@ -278,7 +278,7 @@ fn lint_document(
     };
     report.summary.objects += 1;
     if services::is_service(&doc.value) {
-        keep_service(file, doc, wants, cross);
+        keep_service(file, doc, to_find, cross);
         return;
     }
     if policy.pod_templates.kind_of(api_version, kind).is_none() {
@@ -288,7 +288,7 @@ fn lint_document(
         Ok(v) => v,
         Err(e) => {
             report.summary.input_errors += 1;
-            wants.problems.push((doc.yaml_doc, doc.pointer.clone()));
+            to_find.problems.push((doc.yaml_doc, doc.pointer.clone()));
             report
                 .input_errors
                 .push(document_problem(file, doc, e.to_string()));
@@ -331,7 +331,7 @@ fn lint_document(
     for f in eval.findings {
         let mut pointer = doc.pointer.clone();
         f.field.push_pointer(&mut pointer);
-        wants.findings.push((doc.yaml_doc, pointer));
+        to_find.findings.push((doc.yaml_doc, pointer));
         report.summary.count(f.severity);
         let record = report.record(&object, f);
         report.findings.push(record);
