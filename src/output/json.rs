@@ -5,18 +5,10 @@ use std::io::{self, Write};
 use serde::ser::SerializeSeq as _;
 use serde::{Serialize, Serializer};
 
-use super::{InputProblem, LintReport, LintSummary, Report};
+use super::{InputProblem, LintSummary, Report};
 
-/// # Errors
-/// Never in practice: the report is plain data.
-pub fn render(report: &LintReport) -> serde_json::Result<String> {
-    let mut s = serde_json::to_string_pretty(report)?;
-    s.push('\n');
-    Ok(s)
-}
-
-/// Writes the report as [`render`] does (the shape [`LintReport`]
-/// serializes to), finding by finding, from either form of the report.
+/// Writes the report in the shape [`LintReport`](super::LintReport) serializes to, finding
+/// by finding, from either form of the report.
 ///
 /// # Errors
 /// Writing to `out` failed.
@@ -32,7 +24,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
     out.write_all(b"\n")
 }
 
-/// [`LintReport`]'s serialized fields, in its order.
+/// [`LintReport`](super::LintReport)'s serialized fields, in its order.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase", bound(serialize = "R: Report"))]
 struct Document<'r, R: Report> {

@@ -7,16 +7,8 @@
 use std::io::{self, Write};
 
 use super::escape::Markup;
-use super::{FindingRef, LintReport, Report};
+use super::{FindingRef, Report};
 use crate::finding::Severity;
-
-/// The report as a string (tests, small reports).
-#[must_use]
-pub fn render(report: &LintReport) -> String {
-    let mut out = Vec::new();
-    write(report, &mut out).expect("writing to a Vec cannot fail");
-    String::from_utf8(out).expect("the report is UTF-8")
-}
 
 /// Writes the report to `out`.
 ///

@@ -23,16 +23,6 @@ use crate::rules;
 /// The base the relative locations are resolved against.
 pub const SRCROOT: &str = "%SRCROOT%";
 
-/// The log as a string (tests, small reports), against the working directory.
-///
-/// # Errors
-/// Never in practice: the report is plain data.
-pub fn render(report: &LintReport) -> serde_json::Result<String> {
-    let mut out = Vec::new();
-    write(report, &current_dir(), &mut out)?;
-    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
-}
-
 /// The working directory, for [`write`]'s `root`.
 #[must_use]
 pub fn current_dir() -> PathBuf {

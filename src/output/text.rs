@@ -3,18 +3,10 @@
 use std::io::{self, Write};
 
 use super::ansi::{self, Tone, paint};
-use super::{InputProblem, LintReport, Report};
+use super::{InputProblem, Report};
 
-/// Renders the report; `color` adds ANSI colours (for terminals).
-#[must_use]
-pub fn render(report: &LintReport, color: bool) -> String {
-    let mut out = Vec::new();
-    write(report, color, &mut out).expect("writing to memory does not fail");
-    String::from_utf8(out).expect("the report is UTF-8")
-}
-
-/// [`render`], written to `out` as it is rendered (no copy of a large
-/// report in memory).
+/// Writes the report to `out` as it is rendered (no copy of a large
+/// report in memory); `color` adds ANSI colours (for terminals).
 ///
 /// # Errors
 /// Writing to `out` failed.
