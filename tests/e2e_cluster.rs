@@ -14,7 +14,6 @@ mod e2e;
 #[path = "server_support/mod.rs"]
 mod server;
 
-use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 

@@ -29,7 +29,6 @@ mod e2e;
 #[path = "server_support/mod.rs"]
 mod server;
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 

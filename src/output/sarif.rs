@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::ser::SerializeSeq as _;
 use serde_json::{Value, json};
 
-use super::{FindingRef, LintReport, Report};
+use super::{FindingRef, Report};
 use crate::finding::Severity;
 use crate::rules;
 
