@@ -16,7 +16,7 @@ use crate::server::listener::{self, Drain};
 use crate::server::tls::{self, CertFiles, CertResolver};
 use crate::server::{self, Limits, ServerState};
 
-mod cluster;
+mod cluster_cache;
 
 /// # Errors
 /// A start-up problem, naming the flag or file: policy, certificate, key,
@@ -67,7 +67,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         Certificates::from_files(tls_cert, tls_key, &provider)?
     };
-    let cluster = cluster::prepare(cluster, &pol, images.registry_pull_secrets)?;
+    let cluster = cluster_cache::prepare(cluster, &pol, images.registry_pull_secrets)?;
     let image_cache = registry(images, request_timeout)?;
     let tls_config = tls::server_config(certs.resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
@@ -218,7 +218,7 @@ impl Certificates {
 fn admission(
     policy: crate::policy::Policy,
     target: crate::cluster::Cluster,
-    cluster: Option<&cluster::Prepared>,
+    cluster: Option<&cluster_cache::Prepared>,
 ) -> Admission {
     Admission {
         policy,
@@ -257,7 +257,7 @@ struct Serving {
     certs: Certificates,
     tls_reload_interval: Duration,
     provider: Arc<CryptoProvider>,
-    cluster: Option<cluster::Prepared>,
+    cluster: Option<cluster_cache::Prepared>,
     target_summary: String,
     drain: Drain,
     /// `--log-format json`: the self-signed banner is a log line too.

@@ -21,7 +21,6 @@ use crate::admission::{self, Admission, Endpoint};
 
 pub mod api_limits;
 pub mod budget;
-pub mod cluster;
 pub mod gmsa;
 pub mod images;
 pub mod jsonlog;
@@ -30,6 +29,7 @@ pub mod logwriter;
 pub mod metrics;
 mod report;
 pub mod tls;
+pub mod watch_cache;
 
 pub use metrics::Metrics;
 

@@ -1,6 +1,6 @@
 //! `serve --cluster-cache`: find the cluster configuration, then start the
 //! watch cache and hold `/readyz` until its first list (bounded). Glue only:
-//! the cache is `server::cluster`.
+//! the cache is `server::watch_cache`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::cli::{ClusterCacheArgs, ClusterCacheMode, GmsaMode};
 use crate::policy::Policy;
 use crate::server::ServerState;
 use crate::server::api_limits::{ApiLimits, ApiLimitsLayer};
-use crate::server::cluster::{self, ClusterCache};
+use crate::server::watch_cache::{self, ClusterCache};
 
 /// A cache whose configuration was found, not yet started.
 pub struct Prepared {
@@ -22,7 +22,7 @@ pub struct Prepared {
     pub cache: Arc<ClusterCache>,
     sync_timeout: Duration,
     /// How long each call to the API server may take.
-    pub deadlines: cluster::Deadlines,
+    pub deadlines: watch_cache::Deadlines,
     /// What the cache accepts from the API server.
     pub limits: ApiLimits,
     /// Whether the watchers run (`--cluster-cache` not off).
@@ -126,7 +126,7 @@ pub fn prepare(
         config,
         cache: Arc::new(ClusterCache::for_policy(policy)),
         sync_timeout: cluster_cache_sync_timeout,
-        deadlines: cluster::Deadlines::default(),
+        deadlines: watch_cache::Deadlines::default(),
         limits: ApiLimits {
             max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
                 .unwrap_or(usize::MAX),
@@ -185,7 +185,7 @@ impl Prepared {
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
         );
-        cluster::spawn(
+        watch_cache::spawn(
             client,
             Arc::clone(&cache),
             state.metrics.cluster(),
@@ -230,7 +230,7 @@ fn start_gmsa(
     mode: GmsaMode,
     client: kube::Client,
     state: &Arc<ServerState>,
-    watched: Option<(Arc<ClusterCache>, cluster::Deadlines)>,
+    watched: Option<(Arc<ClusterCache>, watch_cache::Deadlines)>,
     sync_timeout: Duration,
 ) {
     use crate::server::gmsa::{DEADLINE, Resolver, served};
@@ -275,7 +275,7 @@ fn start_gmsa(
             && let Some((cache, deadlines)) = watched
         {
             tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
-            cluster::spawn_gmsa(client, Arc::clone(&cache), metrics, deadlines);
+            watch_cache::spawn_gmsa(client, Arc::clone(&cache), metrics, deadlines);
             if tokio::time::timeout(sync_timeout, cache.wait_gmsa_synced())
                 .await
                 .is_err()
