@@ -68,6 +68,36 @@ pub fn prepare(
         );
         return Ok(None);
     }
+    let Some(config) = find_config(kubeconfig.as_deref(), context, mode, gmsa, pull_secrets)?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Prepared {
+        config,
+        cache: Arc::new(ClusterCache::for_policy(policy)),
+        sync_timeout: cluster_cache_sync_timeout,
+        deadlines: watch_cache::Deadlines::default(),
+        limits: ApiLimits {
+            max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
+                .unwrap_or(usize::MAX),
+            max_pages: cluster_cache_max_pages,
+        },
+        watch: mode != ClusterCacheMode::Off,
+        gmsa,
+        pull_secrets,
+    }))
+}
+
+/// The cluster configuration: `--kubeconfig`, `--context`, or inferred
+/// (in-cluster, `$KUBECONFIG`, `~/.kube/config`). `None`: none found and
+/// none required (logged once).
+fn find_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+    mode: ClusterCacheMode,
+    gmsa: GmsaMode,
+    pull_secrets: bool,
+) -> anyhow::Result<Option<Config>> {
     // Config loading is async in kube but does no network I/O; a small
     // runtime of its own keeps it before the server's runtime and binding.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -78,7 +108,7 @@ pub fn prepare(
         context: context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match (&kubeconfig, &context) {
+    let config = match (kubeconfig, &context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path).with_context(|| {
                 format!(
@@ -122,20 +152,7 @@ pub fn prepare(
             }
         },
     };
-    Ok(Some(Prepared {
-        config,
-        cache: Arc::new(ClusterCache::for_policy(policy)),
-        sync_timeout: cluster_cache_sync_timeout,
-        deadlines: watch_cache::Deadlines::default(),
-        limits: ApiLimits {
-            max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
-                .unwrap_or(usize::MAX),
-            max_pages: cluster_cache_max_pages,
-        },
-        watch: mode != ClusterCacheMode::Off,
-        gmsa,
-        pull_secrets,
-    }))
+    Ok(Some(config))
 }
 
 impl Prepared {
