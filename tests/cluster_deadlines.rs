@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use winadmit::admission::Admission;
 use winadmit::policy::Policy;
-use winadmit::server::cluster::{self, ClusterCache, Deadlines};
+use winadmit::server::watch_cache::{self, ClusterCache, Deadlines};
 use winadmit::server::{self, Limits, ServerState};
 
 /// Accepts connections and holds them open without reading or writing.
@@ -47,7 +47,7 @@ fn watching(api: std::net::SocketAddr, deadlines: Deadlines) -> Arc<ServerState>
     let mut config = kube::Config::new(format!("http://{api}").parse::<Uri>().unwrap());
     deadlines.apply_to(&mut config);
     let client = kube::Client::try_from(config).unwrap();
-    cluster::spawn(client, cache, state.metrics.cluster(), deadlines);
+    watch_cache::spawn(client, cache, state.metrics.cluster(), deadlines);
     state
 }
 
@@ -172,10 +172,10 @@ async fn a_silent_api_server_is_given_up_after_the_configured_deadline() {
 #[test]
 fn the_default_deadlines_are_the_documented_constants() {
     let d = Deadlines::default();
-    assert_eq!(d.connect, cluster::CONNECT_TIMEOUT);
-    assert_eq!(d.read, cluster::READ_TIMEOUT);
-    assert_eq!(d.watch_seconds, cluster::WATCH_SECONDS);
-    assert_eq!(d.list_page, cluster::LIST_PAGE);
+    assert_eq!(d.connect, watch_cache::CONNECT_TIMEOUT);
+    assert_eq!(d.read, watch_cache::READ_TIMEOUT);
+    assert_eq!(d.watch_seconds, watch_cache::WATCH_SECONDS);
+    assert_eq!(d.list_page, watch_cache::LIST_PAGE);
     // Only a stalled server hits the read deadline: a healthy watch ends
     // server-side first.
     assert!(d.read > Duration::from_secs(u64::from(d.watch_seconds)));

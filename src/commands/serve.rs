@@ -1,7 +1,6 @@
 //! `winadmit serve`: load and check everything, then bind and serve until
 //! SIGTERM/SIGINT. Glue only: the decision is `admission::review`.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,16 +11,37 @@ use rustls::crypto::CryptoProvider;
 
 use crate::admission::Admission;
 use crate::cli::{Exposure, LogFormat, ReportExposure, ServeArgs};
-use crate::server::listener::{self, Drain};
+use crate::server::listener::Drain;
 use crate::server::tls::{self, CertFiles, CertResolver};
 use crate::server::{self, Limits, ServerState};
 
-mod cluster;
+mod cluster_cache;
+mod listeners;
+
+use listeners::Serving;
 
 /// # Errors
 /// A start-up problem, naming the flag or file: policy, certificate, key,
 /// client CA, or an address that cannot be bound.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let _log_guard = init_logging(args.log_format, &args.log_level)?;
+    let worker_threads = args.worker_threads;
+    let serving = load(args)?;
+    let rt = runtime(worker_threads)?;
+    let served = rt.block_on(serving.serve());
+    // The drain already waited up to --shutdown-timeout: do not wait again
+    // for reviews still computing on the blocking pool.
+    rt.shutdown_background();
+    served?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads and checks everything before binding (fail fast): the policy,
+/// the TLS material, the cluster configuration, the registry options and
+/// which listener serves which endpoint.
+fn load(args: ServeArgs) -> anyhow::Result<Serving> {
+    let limits = limits(&args);
     let ServeArgs {
         listen,
         tls_cert,
@@ -34,26 +54,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         metrics,
         report,
         report_listen,
-        report_max_bytes,
-        report_write_timeout,
-        report_concurrency,
         policy,
         cluster,
         images,
-        max_body_bytes,
-        max_body_bytes_in_flight,
-        request_timeout,
-        header_timeout,
-        handshake_timeout,
-        max_connections,
-        idle_timeout,
         drain_delay,
         shutdown_timeout,
-        worker_threads,
         log_format,
-        log_level,
+        // Read by `limits`, `run` and `init_logging`.
+        report_max_bytes: _,
+        report_write_timeout: _,
+        report_concurrency: _,
+        max_body_bytes: _,
+        max_body_bytes_in_flight: _,
+        request_timeout: _,
+        header_timeout: _,
+        handshake_timeout: _,
+        max_connections: _,
+        idle_timeout: _,
+        worker_threads: _,
+        log_level: _,
     } = args;
-    let _log_guard = init_logging(log_format, &log_level)?;
     let exposure = endpoints(metrics, metrics_listen, report, report_listen)?;
     // kube's client (the cluster cache) uses the process default.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -67,29 +87,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         Certificates::from_files(tls_cert, tls_key, &provider)?
     };
-    let cluster = cluster::prepare(cluster, &pol, images.registry_pull_secrets)?;
-    let image_cache = registry(images, request_timeout)?;
+    let cluster = cluster_cache::prepare(cluster, &pol, images.registry_pull_secrets)?;
+    let image_cache = registry(images, limits.request_timeout)?;
     let tls_config = tls::server_config(certs.resolver.clone(), client_ca.as_deref(), &provider)
         .context("cannot start: fix the TLS configuration")?;
-    let state = ServerState::new(
-        admission(pol, target.clone(), cluster.as_ref()),
-        Limits {
-            max_body_bytes,
-            max_body_bytes_in_flight,
-            request_timeout,
-            handshake_timeout,
-            header_timeout,
-            max_connections,
-            idle_timeout,
-            report_max_bytes,
-            report_write_timeout,
-            report_concurrency,
-        },
-    );
+    let state = ServerState::new(admission(pol, target.clone(), cluster.as_ref()), limits);
     if let Some(make) = image_cache {
         state.set_images(make(state.metrics.registry()));
     }
-    let serving = Serving {
+    Ok(Serving {
         listen,
         report_listen: report_listen.filter(|_| report == ReportExposure::Separate),
         metrics_listen: metrics_listen
@@ -108,16 +114,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             timeout: shutdown_timeout,
         },
         json_logs: log_format == LogFormat::Json,
-    };
+    })
+}
 
-    let rt = runtime(worker_threads)?;
-    let served = rt.block_on(serving.serve());
-    // The drain already waited up to --shutdown-timeout: do not wait again
-    // for reviews still computing on the blocking pool.
-    rt.shutdown_background();
-    served?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+/// The limits of `serve`'s flags.
+fn limits(args: &ServeArgs) -> Limits {
+    Limits {
+        max_body_bytes: args.max_body_bytes,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
+        request_timeout: args.request_timeout,
+        handshake_timeout: args.handshake_timeout,
+        header_timeout: args.header_timeout,
+        max_connections: args.max_connections,
+        idle_timeout: args.idle_timeout,
+        report_max_bytes: args.report_max_bytes,
+        report_write_timeout: args.report_write_timeout,
+        report_concurrency: args.report_concurrency,
+    }
 }
 
 /// `--registry`: the resolver, checked now (credentials, CA files); the
@@ -218,7 +231,7 @@ impl Certificates {
 fn admission(
     policy: crate::policy::Policy,
     target: crate::cluster::Cluster,
-    cluster: Option<&cluster::Prepared>,
+    cluster: Option<&cluster_cache::Prepared>,
 ) -> Admission {
     Admission {
         policy,
@@ -240,191 +253,6 @@ fn runtime(worker_threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runt
         rt.worker_threads(n.max(1));
     }
     rt.build().context("cannot start the async runtime")
-}
-
-/// Everything checked and loaded, ready to bind and serve.
-struct Serving {
-    listen: SocketAddr,
-    /// `--report-listen`, when `--report=separate`.
-    report_listen: Option<SocketAddr>,
-    /// `--metrics-listen`, unless `--metrics=off`.
-    metrics_listen: Option<SocketAddr>,
-    endpoints: server::Endpoints,
-    /// What the metrics listener serves besides health.
-    metrics_endpoints: server::Endpoints,
-    state: Arc<ServerState>,
-    tls_config: Arc<rustls::ServerConfig>,
-    certs: Certificates,
-    tls_reload_interval: Duration,
-    provider: Arc<CryptoProvider>,
-    cluster: Option<cluster::Prepared>,
-    target_summary: String,
-    drain: Drain,
-    /// `--log-format json`: the self-signed banner is a log line too.
-    json_logs: bool,
-}
-
-impl Serving {
-    /// Starts the cluster cache, binds every listener, and serves until
-    /// SIGTERM/SIGINT and the drain that follows.
-    async fn serve(self) -> anyhow::Result<()> {
-        let Self {
-            listen,
-            report_listen,
-            metrics_listen,
-            endpoints,
-            metrics_endpoints,
-            state,
-            tls_config,
-            certs,
-            tls_reload_interval,
-            provider,
-            cluster,
-            target_summary,
-            drain,
-            json_logs,
-        } = self;
-        if let Some(cluster) = cluster {
-            cluster.start(&state)?;
-        }
-        let tcp = bind(listen, "--listen").await?;
-        let addr = tcp.local_addr().context("reading the bound address")?;
-        if let Some(ca) = &certs.ca_hint {
-            announce_self_signed(ca, addr.port(), json_logs);
-        }
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let report_task = match report_listen {
-            None => None,
-            Some(report_addr) => Some(
-                spawn_report_listener(report_addr, &state, &tls_config, stop_rx.clone(), drain)
-                    .await?,
-            ),
-        };
-        let metrics_task = match metrics_listen {
-            None => None,
-            Some(metrics_addr) => Some(
-                spawn_metrics_listener(
-                    metrics_addr,
-                    &state,
-                    metrics_endpoints,
-                    stop_rx.clone(),
-                    drain,
-                )
-                .await?,
-            ),
-        };
-        if let Some(files) = certs.watched {
-            tokio::spawn(tls::watch(
-                certs.resolver,
-                files,
-                provider,
-                tls_reload_interval,
-            ));
-        }
-        tracing::info!(
-            addr = %addr,
-            target = %target_summary,
-            "winadmit is serving {} over HTTPS (HTTP/1.1 and HTTP/2)",
-            server::route_list(true, endpoints)
-        );
-        let app = server::router_with(state.clone(), endpoints);
-        let shutdown = async move {
-            signal().await;
-            let _ = stop_tx.send(true);
-        };
-        listener::serve_tls(tcp, tls_config, app, state, shutdown, drain)
-            .await
-            .context("serving")?;
-        for task in [report_task, metrics_task].into_iter().flatten() {
-            let _ = task.await;
-        }
-        drop(stop_rx);
-        Ok(())
-    }
-}
-
-async fn bind(addr: SocketAddr, flag: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr} ({flag})"))
-}
-
-/// Resolves when the stop signal is sent.
-async fn stopped(mut rx: tokio::sync::watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
-}
-
-/// How to reach and trust the `--self-signed` server.
-fn announce_self_signed(ca: &std::path::Path, port: u16, json_logs: bool) {
-    let ca = ca.display();
-    if json_logs {
-        tracing::info!(
-            ca = %ca,
-            try_it = %format!("curl --cacert {ca} https://localhost:{port}/healthz"),
-            "self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory); its CA is written to the file in `ca`"
-        );
-        return;
-    }
-    eprintln!(
-        "winadmit: self-signed certificate for localhost, 127.0.0.1 and ::1 (ECDSA P-256, in memory)\n\
-         winadmit: its CA is written to {ca}\n\
-         winadmit: try: curl --cacert {ca} https://localhost:{port}/healthz"
-    );
-}
-
-/// `--report=separate`: POST /report over HTTPS on its own address, stopped
-/// and drained with the main listener.
-async fn spawn_report_listener(
-    addr: SocketAddr,
-    state: &Arc<ServerState>,
-    tls_config: &Arc<rustls::ServerConfig>,
-    stop: tokio::sync::watch::Receiver<bool>,
-    drain: Drain,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let r = bind(addr, "--report-listen").await?;
-    let raddr = r.local_addr().context("reading the bound address")?;
-    tracing::info!(addr = %raddr, "serving POST /report over HTTPS");
-    let app = server::report_router(state.clone());
-    let serving = listener::serve_tls(
-        r,
-        tls_config.clone(),
-        app,
-        state.clone(),
-        stopped(stop),
-        drain,
-    );
-    Ok(tokio::spawn(async move {
-        if let Err(e) = serving.await {
-            tracing::error!(error = %e, "report listener failed");
-        }
-    }))
-}
-
-/// `--metrics-listen`: plain-HTTP /metrics (and /report with
-/// `--report=metrics`) on its own address, stopped and drained with the
-/// main listener.
-async fn spawn_metrics_listener(
-    addr: SocketAddr,
-    state: &Arc<ServerState>,
-    endpoints: server::Endpoints,
-    stop: tokio::sync::watch::Receiver<bool>,
-    drain: Drain,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let m = bind(addr, "--metrics-listen").await?;
-    let maddr = m.local_addr().context("reading the bound address")?;
-    tracing::info!(
-        addr = %maddr,
-        metrics = endpoints.metrics,
-        report = endpoints.report,
-        "serving plain-HTTP /metrics"
-    );
-    let app = server::metrics_router(state.clone(), endpoints);
-    let serving = listener::serve_plain(m, app, state.clone(), stopped(stop), drain);
-    Ok(tokio::spawn(async move {
-        if let Err(e) = serving.await {
-            tracing::error!(error = %e, "metrics listener failed");
-        }
-    }))
 }
 
 /// What the HTTPS port and the metrics listener serve.
@@ -478,31 +306,6 @@ fn endpoints(
             report: report == ReportExposure::Metrics,
         },
     })
-}
-
-/// SIGTERM (Kubernetes) or SIGINT (Ctrl-C).
-async fn signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    () = ctrl_c => tracing::info!("SIGINT received"),
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server");
-                ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    ctrl_c.await;
 }
 
 /// Starts logging to stdout through a batching writer

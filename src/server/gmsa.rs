@@ -114,7 +114,7 @@ pub struct Resolver {
     client: Client,
     /// The watch cache of GMSACredentialSpecs, when `--cluster-cache` is
     /// on: once listed, credential specs are read there, not with a get.
-    cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
+    cache: Option<std::sync::Arc<crate::server::watch_cache::ClusterCache>>,
     /// All the calls of one review end within this.
     pub deadline: Duration,
     specs: Recent<String, CredSpec>,
@@ -179,7 +179,7 @@ impl Resolver {
     #[must_use]
     pub fn new(
         client: Client,
-        cache: Option<std::sync::Arc<crate::server::cluster::ClusterCache>>,
+        cache: Option<std::sync::Arc<crate::server::watch_cache::ClusterCache>>,
         deadline: Duration,
     ) -> Self {
         Self {

@@ -23,7 +23,7 @@ pub struct Metrics {
     latency: Latency,
     in_flight: Gauge,
     rejected: Family<Labels2, Counter>,
-    cluster: super::cluster::ClusterMetrics,
+    cluster: super::watch_cache::ClusterMetrics,
     gmsa: super::gmsa::GmsaMetrics,
     image_lookups: super::images::RegistryMetrics,
 }
@@ -76,7 +76,7 @@ impl Metrics {
             "HTTP requests rejected before review (bad body, content type, size), by endpoint and status",
             rejected.clone(),
         );
-        let cluster = super::cluster::ClusterMetrics::register(&mut registry);
+        let cluster = super::watch_cache::ClusterMetrics::register(&mut registry);
         let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
         let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
         Self {
@@ -100,7 +100,7 @@ impl Metrics {
 
     /// The cluster cache's metrics (shared handles).
     #[must_use]
-    pub fn cluster(&self) -> super::cluster::ClusterMetrics {
+    pub fn cluster(&self) -> super::watch_cache::ClusterMetrics {
         self.cluster.clone()
     }
 

@@ -102,92 +102,23 @@ async fn report(
         .unwrap_or_default()
         .to_owned();
     let Ok(permit) = Arc::clone(&state.server.report_slots).try_acquire_owned() else {
-        let limits = state.server.limits;
-        tracing::warn!(
-            concurrency = limits.report_concurrency,
-            "reports at --report-concurrency; answered 503"
-        );
-        let mut resp = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "{} report(s) are already being computed or sent (--report-concurrency); retry",
-                limits.report_concurrency
-            ),
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return resp;
+        return busy(state.server.limits.report_concurrency);
     };
-    // `--registry`: the body's images are looked up as `/validate` looks
-    // up a review's, through the same cache and within the same
-    // `--registry-review-timeout`, before the report is computed.
-    let images = match state.server.images.get() {
-        Some(cache) => {
-            let wanted = body_images(&state.policy, &content_type, &body);
-            if wanted.is_empty() {
-                None
-            } else {
-                Some(cache.facts_of(wanted).await)
-            }
-        }
-        None => None,
-    };
-    let limits = state.server.limits;
+    let images = image_facts(&state, &content_type, &body).await;
     let (tx, rx) = mpsc::channel::<Chunk>(4);
     let (computed_tx, computed_rx) = oneshot::channel::<Result<(), ReportError>>();
-    let runtime = tokio::runtime::Handle::current();
-    let started = std::time::Instant::now();
+    let job = Job {
+        state,
+        mode,
+        content_type,
+        body,
+        images,
+        runtime: tokio::runtime::Handle::current(),
+        started: std::time::Instant::now(),
+    };
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let report = compute(&state, mode, &content_type, &body, images.as_ref());
-        let body_bytes = body.len();
-        drop(body);
-        let report = match report {
-            Ok(report) => report,
-            Err(e) => {
-                tracing::info!(
-                    endpoint = "report",
-                    body_bytes,
-                    error = %e,
-                    latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-                    "report request"
-                );
-                let _ = computed_tx.send(Err(e));
-                return;
-            }
-        };
-        // One line per request, like the reviews': counts, never contents.
-        let s = &report.summary;
-        tracing::info!(
-            endpoint = "report",
-            body_bytes,
-            objects = s.objects,
-            windows_workloads = s.windows_workloads,
-            deny = s.verdicts.deny,
-            warn = s.verdicts.warn,
-            allow = s.verdicts.allow,
-            input_errors = report.input_errors.len(),
-            latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "report request"
-        );
-        if computed_tx.send(Ok(())).is_err() {
-            // The request timed out meanwhile: nobody to answer.
-            return;
-        }
-        let deadline = tokio::time::Instant::now() + limits.report_write_timeout;
-        let out = ChannelWriter {
-            tx,
-            runtime,
-            deadline,
-            buf: Vec::with_capacity(CHUNK),
-        };
-        if let Err(e) = write_capped(&report, limits.report_max_bytes, out) {
-            tracing::warn!(
-                error = %e,
-                timeout = ?limits.report_write_timeout,
-                "/report answer not read in time (--report-write-timeout) or the client left; cut off"
-            );
-        }
+        job.run(computed_tx, tx);
     });
     match computed_rx.await {
         Ok(Ok(())) => (
@@ -214,6 +145,116 @@ async fn report(
             };
             tracing::error!("{why}");
             error(StatusCode::INTERNAL_SERVER_ERROR, &why)
+        }
+    }
+}
+
+/// 503: `concurrency` reports are already running (`--report-concurrency`).
+fn busy(concurrency: usize) -> Response {
+    tracing::warn!(concurrency, "reports at --report-concurrency; answered 503");
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!(
+            "{concurrency} report(s) are already being computed or sent (--report-concurrency); retry"
+        ),
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+/// `--registry`: the body's images are looked up as `/validate` looks up a
+/// review's, through the same cache and within the same
+/// `--registry-review-timeout`, before the report is computed.
+async fn image_facts(
+    state: &ReportState,
+    content_type: &str,
+    body: &[u8],
+) -> Option<crate::images::KnownImages> {
+    let cache = state.server.images.get()?;
+    let wanted = body_images(&state.policy, content_type, body);
+    if wanted.is_empty() {
+        None
+    } else {
+        Some(cache.facts_of(wanted).await)
+    }
+}
+
+/// One report, computed and written on the blocking pool.
+struct Job {
+    state: ReportState,
+    mode: Option<Mode>,
+    content_type: String,
+    body: Bytes,
+    images: Option<crate::images::KnownImages>,
+    runtime: tokio::runtime::Handle,
+    started: std::time::Instant,
+}
+
+impl Job {
+    /// Computes the report, says on `computed` whether it could be, logs
+    /// one line, then streams it into `tx` within `--report-max-bytes` and
+    /// `--report-write-timeout`.
+    fn run(self, computed: oneshot::Sender<Result<(), ReportError>>, tx: mpsc::Sender<Chunk>) {
+        let Self {
+            state,
+            mode,
+            content_type,
+            body,
+            images,
+            runtime,
+            started,
+        } = self;
+        let limits = state.server.limits;
+        let report = compute(&state, mode, &content_type, &body, images.as_ref());
+        let body_bytes = body.len();
+        drop(body);
+        let latency_us = || u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let report = match report {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::info!(
+                    endpoint = "report",
+                    body_bytes,
+                    error = %e,
+                    latency_us = latency_us(),
+                    "report request"
+                );
+                let _ = computed.send(Err(e));
+                return;
+            }
+        };
+        // One line per request, like the reviews': counts, never contents.
+        let s = &report.summary;
+        tracing::info!(
+            endpoint = "report",
+            body_bytes,
+            objects = s.objects,
+            windows_workloads = s.windows_workloads,
+            deny = s.verdicts.deny,
+            warn = s.verdicts.warn,
+            allow = s.verdicts.allow,
+            input_errors = report.input_errors.len(),
+            latency_us = latency_us(),
+            "report request"
+        );
+        if computed.send(Ok(())).is_err() {
+            // The request timed out meanwhile: nobody to answer.
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + limits.report_write_timeout;
+        let out = ChannelWriter {
+            tx,
+            runtime,
+            deadline,
+            buf: Vec::with_capacity(CHUNK),
+        };
+        if let Err(e) = write_capped(&report, limits.report_max_bytes, out) {
+            tracing::warn!(
+                error = %e,
+                timeout = ?limits.report_write_timeout,
+                "/report answer not read in time (--report-write-timeout) or the client left; cut off"
+            );
         }
     }
 }

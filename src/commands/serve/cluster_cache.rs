@@ -1,6 +1,6 @@
 //! `serve --cluster-cache`: find the cluster configuration, then start the
 //! watch cache and hold `/readyz` until its first list (bounded). Glue only:
-//! the cache is `server::cluster`.
+//! the cache is `server::watch_cache`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::cli::{ClusterCacheArgs, ClusterCacheMode, GmsaMode};
 use crate::policy::Policy;
 use crate::server::ServerState;
 use crate::server::api_limits::{ApiLimits, ApiLimitsLayer};
-use crate::server::cluster::{self, ClusterCache};
+use crate::server::watch_cache::{self, ClusterCache};
 
 /// A cache whose configuration was found, not yet started.
 pub struct Prepared {
@@ -22,7 +22,7 @@ pub struct Prepared {
     pub cache: Arc<ClusterCache>,
     sync_timeout: Duration,
     /// How long each call to the API server may take.
-    pub deadlines: cluster::Deadlines,
+    pub deadlines: watch_cache::Deadlines,
     /// What the cache accepts from the API server.
     pub limits: ApiLimits,
     /// Whether the watchers run (`--cluster-cache` not off).
@@ -68,6 +68,36 @@ pub fn prepare(
         );
         return Ok(None);
     }
+    let Some(config) = find_config(kubeconfig.as_deref(), context, mode, gmsa, pull_secrets)?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Prepared {
+        config,
+        cache: Arc::new(ClusterCache::for_policy(policy)),
+        sync_timeout: cluster_cache_sync_timeout,
+        deadlines: watch_cache::Deadlines::default(),
+        limits: ApiLimits {
+            max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
+                .unwrap_or(usize::MAX),
+            max_pages: cluster_cache_max_pages,
+        },
+        watch: mode != ClusterCacheMode::Off,
+        gmsa,
+        pull_secrets,
+    }))
+}
+
+/// The cluster configuration: `--kubeconfig`, `--context`, or inferred
+/// (in-cluster, `$KUBECONFIG`, `~/.kube/config`). `None`: none found and
+/// none required (logged once).
+fn find_config(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+    mode: ClusterCacheMode,
+    gmsa: GmsaMode,
+    pull_secrets: bool,
+) -> anyhow::Result<Option<Config>> {
     // Config loading is async in kube but does no network I/O; a small
     // runtime of its own keeps it before the server's runtime and binding.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -78,7 +108,7 @@ pub fn prepare(
         context: context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match (&kubeconfig, &context) {
+    let config = match (kubeconfig, &context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path).with_context(|| {
                 format!(
@@ -122,20 +152,7 @@ pub fn prepare(
             }
         },
     };
-    Ok(Some(Prepared {
-        config,
-        cache: Arc::new(ClusterCache::for_policy(policy)),
-        sync_timeout: cluster_cache_sync_timeout,
-        deadlines: cluster::Deadlines::default(),
-        limits: ApiLimits {
-            max_response_bytes: usize::try_from(cluster_cache_max_response_bytes)
-                .unwrap_or(usize::MAX),
-            max_pages: cluster_cache_max_pages,
-        },
-        watch: mode != ClusterCacheMode::Off,
-        gmsa,
-        pull_secrets,
-    }))
+    Ok(Some(config))
 }
 
 impl Prepared {
@@ -185,7 +202,7 @@ impl Prepared {
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
         );
-        cluster::spawn(
+        watch_cache::spawn(
             client,
             Arc::clone(&cache),
             state.metrics.cluster(),
@@ -230,7 +247,7 @@ fn start_gmsa(
     mode: GmsaMode,
     client: kube::Client,
     state: &Arc<ServerState>,
-    watched: Option<(Arc<ClusterCache>, cluster::Deadlines)>,
+    watched: Option<(Arc<ClusterCache>, watch_cache::Deadlines)>,
     sync_timeout: Duration,
 ) {
     use crate::server::gmsa::{DEADLINE, Resolver, served};
@@ -275,7 +292,7 @@ fn start_gmsa(
             && let Some((cache, deadlines)) = watched
         {
             tracing::info!("cluster cache: watching gmsacredentialspecs.windows.k8s.io");
-            cluster::spawn_gmsa(client, Arc::clone(&cache), metrics, deadlines);
+            watch_cache::spawn_gmsa(client, Arc::clone(&cache), metrics, deadlines);
             if tokio::time::timeout(sync_timeout, cache.wait_gmsa_synced())
                 .await
                 .is_err()

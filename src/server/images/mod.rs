@@ -19,20 +19,22 @@
 //! - Health checks, metrics and reviews that name no uncached image never
 //!   wait on a registry: only a review waits, and only for its own images.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use crate::images::{KnownImages, Lookup};
 use crate::policy::Policy;
 use crate::registry::{Resolver, registry_of};
+
+mod metrics;
+mod pull_secrets;
+
+pub use metrics::RegistryMetrics;
+use pull_secrets::{MAX_PULL_SECRETS, PullSecrets};
 
 /// How the webhook uses registries (`serve --registry`).
 #[derive(Debug, Clone, Copy)]
@@ -65,91 +67,8 @@ impl Default for CacheOptions {
     }
 }
 
-/// Registries named in metric labels at most; the rest are `other`, so a
-/// pod cannot grow the metrics without bound.
-const MAX_REGISTRY_LABELS: usize = 32;
 /// Per-registry lanes kept at most; idle ones are forgotten past it.
 const MAX_LANES: usize = 1024;
-
-type ByRegistry = Family<[(&'static str, String); 1], Counter>;
-type LatencyByRegistry = Family<[(&'static str, String); 1], Histogram, fn() -> Histogram>;
-
-/// The registry lookups' metrics, by registry.
-#[derive(Clone)]
-pub struct RegistryMetrics {
-    lookups: ByRegistry,
-    hits: ByRegistry,
-    shared: ByRegistry,
-    failures: ByRegistry,
-    review_deadlines: ByRegistry,
-    latency: LatencyByRegistry,
-    named: Arc<Mutex<HashSet<String>>>,
-}
-
-impl RegistryMetrics {
-    /// Registers the metrics (no samples until `serve --registry` looks
-    /// an image up).
-    pub fn register(registry: &mut Registry) -> Self {
-        let m = Self {
-            lookups: ByRegistry::default(),
-            hits: ByRegistry::default(),
-            shared: ByRegistry::default(),
-            failures: ByRegistry::default(),
-            review_deadlines: ByRegistry::default(),
-            // 1 ms .. ~16 s, doubling.
-            latency: LatencyByRegistry::new_with_constructor(|| {
-                Histogram::new(exponential_buckets(0.001, 2.0, 15))
-            }),
-            named: Arc::default(),
-        };
-        registry.register(
-            "registry_lookups",
-            "Image lookups sent to a registry (serve --registry), by registry",
-            m.lookups.clone(),
-        );
-        registry.register(
-            "registry_cache_hits",
-            "Image facts answered from the cache, by registry",
-            m.hits.clone(),
-        );
-        registry.register(
-            "registry_shared_lookups",
-            "Image facts answered by another review's lookup in flight (single flight), by registry",
-            m.shared.clone(),
-        );
-        registry.register(
-            "registry_failures",
-            "Image lookups that failed (the facts are unknown; never a denial), by registry",
-            m.failures.clone(),
-        );
-        registry.register(
-            "registry_review_deadlines",
-            "Images a review stopped waiting for at --registry-review-timeout, by registry",
-            m.review_deadlines.clone(),
-        );
-        registry.register(
-            "registry_lookup_duration_seconds",
-            "Time of one image lookup at its registry, by registry",
-            m.latency.clone(),
-        );
-        m
-    }
-
-    /// The label for `registry`: itself, or `other` past
-    /// [`MAX_REGISTRY_LABELS`].
-    fn label(&self, registry: &str) -> [(&'static str, String); 1] {
-        let mut named = self.named.lock().unwrap_or_else(PoisonError::into_inner);
-        let name = if named.contains(registry) {
-            registry.to_owned()
-        } else if named.len() < MAX_REGISTRY_LABELS {
-            named.insert(registry.to_owned());
-            registry.to_owned()
-        } else {
-            "other".to_owned()
-        };
-        [("registry", name)]
-    }
-}
 
 /// Keeps pinned facts until evicted, tags for the TTL, failures briefly.
 struct Expire {
@@ -199,30 +118,6 @@ struct Inner {
     /// `--registry-pull-secrets`: set once the Kubernetes client exists.
     pull_secrets: std::sync::OnceLock<PullSecrets>,
 }
-
-/// `--registry-pull-secrets`: the Secrets a pod names in
-/// `imagePullSecrets`, read with a `get` in the pod's namespace (kept
-/// briefly), and a resolver per credential.
-struct PullSecrets {
-    client: kube::Client,
-    /// `(namespace, name)` -> the Secret's credentials, or why not.
-    secrets: moka::future::Cache<(String, String), Result<crate::registry::Credentials, String>>,
-    /// Credential identity -> a resolver with a client of its own (at
-    /// most [`MAX_RESOLVERS`]; all dropped past it).
-    resolvers: Mutex<HashMap<u64, Arc<Resolver>>>,
-    /// The keys of credential identities (random per process).
-    identity: std::hash::RandomState,
-}
-
-/// Resolvers kept for pods' credentials at most.
-const MAX_RESOLVERS: usize = 256;
-
-/// Secrets of one pod's `imagePullSecrets` read at most (a review must not
-/// cost the API server more than a few gets).
-const MAX_PULL_SECRETS: usize = 8;
-
-/// How long a Secret read for `--registry-pull-secrets` is kept.
-const SECRET_TTL: Duration = Duration::from_secs(30);
 
 /// The cache key of `image` looked up with credentials of `identity`
 /// (none: the server's own credentials, shared by every review). Facts a
@@ -283,15 +178,7 @@ impl ImageFactsCache {
     /// up with the credentials of the Secrets its `imagePullSecrets`
     /// names, read with `client` in the pod's namespace.
     pub fn use_pull_secrets(&self, client: kube::Client) {
-        let _ = self.inner.pull_secrets.set(PullSecrets {
-            client,
-            secrets: moka::future::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(SECRET_TTL)
-                .build(),
-            resolvers: Mutex::new(HashMap::new()),
-            identity: std::hash::RandomState::new(),
-        });
+        let _ = self.inner.pull_secrets.set(PullSecrets::new(client));
     }
 
     /// The facts of the images of one review body, within the review
@@ -501,90 +388,4 @@ fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
             .take(MAX_PULL_SECRETS)
             .collect(),
     })
-}
-
-impl PullSecrets {
-    /// The credentials of the Secrets `names` in `namespace`, in order
-    /// (the first naming a registry gives its credentials), read by
-    /// `deadline`. A Secret that cannot be read or is not a Docker config
-    /// is left out, logged: its images are looked up with the server's
-    /// credentials, and are unknown if those may not pull them.
-    async fn credentials(
-        &self,
-        namespace: &str,
-        names: &[String],
-        deadline: tokio::time::Instant,
-    ) -> crate::registry::Credentials {
-        let reads = names.iter().map(|name| async move {
-            let key = (namespace.to_owned(), name.clone());
-            let read = self.secrets.get_with(key, self.read(namespace, name));
-            match tokio::time::timeout_at(deadline, read).await {
-                Ok(found) => found,
-                Err(_) => {
-                    Err("no answer from the API server within --registry-review-timeout".to_owned())
-                }
-            }
-        });
-        let mut credentials = crate::registry::Credentials::default();
-        for (name, found) in names.iter().zip(futures::future::join_all(reads).await) {
-            match found {
-                Ok(c) => credentials.absorb(c),
-                Err(why) => tracing::warn!(
-                    namespace,
-                    secret = name.as_str(),
-                    "registry: imagePullSecrets not used: {why}"
-                ),
-            }
-        }
-        credentials
-    }
-
-    /// One Secret's credentials, or why not.
-    async fn read(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<crate::registry::Credentials, String> {
-        use k8s_openapi::api::core::v1::Secret;
-        let api: kube::Api<Secret> = kube::Api::namespaced(self.client.clone(), namespace);
-        let secret = api.get(name).await.map_err(|e| match e {
-            kube::Error::Api(status) if status.code == 403 => format!(
-                "may not get secrets in namespace {namespace} (the install's components/registry-pull-secrets grants it): {}",
-                status.message
-            ),
-            kube::Error::Api(status) if status.code == 404 => "no such Secret".to_owned(),
-            other => crate::errors::error_chain(&other),
-        })?;
-        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        crate::registry::Credentials::from_secret(
-            secret.type_.as_deref().unwrap_or_default(),
-            &data,
-        )
-    }
-
-    /// The resolver for `credentials` (a pod's, for one registry), and
-    /// their identity.
-    fn resolver(
-        &self,
-        base: &Resolver,
-        credentials: crate::registry::Credentials,
-    ) -> (u64, Arc<Resolver>) {
-        let id = credentials.identity(&self.identity);
-        let mut resolvers = self
-            .resolvers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !resolvers.contains_key(&id) && resolvers.len() >= MAX_RESOLVERS {
-            resolvers.clear();
-        }
-        let resolver = resolvers
-            .entry(id)
-            .or_insert_with(|| Arc::new(base.with_credentials(credentials)));
-        (id, Arc::clone(resolver))
-    }
 }
