@@ -368,7 +368,7 @@ impl KnownCluster {
 /// What a door knows of the cluster beyond the policy and the object:
 /// namespace labels, RuntimeClasses and Windows nodes. Plain data behind a
 /// trait, so the core stays free of clients: the server's watch cache
-/// (`server::cluster::ClusterCache`) implements it, the report's objects
+/// (`server::watch_cache::ClusterCache`) implements it, the report's objects
 /// from its input, tests a map.
 pub trait ClusterView: Send + Sync {
     /// The value of label `key` on namespace `namespace`, if known.
