@@ -156,6 +156,19 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         images: rules::Images::default(),
         all_containers: rules::containers_of(spec),
     };
+    (eval.findings, eval.skipped) = run_rules(policy, workload, &rule_cx, cluster);
+    eval.hyperv = hyperv;
+    eval
+}
+
+/// Runs every rule in scope of the target at its level on the cluster,
+/// and drops the findings of the rules the workload skips (with a reason).
+fn run_rules(
+    policy: &Policy,
+    workload: &Workload<'_, '_>,
+    rule_cx: &RuleContext<'_, '_, '_>,
+    cluster: &Cluster,
+) -> (Vec<Finding>, Vec<Skipped>) {
     let mut sink = RuleFindings::new();
     let mut skipped = Vec::new();
     for (i, rule) in rules::ALL.iter().enumerate() {
@@ -174,7 +187,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         sink.rule = info.id;
         sink.severity = severity;
         let before = sink.findings.len();
-        (rule.check)(&rule_cx, &mut sink);
+        (rule.check)(rule_cx, &mut sink);
         if sink.findings.len() > before
             && policy.honours_skips()
             && let Some(reason) = skip_reason(workload, info.id)
@@ -186,10 +199,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
             });
         }
     }
-    eval.findings = sink.into_findings();
-    eval.skipped = skipped;
-    eval.hyperv = hyperv;
-    eval
+    (sink.into_findings(), skipped)
 }
 
 /// The reason a workload gives for skipping a rule, from the annotation

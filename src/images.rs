@@ -235,73 +235,80 @@ impl KnownImages {
         })?;
         let mut known = Self::default();
         for (image, entry) in file.images {
-            let at = |field: &str| format!("images[{image:?}]{field}");
-            let lookup = match entry {
-                Entry {
-                    unknown: Some(why),
-                    digest: None,
-                    platforms: None,
-                } => Lookup::Unknown(why),
-                Entry {
-                    unknown: Some(_), ..
-                } => {
-                    return Err(format!(
-                        "{}: `unknown` (a failed lookup) cannot stand beside `digest` or `platforms`",
-                        at("")
-                    ));
-                }
-                Entry {
-                    platforms: None, ..
-                } => {
-                    return Err(format!(
-                        "{}: missing `platforms` (or `unknown` for a failed lookup)",
-                        at("")
-                    ));
-                }
-                Entry {
-                    digest,
-                    platforms: Some(platforms),
-                    ..
-                } => {
-                    if platforms.is_empty() {
-                        return Err(format!(
-                            "{}: empty: an image publishes at least one platform",
-                            at(".platforms")
-                        ));
-                    }
-                    if let Some(d) = &digest
-                        && !is_digest(d)
-                    {
-                        return Err(format!(
-                            "{}: {d:?} is not a digest (`sha256:` and 64 hex digits)",
-                            at(".digest")
-                        ));
-                    }
-                    for (i, p) in platforms.iter().enumerate() {
-                        for (key, value) in [("os", &p.os), ("architecture", &p.architecture)] {
-                            if value.trim().is_empty() {
-                                return Err(format!(
-                                    "{}: empty",
-                                    at(&format!(".platforms[{i}].{key}"))
-                                ));
-                            }
-                        }
-                        if p.is_windows()
-                            && let Some(v) = &p.os_version
-                            && v.parse::<Build>().is_err()
-                        {
-                            return Err(format!(
-                                "{}: {v:?} is not a Windows build (`10.0.20348` or `10.0.20348.2527`)",
-                                at(&format!(".platforms[{i}][\"os.version\"]"))
-                            ));
-                        }
-                    }
-                    Lookup::Known(ImageFacts { digest, platforms })
-                }
-            };
+            let lookup = Self::lookup_of(&image, entry)?;
             known.images.insert(image, lookup);
         }
         Ok(known)
+    }
+
+    /// One entry of an image facts file: a failed lookup with its reason,
+    /// or the digest and platforms, checked.
+    fn lookup_of(image: &str, entry: Entry) -> Result<Lookup, String> {
+        let at = |field: &str| format!("images[{image:?}]{field}");
+        let lookup = match entry {
+            Entry {
+                unknown: Some(why),
+                digest: None,
+                platforms: None,
+            } => Lookup::Unknown(why),
+            Entry {
+                unknown: Some(_), ..
+            } => {
+                return Err(format!(
+                    "{}: `unknown` (a failed lookup) cannot stand beside `digest` or `platforms`",
+                    at("")
+                ));
+            }
+            Entry {
+                platforms: None, ..
+            } => {
+                return Err(format!(
+                    "{}: missing `platforms` (or `unknown` for a failed lookup)",
+                    at("")
+                ));
+            }
+            Entry {
+                digest,
+                platforms: Some(platforms),
+                ..
+            } => {
+                if platforms.is_empty() {
+                    return Err(format!(
+                        "{}: empty: an image publishes at least one platform",
+                        at(".platforms")
+                    ));
+                }
+                if let Some(d) = &digest
+                    && !is_digest(d)
+                {
+                    return Err(format!(
+                        "{}: {d:?} is not a digest (`sha256:` and 64 hex digits)",
+                        at(".digest")
+                    ));
+                }
+                for (i, p) in platforms.iter().enumerate() {
+                    for (key, value) in [("os", &p.os), ("architecture", &p.architecture)] {
+                        if value.trim().is_empty() {
+                            return Err(format!(
+                                "{}: empty",
+                                at(&format!(".platforms[{i}].{key}"))
+                            ));
+                        }
+                    }
+                    if p.is_windows()
+                        && let Some(v) = &p.os_version
+                        && v.parse::<Build>().is_err()
+                    {
+                        return Err(format!(
+                            "{}: {v:?} is not a Windows build (`10.0.20348` or `10.0.20348.2527`)",
+                            at(&format!(".platforms[{i}][\"os.version\"]"))
+                        ));
+                    }
+                }
+                Lookup::Known(ImageFacts { digest, platforms })
+            }
+        };
+        Ok(lookup)
     }
 
     /// The file's text: what [`KnownImages::parse`] reads back.

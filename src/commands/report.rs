@@ -27,6 +27,7 @@ pub(crate) use crate::report::{Driver, Progress};
 /// Usage and input problems, an unreachable cluster or a refused list
 /// call (exit 2).
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    check_flags(&args)?;
     let ReportArgs {
         from_file,
         kubeconfig,
@@ -49,17 +50,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         quiet,
         color,
     } = args;
-    if !from_file.is_empty() && registry_pull_secrets {
-        anyhow::bail!(
-            "--registry-pull-secrets reads the Secrets a workload names from the cluster: it is for a live report, not --from-file (give the credentials with --registry-config)"
-        );
-    }
-    if !from_file.is_empty() && (kubeconfig.is_some() || context.is_some()) {
-        anyhow::bail!(
-            "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
-        );
-    }
-    refuse_install_namespace(&namespaces, std::env::var_os("WINADMIT_NAMESPACE"))?;
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let lookups = if registry {
@@ -113,6 +103,22 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         summary.warnings,
         incomplete,
     ))
+}
+
+/// Flags that do not go together, and a `--namespace` that names the
+/// install namespace by mistake.
+fn check_flags(args: &ReportArgs) -> anyhow::Result<()> {
+    if !args.from_file.is_empty() && args.registry_pull_secrets {
+        anyhow::bail!(
+            "--registry-pull-secrets reads the Secrets a workload names from the cluster: it is for a live report, not --from-file (give the credentials with --registry-config)"
+        );
+    }
+    if !args.from_file.is_empty() && (args.kubeconfig.is_some() || args.context.is_some()) {
+        anyhow::bail!(
+            "--from-file reads files; --kubeconfig and --context are for live clusters: use one or the other"
+        );
+    }
+    refuse_install_namespace(&args.namespaces, std::env::var_os("WINADMIT_NAMESPACE"))
 }
 
 /// What changes what the report says: `--mode`, `--no-fold`,

@@ -11,6 +11,9 @@
 //! decode their input and encode the decision. Pure: no I/O, no clock.
 //! What a door knows of the cluster comes in through [`Request::labels`]
 //! and the engine [`Context`].
+//!
+//! The settled patch and the verdict after it are worked out in `patching`;
+//! the warning and denial texts in `messages`.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -19,12 +22,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::{self, Context, Evaluation};
-use crate::finding::{Finding, PatchOperation, Severity};
-use crate::patch::{self, Mutation, MutationContext};
+use crate::finding::{Finding, Severity};
+use crate::patch::Mutation;
 use crate::policy::{Mode, Policy};
 use crate::workload::{Kind, Workload};
 
 pub(crate) mod messages;
+mod patching;
+use patching::patch_and_verdict;
+
 pub use messages::MAX_WARNING_KEPT_CHARS;
 
 /// Kubernetes' guidance for a warning's length: 120 characters.
@@ -428,96 +434,6 @@ fn count(
     }
 }
 
-/// The settled patch, its warnings and the verdict after it.
-fn patch_and_verdict(
-    policy: &Policy,
-    cx: &Context<'_>,
-    w: &Workload<'_, '_>,
-    request: &Request<'_>,
-    tree: &dyn Tree,
-    preview: bool,
-    decision: &mut Decision,
-) {
-    let labels = |key: &str| (request.labels)(w.namespace?, key);
-    let isolation = policy
-        .mutation
-        .isolation_namespace_label
-        .as_deref()
-        .and_then(labels);
-    let (create, pod_update, ephemeral) = match request.operation {
-        Operation::Create => (true, false, false),
-        Operation::Update { ephemeral, .. } => {
-            (false, w.kind == crate::workload::Kind::Pod, ephemeral)
-        }
-    };
-    let mcx = MutationContext {
-        create,
-        namespace_isolation: isolation.as_deref(),
-        psa_restricted_before_1_25: patch::psa_restricted_before_1_25(
-            labels(patch::PSA_ENFORCE_LABEL).as_deref(),
-            labels(patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
-        ),
-        images: cx.images,
-    };
-    // A pod's spec is immutable but for ephemeral containers.
-    let keep = |op: &PatchOperation| {
-        !pod_update || (ephemeral && op.path().as_str().starts_with("/spec/ephemeralContainers/"))
-    };
-    // The first round needs only the view. Only a change of targeting
-    // (spec.os, nodeSelector) can make the next evaluation find new
-    // fixes (patch::changes_targeting): then the patch is settled on the
-    // tree.
-    let mut m = patch::mutation(policy, w, &decision.evaluation, mcx);
-    m.retain(&keep);
-    if m.is_empty() {
-        decision.patch = m;
-        return;
-    }
-    let spec = w.spec_path.pointer();
-    let targeting = m.ops.iter().any(|op| patch::changes_targeting(op, &spec));
-    if targeting && !preview {
-        // Settled on the view when it models every operation (the
-        // webhook's fast path); the tree is the reference otherwise.
-        let on_view =
-            patch::settle_on_view(policy, cx, mcx, w, &decision.evaluation, &keep, m.clone());
-        if let Some(settled) = on_view {
-            if !settled.is_empty() {
-                decision.verdict = decision.verdict.max(Verdict::Warn);
-            }
-            decision.patch = settled;
-            return;
-        }
-    }
-    let needs_tree = targeting || preview;
-    let Some(doc) = needs_tree.then(|| tree.tree()).flatten() else {
-        decision.verdict = decision.verdict.max(Verdict::Warn);
-        decision.patch = m;
-        return;
-    };
-    if targeting {
-        // The first round is the one just made from the view.
-        m = patch::settle_from(policy, cx, mcx, &doc, w.namespace, &keep, Some(m));
-    }
-    if preview && !m.is_empty() {
-        let mut patched = doc.into_owned();
-        // The operations apply to this document (settle checks it; the
-        // first round's come from its own view).
-        let after = patch::apply(&mut patched, &m.ops)
-            .ok()
-            .and_then(|()| evaluate_value(policy, cx, &patched, w.namespace));
-        if let Some(after) = after {
-            decision.verdict = verdict(policy, &after, decision.mode);
-            decision.after = Some(after);
-        }
-        decision.patched = Some(patched);
-    }
-    if !m.is_empty() {
-        // /mutate explains each change in a warning: the client sees them.
-        decision.verdict = decision.verdict.max(Verdict::Warn);
-    }
-    decision.patch = m;
-}
-
 /// `1 error`, `2 errors`: a count with the word its number needs.
 #[must_use]
 pub fn plural(n: usize, one: &str, many: &str) -> String {
@@ -543,18 +459,4 @@ pub fn verdict(policy: &Policy, eval: &Evaluation, namespace_mode: Option<Mode>)
         .map(|f| Verdict::from(outcome(f.severity, policy.mode_for(f.rule, namespace_mode))))
         .max()
         .unwrap_or(Verdict::Allow)
-}
-
-fn evaluate_value(
-    policy: &Policy,
-    cx: &Context<'_>,
-    doc: &Value,
-    namespace: Option<&str>,
-) -> Option<Evaluation> {
-    let view = policy.pod_templates.read(doc).ok()?;
-    let mut w = Workload::from_view(&view)?;
-    if w.namespace.is_none() {
-        w.namespace = namespace;
-    }
-    Some(engine::evaluate(policy, &w, cx))
 }

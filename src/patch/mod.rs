@@ -5,17 +5,25 @@
 //! untouched. Every operation is written to apply to the document as it is
 //! (field absent, empty, or present), and a patched object yields no new
 //! patch, so reinvocation is safe.
+//!
+//! What the webhook adds on its own (node selectors, `spec.os`, tolerations,
+//! the isolation annotation) is in `add`; settling a patch to a fixpoint on
+//! the tree in `settle`, on the view in `overlay`.
 
 use std::collections::HashSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::engine::Evaluation;
 use crate::finding::{FixKind, PatchOperation};
 use crate::policy::Policy;
-use crate::targeting::OS_LABEL;
-use crate::view::SpecView;
 use crate::workload::Workload;
+
+mod add;
+mod settle;
+
+use add::{add_isolation, add_os_selector, add_tolerations, add_windows_build, set_os_name};
+pub use settle::{changes_targeting, settle, settle_from};
 
 mod overlay;
 pub use overlay::settle as settle_on_view;
@@ -157,43 +165,11 @@ pub fn mutation(
         return m;
     }
 
-    let has_os_label = spec
-        .node_selector
-        .as_ref()
-        .and_then(|s| s.get(OS_LABEL))
-        .is_some();
-    if settings.inject_node_selector && !has_os_label {
-        let (why, fixed) = match by_facts {
-            Some(f) => {
-                let description = f.fix.as_ref().map_or("", |fix| fix.description.as_str());
-                (
-                    format!("winadmit: {description} ({}: {})", f.rule, f.field),
-                    Some(Fixed {
-                        rule: f.rule,
-                        field: f.field.to_string(),
-                        description: description.to_owned(),
-                    }),
-                )
-            }
-            None => (
-                "winadmit added nodeSelector kubernetes.io/os=windows".to_owned(),
-                None,
-            ),
-        };
-        m.push(add_node_selector(&workload.spec_path, spec), why, fixed);
+    if settings.inject_node_selector {
+        add_os_selector(&mut m, workload, spec, by_facts);
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
-        if cx.psa_restricted_before_1_25 {
-            m.notes.push(
-                "winadmit left spec.os unset: Pod Security restricted before v1.25 here would refuse the pod".to_owned(),
-            );
-        } else {
-            m.push(
-                crate::finding::add_op(workload.spec_path.key("os"), json!({"name": "windows"})),
-                "winadmit set spec.os.name=windows",
-                None,
-            );
-        }
+        set_os_name(&mut m, workload, cx.psa_restricted_before_1_25);
     }
     let mut tolerations = settings.tolerations.clone();
     if settings.tolerate_windows_taint
@@ -241,343 +217,6 @@ fn push_fixes(m: &mut Mutation, eval: &Evaluation, wanted: impl Fn(FixKind) -> b
                 );
             }
         }
-    }
-}
-
-/// Adds `node.kubernetes.io/windows-build` when the images whose build is
-/// known leave exactly one build they can all run on, the pod does not
-/// select a build yet, and it is not a HostProcess pod (HostProcess
-/// containers need no matching build). An image's builds are the registry's
-/// facts where known (its Windows platforms' `os.version`: an index with
-/// 10.0.17763 and 10.0.20348 runs on either), else the build its tag names.
-fn add_windows_build(
-    m: &mut Mutation,
-    workload: &Workload<'_, '_>,
-    spec: &SpecView<'_>,
-    images: Option<&crate::images::KnownImages>,
-) {
-    use crate::windows_builds::{WINDOWS_BUILD_LABEL, image_build};
-    if spec
-        .node_selector
-        .as_ref()
-        .and_then(|s| s.get(WINDOWS_BUILD_LABEL))
-        .is_some()
-        || crate::engine::host_process(spec).all
-    {
-        return;
-    }
-    let mut common: Option<Vec<crate::windows_builds::Build>> = None;
-    let mut by_facts = false;
-    for image in [
-        &spec.init_containers,
-        &spec.containers,
-        &spec.ephemeral_containers,
-    ]
-    .into_iter()
-    .flatten()
-    .flatten()
-    .filter_map(|c| c.image.as_deref())
-    {
-        let builds = match images.and_then(|k| k.facts(image)) {
-            Some(facts) => {
-                by_facts = true;
-                facts.windows_builds()
-            }
-            None => image_build(image).into_iter().collect(),
-        };
-        if builds.is_empty() {
-            continue;
-        }
-        common = Some(match common {
-            None => builds,
-            Some(mut c) => {
-                c.retain(|b| builds.contains(b));
-                c
-            }
-        });
-    }
-    let Some([build]) = common.as_deref() else {
-        return;
-    };
-    let build = *build;
-    let source = if by_facts {
-        "the images' Windows build, by the registry's facts"
-    } else {
-        "the images' Windows build"
-    };
-    let selector = workload.spec_path.key("nodeSelector");
-    let selector_pointer = selector.pointer();
-    let created = m.ops.iter().any(|o| o.path().as_str() == selector_pointer);
-    let op = if spec.node_selector.is_some() || created {
-        crate::finding::add_op(
-            selector.map_key(WINDOWS_BUILD_LABEL),
-            json!(build.to_string()),
-        )
-    } else {
-        crate::finding::add_op(&selector, json!({ WINDOWS_BUILD_LABEL: build.to_string() }))
-    };
-    m.push(
-        op,
-        format!("winadmit added nodeSelector {WINDOWS_BUILD_LABEL}={build} ({source})"),
-        None,
-    );
-}
-
-fn add_tolerations(
-    m: &mut Mutation,
-    workload: &Workload<'_, '_>,
-    spec: &SpecView<'_>,
-    wanted: &[Value],
-) {
-    let existing = spec.tolerations.as_deref().unwrap_or_default();
-    let mut missing: Vec<&Value> = wanted
-        .iter()
-        .filter(|t| {
-            !existing.iter().any(|e| {
-                let same =
-                    |field: &str, have: Option<&str>| t.get(field).and_then(Value::as_str) == have;
-                same("key", e.key.as_deref())
-                    && same("value", e.value.as_deref())
-                    && same("effect", e.effect.as_deref())
-            })
-        })
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let path = workload.spec_path.key("tolerations");
-    if spec.tolerations.is_none() {
-        let all: Vec<Value> = missing.drain(..).cloned().collect();
-        m.push(
-            crate::finding::add_op(&path, Value::Array(all)),
-            "winadmit added the Windows node tolerations",
-            None,
-        );
-        return;
-    }
-    for (n, t) in missing.into_iter().enumerate() {
-        let op = crate::finding::append_op(&path, t.clone());
-        // "/-" paths repeat; keep them distinct for de-duplication.
-        if m.ops.iter().all(|o| o != &op) {
-            m.ops.push(op);
-            m.explanations.push(format!(
-                "winadmit added a Windows node toleration ({})",
-                n + 1
-            ));
-            m.fixes.push(None);
-        }
-    }
-}
-
-fn add_isolation(m: &mut Mutation, workload: &Workload<'_, '_>, isolation: &str) {
-    let key = crate::targeting::ISOLATION_ANNOTATION;
-    if workload
-        .pod_annotations()
-        .and_then(|a| a.get(key))
-        .is_some()
-    {
-        return;
-    }
-    let meta = workload.pod_metadata_path();
-    let why = format!("winadmit set {key}={isolation}");
-    let op = match (workload.pod_meta, workload.pod_annotations()) {
-        (_, Some(_)) => {
-            crate::finding::add_op(meta.key("annotations").map_key(key), json!(isolation))
-        }
-        (Some(_), None) => {
-            crate::finding::add_op(meta.key("annotations"), json!({ key: isolation }))
-        }
-        (None, None) => crate::finding::add_op(&meta, json!({"annotations": { key: isolation }})),
-    };
-    m.push(op, why, None);
-}
-
-/// Rounds of re-evaluation before giving up on a fixpoint.
-const SETTLE_ROUNDS: usize = 4;
-
-/// Does this operation change how the pod is targeted (`spec.os`,
-/// `nodeSelector`)? Only then can the next evaluation find new fixes:
-/// removals only remove findings; tolerations and annotations carry none.
-#[must_use]
-pub fn changes_targeting(op: &PatchOperation, spec_pointer: &str) -> bool {
-    op.path()
-        .as_str()
-        .strip_prefix(spec_pointer)
-        .is_some_and(|rest| {
-            rest == "/os" || rest.starts_with("/os/") || rest.starts_with("/nodeSelector")
-        })
-}
-
-/// The mutation for a document, settled to a fixpoint.
-///
-/// One fix can make another necessary: setting `spec.os.name: windows`
-/// makes the API server reject Linux-only fields it ignored before (even
-/// `allowPrivilegeEscalation: false`). This applies the patch to a copy of
-/// the document, evaluates the result with the same engine and policy, and
-/// appends what the next round would patch, until nothing new appears, so
-/// one answer is reinvocation-safe. If the settled object would still carry
-/// a field the API server forbids on `spec.os.name: windows` pods, setting
-/// `spec.os.name` would get the object rejected: the mutation is computed
-/// again without it. `keep` filters operations (e.g. a pod UPDATE may only
-/// touch ephemeral containers); `namespace` fills in an object without one.
-#[must_use]
-pub fn settle(
-    policy: &Policy,
-    cx: &crate::engine::Context<'_>,
-    mcx: MutationContext<'_>,
-    doc: &Value,
-    namespace: Option<&str>,
-    keep: &dyn Fn(&PatchOperation) -> bool,
-) -> Mutation {
-    settle_from(policy, cx, mcx, doc, namespace, keep, None)
-}
-
-/// [`settle`], given the first round's mutation when the caller has it
-/// already ([`mutation`] of the same document's evaluation, filtered by
-/// `keep`): the document is then evaluated from the second round on.
-#[must_use]
-pub fn settle_from(
-    policy: &Policy,
-    cx: &crate::engine::Context<'_>,
-    mcx: MutationContext<'_>,
-    doc: &Value,
-    namespace: Option<&str>,
-    keep: &dyn Fn(&PatchOperation) -> bool,
-    first: Option<Mutation>,
-) -> Mutation {
-    let settled = mutate_doc(policy, cx, mcx, doc, namespace, keep, first, true);
-    let Some((m, settled)) = settled else {
-        return Mutation::default();
-    };
-    if m.sets_os() && forbids_os_fields(policy, cx, &settled, namespace) {
-        return mutate_doc(policy, cx, mcx, doc, namespace, keep, None, false)
-            .map(|(m, _)| m)
-            .unwrap_or_default();
-    }
-    m
-}
-
-/// One settled mutation and the patched document, or `None` when the
-/// document is not a workload. `first` is the first round's mutation, when
-/// known; `set_os_name: false` overrides the policy.
-#[allow(clippy::too_many_arguments)] // settle's inputs, passed through
-fn mutate_doc(
-    policy: &Policy,
-    cx: &crate::engine::Context<'_>,
-    mcx: MutationContext<'_>,
-    doc: &Value,
-    namespace: Option<&str>,
-    keep: &dyn Fn(&PatchOperation) -> bool,
-    first: Option<Mutation>,
-    set_os_name: bool,
-) -> Option<(Mutation, Value)> {
-    let mut patched = doc.clone();
-    let start = usize::from(first.is_some());
-    let mut m = first.unwrap_or_default();
-    let mut applied = 0;
-    let policy = if set_os_name {
-        policy
-    } else {
-        policy.without_os_name()
-    };
-    for round in start..=SETTLE_ROUNDS {
-        if apply(&mut patched, &m.ops[applied..]).is_err() {
-            // A generated patch that does not apply is a bug: send nothing
-            // rather than something the API server would refuse.
-            m.truncate(applied);
-            return Some((m, patched));
-        }
-        applied = m.ops.len();
-        let view = policy.pod_templates.read(&patched).ok()?;
-        let mut w = Workload::from_view(&view)?;
-        if w.namespace.is_none() {
-            w.namespace = namespace;
-        }
-        let eval = crate::engine::evaluate(policy, &w, cx);
-        let mut next = mutation(policy, &w, &eval, mcx);
-        next.retain(keep);
-        let more = m.absorb(next, &w.spec_path.pointer());
-        if !more || round == SETTLE_ROUNDS {
-            break;
-        }
-    }
-    if apply(&mut patched, &m.ops[applied..]).is_err() {
-        m.truncate(applied);
-    }
-    Some((m, patched))
-}
-
-/// Would the API server reject this (patched) object for a field it
-/// forbids on Windows pods?
-fn forbids_os_fields(
-    policy: &Policy,
-    cx: &crate::engine::Context<'_>,
-    doc: &Value,
-    namespace: Option<&str>,
-) -> bool {
-    let Ok(view) = policy.pod_templates.read(doc) else {
-        return false;
-    };
-    let Some(mut w) = Workload::from_view(&view) else {
-        return false;
-    };
-    if w.namespace.is_none() {
-        w.namespace = namespace;
-    }
-    forbids_os_fields_in(policy, cx, &w)
-}
-
-/// [`forbids_os_fields`] of a workload already read (the settled tree's,
-/// or the view with the patch applied).
-fn forbids_os_fields_in(
-    policy: &Policy,
-    cx: &crate::engine::Context<'_>,
-    w: &Workload<'_, '_>,
-) -> bool {
-    // Only the API server mirror, so that fields other rules report (and
-    // a policy may have turned off) are counted too.
-    !crate::engine::evaluate(policy.api_server_mirror(), w, cx)
-        .findings
-        .is_empty()
-}
-
-impl Mutation {
-    /// Appends the next settling round: its operations and explanations,
-    /// and its notes not given yet. Returns whether that round changes
-    /// targeting (`spec_pointer` is the pod spec's), so another round
-    /// must follow.
-    fn absorb(&mut self, next: Mutation, spec_pointer: &str) -> bool {
-        let more = next
-            .ops
-            .iter()
-            .any(|op| changes_targeting(op, spec_pointer));
-        self.ops.extend(next.ops);
-        self.explanations.extend(next.explanations);
-        self.fixes.extend(next.fixes);
-        for note in next.notes {
-            if !self.notes.contains(&note) {
-                self.notes.push(note);
-            }
-        }
-        more
-    }
-
-    /// Does this patch set `spec.os`?
-    fn sets_os(&self) -> bool {
-        self.ops
-            .iter()
-            .any(|op| op.path().as_str().ends_with("/os"))
-    }
-
-    /// Keeps the operations (and their explanations) that `keep` accepts.
-    pub fn retain(&mut self, keep: &dyn Fn(&PatchOperation) -> bool) {
-        let kept: Vec<bool> = self.ops.iter().map(keep).collect();
-        let mut k = kept.iter();
-        self.ops.retain(|_| *k.next().unwrap_or(&false));
-        let mut k = kept.iter();
-        self.explanations.retain(|_| *k.next().unwrap_or(&false));
-        let mut k = kept.iter();
-        self.fixes.retain(|_| *k.next().unwrap_or(&false));
     }
 }
 

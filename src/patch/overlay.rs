@@ -23,7 +23,8 @@ use json_patch::jsonptr::PointerBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Mutation, MutationContext, SETTLE_ROUNDS, forbids_os_fields_in, mutation};
+use super::settle::{SETTLE_ROUNDS, forbids_os_fields_in};
+use super::{Mutation, MutationContext, mutation};
 use crate::engine::{self, Context, Evaluation};
 use crate::finding::PatchOperation;
 use crate::policy::Policy;

@@ -71,7 +71,6 @@ pub(super) fn located(path: &Path, text: &str, pointer: &str, message: String) -
 /// `Exists`; `tolerationSeconds` only with `NoExecute`. The error: a pointer below the list,
 /// and the message.
 pub(super) fn check_tolerations(value: &serde_json::Value) -> Result<(), (String, String)> {
-    use k8s_openapi::api::core::v1::Toleration;
     let Some(items) = value.as_array() else {
         return Err((
             String::new(),
@@ -79,86 +78,104 @@ pub(super) fn check_tolerations(value: &serde_json::Value) -> Result<(), (String
         ));
     };
     for (i, item) in items.iter().enumerate() {
-        let here = |field: &str| {
-            if field.is_empty() {
-                format!("/{i}")
-            } else {
-                format!("/{i}/{field}")
-            }
-        };
-        let name = format!("mutation.tolerations[{i}]");
-        let t: Toleration = serde_json::from_value(item.clone())
-            .map_err(|e| (here(""), format!("{name}: not a toleration: {e}")))?;
-        if let Some(fields) = item.as_object() {
-            let allowed = ["key", "operator", "value", "effect", "tolerationSeconds"];
-            if let Some(k) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
-                return Err((
-                    here(k),
-                    format!(
-                        "{name}: unknown field `{k}`: expected key, operator, value, effect or tolerationSeconds"
-                    ),
-                ));
-            }
+        check_toleration(i, item)?;
+    }
+    Ok(())
+}
+
+/// One toleration, at index `i` of `mutation.tolerations`.
+fn check_toleration(i: usize, item: &serde_json::Value) -> Result<(), (String, String)> {
+    use k8s_openapi::api::core::v1::Toleration;
+    let here = |field: &str| {
+        if field.is_empty() {
+            format!("/{i}")
+        } else {
+            format!("/{i}/{field}")
         }
-        let operator = t.operator.as_deref().unwrap_or("Equal");
-        if !TOLERATION_OPERATORS.contains(&operator) {
+    };
+    let name = format!("mutation.tolerations[{i}]");
+    let t: Toleration = serde_json::from_value(item.clone())
+        .map_err(|e| (here(""), format!("{name}: not a toleration: {e}")))?;
+    if let Some(fields) = item.as_object() {
+        let allowed = ["key", "operator", "value", "effect", "tolerationSeconds"];
+        if let Some(k) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
             return Err((
-                here("operator"),
-                format!("{name}.operator: unknown operator `{operator}`: expected Exists or Equal"),
-            ));
-        }
-        if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty())
-            && !TAINT_EFFECTS.contains(&effect)
-        {
-            return Err((
-                here("effect"),
+                here(k),
                 format!(
-                    "{name}.effect: unknown effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute (or leave it out for all)"
+                    "{name}: unknown field `{k}`: expected key, operator, value, effect or tolerationSeconds"
                 ),
             ));
         }
-        let key = t.key.as_deref().unwrap_or_default();
-        if !key.is_empty()
-            && let Some(why) = crate::names::qualified_name(key)
-        {
-            return Err((
-                here("key"),
-                format!("{name}.key: {key:?} is not a valid label key: {why}"),
-            ));
-        }
-        if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
-            return Err((
-                here("tolerationSeconds"),
-                format!(
-                    "{name}.tolerationSeconds: only allowed with effect NoExecute (the API server refuses it with {}): set effect: NoExecute or remove tolerationSeconds",
-                    t.effect
-                        .as_deref()
-                        .filter(|e| !e.is_empty())
-                        .map_or_else(|| "no effect".to_owned(), |e| format!("effect {e}"))
-                ),
-            ));
-        }
-        if operator == "Equal"
-            && let Some(value) = t.value.as_deref()
-            && let Some(why) = crate::names::label_value(value)
-        {
-            return Err((
-                here("value"),
-                format!("{name}.value: {value:?} is not a valid label value: {why}"),
-            ));
-        }
-        if operator == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
-            return Err((
-                here("value"),
-                format!("{name}.value: must be empty with operator Exists"),
-            ));
-        }
-        if t.key.as_deref().unwrap_or_default().is_empty() && operator != "Exists" {
-            return Err((
-                here("operator"),
-                format!("{name}: a toleration without a key must use operator Exists"),
-            ));
-        }
+    }
+    let operator = t.operator.as_deref().unwrap_or("Equal");
+    if !TOLERATION_OPERATORS.contains(&operator) {
+        return Err((
+            here("operator"),
+            format!("{name}.operator: unknown operator `{operator}`: expected Exists or Equal"),
+        ));
+    }
+    if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty())
+        && !TAINT_EFFECTS.contains(&effect)
+    {
+        return Err((
+            here("effect"),
+            format!(
+                "{name}.effect: unknown effect `{effect}`: expected NoSchedule, PreferNoSchedule or NoExecute (or leave it out for all)"
+            ),
+        ));
+    }
+    let key = t.key.as_deref().unwrap_or_default();
+    if !key.is_empty()
+        && let Some(why) = crate::names::qualified_name(key)
+    {
+        return Err((
+            here("key"),
+            format!("{name}.key: {key:?} is not a valid label key: {why}"),
+        ));
+    }
+    check_toleration_values(&t, operator, &here, &name)
+}
+
+/// A toleration's `tolerationSeconds` and `value`, by its effect and
+/// operator; a toleration without a key must use `Exists`.
+fn check_toleration_values(
+    t: &k8s_openapi::api::core::v1::Toleration,
+    operator: &str,
+    here: &dyn Fn(&str) -> String,
+    name: &str,
+) -> Result<(), (String, String)> {
+    if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
+        return Err((
+            here("tolerationSeconds"),
+            format!(
+                "{name}.tolerationSeconds: only allowed with effect NoExecute (the API server refuses it with {}): set effect: NoExecute or remove tolerationSeconds",
+                t.effect
+                    .as_deref()
+                    .filter(|e| !e.is_empty())
+                    .map_or_else(|| "no effect".to_owned(), |e| format!("effect {e}"))
+            ),
+        ));
+    }
+    if operator == "Equal"
+        && let Some(value) = t.value.as_deref()
+        && let Some(why) = crate::names::label_value(value)
+    {
+        return Err((
+            here("value"),
+            format!("{name}.value: {value:?} is not a valid label value: {why}"),
+        ));
+    }
+    if operator == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
+        return Err((
+            here("value"),
+            format!("{name}.value: must be empty with operator Exists"),
+        ));
+    }
+    if t.key.as_deref().unwrap_or_default().is_empty() && operator != "Exists" {
+        return Err((
+            here("operator"),
+            format!("{name}: a toleration without a key must use operator Exists"),
+        ));
     }
     Ok(())
 }

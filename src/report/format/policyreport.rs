@@ -115,36 +115,10 @@ pub struct ResourceRef {
 /// The results for one object.
 #[must_use]
 pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
-    let resource = ResourceRef {
-        api_version: r.api_version.clone(),
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-        namespace: r.namespace.clone(),
-    };
-    let base =
-        |rule: &str, result: ResultKind, severity: Option<ResultSeverity>, message: String| {
-            let mut properties = BTreeMap::new();
-            properties.insert("verdict".to_owned(), r.verdict.as_str().to_owned());
-            properties.insert("targetsWindows".to_owned(), r.targets_windows.to_string());
-            if let Some(reason) = &r.target_reason {
-                properties.insert("targetReason".to_owned(), reason.clone());
-            }
-            ReportResult {
-                source: SOURCE.into(),
-                policy: SOURCE.into(),
-                rule: rule.to_owned(),
-                category: CATEGORY.into(),
-                severity,
-                result,
-                scored: true,
-                message,
-                resources: vec![resource.clone()],
-                properties,
-            }
-        };
     let mut out = Vec::new();
     if let Some(reason) = &r.exempt {
-        out.push(base(
+        out.push(one_result(
+            r,
             "exemption",
             ResultKind::Skip,
             None,
@@ -159,7 +133,8 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
             // Advice: nothing is wrong.
             Severity::Info => (ResultKind::Pass, ResultSeverity::Info),
         };
-        let mut res = base(
+        let mut res = one_result(
+            r,
             f.rule,
             result,
             Some(severity),
@@ -171,7 +146,8 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         out.push(res);
     }
     for s in &r.skipped {
-        out.push(base(
+        out.push(one_result(
+            r,
             &s.rule,
             ResultKind::Skip,
             None,
@@ -180,7 +156,8 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
     }
     if r.findings.is_empty() {
         if r.targets_windows {
-            out.push(base(
+            out.push(one_result(
+                r,
                 "all-rules",
                 ResultKind::Pass,
                 None,
@@ -190,7 +167,8 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
             // Windows rules do not apply to a workload that does not target
             // Windows: it passed only the rules that check every workload.
             let ids = applicable_to_any_workload().join(",");
-            let mut res = base(
+            let mut res = one_result(
+                r,
                 "targeting",
                 ResultKind::Pass,
                 None,
@@ -202,6 +180,41 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         }
     }
     out
+}
+
+/// One result about `r`, with the properties every result carries (the
+/// verdict and whether and why the object targets Windows).
+fn one_result(
+    r: &ObjectReport,
+    rule: &str,
+    result: ResultKind,
+    severity: Option<ResultSeverity>,
+    message: String,
+) -> ReportResult {
+    let resource = ResourceRef {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+    };
+    let mut properties = BTreeMap::new();
+    properties.insert("verdict".to_owned(), r.verdict.as_str().to_owned());
+    properties.insert("targetsWindows".to_owned(), r.targets_windows.to_string());
+    if let Some(reason) = &r.target_reason {
+        properties.insert("targetReason".to_owned(), reason.clone());
+    }
+    ReportResult {
+        source: SOURCE.into(),
+        policy: SOURCE.into(),
+        rule: rule.to_owned(),
+        category: CATEGORY.into(),
+        severity,
+        result,
+        scored: true,
+        message,
+        resources: vec![resource],
+        properties,
+    }
 }
 
 /// The rules that check workloads whatever OS they target.
