@@ -1,5 +1,6 @@
 //! WIN-DEFAULT-MODE: volume file modes are ignored on Windows.
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "left to the webhook in this version",
+    ),
 };
 
 /// What the API server fills in (0644).

@@ -1,5 +1,6 @@
 //! WIN-DNS-HOSTNET: dnsPolicy ClusterFirstWithHostNet is not supported on Windows.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -29,4 +31,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
         );
     }
+}
+
+/// WIN-DNS-HOSTNET as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "variables.anyHostProcess && has(variables.spec.dnsPolicy) && variables.spec.dnsPolicy == 'ClusterFirstWithHostNet'",
+            &["dnsPolicy"],
+        )],
+        "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
+    )
 }

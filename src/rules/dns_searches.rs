@@ -1,5 +1,6 @@
 //! WIN-DNS-SEARCHES: Windows pods use one DNS search suffix.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -39,4 +41,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             ),
         );
     }
+}
+
+/// WIN-DNS-SEARCHES as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.dnsConfig) && has(variables.spec.dnsConfig.searches) && size(variables.spec.dnsConfig.searches) > 1",
+            &["dnsConfig", "searches"],
+        )],
+        "Windows uses only one DNS search suffix (the pod namespace's) and ignores the rest: use fully qualified names",
+    )
 }

@@ -1,5 +1,6 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
+use crate::admission_policy::cel::{Export, ExportContext, pod_field};
 use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -20,6 +21,7 @@ pub static FS_GROUP: Rule = Rule {
         until: None,
     },
     check: check_fs_group,
+    export: export_fs_group,
 };
 
 pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
@@ -39,6 +41,7 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
         until: None,
     },
     check: check_change_policy,
+    export: export_fs_group_change_policy,
 };
 
 fn check_fs_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -67,4 +70,23 @@ fn check_change_policy(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
+}
+
+/// WIN-FSGROUP as CEL, for `winadmit admission-policy`.
+fn export_fs_group(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![pod_field("fsGroup", &["securityContext", "fsGroup"]).removable(true)],
+        "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)",
+    )
+}
+
+/// WIN-FSGROUP-CHANGE-POLICY as CEL, for `winadmit admission-policy`.
+fn export_fs_group_change_policy(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field("fsGroupChangePolicy", &["securityContext", "fsGroupChangePolicy"])
+                .removable(true),
+        ],
+        "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)",
+    )
 }

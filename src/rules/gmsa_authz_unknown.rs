@@ -1,6 +1,7 @@
 //! WIN-GMSA-AUTHZ-UNKNOWN: whether the pod's service account may `use` the
 //! GMSACredentialSpec it names could not be asked.
 
+use crate::admission_policy::cel::{Export};
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::gmsa;
 
@@ -21,6 +22,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,6 +1,7 @@
 //! WIN-GMSA-CONTENTS-MISMATCH: `gmsaCredentialSpec` is not what the named
 //! GMSACredentialSpec holds.
 
+use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec, Mismatch};
 
@@ -21,6 +22,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(NEEDS_GMSA_OBJECTS),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

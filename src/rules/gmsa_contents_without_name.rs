@@ -1,6 +1,7 @@
 //! WIN-GMSA-CONTENTS-WITHOUT-NAME: `gmsaCredentialSpec` without
 //! `gmsaCredentialSpecName`.
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa;
 
@@ -21,6 +22,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

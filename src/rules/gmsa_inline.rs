@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 use crate::gmsa::{self, CredSpec};
@@ -28,6 +29,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "a mutation from a GMSACredentialSpec's contents, which an admission policy cannot read: live facts",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

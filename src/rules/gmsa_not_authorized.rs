@@ -1,6 +1,7 @@
 //! WIN-GMSA-NOT-AUTHORIZED: the pod's service account may not `use` the
 //! GMSACredentialSpec it names.
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa;
 
@@ -21,6 +22,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,5 +1,6 @@
 //! WIN-GMSA-UPDATE: an UPDATE changes a pod's gMSA settings.
 
+use crate::admission_policy::cel::{Export};
 use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, Place};
 use crate::workload::Kind;
@@ -21,6 +22,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "the API server already refuses changes to a pod's windowsOptions (pod spec immutability); nothing to add",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

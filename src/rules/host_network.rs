@@ -1,5 +1,6 @@
 //! WIN-HOSTNETWORK: only HostProcess pods may use the host network.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -28,4 +30,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
         );
     }
+}
+
+/// WIN-HOSTNETWORK as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true && !variables.anyHostProcess",
+            &["hostNetwork"],
+        )],
+        "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
+    )
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 
 /// The node label the kubelet sets to its Go architecture.
@@ -25,6 +26,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -2,6 +2,7 @@
 //! (`--image-facts`, `--registry`) and could not say; the image is judged
 //! by its name.
 
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::images::Lookup;
 
@@ -22,6 +23,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check: check_unknown,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check_unknown(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -2,6 +2,7 @@
 //! platforms, in a pod that does not target Windows (`--image-facts`,
 //! `--registry`).
 
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 
@@ -25,6 +26,7 @@ pub static WINDOWS_ONLY: Rule = Rule {
         until: None,
     },
     check: check_windows_only,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check_windows_only(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,6 +1,7 @@
 //! WIN-MEMORY-LIMITS: Windows has no OOM killer; set memory limits equal to
 //! requests.
 
+use crate::admission_policy::cel::{Export};
 use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "left to the webhook in this version",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

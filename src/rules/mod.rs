@@ -7,6 +7,7 @@
 //! Kubernetes versions in which it applies. `winadmit explain`, `winadmit
 //! rules` and `docs/rules.md` are rendered from these fields.
 
+use crate::admission_policy::cel::{Export, ExportContext};
 use crate::cluster::Cluster;
 use crate::finding::{Finding, Fix, FixKind, Severity};
 use crate::path::FieldPath;
@@ -127,10 +128,15 @@ pub mod level {
     }
 }
 
-/// A rule: its documentation and its check.
+/// A rule: its documentation, its check, and its export as CEL.
 pub struct Rule {
     pub info: RuleInfo,
     pub check: fn(&RuleContext<'_, '_, '_>, &mut RuleFindings),
+    /// The rule as CEL at a target, for `winadmit admission-policy`
+    /// ([`crate::admission_policy`]): the places it looks at and the
+    /// condition that makes each a finding, mirroring `check`; or
+    /// [`Export::Gap`] and why it is not exported (`|_| Export::Gap("...")`).
+    pub export: fn(&ExportContext<'_>) -> Export,
 }
 
 /// Declares each rule module once, with its rules in evaluation order:

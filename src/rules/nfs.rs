@@ -1,5 +1,6 @@
 //! WIN-NFS: NFS volumes are not supported on Windows.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -30,4 +32,12 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-NFS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(ProbeScope::Volume, "has(v.nfs)", &["nfs"])],
+        "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
+    )
 }

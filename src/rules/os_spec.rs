@@ -1,5 +1,6 @@
 //! WIN-OS-INVALID: `spec.os` as the API server validates it (`validateOS`).
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 
@@ -20,6 +21,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "the API server validates spec.os itself (Required / NotSupported); nothing to add",
+    ),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

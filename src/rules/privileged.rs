@@ -1,5 +1,6 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
+use crate::admission_policy::cel::{C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -37,3 +39,31 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         }
     }
 }
+
+/// WIN-PRIVILEGED as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    // Kept on a container with a Bidirectional mount, which the API
+    // server refuses unprivileged (WIN-API-REFUSED), as /mutate does.
+    let strict = cx.cluster.is_strict();
+    Export::cel(
+        [false, true]
+            .into_iter()
+            .map(|bidirectional| {
+                Probe::new(
+                    ProbeScope::Container,
+                    format!(
+                        "{} && c.securityContext.privileged == true && !{C_HOST_PROCESS} && {}{C_BIDIRECTIONAL}",
+                        c_sc("privileged"),
+                        if bidirectional { "" } else { "!" },
+                    ),
+                    &["securityContext", "privileged"],
+                )
+                .removable(!strict && !bidirectional)
+            })
+            .collect(),
+        "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
+    )
+}
+
+/// The container `c` has a mount with Bidirectional propagation.
+const C_BIDIRECTIONAL: &str = "(has(c.volumeMounts) && c.volumeMounts.exists(m, has(m.mountPropagation) && m.mountPropagation == 'Bidirectional'))";

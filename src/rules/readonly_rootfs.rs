@@ -1,5 +1,6 @@
 //! WIN-READONLY-ROOTFS: read-only root filesystems are not supported on Windows.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -35,4 +37,19 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "",
     );
+}
+
+/// WIN-READONLY-ROOTFS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "{} && c.securityContext.readOnlyRootFilesystem == true",
+                c_sc("readOnlyRootFilesystem")
+            ),
+            &["securityContext", "readOnlyRootFilesystem"],
+        )],
+        "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)",
+    )
 }

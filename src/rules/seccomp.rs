@@ -1,5 +1,6 @@
 //! WIN-SECCOMP: seccompProfile is not supported on Windows.
 
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
 use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -43,4 +45,38 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         fix,
     );
+}
+
+/// WIN-SECCOMP as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    let not_default = |base: &str| {
+        format!(
+            "!(has({base}.seccompProfile.type) && {base}.seccompProfile.type in ['RuntimeDefault', 'Localhost'])"
+        )
+    };
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Pod,
+                format!(
+                    "{} && {}",
+                    pod_sc("seccompProfile"),
+                    not_default("variables.spec.securityContext")
+                ),
+                &["securityContext", "seccompProfile"],
+            )
+            .removable(true),
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{} && {}",
+                    c_sc("seccompProfile"),
+                    not_default("c.securityContext")
+                ),
+                &["securityContext", "seccompProfile"],
+            )
+            .removable(true),
+        ],
+        "seccompProfile Unconfined is ignored on Windows nodes (no seccomp)",
+    )
 }

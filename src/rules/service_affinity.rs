@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::admission_policy::cel::{Export};
 use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 
@@ -28,6 +29,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(
+        "judges Services by the pods behind them: needs live facts",
+    ),
 };
 
 fn check(_: &RuleContext<'_, '_, '_>, _: &mut RuleFindings) {}
