@@ -1,7 +1,9 @@
 //! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
 
-use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, Field, cel_list, cel_str};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    Export, ExportContext, Field, Probe, ProbeScope, cel_list, cel_str,
+};
 use crate::path::FieldPath;
 use crate::targeting::Signal;
 

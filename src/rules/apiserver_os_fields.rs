@@ -6,8 +6,8 @@
 //! specific rule has not already reported, with the API server's own path
 //! and message so users can cross-reference. The list grew by release.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::path::FieldPath;
 use crate::version::KubeVersion;
 use crate::view::{SeccompView, SecurityContextView};

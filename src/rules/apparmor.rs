@@ -1,9 +1,11 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
-use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope, container_field, pod_field};
-use crate::version::KubeVersion;
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
+use crate::admission_policy::cel::{
+    Export, ExportContext, Field, Probe, ProbeScope, container_field, pod_field,
+};
 use crate::finding::Severity;
+use crate::version::KubeVersion;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -70,8 +72,7 @@ fn export(cx: &ExportContext<'_>) -> Export {
     let annotation = "k.startsWith('container.apparmor.security.beta.kubernetes.io/')";
     Export::cel(
         vec![
-            pod_field("appArmorProfile", &["securityContext", "appArmorProfile"])
-                .removable(true),
+            pod_field("appArmorProfile", &["securityContext", "appArmorProfile"]).removable(true),
             container_field("appArmorProfile", &["securityContext", "appArmorProfile"])
                 .removable(true),
             Probe {

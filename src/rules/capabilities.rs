@@ -1,7 +1,7 @@
 //! WIN-CAPABILITIES: POSIX capabilities are not supported on Windows.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

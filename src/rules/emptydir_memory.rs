@@ -1,7 +1,7 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.

@@ -1,7 +1,9 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
+use super::{
+    Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field,
+};
 use crate::admission_policy::cel::{Export, ExportContext, pod_field};
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {
@@ -84,8 +86,11 @@ fn export_fs_group(_: &ExportContext<'_>) -> Export {
 fn export_fs_group_change_policy(_: &ExportContext<'_>) -> Export {
     Export::cel(
         vec![
-            pod_field("fsGroupChangePolicy", &["securityContext", "fsGroupChangePolicy"])
-                .removable(true),
+            pod_field(
+                "fsGroupChangePolicy",
+                &["securityContext", "fsGroupChangePolicy"],
+            )
+            .removable(true),
         ],
         "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)",
     )

@@ -1,8 +1,8 @@
 //! WIN-GMSA-AUTHZ-UNKNOWN: whether the pod's service account may `use` the
 //! GMSACredentialSpec it names could not be asked.
 
-use crate::admission_policy::cel::{Export};
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::gmsa;
 
 pub static RULE: Rule = Rule {
@@ -22,9 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
-    export: |_| Export::Gap(
-        "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export",
-    ),
+    export: |_| {
+        Export::Gap(
+            "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,8 +1,8 @@
 //! WIN-GMSA-CONTENTS-MISMATCH: `gmsaCredentialSpec` is not what the named
 //! GMSACredentialSpec holds.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec, Mismatch};
 
 pub static RULE: Rule = Rule {

@@ -1,7 +1,7 @@
 //! WIN-GMSA-NO-CREDSPEC: the named GMSACredentialSpec has no contents.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec};
 
 pub static RULE: Rule = Rule {

@@ -1,8 +1,8 @@
 //! WIN-GMSA-NOT-FOUND: the pod names a GMSACredentialSpec the cluster does
 //! not have.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::gmsa::{self, CredSpec};
 
 pub static RULE: Rule = Rule {

@@ -1,8 +1,8 @@
 //! WIN-HOSTPID, WIN-HOSTIPC, WIN-SHAREPROCESSNS: Windows shares no host or
 //! pod namespaces other than the network.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static HOST_PID: Rule = Rule {
     info: RuleInfo {
@@ -79,7 +79,12 @@ pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
     export: export_share_process_namespace,
 };
 
-fn flag(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, value: Option<bool>, key: &'static str) {
+fn flag(
+    cx: &RuleContext<'_, '_, '_>,
+    out: &mut RuleFindings,
+    value: Option<bool>,
+    key: &'static str,
+) {
     if value == Some(true) {
         out.report(
             cx.spec_field(&[key]),

@@ -1,8 +1,10 @@
 //! WIN-HOSTPATH-LINUX-PATH and WIN-HOSTPATH-WINDOWS-PATH: hostPath volumes
 //! that name the other OS's file system.
 
-use crate::admission_policy::cel::{self, Export, ExportContext, Probe, ProbeScope, cel_str, regex_escape};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    self, Export, ExportContext, Probe, ProbeScope, cel_str, regex_escape,
+};
 
 pub static LINUX_PATH: Rule = Rule {
     info: RuleInfo {

@@ -2,8 +2,10 @@
 //! on the host network. Mirrors the API server's
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
-use crate::admission_policy::cel::{C_HOST_PROCESS, Export, ExportContext, Field, Probe, ProbeScope, cel_list};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Field, Probe, ProbeScope, cel_list,
+};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-HOSTPROCESS";

@@ -2,9 +2,11 @@
 //! what is redundant, missing or not enforced on a HostProcess pod that is
 //! otherwise valid (WIN-HOSTPROCESS checks validity).
 
-use crate::admission_policy::cel::{C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
 use super::hostprocess::is_host_process;
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc,
+};
 
 const HOSTPROCESS_DOC: &str =
     "https://kubernetes.io/docs/tasks/configure-pod-container/create-hostprocess-pod/";
@@ -26,9 +28,7 @@ pub static REDUNDANT: Rule = Rule {
         until: None,
     },
     check: check_redundant,
-    export: |_| Export::Gap(
-        "left to the webhook in this version",
-    ),
+    export: |_| Export::Gap("left to the webhook in this version"),
 };
 
 pub static USER: Rule = Rule {

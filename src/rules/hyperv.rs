@@ -1,7 +1,7 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope, cel_str};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub use crate::targeting::ISOLATION_ANNOTATION;
 

@@ -1,9 +1,9 @@
 //! WIN-HYPERV-ANNOTATION: the experimental isolation annotation does
 //! nothing on current clusters.
 
-use crate::admission_policy::cel::{Export, ExportContext};
 use super::hyperv::ISOLATION_ANNOTATION;
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext};
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 
 /// The node label the kubelet sets to its Go architecture.
 const ARCH_LABEL: &str = "kubernetes.io/arch";

@@ -2,8 +2,8 @@
 //! (`--image-facts`, `--registry`) and could not say; the image is judged
 //! by its name.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::images::Lookup;
 
 pub static RULE: Rule = Rule {

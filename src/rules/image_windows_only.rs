@@ -2,8 +2,8 @@
 //! platforms, in a pod that does not target Windows (`--image-facts`,
 //! `--registry`).
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.

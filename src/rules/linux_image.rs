@@ -1,8 +1,8 @@
 //! WIN-LINUX-IMAGE and WIN-LINUX-IMAGE-TAG: a Linux-only image in a pod
 //! that targets Windows nodes.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static LISTED: Rule = Rule {
     info: RuleInfo {

@@ -6,8 +6,8 @@
 //! selection alone is admitted, and the Linux kubelet ignores the options
 //! (a warning).
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 
 /// `spec.os` exists from this version; before it the API server drops it.

@@ -1,7 +1,7 @@
 //! WIN-MIXED-OS: Windows and Linux containers in one pod.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

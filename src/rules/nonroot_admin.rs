@@ -1,7 +1,7 @@
 //! WIN-NONROOT-ADMIN: `runAsNonRoot: true` contradicts running as ContainerAdministrator.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,7 +1,7 @@
 //! WIN-POD-RESOURCES: pod-level `spec.resources` on Windows.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::version::KubeVersion;
 use crate::view::{ResourcesView, StrMap};
 

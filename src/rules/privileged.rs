@@ -1,7 +1,9 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
-use crate::admission_policy::cel::{C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc,
+};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,7 +1,7 @@
 //! WIN-SECCOMP: seccompProfile is not supported on Windows.
 
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -30,7 +30,9 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None => Reported::No,
         // Required by Pod Security Admission restricted for pods without
         // spec.os; ignored by Windows. WIN-OS-FIELDS covers spec.os set.
-        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => Reported::No,
+        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => {
+            Reported::No
+        }
         Some(_) => Reported::Removable,
     };
     let pod = |p: &PodSecurityContextView<'_>| hit(p.seccomp_profile.as_ref());

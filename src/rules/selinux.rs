@@ -1,7 +1,7 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
 use crate::admission_policy::cel::{Export, ExportContext, container_field, pod_field};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

@@ -1,7 +1,9 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
+use super::{
+    Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field,
+};
 use crate::admission_policy::cel::{Export, ExportContext, pod_field};
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -55,8 +57,11 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 fn export(_: &ExportContext<'_>) -> Export {
     Export::cel(
         vec![
-            pod_field("supplementalGroups", &["securityContext", "supplementalGroups"])
-                .removable(true),
+            pod_field(
+                "supplementalGroups",
+                &["securityContext", "supplementalGroups"],
+            )
+            .removable(true),
             pod_field(
                 "supplementalGroupsPolicy",
                 &["securityContext", "supplementalGroupsPolicy"],

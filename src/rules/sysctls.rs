@@ -1,9 +1,9 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
 use crate::admission_policy::cel::{Export, ExportContext, pod_field};
-use crate::version::KubeVersion;
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
 use crate::finding::Severity;
+use crate::version::KubeVersion;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

@@ -1,7 +1,9 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
-use crate::admission_policy::cel::{CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, image_in};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, image_in,
+};
 use crate::finding::{Fix, FixKind, PatchOperation};
 
 /// The rule's id, for the modules that name it.

@@ -1,8 +1,8 @@
 //! WIN-BUILD-MIXED and WIN-BUILD-NODE-MISMATCH: Windows images must match
 //! the node's Windows build under process isolation.
 
+use super::{ContainerRef, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
-use super::{ContainerRef, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::images::ImageFacts;
 use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
 
@@ -63,9 +63,7 @@ pub static NO_NODE: Rule = Rule {
         until: None,
     },
     check: check_no_node,
-    export: |_| Export::Gap(
-        "needs the builds of the cluster's Windows nodes: live facts",
-    ),
+    export: |_| Export::Gap("needs the builds of the cluster's Windows nodes: live facts"),
 };
 
 fn check_no_node(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

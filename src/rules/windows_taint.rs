@@ -1,8 +1,8 @@
 //! WIN-TAINT-TOLERATION and WIN-LINUX-TOLERATES-WINDOWS: the policy's
 //! Windows node taint (`params.windowsTaint`).
 
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
 use crate::finding::{Fix, FixKind};
 use crate::tolerations::{Taint, Tolerates, tolerates};
 
@@ -43,9 +43,11 @@ pub static LINUX_TOLERATES: Rule = Rule {
         until: None,
     },
     check: check_linux,
-    export: |_| Export::Gap(
-        "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version",
-    ),
+    export: |_| {
+        Export::Gap(
+            "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version",
+        )
+    },
 };
 
 fn best(cx: &RuleContext<'_, '_, '_>, taint: &Taint) -> Tolerates {
