@@ -6,11 +6,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::Validation;
 use super::bind::on_old_object;
 use super::cel::cel_str;
+use super::conditions::validation_match_conditions;
+use super::mutation::{mutated, removal_notice};
+use super::{GROUP, Validation};
+use crate::cluster::Cluster;
 use crate::finding::Severity;
-use crate::policy::Mode;
+use crate::policy::{Mode, Policy};
 
 /// The API server refuses an expression longer than 100,000 characters:
 /// the old object's findings are split into maps no longer than this.
@@ -255,4 +258,167 @@ pub(super) fn mode_name(mode: Mode) -> &'static str {
         Mode::Warn => "warn",
         Mode::Audit => "audit",
     }
+}
+
+/// The validating policies: one for the errors (bound once per namespace
+/// mode label and once for the rest, in `mode`), one for each own mode
+/// rules of the policy set, and one for the warnings and the removal
+/// notices (when the mutating policy is exported).
+pub(super) fn groups(
+    policy: &Policy,
+    all: &[Validation],
+    mode: Mode,
+    with_mutation: bool,
+) -> Vec<Group> {
+    let mut groups = Vec::new();
+    let errors: Vec<Validation> = all
+        .iter()
+        .filter(|x| x.severity == Severity::Error && x.rule_mode.is_none())
+        .cloned()
+        .collect();
+    if !errors.is_empty() {
+        let mut bindings = Vec::new();
+        for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
+            bindings.push((
+                format!("ns-{}", mode_name(m)),
+                actions(m),
+                Some(mode_name(m)),
+            ));
+        }
+        bindings.push(("default".to_owned(), actions(mode), None));
+        groups.push(Group {
+            name: "winadmit-errors".into(),
+            validations: errors,
+            head: Head::Problems,
+            extra: Vec::new(),
+            bindings,
+        });
+    }
+    for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
+        let own: Vec<Validation> = all
+            .iter()
+            .filter(|x| x.severity == Severity::Error && x.rule_mode == Some(m))
+            .cloned()
+            .collect();
+        if !own.is_empty() {
+            groups.push(Group {
+                name: format!("winadmit-errors-always-{}", mode_name(m)),
+                validations: own,
+                head: Head::Problems,
+                extra: Vec::new(),
+                bindings: vec![("all".into(), actions(m), None)],
+            });
+        }
+    }
+    let warnings: Vec<Validation> = all
+        .iter()
+        .filter(|x| x.severity == Severity::Warning)
+        .cloned()
+        .collect();
+    let notices: Vec<Value> = if with_mutation {
+        mutated(policy, all)
+            .into_iter()
+            .map(|x| removal_notice(x, &x.message))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !warnings.is_empty() || !notices.is_empty() {
+        groups.push(Group {
+            name: "winadmit-warnings".into(),
+            validations: warnings,
+            head: Head::Warnings,
+            extra: notices,
+            bindings: vec![("all".into(), vec!["Warn"], None)],
+        });
+    }
+    groups
+}
+
+/// The namespaces a binding matches: as the webhooks, the policy's reach
+/// (excluded namespaces and opt-out labels) and its exempt namespaces;
+/// then those whose mode label is `value`, or (`None`, unless `all_modes`)
+/// those without a recognised mode label.
+pub(super) fn namespace_selector(policy: &Policy, value: Option<&str>, all_modes: bool) -> Value {
+    let label = &policy.namespace_mode_label;
+    let mut skipped = policy.reach.excluded_namespaces.clone();
+    skipped.extend(
+        policy
+            .exemptions
+            .namespaces
+            .iter()
+            .filter(|n| !skipped.contains(n))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let mut exprs =
+        vec![json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": skipped})];
+    for (k, v) in &policy.reach.opt_out_namespace_labels {
+        exprs.push(json!({"key": k, "operator": "NotIn", "values": [v]}));
+    }
+    match value {
+        Some(v) => exprs.push(json!({"key": label, "operator": "In", "values": [v]})),
+        None if !all_modes => exprs.push(
+            json!({"key": label, "operator": "NotIn", "values": ["enforce", "warn", "audit"]}),
+        ),
+        None => {}
+    }
+    json!({"matchExpressions": exprs})
+}
+
+/// Each group's ValidatingAdmissionPolicy and its bindings.
+pub(super) fn validating_documents(
+    policy: &Policy,
+    cluster: &Cluster,
+    groups: &[Group],
+    shared: &[(&'static str, String)],
+) -> Vec<Value> {
+    let conditions = one_condition(
+        "may-target-windows",
+        &validation_match_conditions(policy, cluster),
+    );
+    let mut documents = Vec::new();
+    for g in groups {
+        let (vars, old) = policy_variables(shared, &g.validations);
+        let mut validations = Vec::new();
+        if !g.validations.is_empty() {
+            validations.push(combined(&g.validations, &old, g.head));
+        }
+        validations.extend(g.extra.iter().cloned());
+        let vars: Vec<Value> = vars
+            .into_iter()
+            .map(|(name, expression)| json!({"name": name, "expression": expression}))
+            .collect();
+        documents.push(json!({
+            "apiVersion": format!("{GROUP}/v1"),
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": g.name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": match_constraints(),
+                "matchConditions": conditions,
+                "variables": vars,
+                "validations": validations,
+            }
+        }));
+        let per_label = g.bindings.len() > 1;
+        for (suffix, acts, value) in &g.bindings {
+            let name = if g.bindings.len() == 1 {
+                g.name.clone()
+            } else {
+                format!("{}-{suffix}", g.name)
+            };
+            documents.push(json!({
+                "apiVersion": format!("{GROUP}/v1"),
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {
+                    "policyName": g.name,
+                    "validationActions": acts,
+                    "matchResources": {"namespaceSelector": namespace_selector(policy, *value, !per_label)},
+                }
+            }));
+        }
+    }
+    documents
 }

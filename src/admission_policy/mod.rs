@@ -44,11 +44,8 @@ pub use mutation::{NODE_SELECTOR, REMOVED_PREFIX};
 pub use validations::validations;
 pub use variables::variables;
 
-use documents::{
-    Group, Head, actions, combined, match_constraints, mode_name, mutation_match_constraints,
-    named, one_condition, policy_variables,
-};
-use mutation::{mutated, mutation_expressions, removal_notice};
+use documents::{groups, mode_name, validating_documents};
+use mutation::{mutating_documents, mutation_gaps};
 
 /// The API group of the admission policies.
 pub const GROUP: &str = "admissionregistration.k8s.io";
@@ -138,149 +135,10 @@ pub fn export(
     }
     let mode = mode.unwrap_or(policy.mode);
     let (all, mut gaps) = validations(policy, cluster);
-
-    let mut groups = Vec::new();
-    let errors: Vec<Validation> = all
-        .iter()
-        .filter(|x| x.severity == Severity::Error && x.rule_mode.is_none())
-        .cloned()
-        .collect();
-    if !errors.is_empty() {
-        let mut bindings = Vec::new();
-        for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
-            bindings.push((
-                format!("ns-{}", mode_name(m)),
-                actions(m),
-                Some(mode_name(m)),
-            ));
-        }
-        bindings.push(("default".to_owned(), actions(mode), None));
-        groups.push(Group {
-            name: "winadmit-errors".into(),
-            validations: errors,
-            head: Head::Problems,
-            extra: Vec::new(),
-            bindings,
-        });
-    }
-    for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
-        let own: Vec<Validation> = all
-            .iter()
-            .filter(|x| x.severity == Severity::Error && x.rule_mode == Some(m))
-            .cloned()
-            .collect();
-        if !own.is_empty() {
-            groups.push(Group {
-                name: format!("winadmit-errors-always-{}", mode_name(m)),
-                validations: own,
-                head: Head::Problems,
-                extra: Vec::new(),
-                bindings: vec![("all".into(), actions(m), None)],
-            });
-        }
-    }
-    let warnings: Vec<Validation> = all
-        .iter()
-        .filter(|x| x.severity == Severity::Warning)
-        .cloned()
-        .collect();
     let with_mutation = mutating && v >= MAP_SINCE;
-    let notices: Vec<Value> = if with_mutation {
-        mutated(policy, &all)
-            .into_iter()
-            .map(|x| removal_notice(x, &x.message))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if !warnings.is_empty() || !notices.is_empty() {
-        groups.push(Group {
-            name: "winadmit-warnings".into(),
-            validations: warnings,
-            head: Head::Warnings,
-            extra: notices,
-            bindings: vec![("all".into(), vec!["Warn"], None)],
-        });
-    }
-
+    let groups = groups(policy, &all, mode, with_mutation);
     let shared = variables(policy);
-    let conditions = one_condition(
-        "may-target-windows",
-        &validation_match_conditions(policy, cluster),
-    );
-    let label = &policy.namespace_mode_label;
-    let exempt_ns = &policy.exemptions.namespaces;
-    let namespace_selector = |value: Option<&str>, all_modes: bool| -> Value {
-        // As the webhooks: the policy's reach (excluded namespaces and
-        // opt-out labels), and its exempt namespaces.
-        let mut skipped = policy.reach.excluded_namespaces.clone();
-        skipped.extend(
-            exempt_ns
-                .iter()
-                .filter(|n| !skipped.contains(n))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
-        let mut exprs = vec![
-            json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": skipped}),
-        ];
-        for (k, v) in &policy.reach.opt_out_namespace_labels {
-            exprs.push(json!({"key": k, "operator": "NotIn", "values": [v]}));
-        }
-        match value {
-            Some(v) => exprs.push(json!({"key": label, "operator": "In", "values": [v]})),
-            None if !all_modes => exprs.push(
-                json!({"key": label, "operator": "NotIn", "values": ["enforce", "warn", "audit"]}),
-            ),
-            None => {}
-        }
-        json!({"matchExpressions": exprs})
-    };
-
-    let mut documents = Vec::new();
-    for g in &groups {
-        let (vars, old) = policy_variables(&shared, &g.validations);
-        let mut validations = Vec::new();
-        if !g.validations.is_empty() {
-            validations.push(combined(&g.validations, &old, g.head));
-        }
-        validations.extend(g.extra.iter().cloned());
-        let vars: Vec<Value> = vars
-            .into_iter()
-            .map(|(name, expression)| json!({"name": name, "expression": expression}))
-            .collect();
-        documents.push(json!({
-            "apiVersion": format!("{GROUP}/v1"),
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": g.name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": match_constraints(),
-                "matchConditions": conditions,
-                "variables": vars,
-                "validations": validations,
-            }
-        }));
-        let per_label = g.bindings.len() > 1;
-        for (suffix, acts, value) in &g.bindings {
-            let name = if g.bindings.len() == 1 {
-                g.name.clone()
-            } else {
-                format!("{}-{suffix}", g.name)
-            };
-            documents.push(json!({
-                "apiVersion": format!("{GROUP}/v1"),
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": {"name": name},
-                "spec": {
-                    "policyName": g.name,
-                    "validationActions": acts,
-                    "matchResources": {"namespaceSelector": namespace_selector(*value, !per_label)},
-                }
-            }));
-        }
-    }
-
+    let mut documents = validating_documents(policy, cluster, &groups, &shared);
     if !mutating {
         gaps.push(Gap {
             rule: "mutation",
@@ -288,72 +146,8 @@ pub fn export(
             partial: false,
         });
     } else if with_mutation {
-        let api = if v >= KubeVersion::new(1, 36) {
-            "v1"
-        } else {
-            "v1beta1"
-        };
-        let mutations: Vec<Value> = mutation_expressions(policy, &mutated(policy, &all))
-            .iter()
-            .map(|e| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": e}}))
-            .collect();
-        for (on, what) in [
-            (policy.mutation.set_os_name, "mutation.setOsName"),
-            (
-                policy.mutation.infer_from_images,
-                "mutation.inferFromImages",
-            ),
-            (policy.mutation.isolation.is_some(), "mutation.isolation"),
-            (
-                !policy.mutation.tolerations.is_empty(),
-                "mutation.tolerations",
-            ),
-            (
-                policy.mutation.inject_windows_build,
-                "mutation.injectWindowsBuild",
-            ),
-            (
-                policy.mutation.tolerate_windows_taint && policy.params.windows_taint.is_some(),
-                "mutation.tolerateWindowsTaint",
-            ),
-        ] {
-            if on {
-                gaps.push(Gap {
-                    rule: "mutation",
-                    reason: format!("{what} is not exported: use the mutating webhook for it"),
-                    partial: true,
-                });
-            }
-        }
-        if !mutations.is_empty() {
-            documents.push(json!({
-                "apiVersion": format!("{GROUP}/{api}"),
-                "kind": "MutatingAdmissionPolicy",
-                "metadata": {"name": "winadmit-mutate"},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    // Not invoked again when a later plugin changes the
-                    // object: its removal records must describe this
-                    // request (a second call finds nothing to remove and
-                    // would clear them); what a later webhook adds is
-                    // validated, and warned about, as sent.
-                    "reinvocationPolicy": "Never",
-                    "matchConstraints": mutation_match_constraints(),
-                    "matchConditions": one_condition("needs-mutation", &mutation_match_conditions(policy, cluster)),
-                    "variables": named(&shared),
-                    "mutations": mutations,
-                }
-            }));
-            documents.push(json!({
-                "apiVersion": format!("{GROUP}/{api}"),
-                "kind": "MutatingAdmissionPolicyBinding",
-                "metadata": {"name": "winadmit-mutate"},
-                "spec": {
-                    "policyName": "winadmit-mutate",
-                    "matchResources": {"namespaceSelector": namespace_selector(None, true)},
-                }
-            }));
-        }
+        gaps.extend(mutation_gaps(policy));
+        documents.extend(mutating_documents(policy, cluster, &all, &shared));
     } else {
         gaps.push(Gap {
             rule: "mutation",

@@ -4,11 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::Validation;
 use super::bind::bind_variables;
 use super::cel::cel_str;
+use super::conditions::mutation_match_conditions;
+use super::documents::{mutation_match_constraints, named, namespace_selector, one_condition};
 use super::validations::validations;
 use super::variables::{any_of, variables};
+use super::{GROUP, Gap, Validation};
 use crate::cluster::Cluster;
 use crate::policy::Policy;
 use crate::rules;
@@ -164,4 +166,87 @@ pub(super) fn removal_notice(x: &Validation, message: &str) -> Value {
         "message": format!("{}: removed by the MutatingAdmissionPolicy winadmit-mutate: {text}", x.rule),
         "reason": "Invalid",
     })
+}
+
+/// What the mutating policy leaves to the webhook.
+pub(super) fn mutation_gaps(policy: &Policy) -> Vec<Gap> {
+    [
+        (policy.mutation.set_os_name, "mutation.setOsName"),
+        (
+            policy.mutation.infer_from_images,
+            "mutation.inferFromImages",
+        ),
+        (policy.mutation.isolation.is_some(), "mutation.isolation"),
+        (
+            !policy.mutation.tolerations.is_empty(),
+            "mutation.tolerations",
+        ),
+        (
+            policy.mutation.inject_windows_build,
+            "mutation.injectWindowsBuild",
+        ),
+        (
+            policy.mutation.tolerate_windows_taint && policy.params.windows_taint.is_some(),
+            "mutation.tolerateWindowsTaint",
+        ),
+    ]
+    .into_iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, what)| Gap {
+        rule: "mutation",
+        reason: format!("{what} is not exported: use the mutating webhook for it"),
+        partial: true,
+    })
+    .collect()
+}
+
+/// The MutatingAdmissionPolicy and its binding, when it has something to
+/// do (v1beta1 before Kubernetes 1.36).
+pub(super) fn mutating_documents(
+    policy: &Policy,
+    cluster: &Cluster,
+    all: &[Validation],
+    shared: &[(&'static str, String)],
+) -> Vec<Value> {
+    let api = if cluster.version_at_least(1, 36) {
+        "v1"
+    } else {
+        "v1beta1"
+    };
+    let mutations: Vec<Value> = mutation_expressions(policy, &mutated(policy, all))
+        .iter()
+        .map(|e| json!({"patchType": "JSONPatch", "jsonPatch": {"expression": e}}))
+        .collect();
+    if mutations.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        json!({
+            "apiVersion": format!("{GROUP}/{api}"),
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": "winadmit-mutate"},
+            "spec": {
+                "failurePolicy": "Fail",
+                // Not invoked again when a later plugin changes the
+                // object: its removal records must describe this
+                // request (a second call finds nothing to remove and
+                // would clear them); what a later webhook adds is
+                // validated, and warned about, as sent.
+                "reinvocationPolicy": "Never",
+                "matchConstraints": mutation_match_constraints(),
+                "matchConditions": one_condition("needs-mutation", &mutation_match_conditions(policy, cluster)),
+                "variables": named(shared),
+                "mutations": mutations,
+            }
+        }),
+        json!({
+            "apiVersion": format!("{GROUP}/{api}"),
+            "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": "winadmit-mutate"},
+            "spec": {
+                "policyName": "winadmit-mutate",
+                "matchResources": {"namespaceSelector": namespace_selector(policy, None, true)},
+            }
+        }),
+    ]
 }

@@ -16,115 +16,10 @@ pub(super) fn by_kind(pod: &str, cronjob: &str, template: &str) -> String {
 /// The policy's variables, in order (later ones use earlier ones).
 #[must_use]
 pub fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
-    let meta_map = |field: &str| {
-        by_kind(
-            &format!("has(object.metadata.{field}) ? object.metadata.{field} : {{}}"),
-            &format!(
-                "has(object.spec.jobTemplate.spec.template.metadata) && has(object.spec.jobTemplate.spec.template.metadata.{field}) ? object.spec.jobTemplate.spec.template.metadata.{field} : {{}}"
-            ),
-            &format!(
-                "has(object.spec.template.metadata) && has(object.spec.template.metadata.{field}) ? object.spec.template.metadata.{field} : {{}}"
-            ),
-        )
-    };
-    let mut vars = vec![
-        (
-            "spec",
-            by_kind(
-                "object.spec",
-                "object.spec.jobTemplate.spec.template.spec",
-                "object.spec.template.spec",
-            ),
-        ),
-        (
-            "prefix",
-            by_kind(
-                "'spec'",
-                "'spec.jobTemplate.spec.template.spec'",
-                "'spec.template.spec'",
-            ),
-        ),
-        (
-            "pointer",
-            by_kind(
-                "'/spec'",
-                "'/spec/jobTemplate/spec/template/spec'",
-                "'/spec/template/spec'",
-            ),
-        ),
-        (
-            "metaPrefix",
-            by_kind(
-                "'metadata'",
-                "'spec.jobTemplate.spec.template.metadata'",
-                "'spec.template.metadata'",
-            ),
-        ),
-        (
-            "annotations",
-            "has(object.metadata.annotations) ? object.metadata.annotations : {}".to_owned(),
-        ),
-        ("podAnnotations", meta_map("annotations")),
-        (
-            "labels",
-            "has(object.metadata.labels) ? object.metadata.labels : {}".to_owned(),
-        ),
-        ("podLabels", meta_map("labels")),
-    ];
-    for list in CONTAINER_LISTS.into_iter().chain(["volumes"]) {
-        vars.push((
-            list,
-            format!("has(variables.spec.{list}) ? variables.spec.{list} : []"),
-        ));
-    }
-    // Names are unique in each list (the API server validates it): a
-    // field path finds its element's index by name, which costs a string
-    // comparison per element, where `indexOf` on the element compares
-    // whole objects.
+    let mut vars = object_variables();
+    vars.extend(list_variables());
+    vars.extend(host_process_variables());
     vars.extend([
-        (
-            "initContainersNames",
-            "variables.initContainers.map(x, x.name)".to_owned(),
-        ),
-        (
-            "containersNames",
-            "variables.containers.map(x, x.name)".to_owned(),
-        ),
-        (
-            "ephemeralContainersNames",
-            "variables.ephemeralContainers.map(x, x.name)".to_owned(),
-        ),
-        (
-            "volumesNames",
-            "variables.volumes.map(x, x.name)".to_owned(),
-        ),
-    ]);
-    let hp = C_HOST_PROCESS;
-    vars.extend([
-        (
-            "podHostProcessSet",
-            "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.hostProcess)".to_owned(),
-        ),
-        (
-            "podHostProcess",
-            "variables.podHostProcessSet && variables.spec.securityContext.windowsOptions.hostProcess == true".to_owned(),
-        ),
-        (
-            "anyHostProcess",
-            format!(
-                "variables.initContainers.exists(c, {hp}) || variables.containers.exists(c, {hp}) || variables.ephemeralContainers.exists(c, {hp})"
-            ),
-        ),
-        (
-            "allHostProcess",
-            format!(
-                "size(variables.initContainers) + size(variables.containers) + size(variables.ephemeralContainers) > 0 && variables.initContainers.all(c, {hp}) && variables.containers.all(c, {hp}) && variables.ephemeralContainers.all(c, {hp})"
-            ),
-        ),
-        (
-            "osWindows",
-            "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'windows'".to_owned(),
-        ),
         ("exempt", exempt_labels(policy)),
         // On a pod UPDATE the API server takes nothing but ephemeral
         // containers (through pods/ephemeralcontainers): the mutation
@@ -168,6 +63,131 @@ pub fn variables(policy: &Policy) -> Vec<(&'static str, String)> {
     ]);
     vars.extend(super::images::image_variables(policy));
     vars
+}
+
+/// The pod spec and metadata of any workload kind, and where they are.
+fn object_variables() -> Vec<(&'static str, String)> {
+    let meta_map = |field: &str| {
+        by_kind(
+            &format!("has(object.metadata.{field}) ? object.metadata.{field} : {{}}"),
+            &format!(
+                "has(object.spec.jobTemplate.spec.template.metadata) && has(object.spec.jobTemplate.spec.template.metadata.{field}) ? object.spec.jobTemplate.spec.template.metadata.{field} : {{}}"
+            ),
+            &format!(
+                "has(object.spec.template.metadata) && has(object.spec.template.metadata.{field}) ? object.spec.template.metadata.{field} : {{}}"
+            ),
+        )
+    };
+    vec![
+        (
+            "spec",
+            by_kind(
+                "object.spec",
+                "object.spec.jobTemplate.spec.template.spec",
+                "object.spec.template.spec",
+            ),
+        ),
+        (
+            "prefix",
+            by_kind(
+                "'spec'",
+                "'spec.jobTemplate.spec.template.spec'",
+                "'spec.template.spec'",
+            ),
+        ),
+        (
+            "pointer",
+            by_kind(
+                "'/spec'",
+                "'/spec/jobTemplate/spec/template/spec'",
+                "'/spec/template/spec'",
+            ),
+        ),
+        (
+            "metaPrefix",
+            by_kind(
+                "'metadata'",
+                "'spec.jobTemplate.spec.template.metadata'",
+                "'spec.template.metadata'",
+            ),
+        ),
+        (
+            "annotations",
+            "has(object.metadata.annotations) ? object.metadata.annotations : {}".to_owned(),
+        ),
+        ("podAnnotations", meta_map("annotations")),
+        (
+            "labels",
+            "has(object.metadata.labels) ? object.metadata.labels : {}".to_owned(),
+        ),
+        ("podLabels", meta_map("labels")),
+    ]
+}
+
+/// The pod spec's container and volume lists, and their names.
+fn list_variables() -> Vec<(&'static str, String)> {
+    let mut vars = Vec::new();
+    for list in CONTAINER_LISTS.into_iter().chain(["volumes"]) {
+        vars.push((
+            list,
+            format!("has(variables.spec.{list}) ? variables.spec.{list} : []"),
+        ));
+    }
+    // Names are unique in each list (the API server validates it): a
+    // field path finds its element's index by name, which costs a string
+    // comparison per element, where `indexOf` on the element compares
+    // whole objects.
+    vars.extend([
+        (
+            "initContainersNames",
+            "variables.initContainers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "containersNames",
+            "variables.containers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "ephemeralContainersNames",
+            "variables.ephemeralContainers.map(x, x.name)".to_owned(),
+        ),
+        (
+            "volumesNames",
+            "variables.volumes.map(x, x.name)".to_owned(),
+        ),
+    ]);
+    vars
+}
+
+/// Which containers are HostProcess, and whether the pod says
+/// `spec.os.name: windows`.
+fn host_process_variables() -> [(&'static str, String); 5] {
+    let hp = C_HOST_PROCESS;
+    [
+        (
+            "podHostProcessSet",
+            "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.hostProcess)".to_owned(),
+        ),
+        (
+            "podHostProcess",
+            "variables.podHostProcessSet && variables.spec.securityContext.windowsOptions.hostProcess == true".to_owned(),
+        ),
+        (
+            "anyHostProcess",
+            format!(
+                "variables.initContainers.exists(c, {hp}) || variables.containers.exists(c, {hp}) || variables.ephemeralContainers.exists(c, {hp})"
+            ),
+        ),
+        (
+            "allHostProcess",
+            format!(
+                "size(variables.initContainers) + size(variables.containers) + size(variables.ephemeralContainers) > 0 && variables.initContainers.all(c, {hp}) && variables.containers.all(c, {hp}) && variables.ephemeralContainers.all(c, {hp})"
+            ),
+        ),
+        (
+            "osWindows",
+            "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'windows'".to_owned(),
+        ),
+    ]
 }
 
 /// CEL bools `||`-ed, each in parentheses.
