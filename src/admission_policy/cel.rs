@@ -84,6 +84,8 @@ pub enum Export {
         /// whatever the rule's scope: the policies match every pod that may
         /// run on Windows.
         windows_signal: bool,
+        /// When the mutating policy removes the removable fields.
+        removal: Removal,
     },
     /// Not exported, and why.
     Gap(&'static str),
@@ -98,6 +100,7 @@ impl Export {
             message,
             partial: None,
             windows_signal: false,
+            removal: Removal::NoOpFields,
         }
     }
 
@@ -110,6 +113,15 @@ impl Export {
         self
     }
 
+    /// The same export, its removals made as `when` says.
+    #[must_use]
+    pub fn removed(mut self, when: Removal) -> Self {
+        if let Self::Cel { removal, .. } = &mut self {
+            *removal = when;
+        }
+        self
+    }
+
     /// The same export, checked only on pods with a Windows signal.
     #[must_use]
     pub fn with_windows_signal(mut self) -> Self {
@@ -118,6 +130,20 @@ impl Export {
         }
         self
     }
+}
+
+/// When the mutating policy makes a rule's removals (its probes that are
+/// [`Probe::removable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// With `mutation.removeNoOpFields`, in the first mutation.
+    NoOpFields,
+    /// Whenever a probe is removable, in the first mutation: the rule's
+    /// own policy switch decides that (`mutation.emptyDirOffMemory`).
+    OwnSwitch,
+    /// With `mutation.removeNoOpFields`, in a second mutation computed on
+    /// the object the first one leaves: the fields other rules remove too.
+    AfterOthers,
 }
 
 /// What a rule's export depends on: the target cluster and the policy.

@@ -70,6 +70,8 @@ pub struct Validation {
     pub severity: Severity,
     /// The rule's own mode (`rules: {ID: {mode: ...}}`), if the policy gives one.
     pub rule_mode: Option<Mode>,
+    /// When the mutating policy makes `removals`.
+    pub removal: cel::Removal,
     /// True when the object passes.
     pub expression: String,
     /// The message: the field paths, the rule's message, its id and fix.

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::bind::bind_variables;
-use super::cel::cel_str;
+use super::cel::{Removal, cel_str};
 use super::conditions::mutation_match_conditions;
 use super::documents::{mutation_match_constraints, named, namespace_selector, one_condition};
 use super::validations::validations;
@@ -13,7 +13,6 @@ use super::variables::{any_of, variables};
 use super::{GROUP, Gap, Validation};
 use crate::cluster::Cluster;
 use crate::policy::Policy;
-use crate::rules;
 
 /// The mutation that adds `kubernetes.io/os: windows` to the node selector
 /// of a Windows-targeted pod spec without an OS label (a CEL list of
@@ -31,7 +30,7 @@ pub(super) fn mutated<'a>(policy: &Policy, all: &'a [Validation]) -> Vec<&'a Val
     all.iter()
         .filter(|x| {
             x.removals.is_some()
-                && (x.rule == rules::EMPTYDIR_MEMORY || policy.mutation.remove_no_op_fields)
+                && (x.removal == Removal::OwnSwitch || policy.mutation.remove_no_op_fields)
         })
         .collect()
 }
@@ -64,12 +63,14 @@ pub(super) fn needs_mutation(policy: &Policy, cluster: &Cluster) -> String {
 /// The first mutation adds the node selector, records every rule's
 /// removals and makes them, all computed on the object as sent: these
 /// rules remove distinct fields, so their operations apply in one list.
-/// WIN-OS-FIELDS removes what the API server refuses in a Windows pod,
-/// fields the other rules remove too: its record and removals are a second
-/// mutation, computed on the object the first one left.
+/// A rule whose removals are [`Removal::AfterOthers`] (WIN-OS-FIELDS:
+/// what the API server refuses in a Windows pod, fields the other rules
+/// remove too) has its record and removals in a second mutation, computed
+/// on the object the first one left.
 pub(super) fn mutation_expressions(policy: &Policy, mutated: &[&Validation]) -> Vec<String> {
-    let (last, first): (Vec<&Validation>, Vec<&Validation>) =
-        mutated.iter().partition(|x| x.rule == rules::OS_FIELDS);
+    let (last, first): (Vec<&Validation>, Vec<&Validation>) = mutated
+        .iter()
+        .partition(|x| x.removal == Removal::AfterOthers);
     let mut expressions = Vec::new();
     let mut parts = Vec::new();
     if policy.mutation.inject_node_selector {

@@ -2,7 +2,9 @@
 //! its test, the field paths of its findings, its message and, where the
 //! mutation removes the fields, its JSON Patch removals.
 
-use super::cel::{CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, cel_str};
+use super::cel::{
+    CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, Removal, cel_str,
+};
 use super::{Gap, Validation};
 use crate::cluster::Cluster;
 use crate::finding::Severity;
@@ -190,6 +192,7 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 message,
                 partial,
                 windows_signal,
+                removal,
             } => {
                 if let Some(reason) = partial {
                     gaps.push(gap(reason, true));
@@ -205,6 +208,7 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                 let mut x = validation(rule, &probes, message, guard);
                 x.severity = severity;
                 x.rule_mode = rule_mode(policy, id);
+                x.removal = removal;
                 out.push(x);
             }
         }
@@ -258,6 +262,7 @@ fn validation(rule: &rules::Rule, probes: &[Probe], message: &str, guard: &str) 
         rule: id,
         severity: Severity::Error,
         rule_mode: None,
+        removal: Removal::NoOpFields,
         expression,
         message_expression,
         message: format!("{id}: {message}"),

@@ -7,7 +7,9 @@
 //! and message so users can cross-reference. The list grew by release.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
+use crate::admission_policy::cel::{
+    Export, ExportContext, Probe, ProbeScope, Removal, c_sc, pod_sc,
+};
 use crate::path::FieldPath;
 use crate::version::KubeVersion;
 use crate::view::{SeccompView, SecurityContextView};
@@ -218,6 +220,8 @@ fn export(cx: &ExportContext<'_>) -> Export {
         probes,
         "cannot be set for a windows pod (the API server refuses it with spec.os.name: windows)",
     )
+    // Fields other rules remove too: after their removals.
+    .removed(Removal::AfterOthers)
 }
 
 /// Only on pods with `spec.os.name: windows`.

@@ -1,7 +1,7 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, Removal};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.
@@ -72,4 +72,6 @@ fn export(cx: &ExportContext<'_>) -> Export {
             "emptyDir medium Memory is a disk directory on Windows nodes (no RAM disk; sizeLimit is not a tmpfs size)"
         },
     )
+    // `mutation.emptyDirOffMemory` decides, whatever `removeNoOpFields`.
+    .removed(Removal::OwnSwitch)
 }
