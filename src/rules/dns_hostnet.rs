@@ -23,13 +23,13 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     // Without HostProcess the policy acts as ClusterFirst: nothing to say.
     if cx.host_process.any && cx.spec.dns_policy.as_deref() == Some("ClusterFirstWithHostNet") {
-        out.report(
-            cx.spec_field(&["dnsPolicy"]),
-            "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
-        );
+        out.report(cx.spec_field(&["dnsPolicy"]), MESSAGE);
     }
 }
 
@@ -41,6 +41,6 @@ fn export(_: &ExportContext<'_>) -> Export {
             "variables.anyHostProcess && has(variables.spec.dnsPolicy) && variables.spec.dnsPolicy == 'ClusterFirstWithHostNet'",
             &["dnsPolicy"],
         )],
-        "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
+        MESSAGE,
     )
 }

@@ -46,8 +46,12 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
     export: export_fs_group_change_policy,
 };
 
+/// A finding's message, in the check and in the export.
+const FS_GROUP_MESSAGE: &str =
+    "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
+
 fn check_fs_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let message = "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
+    let message = FS_GROUP_MESSAGE;
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group.is_some());
     security_field(
         cx,
@@ -78,7 +82,7 @@ fn check_change_policy(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 fn export_fs_group(_: &ExportContext<'_>) -> Export {
     Export::cel(
         vec![pod_field("fsGroup", &["securityContext", "fsGroup"]).removable(true)],
-        "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)",
+        FS_GROUP_MESSAGE,
     )
 }
 

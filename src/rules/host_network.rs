@@ -23,12 +23,12 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.spec.host_network == Some(true) && !cx.host_process.any {
-        out.report(
-            cx.spec_field(&["hostNetwork"]),
-            "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
-        );
+        out.report(cx.spec_field(&["hostNetwork"]), MESSAGE);
     }
 }
 
@@ -40,6 +40,6 @@ fn export(_: &ExportContext<'_>) -> Export {
             "has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true && !variables.anyHostProcess",
             &["hostNetwork"],
         )],
-        "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
+        MESSAGE,
     )
 }

@@ -53,6 +53,12 @@ pub static IGNORED: Rule = Rule {
     export: export_ignored,
 };
 
+/// A finding's message, in the check and in the export.
+const IGNORED_MESSAGE: &str = "windowsOptions is ignored on Linux nodes, where this pod runs";
+
+/// A finding's message, in the check and in the export.
+const REFUSED_MESSAGE: &str = "windows options cannot be set for a linux pod";
+
 /// The pod says `spec.os.name: linux` where the API server reads it.
 fn os_linux(cx: &RuleContext<'_, '_, '_>) -> bool {
     cx.version >= OS_FIELD_SINCE
@@ -61,17 +67,13 @@ fn os_linux(cx: &RuleContext<'_, '_, '_>) -> bool {
 
 fn check_refused(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if os_linux(cx) {
-        report(cx, out, "windows options cannot be set for a linux pod");
+        report(cx, out, REFUSED_MESSAGE);
     }
 }
 
 fn check_ignored(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !os_linux(cx) {
-        report(
-            cx,
-            out,
-            "windowsOptions is ignored on Linux nodes, where this pod runs",
-        );
+        report(cx, out, IGNORED_MESSAGE);
     }
 }
 
@@ -101,17 +103,14 @@ fn report(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, message: &str) {
 fn export_rule(_: &ExportContext<'_>) -> Export {
     // Refused by the API server with `spec.os.name: linux` (1.23+);
     // ignored by the Linux kubelet where node selection alone targets Linux.
-    Export::cel(
-        windows_options(Some(true)),
-        "windows options cannot be set for a linux pod",
-    )
+    Export::cel(windows_options(Some(true)), REFUSED_MESSAGE)
 }
 
 /// WIN-WINDOWSOPTIONS-LINUX-IGNORED as CEL, for `winadmit admission-policy`.
 fn export_ignored(cx: &ExportContext<'_>) -> Export {
     Export::cel(
         windows_options(cx.cluster.version_at_least(1, 23).then_some(false)),
-        "windowsOptions is ignored on Linux nodes, where this pod runs",
+        IGNORED_MESSAGE,
     )
 }
 

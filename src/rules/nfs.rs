@@ -23,13 +23,14 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str =
+    "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         if v.nfs.is_some() {
-            out.report(
-                cx.spec_field(&["volumes"]).index(i).key("nfs"),
-                "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
-            );
+            out.report(cx.spec_field(&["volumes"]).index(i).key("nfs"), MESSAGE);
         }
     }
 }
@@ -38,6 +39,6 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 fn export(_: &ExportContext<'_>) -> Export {
     Export::cel(
         vec![Probe::new(ProbeScope::Volume, "has(v.nfs)", &["nfs"])],
-        "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
+        MESSAGE,
     )
 }

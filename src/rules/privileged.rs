@@ -25,6 +25,9 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         if c.security_context().and_then(|s| s.privileged) == Some(true)
@@ -35,7 +38,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             out.report_maybe_removable(
                 !cx.cluster.is_strict() && !super::api_refused::has_bidirectional_mount(&c),
                 cx.container_field(&c, &["securityContext", "privileged"]),
-                "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
+                MESSAGE,
                 "remove privileged: true, which Windows ignores",
             );
         }
@@ -63,7 +66,7 @@ fn export(cx: &ExportContext<'_>) -> Export {
                 .removable(!strict && !bidirectional)
             })
             .collect(),
-        "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
+        MESSAGE,
     )
 }
 

@@ -24,8 +24,11 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let message = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
+    let message = MESSAGE;
     let container =
         |c: &SecurityContextView<'_>| Reported::from(c.read_only_root_filesystem == Some(true));
     security_field(
@@ -50,6 +53,6 @@ fn export(_: &ExportContext<'_>) -> Export {
             ),
             &["securityContext", "readOnlyRootFilesystem"],
         )],
-        "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)",
+        MESSAGE,
     )
 }

@@ -23,13 +23,13 @@ pub static RULE: Rule = Rule {
     export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "volumeDevices (raw block volumes) are not supported on Windows nodes";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         if c.container.volume_devices.is_some() {
-            out.report(
-                cx.container_field(&c, &["volumeDevices"]),
-                "volumeDevices (raw block volumes) are not supported on Windows nodes",
-            );
+            out.report(cx.container_field(&c, &["volumeDevices"]), MESSAGE);
         }
     }
 }
@@ -42,6 +42,6 @@ fn export(_: &ExportContext<'_>) -> Export {
             "has(c.volumeDevices)",
             &["volumeDevices"],
         )],
-        "volumeDevices (raw block volumes) are not supported on Windows nodes",
+        MESSAGE,
     )
 }
