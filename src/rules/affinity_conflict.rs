@@ -67,8 +67,9 @@ pub(crate) fn signal_path(cx: &RuleContext<'_, '_, '_>, signal: &Signal) -> Fiel
     }
 }
 
-/// WIN-OS-CONFLICT as CEL, for `winadmit admission-policy`: a Linux signal on a pod the match conditions found
-/// Windows-targeted. Each Linux signal is reported at its field.
+/// WIN-OS-CONFLICT as CEL, for `winadmit admission-policy`: a Linux signal
+/// on a pod the match conditions found Windows-targeted. Each Linux signal
+/// is reported at its field.
 fn export(cx: &ExportContext<'_>) -> Export {
     let selector = |key: &str| {
         let k = cel_str(key);

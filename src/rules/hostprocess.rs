@@ -108,7 +108,8 @@ fn first_host_process_field(cx: &RuleContext<'_, '_, '_>) -> crate::path::FieldP
         )
 }
 
-/// WIN-HOSTPROCESS as CEL, for `winadmit admission-policy`: consistency, hostNetwork, and the target's support.
+/// WIN-HOSTPROCESS as CEL, for `winadmit admission-policy`: consistency,
+/// hostNetwork, and the target's support.
 fn export(cx: &ExportContext<'_>) -> Export {
     let own_set = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess)";
     let mut probes = vec![
