@@ -1,6 +1,9 @@
 //! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    Export, ExportContext, Field, Probe, ProbeScope, cel_list, cel_str,
+};
 use crate::path::FieldPath;
 use crate::targeting::Signal;
 
@@ -24,6 +27,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -61,4 +65,63 @@ pub(crate) fn signal_path(cx: &RuleContext<'_, '_, '_>, signal: &Signal) -> Fiel
             .map_key(crate::targeting::OS_SKU_LABEL),
         Signal::HostProcess => cx.spec_field(&["securityContext", "windowsOptions", "hostProcess"]),
     }
+}
+
+/// WIN-OS-CONFLICT as CEL, for `winadmit admission-policy`: a Linux signal
+/// on a pod the match conditions found Windows-targeted. Each Linux signal
+/// is reported at its field.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let selector = |key: &str| {
+        let k = cel_str(key);
+        Probe {
+            scope: ProbeScope::Pod,
+            container_hit: None,
+            hit: format!(
+                "has(variables.spec.nodeSelector) && {k} in variables.spec.nodeSelector && variables.spec.nodeSelector[{k}] == 'linux'"
+            ),
+            field: Field::Suffixes(format!("[{}]", cel_str(&format!(".nodeSelector[{key}]")))),
+            removable: false,
+        }
+    };
+    let mut probes = vec![
+        selector(crate::targeting::OS_LABEL),
+        selector(crate::targeting::BETA_OS_LABEL),
+    ];
+    if cx.cluster.version_at_least(1, 23) {
+        probes.push(Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'linux'",
+            &["os", "name"],
+        ));
+    }
+    let terms = "variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    probes.push(Probe::new(
+        ProbeScope::Pod,
+        format!(
+            "has(variables.spec.affinity) && has(variables.spec.affinity.nodeAffinity) && has(variables.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
+        ),
+        &["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
+    ));
+    let linux_classes = cx
+        .policy
+        .runtime_classes
+        .names_for(crate::targeting::Os::Linux);
+    if !linux_classes.is_empty() {
+        probes.push(Probe::new(
+            ProbeScope::Pod,
+            format!(
+                "has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
+                cel_list(&linux_classes)
+            ),
+            &["runtimeClassName"],
+        ));
+    }
+    Export::cel(
+        probes,
+        "targets linux, but the pod also targets windows: no node matches both",
+    )
+    .partly(
+        "RuntimeClasses are known by the policy's lists only; the webhook also reads the cluster's RuntimeClasses",
+    )
+    .with_windows_signal()
 }

@@ -1,6 +1,7 @@
 //! WIN-PRIV-ESCALATION: allowPrivilegeEscalation is not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -36,4 +38,22 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "remove allowPrivilegeEscalation: true, which Windows ignores",
     );
+}
+
+/// WIN-PRIV-ESCALATION as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{} && c.securityContext.allowPrivilegeEscalation == true",
+                    c_sc("allowPrivilegeEscalation")
+                ),
+                &["securityContext", "allowPrivilegeEscalation"],
+            )
+            .removable(true),
+        ],
+        "allowPrivilegeEscalation: true is not supported on Windows nodes",
+    )
 }

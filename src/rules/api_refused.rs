@@ -2,7 +2,8 @@
 //! the API server refuses on a pod of any OS, so a Windows rule that calls
 //! one of them "ignored" never stands alone on a pod that cannot be created.
 
-use super::{ContainerRef, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{ContainerRef, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::version::KubeVersion;
 
 /// From this release the API server keeps `hostUsers` and `procMount` by
@@ -27,6 +28,9 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap("the API server refuses these pods itself, for every OS; nothing to add")
+    },
 };
 
 /// Whether the container asks for `privileged: true` (the API server's test

@@ -1,7 +1,11 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
+use crate::admission_policy::cel::{
+    Export, ExportContext, Field, Probe, ProbeScope, container_field, pod_field,
+};
 use crate::finding::Severity;
+use crate::version::KubeVersion;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -27,6 +31,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 /// The pre-1.30 per-container AppArmor annotation prefix.
@@ -60,4 +65,30 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-APPARMOR as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let annotation = "k.startsWith('container.apparmor.security.beta.kubernetes.io/')";
+    Export::cel(
+        vec![
+            pod_field("appArmorProfile", &["securityContext", "appArmorProfile"]).removable(true),
+            container_field("appArmorProfile", &["securityContext", "appArmorProfile"])
+                .removable(true),
+            Probe {
+                scope: ProbeScope::Pod,
+                container_hit: None,
+                hit: format!("variables.podAnnotations.exists(k, {annotation})"),
+                field: Field::Absolute(format!(
+                    "variables.podAnnotations.filter(k, {annotation}).map(k, variables.metaPrefix + '.annotations[' + k + ']')"
+                )),
+                removable: false,
+            },
+        ],
+        if cx.version() >= KubeVersion::new(1, 20) {
+            "AppArmor is ignored on Windows nodes (no AppArmor)"
+        } else {
+            "AppArmor is not supported on Windows nodes: up to Kubernetes 1.19 the kubelet blocks the pod"
+        },
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-CAPABILITIES: POSIX capabilities are not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -37,4 +39,23 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-CAPABILITIES as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let strict = cx.cluster.is_strict();
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{} && has(c.securityContext.capabilities.add) && size(c.securityContext.capabilities.add) > 0",
+                    c_sc("capabilities")
+                ),
+                &["securityContext", "capabilities", "add"],
+            )
+            .removable(!strict),
+        ],
+        "capabilities.add is ignored on Windows nodes: the capability is not granted",
+    )
 }

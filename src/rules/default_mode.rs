@@ -1,6 +1,7 @@
 //! WIN-DEFAULT-MODE: volume file modes are ignored on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap("left to the webhook in this version"),
 };
 
 /// What the API server fills in (0644).

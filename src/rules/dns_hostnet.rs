@@ -1,6 +1,7 @@
 //! WIN-DNS-HOSTNET: dnsPolicy ClusterFirstWithHostNet is not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,14 +20,27 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
+
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve";
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     // Without HostProcess the policy acts as ClusterFirst: nothing to say.
     if cx.host_process.any && cx.spec.dns_policy.as_deref() == Some("ClusterFirstWithHostNet") {
-        out.report(
-            cx.spec_field(&["dnsPolicy"]),
-            "dnsPolicy ClusterFirstWithHostNet on a HostProcess pod uses the node's DNS settings: cluster names may not resolve",
-        );
+        out.report(cx.spec_field(&["dnsPolicy"]), MESSAGE);
     }
+}
+
+/// WIN-DNS-HOSTNET as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "variables.anyHostProcess && has(variables.spec.dnsPolicy) && variables.spec.dnsPolicy == 'ClusterFirstWithHostNet'",
+            &["dnsPolicy"],
+        )],
+        MESSAGE,
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-DNS-SEARCHES: Windows pods use one DNS search suffix.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -39,4 +41,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             ),
         );
     }
+}
+
+/// WIN-DNS-SEARCHES as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.dnsConfig) && has(variables.spec.dnsConfig.searches) && size(variables.spec.dnsConfig.searches) > 1",
+            &["dnsConfig", "searches"],
+        )],
+        "Windows uses only one DNS search suffix (the pod namespace's) and ignores the rest: use fully qualified names",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, Removal};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.
@@ -23,6 +24,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -50,4 +52,26 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             out.report_with_fix(path, message, fix);
         }
     }
+}
+
+/// WIN-EMPTYDIR-MEMORY as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let docker = cx.cluster.is_docker();
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Volume,
+                "has(v.emptyDir) && has(v.emptyDir.medium) && v.emptyDir.medium == 'Memory'",
+                &["emptyDir", "medium"],
+            )
+            .removable(cx.policy.mutation.empty_dir_off_memory),
+        ],
+        if docker {
+            "emptyDir medium Memory is not supported on Docker Windows nodes"
+        } else {
+            "emptyDir medium Memory is a disk directory on Windows nodes (no RAM disk; sizeLimit is not a tmpfs size)"
+        },
+    )
+    // `mutation.emptyDirOffMemory` decides, whatever `removeNoOpFields`.
+    .removed(Removal::OwnSwitch)
 }

@@ -1,6 +1,9 @@
 //! WIN-FSGROUP and WIN-FSGROUP-CHANGE-POLICY: volume ownership by GID.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{
+    Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field,
+};
+use crate::admission_policy::cel::{Export, ExportContext, pod_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static FS_GROUP: Rule = Rule {
@@ -20,6 +23,7 @@ pub static FS_GROUP: Rule = Rule {
         until: None,
     },
     check: check_fs_group,
+    export: export_fs_group,
 };
 
 pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
@@ -39,10 +43,15 @@ pub static FS_GROUP_CHANGE_POLICY: Rule = Rule {
         until: None,
     },
     check: check_change_policy,
+    export: export_fs_group_change_policy,
 };
 
+/// A finding's message, in the check and in the export.
+const FS_GROUP_MESSAGE: &str =
+    "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
+
 fn check_fs_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let message = "fsGroup is ignored on Windows nodes (no group ids or POSIX volume ownership)";
+    let message = FS_GROUP_MESSAGE;
     let pod = |p: &PodSecurityContextView<'_>| removable_if(p.fs_group.is_some());
     security_field(
         cx,
@@ -67,4 +76,26 @@ fn check_change_policy(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
+}
+
+/// WIN-FSGROUP as CEL, for `winadmit admission-policy`.
+fn export_fs_group(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![pod_field("fsGroup", &["securityContext", "fsGroup"]).removable(true)],
+        FS_GROUP_MESSAGE,
+    )
+}
+
+/// WIN-FSGROUP-CHANGE-POLICY as CEL, for `winadmit admission-policy`.
+fn export_fs_group_change_policy(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field(
+                "fsGroupChangePolicy",
+                &["securityContext", "fsGroupChangePolicy"],
+            )
+            .removable(true),
+        ],
+        "fsGroupChangePolicy is ignored on Windows nodes (no POSIX volume ownership)",
+    )
 }

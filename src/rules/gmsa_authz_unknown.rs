@@ -2,6 +2,7 @@
 //! GMSACredentialSpec it names could not be asked.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::gmsa;
 
 pub static RULE: Rule = Rule {
@@ -21,6 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "says that the live report could not ask a SubjectAccessReview; an admission policy asks nothing: nothing to export",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,7 +1,8 @@
 //! WIN-GMSA-CONTENTS-MISMATCH: `gmsaCredentialSpec` is not what the named
 //! GMSACredentialSpec holds.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
 use crate::gmsa::{self, CredSpec, Mismatch};
 
 pub static RULE: Rule = Rule {
@@ -21,6 +22,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(NEEDS_GMSA_OBJECTS),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,7 +1,8 @@
 //! WIN-GMSA-CONTENTS-WITHOUT-NAME: `gmsaCredentialSpec` without
 //! `gmsaCredentialSpecName`.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::gmsa;
 
 pub static RULE: Rule = Rule {
@@ -21,6 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::finding::{Fix, FixKind};
 use crate::gmsa::{self, CredSpec};
 use crate::workload::Kind;
@@ -28,6 +29,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "a mutation from a GMSACredentialSpec's contents, which an admission policy cannot read: live facts",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

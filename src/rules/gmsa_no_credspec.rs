@@ -1,6 +1,7 @@
 //! WIN-GMSA-NO-CREDSPEC: the named GMSACredentialSpec has no contents.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
 use crate::gmsa::{self, CredSpec};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(NEEDS_GMSA_OBJECTS),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

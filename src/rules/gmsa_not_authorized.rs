@@ -1,7 +1,8 @@
 //! WIN-GMSA-NOT-AUTHORIZED: the pod's service account may not `use` the
 //! GMSACredentialSpec it names.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::gmsa;
 
 pub static RULE: Rule = Rule {
@@ -21,6 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

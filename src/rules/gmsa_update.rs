@@ -1,6 +1,7 @@
 //! WIN-GMSA-UPDATE: an UPDATE changes a pod's gMSA settings.
 
-use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{ContainerList, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::gmsa::{self, Place};
 use crate::workload::Kind;
 
@@ -21,6 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "the API server already refuses changes to a pod's windowsOptions (pod spec immutability); nothing to add",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -32,7 +38,11 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     }
     for o in gmsa::options(cx) {
         let old = previous.iter().find(|p| p.place == o.place);
-        if old.is_none() && matches!(o.place, Place::Container(ContainerList::EphemeralContainers, _))
+        if old.is_none()
+            && matches!(
+                o.place,
+                Place::Container(ContainerList::EphemeralContainers, _)
+            )
         {
             continue;
         }

@@ -1,7 +1,8 @@
 //! WIN-HOSTPID, WIN-HOSTIPC, WIN-SHAREPROCESSNS: Windows shares no host or
 //! pod namespaces other than the network.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static HOST_PID: Rule = Rule {
     info: RuleInfo {
@@ -24,6 +25,7 @@ pub static HOST_PID: Rule = Rule {
             flag(cx, out, cx.spec.host_pid, "hostPID");
         }
     },
+    export: export_host_pid,
 };
 
 pub static HOST_IPC: Rule = Rule {
@@ -47,6 +49,7 @@ pub static HOST_IPC: Rule = Rule {
             flag(cx, out, cx.spec.host_ipc, "hostIPC");
         }
     },
+    export: export_host_ipc,
 };
 
 pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
@@ -73,13 +76,55 @@ pub static SHARE_PROCESS_NAMESPACE: Rule = Rule {
             "shareProcessNamespace",
         );
     },
+    export: export_share_process_namespace,
 };
 
-fn flag(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, value: Option<bool>, key: &'static str) {
+fn flag(
+    cx: &RuleContext<'_, '_, '_>,
+    out: &mut RuleFindings,
+    value: Option<bool>,
+    key: &'static str,
+) {
     if value == Some(true) {
         out.report(
             cx.spec_field(&[key]),
             format!("{key}: true is ignored on Windows nodes: the namespace is not shared"),
         );
     }
+}
+
+/// WIN-HOSTPID as CEL, for `winadmit admission-policy`.
+fn export_host_pid(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.hostPID) && variables.spec.hostPID == true && !variables.anyHostProcess",
+            &["hostPID"],
+        )],
+        "hostPID: true is ignored on Windows nodes: the namespace is not shared",
+    )
+}
+
+/// WIN-HOSTIPC as CEL, for `winadmit admission-policy`.
+fn export_host_ipc(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.hostIPC) && variables.spec.hostIPC == true && !variables.anyHostProcess",
+            &["hostIPC"],
+        )],
+        "hostIPC: true is ignored on Windows nodes: the namespace is not shared",
+    )
+}
+
+/// WIN-SHAREPROCESSNS as CEL, for `winadmit admission-policy`.
+fn export_share_process_namespace(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.shareProcessNamespace) && variables.spec.shareProcessNamespace == true",
+            &["shareProcessNamespace"],
+        )],
+        "shareProcessNamespace: true is ignored on Windows nodes: the namespace is not shared",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-HOSTNETWORK: only HostProcess pods may use the host network.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,13 +20,26 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
+
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing";
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.spec.host_network == Some(true) && !cx.host_process.any {
-        out.report(
-            cx.spec_field(&["hostNetwork"]),
-            "hostNetwork: true without HostProcess is not honoured on Windows nodes: the pod gets its own address but reports the node IP, so Services route to nothing",
-        );
+        out.report(cx.spec_field(&["hostNetwork"]), MESSAGE);
     }
+}
+
+/// WIN-HOSTNETWORK as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            "has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true && !variables.anyHostProcess",
+            &["hostNetwork"],
+        )],
+        MESSAGE,
+    )
 }

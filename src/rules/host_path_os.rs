@@ -1,7 +1,10 @@
 //! WIN-HOSTPATH-LINUX-PATH and WIN-HOSTPATH-WINDOWS-PATH: hostPath volumes
 //! that name the other OS's file system.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    self, Export, ExportContext, Probe, ProbeScope, cel_str, regex_escape,
+};
 
 pub static LINUX_PATH: Rule = Rule {
     info: RuleInfo {
@@ -20,6 +23,7 @@ pub static LINUX_PATH: Rule = Rule {
         until: None,
     },
     check: check_linux_path,
+    export: export_linux_path,
 };
 
 pub static LINUX_DEVICE: Rule = Rule {
@@ -39,6 +43,7 @@ pub static LINUX_DEVICE: Rule = Rule {
         until: None,
     },
     check: check_linux_device,
+    export: export_linux_device,
 };
 
 pub static WINDOWS_PATH: Rule = Rule {
@@ -58,6 +63,7 @@ pub static WINDOWS_PATH: Rule = Rule {
         until: None,
     },
     check: check_windows_path,
+    export: export_windows_path,
 };
 
 /// Is this a Windows path: a drive letter, a UNC or device path, or a
@@ -138,6 +144,63 @@ fn check_windows_path(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-HOSTPATH-LINUX-PATH as CEL, for `winadmit admission-policy`.
+fn export_linux_path(cx: &ExportContext<'_>) -> Export {
+    let prefixes: Vec<String> = cx
+        .policy
+        .params
+        .linux_host_paths
+        .iter()
+        .map(|p| regex_escape(p.trim_end_matches('/')))
+        .collect();
+    if prefixes.is_empty() {
+        return Export::Gap("params.linuxHostPaths is empty: nothing to check");
+    }
+    // The path, or the path under a prefix, with trailing slashes allowed.
+    let re = format!("^({})(/.*)?$", prefixes.join("|"));
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Volume,
+            format!(
+                "has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({})",
+                cel_str(&format!("(?s){re}"))
+            ),
+            &["hostPath", "path"],
+        )],
+        "hostPath names a location that exists only on Linux hosts; a Windows node resolves it to an empty directory on C:",
+    )
+}
+
+/// WIN-HOSTPATH-LINUX-DEVICE as CEL, for `winadmit admission-policy`.
+fn export_linux_device(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Volume,
+            format!(
+                "has(v.hostPath) && has(v.hostPath.path) && has(v.hostPath.type) && v.hostPath.type in ['Socket', 'CharDevice', 'BlockDevice'] && !v.hostPath.path.matches({})",
+                cel_str(cel::WINDOWS_PATH)
+            ),
+            &["hostPath", "type"],
+        )],
+        "a hostPath socket or device on a Linux path does not exist on a Windows node: the mount fails (FailedMount)",
+    )
+}
+
+/// WIN-HOSTPATH-WINDOWS-PATH as CEL, for `winadmit admission-policy`.
+fn export_windows_path(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Volume,
+            format!(
+                "has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({})",
+                cel_str(cel::WINDOWS_PATH)
+            ),
+            &["hostPath", "path"],
+        )],
+        "hostPath is a Windows path but the pod targets Linux nodes",
+    )
 }
 
 #[cfg(test)]

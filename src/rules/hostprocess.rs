@@ -2,7 +2,10 @@
 //! on the host network. Mirrors the API server's
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Field, Probe, ProbeScope, cel_list,
+};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-HOSTPROCESS";
@@ -24,6 +27,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 /// Is this container HostProcess (its own value, else the pod's)?
@@ -102,4 +106,63 @@ fn first_host_process_field(cx: &RuleContext<'_, '_, '_>) -> crate::path::FieldP
             || cx.workload.spec_path.clone(),
             |c| cx.container_field(&c, &["securityContext", "windowsOptions", "hostProcess"]),
         )
+}
+
+/// WIN-HOSTPROCESS as CEL, for `winadmit admission-policy`: consistency,
+/// hostNetwork, and the target's support.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let own_set = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess)";
+    let mut probes = vec![
+        Probe::new(
+            ProbeScope::Container,
+            format!(
+                "variables.podHostProcessSet && {own_set} && c.securityContext.windowsOptions.hostProcess != variables.podHostProcess"
+            ),
+            &["securityContext", "windowsOptions", "hostProcess"],
+        ),
+        Probe::new(
+            ProbeScope::Pod,
+            "variables.anyHostProcess && !variables.allHostProcess",
+            &[],
+        ),
+        Probe::new(
+            ProbeScope::Pod,
+            "variables.anyHostProcess && !(has(variables.spec.hostNetwork) && variables.spec.hostNetwork == true)",
+            &["hostNetwork"],
+        ),
+    ];
+    let unsupported = !cx.cluster.version_at_least(1, 22) || cx.cluster.is_docker();
+    // The first HostProcess field: the pod's, else the first HostProcess container's.
+    let first = "[variables.podHostProcess ? variables.prefix + '.securityContext.windowsOptions.hostProcess' : (variables.initContainers.filter(c, HP).map(c, variables.prefix + '.initContainers[' + string(variables.initContainersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess') + variables.containers.filter(c, HP).map(c, variables.prefix + '.containers[' + string(variables.containersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess') + variables.ephemeralContainers.filter(c, HP).map(c, variables.prefix + '.ephemeralContainers[' + string(variables.ephemeralContainersNames.indexOf(c.name)) + '].securityContext.windowsOptions.hostProcess'))[0]]"
+        .replace("HP", C_HOST_PROCESS);
+    if unsupported {
+        probes.push(Probe {
+            scope: ProbeScope::Pod,
+            container_hit: None,
+            hit: "variables.anyHostProcess".to_owned(),
+            field: Field::Absolute(first.clone()),
+            removable: false,
+        });
+    }
+    let hyperv = &cx.policy.params.hyperv_runtime_classes;
+    if !hyperv.is_empty() {
+        probes.push(Probe {
+            scope: ProbeScope::Pod,
+            container_hit: None,
+            hit: format!(
+                "variables.anyHostProcess && has(variables.spec.runtimeClassName) && variables.spec.runtimeClassName in {}",
+                cel_list(hyperv)
+            ),
+            field: Field::Absolute(first),
+            removable: false,
+        });
+    }
+    Export::cel(
+        probes,
+        "HostProcess pods must be consistent (all containers or none, the same value on pod and containers), use hostNetwork: true, and need Kubernetes 1.22+ on containerd outside Hyper-V isolation",
+    )
+    .partly(
+        "Hyper-V isolation is recognised by the RuntimeClass names in params.hypervRuntimeClasses only; a class known as Hyper-V only by its handler (hypervRuntimeHandlers) needs the live RuntimeClass",
+    )
+    .with_windows_signal()
 }

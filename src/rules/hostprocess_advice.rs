@@ -3,7 +3,10 @@
 //! otherwise valid (WIN-HOSTPROCESS checks validity).
 
 use super::hostprocess::is_host_process;
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc,
+};
 
 const HOSTPROCESS_DOC: &str =
     "https://kubernetes.io/docs/tasks/configure-pod-container/create-hostprocess-pod/";
@@ -25,6 +28,7 @@ pub static REDUNDANT: Rule = Rule {
         until: None,
     },
     check: check_redundant,
+    export: |_| Export::Gap("left to the webhook in this version"),
 };
 
 pub static USER: Rule = Rule {
@@ -44,6 +48,7 @@ pub static USER: Rule = Rule {
         until: None,
     },
     check: check_user,
+    export: export_user,
 };
 
 pub static NON_ROOT: Rule = Rule {
@@ -63,6 +68,7 @@ pub static NON_ROOT: Rule = Rule {
         until: None,
     },
     check: check_non_root,
+    export: export_non_root,
 };
 
 fn check_redundant(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -141,4 +147,45 @@ fn check_non_root(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-HOSTPROCESS-USER as CEL, for `winadmit admission-policy`.
+fn export_user(_: &ExportContext<'_>) -> Export {
+    let pod_user = "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.runAsUserName) && variables.spec.securityContext.windowsOptions.runAsUserName != ''";
+    let own_user = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.runAsUserName) && c.securityContext.windowsOptions.runAsUserName != ''";
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "variables.anyHostProcess && !({pod_user}) && {C_HOST_PROCESS} && !({own_user})"
+            ),
+            &["securityContext", "windowsOptions", "runAsUserName"],
+        )],
+        "HostProcess container has no runAsUserName (pod or container): the image's user does not exist on the host",
+    )
+}
+
+/// WIN-HOSTPROCESS-NONROOT as CEL, for `winadmit admission-policy`.
+fn export_non_root(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Pod,
+                format!(
+                    "variables.anyHostProcess && {} && variables.spec.securityContext.runAsNonRoot == true",
+                    pod_sc("runAsNonRoot")
+                ),
+                &["securityContext", "runAsNonRoot"],
+            ),
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "variables.anyHostProcess && {C_HOST_PROCESS} && {} && c.securityContext.runAsNonRoot == true",
+                    c_sc("runAsNonRoot")
+                ),
+                &["securityContext", "runAsNonRoot"],
+            ),
+        ],
+        "runAsNonRoot: true is not enforced for HostProcess containers (SYSTEM and service accounts pass the check)",
+    )
 }

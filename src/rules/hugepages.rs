@@ -1,6 +1,7 @@
 //! WIN-HUGEPAGES: huge pages are not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -49,4 +51,30 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-HUGEPAGES as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    let list = |l: &str| {
+        format!(
+            "(has(c.resources) && has(c.resources.{l}) ? c.resources.{l}.filter(k, k.startsWith('hugepages-')).map(k, '.resources.{l}[' + k + ']') : [])"
+        )
+    };
+    Export::cel(
+        vec![
+            Probe {
+                scope: ProbeScope::Container,
+                container_hit: None,
+                hit: "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith('hugepages-'))) || (has(c.resources.requests) && c.resources.requests.exists(k, k.startsWith('hugepages-'))))".to_owned(),
+                field: Field::Suffixes(format!("{} + {}", list("limits"), list("requests"))),
+                removable: false,
+            },
+            Probe::new(
+                ProbeScope::Volume,
+                "has(v.emptyDir) && has(v.emptyDir.medium) && v.emptyDir.medium.startsWith('HugePages')",
+                &["emptyDir", "medium"],
+            ),
+        ],
+        "huge pages are not supported on Windows nodes",
+    )
 }

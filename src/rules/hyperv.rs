@@ -1,6 +1,7 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope, cel_str};
 
 pub use crate::targeting::ISOLATION_ANNOTATION;
 
@@ -21,6 +22,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 /// The annotation works only through dockershim with the HyperVContainer
@@ -47,4 +49,36 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             format!("Hyper-V isolation by annotation supports one container per pod; this pod has {count}"),
         );
     }
+}
+
+/// WIN-HYPERV as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    annotation_export(
+        true,
+        "Hyper-V isolation by annotation supports one container per pod",
+    )
+}
+
+/// The isolation annotation set to `hyperv` (on a pod with more than one
+/// container, when `many_containers`), reported at the annotation: the
+/// export of this rule and of WIN-HYPERV-ANNOTATION.
+pub(super) fn annotation_export(many_containers: bool, message: &'static str) -> Export {
+    let key = cel_str(ISOLATION_ANNOTATION);
+    let mut hit =
+        format!("{key} in variables.podAnnotations && variables.podAnnotations[{key}] == 'hyperv'");
+    if many_containers {
+        hit.push_str(" && size(variables.containers) > 1");
+    }
+    Export::cel(
+        vec![Probe {
+            scope: ProbeScope::Pod,
+            container_hit: None,
+            hit,
+            field: Field::Absolute(format!(
+                "[variables.metaPrefix + '.annotations[' + {key} + ']']"
+            )),
+            removable: false,
+        }],
+        message,
+    )
 }

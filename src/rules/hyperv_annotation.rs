@@ -2,7 +2,8 @@
 //! nothing on current clusters.
 
 use super::hyperv::ISOLATION_ANNOTATION;
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext};
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {
@@ -22,6 +23,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -49,4 +51,12 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             cx.version
         ),
     );
+}
+
+/// WIN-HYPERV-ANNOTATION as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    super::hyperv::annotation_export(
+        false,
+        "the Hyper-V isolation annotation has no effect (the HyperVContainer feature gate was removed in 1.21): the pod runs process-isolated; use a RuntimeClass with a Hyper-V handler",
+    )
 }

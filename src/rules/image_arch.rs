@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 
 /// The node label the kubelet sets to its Go architecture.
 const ARCH_LABEL: &str = "kubernetes.io/arch";
@@ -25,6 +26,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

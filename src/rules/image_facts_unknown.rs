@@ -2,7 +2,8 @@
 //! (`--image-facts`, `--registry`) and could not say; the image is judged
 //! by its name.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use crate::images::Lookup;
 
 pub static RULE: Rule = Rule {
@@ -22,6 +23,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check: check_unknown,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check_unknown(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -2,7 +2,8 @@
 //! platforms, in a pod that does not target Windows (`--image-facts`,
 //! `--registry`).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use crate::finding::{Fix, FixKind};
 
 /// The rule's id, for the modules that name it.
@@ -25,6 +26,7 @@ pub static WINDOWS_ONLY: Rule = Rule {
         until: None,
     },
     check: check_windows_only,
+    export: |_| Export::Gap(NEEDS_IMAGE_PLATFORMS),
 };
 
 fn check_windows_only(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

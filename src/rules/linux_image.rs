@@ -1,7 +1,8 @@
 //! WIN-LINUX-IMAGE and WIN-LINUX-IMAGE-TAG: a Linux-only image in a pod
 //! that targets Windows nodes.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
 
 pub static LISTED: Rule = Rule {
     info: RuleInfo {
@@ -20,6 +21,7 @@ pub static LISTED: Rule = Rule {
         until: None,
     },
     check: check_listed,
+    export: export_listed,
 };
 
 pub static TAG_WORD: Rule = Rule {
@@ -39,6 +41,7 @@ pub static TAG_WORD: Rule = Rule {
         until: None,
     },
     check: check_tag_word,
+    export: export_tag_word,
 };
 
 /// The pod has a Windows image, so WIN-MIXED-OS reports its Linux images.
@@ -95,4 +98,37 @@ fn check_tag_word(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-LINUX-IMAGE-TAG as CEL, for `winadmit admission-policy`.
+fn export_tag_word(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "!variables.anyWindowsImage && {}",
+                image_in("taggedLinuxImages")
+            ),
+            &["image"],
+        )],
+        "the image tag has a Linux distribution word (params.linuxTagWords) but the pod targets Windows nodes: a Linux-only build has no Windows variant to pull",
+    )
+}
+
+/// WIN-LINUX-IMAGE as CEL, for `winadmit admission-policy`.
+fn export_listed(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "!variables.anyWindowsImage && {}",
+                image_in("listedLinuxImages")
+            ),
+            &["image"],
+        )],
+        "the image runs only on Linux (its repository is in params.linuxImages) but the pod targets Windows nodes: there is no Windows variant to pull",
+    )
+    .partly(
+        "images are judged by their names (params.linuxImages); the platforms their registries list (--image-facts, --registry) are not read",
+    )
 }

@@ -6,7 +6,8 @@
 //! selection alone is admitted, and the Linux kubelet ignores the options
 //! (a warning).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
 use crate::version::KubeVersion;
 
 /// `spec.os` exists from this version; before it the API server drops it.
@@ -29,6 +30,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check: check_refused,
+    export: export_rule,
 };
 
 pub static IGNORED: Rule = Rule {
@@ -48,7 +50,14 @@ pub static IGNORED: Rule = Rule {
         until: None,
     },
     check: check_ignored,
+    export: export_ignored,
 };
+
+/// A finding's message, in the check and in the export.
+const IGNORED_MESSAGE: &str = "windowsOptions is ignored on Linux nodes, where this pod runs";
+
+/// A finding's message, in the check and in the export.
+const REFUSED_MESSAGE: &str = "windows options cannot be set for a linux pod";
 
 /// The pod says `spec.os.name: linux` where the API server reads it.
 fn os_linux(cx: &RuleContext<'_, '_, '_>) -> bool {
@@ -58,17 +67,13 @@ fn os_linux(cx: &RuleContext<'_, '_, '_>) -> bool {
 
 fn check_refused(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if os_linux(cx) {
-        report(cx, out, "windows options cannot be set for a linux pod");
+        report(cx, out, REFUSED_MESSAGE);
     }
 }
 
 fn check_ignored(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if !os_linux(cx) {
-        report(
-            cx,
-            out,
-            "windowsOptions is ignored on Linux nodes, where this pod runs",
-        );
+        report(cx, out, IGNORED_MESSAGE);
     }
 }
 
@@ -92,4 +97,43 @@ fn report(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, message: &str) {
             );
         }
     }
+}
+
+/// WIN-WINDOWSOPTIONS-LINUX as CEL, for `winadmit admission-policy`.
+fn export_rule(_: &ExportContext<'_>) -> Export {
+    // Refused by the API server with `spec.os.name: linux` (1.23+);
+    // ignored by the Linux kubelet where node selection alone targets Linux.
+    Export::cel(windows_options(Some(true)), REFUSED_MESSAGE)
+}
+
+/// WIN-WINDOWSOPTIONS-LINUX-IGNORED as CEL, for `winadmit admission-policy`.
+fn export_ignored(cx: &ExportContext<'_>) -> Export {
+    Export::cel(
+        windows_options(cx.cluster.version_at_least(1, 23).then_some(false)),
+        IGNORED_MESSAGE,
+    )
+}
+
+/// `windowsOptions` on the pod or a container; with `os_linux`, only where
+/// `spec.os.name` is (`Some(true)`) or is not (`Some(false)`) `linux`.
+fn windows_options(os_linux: Option<bool>) -> Vec<Probe> {
+    const OS_LINUX: &str = "(has(variables.spec.os) && has(variables.spec.os.name) && variables.spec.os.name == 'linux')";
+    let os = match os_linux {
+        None => String::new(),
+        Some(true) => format!("{OS_LINUX} && "),
+        Some(false) => format!("!{OS_LINUX} && "),
+    };
+    let keys: &'static [&'static str] = &["securityContext", "windowsOptions"];
+    vec![
+        Probe::new(
+            ProbeScope::Pod,
+            format!("{os}{}", pod_sc("windowsOptions")),
+            keys,
+        ),
+        Probe::new(
+            ProbeScope::Container,
+            format!("{os}{}", c_sc("windowsOptions")),
+            keys,
+        ),
+    ]
 }

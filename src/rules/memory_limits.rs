@@ -1,7 +1,8 @@
 //! WIN-MEMORY-LIMITS: Windows has no OOM killer; set memory limits equal to
 //! requests.
 
-use super::{ContainerList, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{ContainerList, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap("left to the webhook in this version"),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

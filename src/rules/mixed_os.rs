@@ -1,6 +1,7 @@
 //! WIN-MIXED-OS: Windows and Linux containers in one pod.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -51,4 +53,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             ),
         );
     }
+}
+
+/// WIN-MIXED-OS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!("variables.anyWindowsImage && {}", image_in("linuxImages")),
+            &["image"],
+        )],
+        "the image runs only on Linux (params.linuxImages, params.linuxTagWords) but the pod also has a Windows image; a pod runs on one node, under one OS",
+    )
 }

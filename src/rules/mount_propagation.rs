@@ -1,6 +1,7 @@
 //! WIN-MOUNT-PROPAGATION: mount propagation is not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -41,4 +43,18 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             }
         }
     }
+}
+
+/// WIN-MOUNT-PROPAGATION as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe {
+            scope: ProbeScope::Mount,
+            container_hit: None,
+            hit: "has(m.mountPropagation) && m.mountPropagation != 'None'".to_owned(),
+            field: Field::Keys(&["mountPropagation"]),
+            removable: false,
+        }],
+        "mountPropagation is ignored on Windows nodes (mounts stay private)",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-NFS: NFS volumes are not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,15 +20,25 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
+
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str =
+    "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support";
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for (i, v) in cx.spec.volumes.iter().flatten().enumerate() {
         if v.nfs.is_some() {
-            out.report(
-                cx.spec_field(&["volumes"]).index(i).key("nfs"),
-                "NFS volumes are not supported on Windows nodes; use SMB or a CSI driver with Windows support",
-            );
+            out.report(cx.spec_field(&["volumes"]).index(i).key("nfs"), MESSAGE);
         }
     }
+}
+
+/// WIN-NFS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(ProbeScope::Volume, "has(v.nfs)", &["nfs"])],
+        MESSAGE,
+    )
 }

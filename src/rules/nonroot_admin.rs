@@ -1,6 +1,7 @@
 //! WIN-NONROOT-ADMIN: `runAsNonRoot: true` contradicts running as ContainerAdministrator.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -48,4 +50,33 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-NONROOT-ADMIN as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    let non_root = "(has(c.securityContext) && has(c.securityContext.runAsNonRoot) ? c.securityContext.runAsNonRoot : (has(variables.spec.securityContext) && has(variables.spec.securityContext.runAsNonRoot) && variables.spec.securityContext.runAsNonRoot)) == true";
+    let own_set = "has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.runAsUserName)";
+    let admin = "matches('^(?i)containeradministrator$')";
+    let pod_user = "variables.spec.securityContext.windowsOptions.runAsUserName";
+    let pod_set = "has(variables.spec.securityContext) && has(variables.spec.securityContext.windowsOptions) && has(variables.spec.securityContext.windowsOptions.runAsUserName)";
+    let inherits = format!("{non_root} && !({own_set})");
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{non_root} && {own_set} && c.securityContext.windowsOptions.runAsUserName.{admin}"
+                ),
+                &["securityContext", "windowsOptions", "runAsUserName"],
+            ),
+            Probe::new(
+                ProbeScope::Pod,
+                format!(
+                    "{pod_set} && {pod_user}.{admin} && (variables.initContainers.exists(c, {inherits}) || variables.containers.exists(c, {inherits}) || variables.ephemeralContainers.exists(c, {inherits}))"
+                ),
+                &["securityContext", "windowsOptions", "runAsUserName"],
+            ),
+        ],
+        "a container that must run as non-root has runAsUserName ContainerAdministrator: the kubelet refuses to start it",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-OS-INVALID: `spec.os` as the API server validates it (`validateOS`).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::version::KubeVersion;
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "the API server validates spec.os itself (Required / NotSupported); nothing to add",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

@@ -1,6 +1,7 @@
 //! WIN-POD-RESOURCES: pod-level `spec.resources` on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 use crate::version::KubeVersion;
 use crate::view::{ResourcesView, StrMap};
 
@@ -21,6 +22,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 /// Whether pod-level resources are set as the kubelet counts them
@@ -45,4 +47,17 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             ),
         );
     }
+}
+
+/// WIN-POD-RESOURCES as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            // As the kubelet's IsPodLevelResourcesSet: cpu, memory or hugepages.
+            "has(variables.spec.resources) && ((has(variables.spec.resources.requests) && variables.spec.resources.requests.exists(k, k == 'cpu' || k == 'memory' || k.startsWith('hugepages-'))) || (has(variables.spec.resources.limits) && variables.spec.resources.limits.exists(k, k == 'cpu' || k == 'memory' || k.startsWith('hugepages-'))))",
+            &["resources"],
+        )],
+        "pod-level resources are refused by the Windows kubelet from Kubernetes 1.34; set resources per container",
+    )
 }

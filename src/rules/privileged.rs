@@ -1,6 +1,9 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc,
+};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,7 +22,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
+
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work";
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
@@ -31,9 +38,37 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             out.report_maybe_removable(
                 !cx.cluster.is_strict() && !super::api_refused::has_bidirectional_mount(&c),
                 cx.container_field(&c, &["securityContext", "privileged"]),
-                "privileged: true is ignored on Windows nodes (the container runs unprivileged); use a HostProcess container for node-level work",
+                MESSAGE,
                 "remove privileged: true, which Windows ignores",
             );
         }
     }
 }
+
+/// WIN-PRIVILEGED as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    // Kept on a container with a Bidirectional mount, which the API
+    // server refuses unprivileged (WIN-API-REFUSED), as /mutate does.
+    let strict = cx.cluster.is_strict();
+    Export::cel(
+        [false, true]
+            .into_iter()
+            .map(|bidirectional| {
+                Probe::new(
+                    ProbeScope::Container,
+                    format!(
+                        "{} && c.securityContext.privileged == true && !{C_HOST_PROCESS} && {}{C_BIDIRECTIONAL}",
+                        c_sc("privileged"),
+                        if bidirectional { "" } else { "!" },
+                    ),
+                    &["securityContext", "privileged"],
+                )
+                .removable(!strict && !bidirectional)
+            })
+            .collect(),
+        MESSAGE,
+    )
+}
+
+/// The container `c` has a mount with Bidirectional propagation.
+const C_BIDIRECTIONAL: &str = "(has(c.volumeMounts) && c.volumeMounts.exists(m, has(m.mountPropagation) && m.mountPropagation == 'Bidirectional'))";

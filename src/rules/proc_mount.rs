@@ -1,6 +1,7 @@
 //! WIN-PROCMOUNT: procMount is not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -35,4 +37,22 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "remove procMount, which Windows ignores",
     );
+}
+
+/// WIN-PROCMOUNT as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{} && c.securityContext.procMount != 'Default'",
+                    c_sc("procMount")
+                ),
+                &["securityContext", "procMount"],
+            )
+            .removable(true),
+        ],
+        "procMount Unmasked is ignored on Windows nodes (no /proc filesystem)",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-READONLY-ROOTFS: read-only root filesystems are not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,10 +21,14 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
+
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let message = "readOnlyRootFilesystem: true is not supported on Windows nodes (the registry needs write access)";
+    let message = MESSAGE;
     let container =
         |c: &SecurityContextView<'_>| Reported::from(c.read_only_root_filesystem == Some(true));
     security_field(
@@ -35,4 +40,19 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "",
     );
+}
+
+/// WIN-READONLY-ROOTFS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "{} && c.securityContext.readOnlyRootFilesystem == true",
+                c_sc("readOnlyRootFilesystem")
+            ),
+            &["securityContext", "readOnlyRootFilesystem"],
+        )],
+        MESSAGE,
+    )
 }

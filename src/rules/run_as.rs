@@ -1,6 +1,7 @@
 //! WIN-RUNASUSER and WIN-RUNASGROUP: Windows has no numeric UIDs or GIDs.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, container_field, pod_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RUN_AS_USER: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RUN_AS_USER: Rule = Rule {
         until: None,
     },
     check: check_user,
+    export: export_run_as_user,
 };
 
 pub static RUN_AS_GROUP: Rule = Rule {
@@ -39,6 +41,7 @@ pub static RUN_AS_GROUP: Rule = Rule {
         until: None,
     },
     check: check_group,
+    export: export_run_as_group,
 };
 
 fn check_user(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -69,4 +72,26 @@ fn check_group(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "remove a setting Windows ignores",
     );
+}
+
+/// WIN-RUNASUSER as CEL, for `winadmit admission-policy`.
+fn export_run_as_user(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field("runAsUser", &["securityContext", "runAsUser"]).removable(true),
+            container_field("runAsUser", &["securityContext", "runAsUser"]).removable(true),
+        ],
+        "runAsUser is ignored on Windows nodes (no numeric user ids); use windowsOptions.runAsUserName",
+    )
+}
+
+/// WIN-RUNASGROUP as CEL, for `winadmit admission-policy`.
+fn export_run_as_group(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field("runAsGroup", &["securityContext", "runAsGroup"]).removable(true),
+            container_field("runAsGroup", &["securityContext", "runAsGroup"]).removable(true),
+        ],
+        "runAsGroup is ignored on Windows nodes (no numeric group ids); use windowsOptions.runAsUserName",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-SECCOMP: seccompProfile is not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -28,7 +30,9 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None => Reported::No,
         // Required by Pod Security Admission restricted for pods without
         // spec.os; ignored by Windows. WIN-OS-FIELDS covers spec.os set.
-        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => Reported::No,
+        Some(s) if matches!(s.kind.as_deref(), Some("RuntimeDefault" | "Localhost")) => {
+            Reported::No
+        }
         Some(_) => Reported::Removable,
     };
     let pod = |p: &PodSecurityContextView<'_>| hit(p.seccomp_profile.as_ref());
@@ -43,4 +47,38 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         fix,
     );
+}
+
+/// WIN-SECCOMP as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    let not_default = |base: &str| {
+        format!(
+            "!(has({base}.seccompProfile.type) && {base}.seccompProfile.type in ['RuntimeDefault', 'Localhost'])"
+        )
+    };
+    Export::cel(
+        vec![
+            Probe::new(
+                ProbeScope::Pod,
+                format!(
+                    "{} && {}",
+                    pod_sc("seccompProfile"),
+                    not_default("variables.spec.securityContext")
+                ),
+                &["securityContext", "seccompProfile"],
+            )
+            .removable(true),
+            Probe::new(
+                ProbeScope::Container,
+                format!(
+                    "{} && {}",
+                    c_sc("seccompProfile"),
+                    not_default("c.securityContext")
+                ),
+                &["securityContext", "seccompProfile"],
+            )
+            .removable(true),
+        ],
+        "seccompProfile Unconfined is ignored on Windows nodes (no seccomp)",
+    )
 }

@@ -1,7 +1,8 @@
 //! WIN-SECRET-VOLUME: Secret volumes are written to the node's disk in
 //! clear text on Windows. Off in the default policy (advice).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap("left to the webhook in this version"),
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

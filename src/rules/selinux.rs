@@ -1,6 +1,7 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, container_field, pod_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +21,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -35,4 +37,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         Some(&container),
         "remove a setting Windows ignores",
     );
+}
+
+/// WIN-SELINUX as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field("seLinuxOptions", &["securityContext", "seLinuxOptions"]).removable(true),
+            container_field("seLinuxOptions", &["securityContext", "seLinuxOptions"])
+                .removable(true),
+        ],
+        "seLinuxOptions is ignored on Windows nodes (no SELinux)",
+    )
 }

@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::path::FieldPath;
 
 /// The rule's id, for the modules that name it.
@@ -28,6 +29,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| Export::Gap("judges Services by the pods behind them: needs live facts"),
 };
 
 fn check(_: &RuleContext<'_, '_, '_>, _: &mut RuleFindings) {}
@@ -47,7 +49,12 @@ pub fn check_service(service: &Value, owner: &str) -> Option<(FieldPath, String)
         .pointer(POINTER)
         .filter(|t| !t.is_null() && t.as_i64() != Some(DEFAULT_TIMEOUT))?;
     Some((
-        FieldPath::keys(&["spec", "sessionAffinityConfig", "clientIP", "timeoutSeconds"]),
+        FieldPath::keys(&[
+            "spec",
+            "sessionAffinityConfig",
+            "clientIP",
+            "timeoutSeconds",
+        ]),
         format!(
             "timeoutSeconds {timeout} is not supported on Windows, and the Service selects the Windows pods of {owner}: Windows kube-proxy ignores the session affinity timeout"
         ),

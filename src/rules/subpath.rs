@@ -1,6 +1,7 @@
 //! WIN-SUBPATH: subPath volume mounts.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,6 +20,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -67,3 +69,33 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         }
     }
 }
+
+/// WIN-SUBPATH as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    let docker = cx.cluster.is_docker();
+    let container_hit = if docker {
+        format!("has(c.volumeMounts) && c.volumeMounts.exists(m, {SUBPATH})")
+    } else {
+        format!("has(c.volumeMounts) && size(c.volumeMounts.filter(m, {SUBPATH})) >= 2")
+    };
+    Export::cel(
+        vec![Probe {
+            scope: ProbeScope::Mount,
+            container_hit: Some(container_hit),
+            hit: SUBPATH.to_owned(),
+            field: Field::Suffixes(SUBPATH_KEY.to_owned()),
+            removable: false,
+        }],
+        if docker {
+            "subPath mounts fail on Docker Windows nodes; mount the whole volume"
+        } else {
+            "two or more subPath mounts in one container can leave the pod stuck Terminating on Windows kubelets without the subPath handle fix (kubernetes#138367)"
+        },
+    )
+}
+
+/// The mount `m` has a subPath or a subPathExpr.
+const SUBPATH: &str =
+    "((has(m.subPath) && m.subPath != '') || (has(m.subPathExpr) && m.subPathExpr != ''))";
+/// The field of `m` that holds it.
+const SUBPATH_KEY: &str = "[(has(m.subPath) && m.subPath != '' ? '.subPath' : '.subPathExpr')]";

@@ -1,6 +1,9 @@
 //! WIN-SUPPLEMENTAL-GROUPS: supplementalGroups are not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, removable_if, security_field};
+use super::{
+    Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field,
+};
+use crate::admission_policy::cel::{Export, ExportContext, pod_field};
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -20,6 +23,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -47,4 +51,23 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "remove a setting Windows ignores",
     );
+}
+
+/// WIN-SUPPLEMENTAL-GROUPS as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![
+            pod_field(
+                "supplementalGroups",
+                &["securityContext", "supplementalGroups"],
+            )
+            .removable(true),
+            pod_field(
+                "supplementalGroupsPolicy",
+                &["securityContext", "supplementalGroupsPolicy"],
+            )
+            .removable(true),
+        ],
+        "supplementalGroups and supplementalGroupsPolicy are ignored on Windows nodes (no group ids)",
+    )
 }

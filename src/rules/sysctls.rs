@@ -1,7 +1,9 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
-use super::{RuleContext, Reported, Rule, RuleInfo, Scope, RuleFindings, security_field};
+use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
+use crate::admission_policy::cel::{Export, ExportContext, pod_field};
 use crate::finding::Severity;
+use crate::version::KubeVersion;
 use crate::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {
@@ -27,6 +29,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -45,4 +48,16 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         None::<&dyn Fn(&SecurityContextView<'_>) -> Reported>,
         "",
     );
+}
+
+/// WIN-SYSCTLS as CEL, for `winadmit admission-policy`.
+fn export(cx: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![pod_field("sysctls", &["securityContext", "sysctls"])],
+        if cx.version() >= KubeVersion::new(1, 27) {
+            "sysctls are refused by the Windows kubelet (SysctlForbidden): the pod fails"
+        } else {
+            "sysctls are ignored on Windows nodes (no sysctl interface)"
+        },
+    )
 }

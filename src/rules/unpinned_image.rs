@@ -1,6 +1,9 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{
+    CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, image_in,
+};
 use crate::finding::{Fix, FixKind, PatchOperation};
 
 /// The rule's id, for the modules that name it.
@@ -23,6 +26,7 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -65,4 +69,31 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 #[must_use]
 pub fn node_selector_op(cx: &RuleContext<'_, '_, '_>) -> PatchOperation {
     crate::targeting::add_node_selector(&cx.workload.spec_path, cx.spec)
+}
+
+/// WIN-UNPINNED-IMAGE as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    // The first container with a Windows image, as the rule reports.
+    let lists: Vec<String> = CONTAINER_LISTS
+        .iter()
+        .map(|l| {
+            format!(
+                "variables.{l}.filter(c, {}).map(c, variables.prefix + '.{l}[' + string(variables.{l}Names.indexOf(c.name)) + '].image')",
+                image_in("windowsImages")
+            )
+        })
+        .collect();
+    Export::cel(
+        vec![Probe {
+            scope: ProbeScope::Pod,
+            container_hit: None,
+            hit: "!variables.windows && size(variables.windowsImages) > 0".to_owned(),
+            field: Field::Absolute(format!(
+                "[{}].map(l, size(l) > 0 ? [l[0]] : [])[0]",
+                lists.join(" + ")
+            )),
+            removable: false,
+        }],
+        "a Windows image (params.windowsImages) in a pod that nothing pins to Windows nodes (no OS node selector, spec.os.name, affinity or Windows RuntimeClass): the scheduler may place it on a Linux node, where it cannot run",
+    )
 }

@@ -1,6 +1,7 @@
 //! WIN-VOLUME-DEVICES: raw block volumes (volumeDevices) are not supported on Windows.
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -19,15 +20,28 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export,
 };
+
+/// The finding's message, in the check and in the export.
+const MESSAGE: &str = "volumeDevices (raw block volumes) are not supported on Windows nodes";
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     for c in cx.containers() {
         if c.container.volume_devices.is_some() {
-            out.report(
-                cx.container_field(&c, &["volumeDevices"]),
-                "volumeDevices (raw block volumes) are not supported on Windows nodes",
-            );
+            out.report(cx.container_field(&c, &["volumeDevices"]), MESSAGE);
         }
     }
+}
+
+/// WIN-VOLUME-DEVICES as CEL, for `winadmit admission-policy`.
+fn export(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            "has(c.volumeDevices)",
+            &["volumeDevices"],
+        )],
+        MESSAGE,
+    )
 }

@@ -1,7 +1,8 @@
 //! WIN-BUILD-MIXED and WIN-BUILD-NODE-MISMATCH: Windows images must match
 //! the node's Windows build under process isolation.
 
-use super::{ContainerRef, RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{ContainerRef, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
 use crate::images::ImageFacts;
 use crate::windows_builds::{self, Build, WINDOWS_BUILD_LABEL};
 
@@ -22,6 +23,7 @@ pub static MIXED: Rule = Rule {
         until: None,
     },
     check: check_mixed,
+    export: export_mixed,
 };
 
 pub static NODE_MISMATCH: Rule = Rule {
@@ -41,6 +43,7 @@ pub static NODE_MISMATCH: Rule = Rule {
         until: None,
     },
     check: check_node,
+    export: export_node_mismatch,
 };
 
 pub static NO_NODE: Rule = Rule {
@@ -60,6 +63,7 @@ pub static NO_NODE: Rule = Rule {
         until: None,
     },
     check: check_no_node,
+    export: |_| Export::Gap("needs the builds of the cluster's Windows nodes: live facts"),
 };
 
 fn check_no_node(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
@@ -265,4 +269,37 @@ fn check_node(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
+}
+
+/// WIN-BUILD-MIXED as CEL, for `winadmit admission-policy`.
+fn export_mixed(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "!variables.allHostProcess && {}",
+                image_in("otherBuildImages")
+            ),
+            &["image"],
+        )],
+        "the image needs another Windows build (by its tag) than the first image of the pod with a known build; one of them cannot match the node",
+    )
+}
+
+/// WIN-BUILD-NODE-MISMATCH as CEL, for `winadmit admission-policy`.
+fn export_node_mismatch(_: &ExportContext<'_>) -> Export {
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Container,
+            format!(
+                "!variables.allHostProcess && !variables.hyperv && {}",
+                image_in("mismatchImages")
+            ),
+            &["image"],
+        )],
+        "the image needs another Windows build (by its tag) than the pod selects with nodeSelector node.kubernetes.io/windows-build; a process-isolated container of another build does not start",
+    )
+    .partly(
+        "the build is read from the pod's nodeSelector only (the webhook also reads a RuntimeClass's scheduling.nodeSelector), and Hyper-V isolation is recognised by the names in params.hypervRuntimeClasses only (the webhook also reads RuntimeClass handlers)",
+    )
 }

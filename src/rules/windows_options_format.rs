@@ -1,7 +1,8 @@
 //! WIN-WINDOWSOPTIONS-FORMAT: `runAsUserName` and gMSA fields the API server
 //! would reject, with its messages (`validateWindowsSecurityContextOptions`).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::Export;
 use crate::path::FieldPath;
 use crate::view::WindowsOptionsView;
 
@@ -22,6 +23,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
+    export: |_| {
+        Export::Gap(
+            "mirrors the API server's own validation of windowsOptions (gMSA names and specs, runAsUserName), which refuses these objects itself; nothing to add",
+        )
+    },
 };
 
 const MAX_DOMAIN: usize = 256;

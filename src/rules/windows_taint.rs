@@ -1,7 +1,8 @@
 //! WIN-TAINT-TOLERATION and WIN-LINUX-TOLERATES-WINDOWS: the policy's
 //! Windows node taint (`params.windowsTaint`).
 
-use super::{RuleContext, Rule, RuleInfo, Scope, RuleFindings};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
 use crate::finding::{Fix, FixKind};
 use crate::tolerations::{Taint, Tolerates, tolerates};
 
@@ -22,6 +23,7 @@ pub static MISSING: Rule = Rule {
         until: None,
     },
     check: check_missing,
+    export: export_missing,
 };
 
 pub static LINUX_TOLERATES: Rule = Rule {
@@ -41,6 +43,11 @@ pub static LINUX_TOLERATES: Rule = Rule {
         until: None,
     },
     check: check_linux,
+    export: |_| {
+        Export::Gap(
+            "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version",
+        )
+    },
 };
 
 fn best(cx: &RuleContext<'_, '_, '_>, taint: &Taint) -> Tolerates {
@@ -116,4 +123,31 @@ fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         };
         out.report(cx.spec_field(&["tolerations"]).index(i), message);
     }
+}
+
+/// WIN-TAINT-TOLERATION as CEL, for `winadmit admission-policy`.
+fn export_missing(cx: &ExportContext<'_>) -> Export {
+    let Some(taint) = &cx.policy.params.windows_taint else {
+        return Export::Gap(
+            "needs the Windows node taint: set params.windowsTaint (the webhook learns it from the nodes)",
+        );
+    };
+    let (key, value, effect) = (
+        cel_str(&taint.key),
+        cel_str(taint.value.as_deref().unwrap_or_default()),
+        cel_str(&taint.effect),
+    );
+    let tolerates = format!(
+        "(!has(t.effect) || t.effect == '' || t.effect == {effect}) && (((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists') || (has(t.key) && t.key == {key} && ((has(t.operator) && t.operator == 'Exists') || ((!has(t.operator) || t.operator in ['Equal', '']) && (has(t.value) ? t.value : '') == {value}))))"
+    );
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            format!(
+                "!(has(variables.spec.tolerations) && variables.spec.tolerations.exists(t, {tolerates}))"
+            ),
+            &["tolerations"],
+        )],
+        "no toleration for the Windows node taint: the pod cannot be scheduled onto Windows nodes",
+    )
 }
