@@ -31,11 +31,8 @@ pub use findings::{Reported, RuleFindings, removable_if};
 
 // The ids of the rules that other modules name: they use these, never the
 // id's text.
-pub use affinity_conflict::ID as OS_CONFLICT;
 pub use apiserver_os_fields::ID as OS_FIELDS;
-pub use emptydir_memory::ID as EMPTYDIR_MEMORY;
 pub use gmsa_inline::ID as GMSA_INLINE;
-pub use hostprocess::ID as HOSTPROCESS;
 pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
 pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
 pub use unpinned_image::ID as UNPINNED_IMAGE;
