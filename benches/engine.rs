@@ -5,12 +5,12 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use winadmit::engine::{Context, evaluate};
-use winadmit::lint::lint_text;
-use winadmit::output::LintReport;
-use winadmit::policy::Policy;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::engine::{Context, evaluate};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
+use winadmit::entry::lint::lint_text;
+use winadmit::render::LintReport;
 
 /// A defaulted Windows pod as the API server sends it (~3 KB of JSON).
 const WINDOWS_POD: &str = include_str!("../tests/fixtures/bench/windows-pod.json");

@@ -11,9 +11,9 @@ use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::policy::Policy;
-use winadmit::view::ObjectView;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::view::ObjectView;
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
@@ -26,7 +26,7 @@ fn fixture(name: &str) -> Vec<u8> {
 fn reviews(c: &mut Criterion) {
     let adm = Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     let mut g = c.benchmark_group("review");

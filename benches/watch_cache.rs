@@ -29,9 +29,9 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use serde_json::json;
-use winadmit::cluster::{ClusterView, WindowsNodes};
-use winadmit::server::watch_cache::{Change, ClusterCache};
-use winadmit::targeting::RuntimeClasses;
+use winadmit::decision::cluster::{ClusterView, WindowsNodes};
+use winadmit::decision::targeting::RuntimeClasses;
+use winadmit::entry::server::watch_cache::{Change, ClusterCache};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

@@ -12,11 +12,11 @@ use axum::body::Bytes;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use winadmit::admission::Admission;
-use winadmit::policy::Policy;
-use winadmit::server::listener::{self, Drain};
-use winadmit::server::tls::{self, CertResolver};
-use winadmit::server::{self, Limits, ServerState};
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::Admission;
+use winadmit::entry::server::listener::{self, Drain};
+use winadmit::entry::server::tls::{self, CertResolver};
+use winadmit::entry::server::{self, Limits, ServerState};
 
 #[path = "support/floor.rs"]
 mod floor;
@@ -40,7 +40,7 @@ fn main() -> anyhow::Result<()> {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         },
         limits,

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{Request, header};
 use tower::ServiceExt;
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::policy::Policy;
-use winadmit::server::{self, Limits, ServerState};
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::{self, Admission, Endpoint};
+use winadmit::entry::server::{self, Limits, ServerState};
 
 #[path = "support/floor.rs"]
 mod floor;
@@ -55,7 +55,7 @@ fn admission() -> Admission {
     };
     Admission {
         policy,
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     }
 }
@@ -96,7 +96,7 @@ fn main() {
         .flatten_event(true)
         .with_current_span(false)
         .with_target(false)
-        .event_format(winadmit::server::jsonlog::JsonLines::default())
+        .event_format(winadmit::entry::server::jsonlog::JsonLines::default())
         .with_writer(std::io::sink)
         .init();
     let adm = admission();

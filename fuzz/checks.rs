@@ -7,13 +7,13 @@
 use base64::Engine as _;
 use serde::Deserialize as _;
 use serde_json::Value;
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::engine::{self, Context};
-use winadmit::patch::{self, MutationContext};
-use winadmit::policy::Policy;
-use winadmit::source;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::engine::{self, Context};
+use winadmit::decision::patch::{self, MutationContext};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
+use winadmit::entry::admission::{self, Admission, Endpoint};
+use winadmit::input::source;
 
 /// A policy that turns every mutation on, so patch generation is exercised
 /// beyond the default node selector.
@@ -43,7 +43,7 @@ pub fn admission_review(data: &[u8]) {
     for policy in policies() {
         let adm = Admission {
             policy,
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         };
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
@@ -80,8 +80,14 @@ pub fn manifest_load(data: &[u8]) {
     };
     let parsed = source::parse(text);
     for policy in policies() {
-        let mut report = winadmit::output::LintReport::default();
-        winadmit::lint::lint_text("fuzz.yaml", text, &policy, &Context::default(), &mut report);
+        let mut report = winadmit::render::LintReport::default();
+        winadmit::entry::lint::lint_text(
+            "fuzz.yaml",
+            text,
+            &policy,
+            &Context::default(),
+            &mut report,
+        );
         if parsed.is_err() {
             assert!(
                 !report.input_errors.is_empty(),

@@ -10,11 +10,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     no_transparent_huge_pages();
-    let cli = winadmit::cli::Cli::parse();
-    match winadmit::commands::run(cli) {
+    let cli = winadmit::entry::cli::Cli::parse();
+    match winadmit::entry::commands::run(cli) {
         Ok(code) => code,
         // `winadmit ... | head`: the reader has gone; exit quietly.
-        Err(err) if winadmit::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) if winadmit::entry::commands::is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("winadmit: {err:#}");
             ExitCode::from(2)

@@ -20,15 +20,15 @@ use cel::objects::Value as CelValue;
 use cel::{Context, Env, Program};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
-use winadmit::admission_policy::{self, Validation};
-use winadmit::cluster::{Cluster, Runtime, Source};
-use winadmit::engine::{self, Context as EngineContext};
-use winadmit::finding::Severity;
-use winadmit::patch::{self, MutationContext};
-use winadmit::policy::{Mode, Policy};
-use winadmit::version::KubeVersion;
-use winadmit::view::ObjectView;
-use winadmit::workload::{Kind, Workload};
+use winadmit::decision::admission_policy::{self, Validation};
+use winadmit::decision::cluster::{Cluster, Runtime, Source};
+use winadmit::decision::engine::{self, Context as EngineContext};
+use winadmit::decision::finding::Severity;
+use winadmit::decision::patch::{self, MutationContext};
+use winadmit::decision::policy::{Mode, Policy};
+use winadmit::decision::version::KubeVersion;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::{Kind, Workload};
 
 #[path = "support/controlplane.rs"]
 mod controlplane;
@@ -349,8 +349,8 @@ fn engine_outcome(
         }
         // Rules for any pod are exported for Windows-targeted pods only
         // (listed as partly exported by the command).
-        let rule = winadmit::rules::find(f.rule).unwrap();
-        if rule.info.scope == winadmit::rules::Scope::Any && !out.matched {
+        let rule = winadmit::decision::rules::find(f.rule).unwrap();
+        if rule.info.scope == winadmit::decision::rules::Scope::Any && !out.matched {
             continue;
         }
         let to = match f.severity {
@@ -387,8 +387,10 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
         doc,
         None,
         &|op| {
-            matches!(op, winadmit::finding::PatchOperation::Remove { .. })
-                || op.path().as_str().ends_with("/nodeSelector")
+            matches!(
+                op,
+                winadmit::decision::finding::PatchOperation::Remove { .. }
+            ) || op.path().as_str().ends_with("/nodeSelector")
                 || op
                     .path()
                     .as_str()
@@ -489,8 +491,10 @@ fn corpus_agrees_with_the_engine() {
 fn load(path: &Path) -> Vec<(String, Value)> {
     let text = std::fs::read_to_string(path).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    let Ok(values) = winadmit::yaml::load(&text, winadmit::yaml::ParseLimits::for_len(text.len()))
-    else {
+    let Ok(values) = winadmit::input::yaml::load(
+        &text,
+        winadmit::input::yaml::ParseLimits::for_len(text.len()),
+    ) else {
         return Vec::new();
     };
     values
@@ -742,7 +746,7 @@ fn strict_stance_denies_intent_lost_fields() {
 fn strict_stance() {
     let policy = Policy::default_policy();
     let mut cluster = Cluster::default();
-    cluster.stance = winadmit::cluster::Stance::Strict;
+    cluster.stance = winadmit::decision::cluster::Stance::Strict;
     let c = compiled(&policy, &cluster);
     let doc = pod(&[&("sc", json!({"privileged": true}))], 1, true);
     let got = c.outcome(&doc);
@@ -824,7 +828,7 @@ fn export_shape() {
     assert!(at(29).is_err());
     // Every rule is either exported or listed, never both silently dropped.
     let (validations, _) = admission_policy::validations(&policy, &Cluster::default());
-    for r in winadmit::rules::ALL {
+    for r in winadmit::decision::rules::ALL {
         let exported = validations.iter().any(|v| v.rule == r.info.id);
         let listed = e.gaps.iter().any(|g| g.rule == r.info.id && !g.partial);
         assert!(
@@ -841,7 +845,7 @@ fn default_export_snapshot() {
     let cluster = Cluster::default();
     let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
     let mut out = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
-    out.push_str(&winadmit::manifests::to_yaml(&e.documents).unwrap());
+    out.push_str(&winadmit::entry::manifests::to_yaml(&e.documents).unwrap());
     insta::assert_snapshot!("default_export", out);
 }
 
@@ -855,7 +859,7 @@ fn overlay_file_is_current() {
     let cluster = Cluster::default();
     let e = admission_policy::export(&policy, &cluster, None, false).unwrap();
     let mut want = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
-    want.push_str(&winadmit::manifests::to_yaml(&e.documents).unwrap());
+    want.push_str(&winadmit::entry::manifests::to_yaml(&e.documents).unwrap());
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(OVERLAY)
         .join("admission-policy.yaml");
@@ -877,7 +881,7 @@ fn overlay_file_is_current() {
     ignore = "needs kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
 )]
 fn overlay_renders_with_kustomize() {
-    let built = winadmit::manifests::Render::AdmissionPolicy.objects();
+    let built = winadmit::entry::manifests::Render::AdmissionPolicy.objects();
     let kinds: BTreeSet<&str> = built.iter().map(|o| o["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -897,11 +901,14 @@ fn overlay_renders_with_kustomize() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let rendered =
-        winadmit::yaml::load(&text, winadmit::yaml::ParseLimits::for_len(text.len())).unwrap();
+    let rendered = winadmit::input::yaml::load(
+        &text,
+        winadmit::input::yaml::ParseLimits::for_len(text.len()),
+    )
+    .unwrap();
     assert_eq!(
-        winadmit::manifests::by_id(&rendered),
-        winadmit::manifests::by_id(&built)
+        winadmit::entry::manifests::by_id(&rendered),
+        winadmit::entry::manifests::by_id(&built)
     );
 }
 
@@ -1052,8 +1059,11 @@ fn command_output_and_exit_codes() {
             g.rule
         );
     }
-    let docs =
-        winadmit::yaml::load(&stdout, winadmit::yaml::ParseLimits::for_len(stdout.len())).unwrap();
+    let docs = winadmit::input::yaml::load(
+        &stdout,
+        winadmit::input::yaml::ParseLimits::for_len(stdout.len()),
+    )
+    .unwrap();
     assert!(docs.iter().all(|d| {
         d["apiVersion"]
             .as_str()

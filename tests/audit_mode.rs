@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use winadmit::admission::{Admission, Endpoint, review};
-use winadmit::policy::Policy;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::{Admission, Endpoint, review};
 
 fn admission(policy: &str, namespace_labels: Option<(&str, &str)>) -> Admission {
     let namespaces = namespace_labels.map(|(ns, mode)| {
@@ -15,11 +15,11 @@ fn admission(policy: &str, namespace_labels: Option<(&str, &str)>) -> Admission 
             ns.to_owned(),
             BTreeMap::from([("winadmit.io/mode".to_owned(), mode.to_owned())]),
         );
-        Box::new(labels) as Box<dyn winadmit::cluster::ClusterView>
+        Box::new(labels) as Box<dyn winadmit::decision::cluster::ClusterView>
     });
     Admission {
         policy: Policy::from_yaml("test policy", policy).unwrap(),
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces,
     }
 }

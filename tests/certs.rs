@@ -139,7 +139,7 @@ fn certificate_verifies_for_every_service_name_and_no_other() {
     assert!(m.cert.windows(p256.len()).any(|w| w == p256));
 
     let verifier = WebPkiServerVerifier::builder(roots(&m.ca)).build().unwrap();
-    for name in winadmit::certs::service_dns_names("winadmit", "ops") {
+    for name in winadmit::entry::certs::service_dns_names("winadmit", "ops") {
         let server_name = ServerName::try_from(name.clone()).unwrap();
         verifier
             .verify_server_cert(&m.cert, &[], &server_name, &[], UnixTime::now())

@@ -85,7 +85,7 @@ fn sarif_output() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["version"], "2.1.0");
     let rules = v["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap();
-    assert_eq!(rules.len(), winadmit::rules::ALL.len());
+    assert_eq!(rules.len(), winadmit::decision::rules::ALL.len());
     for r in v["runs"][0]["results"].as_array().unwrap() {
         let i = r["ruleIndex"].as_u64().unwrap() as usize;
         assert_eq!(rules[i]["id"], r["ruleId"]);
@@ -105,7 +105,10 @@ fn sarif_output() {
     // The driver lists every rule of the catalogue, in its order (checked
     // here); the snapshot keeps the rules the results name, so adding a rule
     // does not change it, and each result's ruleIndex points into that list.
-    let ids: Vec<&str> = winadmit::rules::ALL.iter().map(|r| r.info.id).collect();
+    let ids: Vec<&str> = winadmit::decision::rules::ALL
+        .iter()
+        .map(|r| r.info.id)
+        .collect();
     let driver = &mut v["runs"][0]["tool"]["driver"]["rules"];
     let listed: Vec<&str> = driver
         .as_array()
@@ -480,10 +483,13 @@ fn rules_and_explain() {
     let out = winadmit(&["rules"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(text.lines().count(), winadmit::rules::ALL.len());
+    assert_eq!(text.lines().count(), winadmit::decision::rules::ALL.len());
     let json: serde_json::Value =
         serde_json::from_slice(&winadmit(&["rules", "--format", "json"]).stdout).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), winadmit::rules::ALL.len());
+    assert_eq!(
+        json.as_array().unwrap().len(),
+        winadmit::decision::rules::ALL.len()
+    );
     insta::assert_snapshot!(transcript(&winadmit(&["explain", "win-subpath"])));
     let unknown = winadmit(&["explain", "WIN-NOPE"]);
     assert_eq!(unknown.status.code(), Some(2));
@@ -595,12 +601,12 @@ fn a_closed_stdout_pipe_ends_quietly() {
 /// start sends it with curl.
 #[test]
 fn example_review_is_a_review_the_webhook_denies_and_patches() {
-    use winadmit::admission::{Admission, Endpoint, review};
+    use winadmit::entry::admission::{Admission, Endpoint, review};
     let out = winadmit(&["example", "review"]);
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
     let adm = Admission {
-        policy: winadmit::policy::Policy::default_policy(),
-        cluster: winadmit::cluster::Cluster::default(),
+        policy: winadmit::decision::policy::Policy::default_policy(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     let answer = |endpoint| {

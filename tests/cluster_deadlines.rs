@@ -12,10 +12,10 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, Uri, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use winadmit::admission::Admission;
-use winadmit::policy::Policy;
-use winadmit::server::watch_cache::{self, ClusterCache, Deadlines};
-use winadmit::server::{self, Limits, ServerState};
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::Admission;
+use winadmit::entry::server::watch_cache::{self, ClusterCache, Deadlines};
+use winadmit::entry::server::{self, Limits, ServerState};
 
 /// Accepts connections and holds them open without reading or writing.
 async fn silent_api_server() -> std::net::SocketAddr {
@@ -36,7 +36,7 @@ fn watching(api: std::net::SocketAddr, deadlines: Deadlines) -> Arc<ServerState>
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: Some(Box::new(Arc::clone(&cache))),
         },
         Limits::default(),

@@ -11,14 +11,14 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use winadmit::cluster::Cluster;
-use winadmit::engine::Context;
-use winadmit::finding::Severity;
-use winadmit::lint::{collect_runtime_classes, lint_text};
-use winadmit::output::LintReport;
-use winadmit::policy::Policy;
-use winadmit::targeting::RuntimeClasses;
-use winadmit::version::KubeVersion;
+use winadmit::decision::cluster::Cluster;
+use winadmit::decision::engine::Context;
+use winadmit::decision::finding::Severity;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::targeting::RuntimeClasses;
+use winadmit::decision::version::KubeVersion;
+use winadmit::entry::lint::{collect_runtime_classes, lint_text};
+use winadmit::render::LintReport;
 
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
@@ -82,7 +82,7 @@ fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
     let bytes = std::fs::read(path).unwrap();
     let policy = Policy::default_policy();
     let mut report = LintReport::default();
-    match winadmit::source::decode(&bytes) {
+    match winadmit::input::source::decode(&bytes) {
         Ok(text) => {
             let mut rc = RuntimeClasses::default();
             collect_runtime_classes(text, &mut rc);

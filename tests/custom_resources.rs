@@ -5,11 +5,11 @@
 //! tests/fixtures/crd, shaped after each project's documentation.
 
 use serde_json::{Value, json};
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::engine::Context;
-use winadmit::output::LintReport;
-use winadmit::policy::Policy;
-use winadmit::report::{Added, ObjectReport, Origin, ReportBuilder, ReportOptions};
+use winadmit::decision::engine::Context;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::{self, Admission, Endpoint};
+use winadmit::entry::report::{Added, ObjectReport, Origin, ReportBuilder, ReportOptions};
+use winadmit::render::LintReport;
 
 #[path = "support/admission.rs"]
 mod admission_review;
@@ -26,7 +26,7 @@ fn agones() -> Policy {
 
 fn cx() -> Context<'static> {
     Context {
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         nodes: None,
         images: None,
         gmsa: None,
@@ -36,12 +36,12 @@ fn cx() -> Context<'static> {
 
 fn lint(file: &str, policy: &Policy) -> LintReport {
     let mut report = LintReport::default();
-    winadmit::lint::lint_text(file, &fixture(file), policy, &cx(), &mut report);
+    winadmit::entry::lint::lint_text(file, &fixture(file), policy, &cx(), &mut report);
     report
 }
 
 fn objects(file: &str) -> Vec<Value> {
-    winadmit::source::parse(&fixture(file))
+    winadmit::input::source::parse(&fixture(file))
         .unwrap()
         .into_iter()
         .map(|d| d.value)
@@ -124,9 +124,9 @@ fn a_windows_rollout_with_host_network_is_judged_like_its_deployment_through_eve
 
     // lint --fix: the same edits, at the same places.
     let (fixed_d, out_d) =
-        winadmit::fix::fix_text(&fixture("deployment-windows.yaml"), &policy, &cx());
+        winadmit::entry::fix::fix_text(&fixture("deployment-windows.yaml"), &policy, &cx());
     let (fixed_r, out_r) =
-        winadmit::fix::fix_text(&fixture("rollout-windows.yaml"), &policy, &cx());
+        winadmit::entry::fix::fix_text(&fixture("rollout-windows.yaml"), &policy, &cx());
     assert!(out_r.applied > 0, "{out_r:?}");
     assert_eq!(out_r.applied, out_d.applied);
     let body = |text: &str| -> Vec<String> {
@@ -144,7 +144,7 @@ fn a_windows_rollout_with_host_network_is_judged_like_its_deployment_through_eve
     let (d, r) = (&d[0], &r[0]);
     assert_eq!(r.kind, "Rollout");
     assert_eq!(r.verdict, d.verdict);
-    assert_eq!(r.verdict, winadmit::report::Verdict::Deny);
+    assert_eq!(r.verdict, winadmit::entry::report::Verdict::Deny);
     assert!(r.targets_windows);
     assert_eq!(report_findings(r), report_findings(d));
     assert_eq!(r.patch, d.patch);
@@ -226,7 +226,7 @@ fn every_built_in_kind_is_checked_at_its_own_template_path() {
                 // Findings point at their line in the file.
                 assert!(linted.findings.iter().all(|f| f.line > 0));
                 assert!(r.targets_windows, "{file} {name}");
-                assert_eq!(r.verdict, winadmit::report::Verdict::Deny);
+                assert_eq!(r.verdict, winadmit::entry::report::Verdict::Deny);
                 assert_eq!(
                     report_findings(r)
                         .iter()
@@ -260,7 +260,7 @@ fn every_built_in_kind_is_checked_at_its_own_template_path() {
             } else {
                 assert!(lint_fields.is_empty(), "{file} {name}: {lint_fields:?}");
                 assert!(!r.targets_windows);
-                assert_eq!(r.verdict, winadmit::report::Verdict::Allow);
+                assert_eq!(r.verdict, winadmit::entry::report::Verdict::Allow);
                 assert!(r.findings.is_empty() && r.patch.is_empty());
                 assert_eq!(
                     validate["allowed"],
@@ -291,7 +291,7 @@ fn a_rollout_with_a_workload_ref_has_nothing_to_check_and_says_so() {
     );
     let (reports, problems) = report("rollout-workloadref.yaml", &policy);
     assert!(problems.is_empty());
-    assert_eq!(reports[0].verdict, winadmit::report::Verdict::Allow);
+    assert_eq!(reports[0].verdict, winadmit::entry::report::Verdict::Allow);
     assert!(reports[0].note.as_deref().unwrap().contains("workloadRef"));
     let object = &objects("rollout-workloadref.yaml")[0];
     for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
@@ -327,7 +327,7 @@ fn a_kind_declared_in_the_policy_is_checked_at_its_path() {
         .iter()
         .map(|r| (r.name.as_str(), r.verdict))
         .collect();
-    use winadmit::report::Verdict::{Allow, Deny};
+    use winadmit::entry::report::Verdict::{Allow, Deny};
     assert_eq!(
         verdicts,
         [
@@ -502,10 +502,10 @@ spec:
             restartPolicy: Never
 ";
     let policy = Policy::default_policy();
-    let (fixed, outcome) = winadmit::fix::fix_text(text, &policy, &cx());
+    let (fixed, outcome) = winadmit::entry::fix::fix_text(text, &policy, &cx());
     let fixed = fixed.unwrap_or_else(|| panic!("{outcome:?}"));
     assert!(outcome.skipped.is_empty(), "{outcome:?}");
-    let docs: Vec<Value> = winadmit::source::parse(&fixed)
+    let docs: Vec<Value> = winadmit::input::source::parse(&fixed)
         .unwrap()
         .into_iter()
         .map(|d| d.value)
@@ -530,7 +530,7 @@ spec:
     );
     // What was fixed is no longer reported, at the same paths.
     let mut after = LintReport::default();
-    winadmit::lint::lint_text("fixed.yaml", &fixed, &policy, &cx(), &mut after);
+    winadmit::entry::lint::lint_text("fixed.yaml", &fixed, &policy, &cx(), &mut after);
     assert!(
         after.findings.iter().all(|f| f.rule != "WIN-CAPABILITIES"),
         "{after:#?}"
@@ -539,9 +539,9 @@ spec:
     // A declared kind: the Fleet's runAsUser goes, at its nested path.
     let agones = agones();
     let source = fixture("gameserver.yaml");
-    let (fixed, outcome) = winadmit::fix::fix_text(&source, &agones, &cx());
+    let (fixed, outcome) = winadmit::entry::fix::fix_text(&source, &agones, &cx());
     let fixed = fixed.unwrap_or_else(|| panic!("{outcome:?}"));
-    let docs = winadmit::source::parse(&fixed).unwrap();
+    let docs = winadmit::input::source::parse(&fixed).unwrap();
     let container = &docs[2].value["spec"]["template"]["spec"]["template"]["spec"]["containers"][0];
     assert!(
         container["securityContext"]["runAsUser"].is_null(),
@@ -561,16 +561,16 @@ spec:
 #[tokio::test]
 async fn the_servers_routes_answer_a_rollout_like_its_deployment() {
     use tower::ServiceExt as _;
-    let state = winadmit::server::ServerState::new(
+    let state = winadmit::entry::server::ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         },
-        winadmit::server::Limits::default(),
+        winadmit::entry::server::Limits::default(),
     );
     state.set_ready(true);
-    let router = winadmit::server::router(state);
+    let router = winadmit::entry::server::router(state);
     let call = |path: &'static str, object: Value| {
         let router = router.clone();
         async move {
@@ -614,7 +614,7 @@ fn updates_enforce_only_what_they_introduce() {
         review["request"]["oldObject"] = old.clone();
         let adm = Admission {
             policy: policy.clone(),
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         };
         let out = admission::review(

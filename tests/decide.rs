@@ -5,15 +5,15 @@
 
 use serde::Deserialize as _;
 use serde_json::{Value, json};
-use winadmit::admission::{Admission, Endpoint, review};
+use winadmit::entry::admission::{Admission, Endpoint, review};
 
 #[path = "support/admission.rs"]
 mod admission_review;
 use admission_review::{admission_review, patch_ops, webhook};
-use winadmit::engine::Context;
-use winadmit::policy::Policy;
-use winadmit::report::ReportOptions;
-use winadmit::report::body::report_body;
+use winadmit::decision::engine::Context;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::report::ReportOptions;
+use winadmit::entry::report::body::report_body;
 
 fn pod(namespace: &str, spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
@@ -117,9 +117,9 @@ fn namespaces_outside_the_webhooks_reach_are_exempt_from_admission() {
             true
         );
         // lint checks the manifest: broken is broken wherever it goes.
-        let view = winadmit::view::ObjectView::deserialize(&object).unwrap();
-        let w = winadmit::workload::Workload::from_view(&view).unwrap();
-        let eval = winadmit::engine::evaluate(&policy, &w, &Context::default());
+        let view = winadmit::decision::view::ObjectView::deserialize(&object).unwrap();
+        let w = winadmit::decision::workload::Workload::from_view(&view).unwrap();
+        let eval = winadmit::decision::engine::evaluate(&policy, &w, &Context::default());
         assert!(eval.has_errors(), "{ns}");
     }
     // A namespace labelled with the opt-out label, known from the input.
@@ -169,7 +169,7 @@ fn report_reads_admission_reviews_with_the_webhooks_decoder() {
     let err = decode(&body).unwrap_err().to_string();
     let adm = Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     let webhook_err = review(

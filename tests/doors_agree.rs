@@ -23,14 +23,14 @@ use std::process::Command;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use winadmit::admission::Endpoint;
-use winadmit::decide::{self, Decision, PatchSource, Request, Verdict};
-use winadmit::engine::Context;
-use winadmit::output::LintReport;
-use winadmit::policy::Policy;
-use winadmit::report::ReportOptions;
-use winadmit::report::body::report_body;
-use winadmit::workload::Workload;
+use winadmit::decision::decide::{self, Decision, PatchSource, Request, Verdict};
+use winadmit::decision::engine::Context;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::workload::Workload;
+use winadmit::entry::admission::Endpoint;
+use winadmit::entry::report::ReportOptions;
+use winadmit::entry::report::body::report_body;
+use winadmit::render::LintReport;
 
 #[path = "support/admission.rs"]
 mod admission_review;
@@ -90,7 +90,7 @@ fn patch_json(d: &Decision) -> Value {
 
 fn lint_findings(policy: &Policy, text: &str) -> Vec<(String, String, String)> {
     let mut report = LintReport::default();
-    winadmit::lint::lint_text("o.json", text, policy, &Context::default(), &mut report);
+    winadmit::entry::lint::lint_text("o.json", text, policy, &Context::default(), &mut report);
     assert!(
         report.input_errors.is_empty(),
         "{:?}\n{text}",
@@ -220,7 +220,7 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
         &w,
         &Request::manifest(PatchSource::Preview(object)),
     );
-    let (fixed, outcome) = winadmit::fix::fix_text(&text, policy, &Context::default());
+    let (fixed, outcome) = winadmit::entry::fix::fix_text(&text, policy, &Context::default());
     match (&fixed, &as_manifest.patched) {
         (None, None) => {}
         (Some(fixed), Some(patched)) => {
@@ -426,7 +426,7 @@ fn corpus_workloads_get_one_decision_from_every_door() {
     let files = corpus_location::manifests(&dir);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        let Ok(docs) = winadmit::source::parse(&text) else {
+        let Ok(docs) = winadmit::input::source::parse(&text) else {
             continue;
         };
         for doc in docs {

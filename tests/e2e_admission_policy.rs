@@ -515,9 +515,10 @@ fn corpus_policies_agree_with_the_webhook() {
     for path in corpus_dir::manifests(&dir) {
         let text = std::fs::read_to_string(&path).unwrap();
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
-        let Ok(docs) =
-            winadmit::yaml::load(&text, winadmit::yaml::ParseLimits::for_len(text.len()))
-        else {
+        let Ok(docs) = winadmit::input::yaml::load(
+            &text,
+            winadmit::input::yaml::ParseLimits::for_len(text.len()),
+        ) else {
             continue;
         };
         for (i, doc) in docs.into_iter().enumerate() {

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use winadmit::engine::Context;
-use winadmit::lint::collect_runtime_classes;
-use winadmit::patch::{self, MutationContext};
-use winadmit::policy::Policy;
-use winadmit::source;
-use winadmit::targeting::RuntimeClasses;
+use winadmit::decision::engine::Context;
+use winadmit::decision::patch::{self, MutationContext};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::targeting::RuntimeClasses;
+use winadmit::entry::lint::collect_runtime_classes;
+use winadmit::input::source;
 
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
@@ -243,7 +243,7 @@ fn fix_never_panics_on_mangled_manifests() {
                 _ => t.insert(at, '{'),
             }
             let mangled: String = t.into_iter().collect();
-            if let (Some(fixed), _) = winadmit::fix::fix_text(&mangled, &policy, &cx) {
+            if let (Some(fixed), _) = winadmit::entry::fix::fix_text(&mangled, &policy, &cx) {
                 assert!(
                     source::parse(&fixed).is_ok(),
                     "{}: a fix of a mangled copy does not parse",

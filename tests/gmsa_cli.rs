@@ -112,7 +112,7 @@ fn lint_fix_fills_in_the_contents_as_the_upstream_webhook_writes_them() {
     let out = winadmit(&["lint", "--fix", CLUSTER, pod.to_str().unwrap()]);
     let fixed = std::fs::read_to_string(&pod).unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    let docs = winadmit::source::parse(&fixed).unwrap();
+    let docs = winadmit::input::source::parse(&fixed).unwrap();
     assert_eq!(
         docs[0]
             .value

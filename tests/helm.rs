@@ -355,7 +355,7 @@ fn kind(o: &Value) -> &str {
 }
 
 fn by_id(objects: &[Value]) -> BTreeMap<String, Value> {
-    winadmit::manifests::by_id(objects)
+    winadmit::entry::manifests::by_id(objects)
         .into_iter()
         .map(|(k, v)| (k, v.clone()))
         .collect()
@@ -363,7 +363,7 @@ fn by_id(objects: &[Value]) -> BTreeMap<String, Value> {
 
 /// The placeholder the self-signed render holds for `file`.
 fn placeholder(file: &str) -> String {
-    let (_, text) = winadmit::manifests::CERT_PLACEHOLDERS
+    let (_, text) = winadmit::entry::manifests::CERT_PLACEHOLDERS
         .iter()
         .find(|(name, _)| *name == file)
         .unwrap();
@@ -718,10 +718,11 @@ fn helm_template_registry_values() {
         volume["secret"],
         json!({"secretName": "winadmit-registry-credentials", "defaultMode": 288})
     );
-    let cli =
-        winadmit::cli::Cli::try_parse_from(std::iter::once("winadmit").chain(args.iter().copied()))
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let winadmit::cli::Command::Serve(serve) = cli.command else {
+    let cli = winadmit::entry::cli::Cli::try_parse_from(
+        std::iter::once("winadmit").chain(args.iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let winadmit::entry::cli::Command::Serve(serve) = cli.command else {
         panic!("{args:?} is not `serve`");
     };
     assert!(serve.images.registry && serve.images.registry_pull_secrets);

@@ -3,11 +3,11 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use winadmit::engine::{Context, evaluate};
-use winadmit::patch::{self, MutationContext};
-use winadmit::policy::Policy;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::engine::{Context, evaluate};
+use winadmit::decision::patch::{self, MutationContext};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
 
 /// The patched object, after the mutation a policy asks for.
 fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {

@@ -1,74 +1,29 @@
-//! The layers of `src/` (see `src/lib.rs`): the pure core imports only the
-//! core and the readers of input; the readers and the renderers never
-//! import an entry point (a command or the server); no core module touches
-//! the network, async runtimes or kube's client. A module added to `src/` must be put in a layer here.
+//! The layers of `src/` (see `src/lib.rs`): one folder per layer. The
+//! decision (`src/decision/`) imports only itself and the readers of input;
+//! the readers (`src/input/`) import only the decision and each other; the
+//! renderers (`src/render/`) never import an entry point; nothing outside
+//! `src/entry/` imports it. No module of the decision touches the network,
+//! async runtimes or kube's client.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Every top-level module of `src/`, by layer.
-const CORE: &[&str] = &[
-    "admission_policy",
-    "cluster",
-    "decide",
-    "engine",
-    "finding",
-    "glob",
-    "images",
-    "gmsa",
-    "names",
-    "patch",
-    "path",
-    "policy",
-    "rules",
-    "services",
-    "strict",
-    "targeting",
-    "tolerations",
-    "version",
-    "view",
-    "windows_builds",
-    "workload",
-];
-const INPUTS: &[&str] = &["registry", "source", "yaml"];
-const RENDERERS: &[&str] = &["output"];
-const ENTRY_POINTS: &[&str] = &[
-    "admission",
-    "certs",
-    "cli",
-    "commands",
-    "errors",
-    "fix",
-    "lint",
-    "manifests",
-    "report",
-    "server",
+/// The layer folders of `src/`, each with the layers it may import.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("decision", &["decision", "input"]),
+    ("input", &["decision", "input"]),
+    ("render", &["decision", "input", "render"]),
+    ("entry", &["decision", "input", "render", "entry"]),
 ];
 
-/// What each layer may import from the crate.
-fn allowed(layer: &str) -> Vec<&'static str> {
-    match layer {
-        "core" | "inputs" => [CORE, INPUTS].concat(),
-        "renderers" => [CORE, INPUTS, RENDERERS].concat(),
-        _ => [CORE, INPUTS, RENDERERS, ENTRY_POINTS].concat(),
-    }
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn layer_of(module: &str) -> Option<&'static str> {
-    [
-        ("core", CORE),
-        ("inputs", INPUTS),
-        ("renderers", RENDERERS),
-        ("entry points", ENTRY_POINTS),
-    ]
-    .into_iter()
-    .find(|(_, members)| members.contains(&module))
-    .map(|(layer, _)| layer)
-}
-
-/// The source files of each top-level module of `src/`.
-fn modules() -> BTreeMap<String, Vec<std::path::PathBuf>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The source files of `src/` by their first folder (`lib.rs` and `main.rs`
+/// under their own names).
+fn files_by_folder() -> BTreeMap<String, Vec<PathBuf>> {
+    let src = src();
     let mut out: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for entry in walkdir::WalkDir::new(&src) {
         let entry = entry.unwrap();
@@ -78,16 +33,14 @@ fn modules() -> BTreeMap<String, Vec<std::path::PathBuf>> {
         }
         let rel = path.strip_prefix(&src).unwrap();
         let first = rel.components().next().unwrap().as_os_str();
-        let module = first.to_string_lossy().trim_end_matches(".rs").to_owned();
-        if matches!(module.as_str(), "lib" | "main") {
-            continue;
-        }
-        out.entry(module).or_default().push(path.to_owned());
+        out.entry(first.to_string_lossy().into_owned())
+            .or_default()
+            .push(path.to_owned());
     }
     out
 }
 
-/// The top-level modules a file names as `crate::<module>`.
+/// The layers a file names as `crate::<layer>`.
 fn imports(text: &str) -> Vec<String> {
     text.match_indices("crate::")
         .map(|(at, m)| {
@@ -101,29 +54,45 @@ fn imports(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_module_has_a_layer() {
-    let unplaced: Vec<String> = modules()
+fn every_source_file_is_in_a_layer_folder() {
+    let stray: Vec<String> = files_by_folder()
         .into_keys()
-        .filter(|m| layer_of(m).is_none())
+        .filter(|f| !matches!(f.as_str(), "lib.rs" | "main.rs"))
+        .filter(|f| !LAYERS.iter().any(|(layer, _)| layer == f))
         .collect();
     assert!(
-        unplaced.is_empty(),
-        "modules in no layer (add them to tests/layers.rs and src/lib.rs): {unplaced:?}"
+        stray.is_empty(),
+        "files or folders of src/ outside the layer folders {:?}: {stray:?}",
+        LAYERS.iter().map(|(l, _)| l).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn lib_declares_the_layers() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let declared: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';'))
+        .collect();
+    let mut layers: Vec<&str> = LAYERS.iter().map(|(l, _)| *l).collect();
+    layers.sort_unstable();
+    assert_eq!(
+        declared, layers,
+        "src/lib.rs declares the layer folders, nothing else"
     );
 }
 
 #[test]
 fn layers_import_only_what_they_may() {
     let mut wrong = Vec::new();
-    for (module, files) in modules() {
-        let Some(layer) = layer_of(&module) else {
-            continue;
-        };
-        let may = allowed(layer);
-        for file in files {
+    let mut checked = 0;
+    for (layer, may) in LAYERS {
+        for file in files_by_folder().remove(*layer).unwrap_or_default() {
             let text = std::fs::read_to_string(&file).unwrap();
+            checked += 1;
             for import in imports(&text) {
-                if import != module && !may.contains(&import.as_str()) {
+                if !may.contains(&import.as_str()) {
                     wrong.push(format!(
                         "{} ({layer}) imports crate::{import}",
                         file.display()
@@ -132,13 +101,17 @@ fn layers_import_only_what_they_may() {
             }
         }
     }
+    assert!(
+        checked > 100,
+        "only {checked} files found under the layer folders"
+    );
     wrong.sort();
     wrong.dedup();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
-fn the_core_does_no_network_or_async_io() {
+fn the_decision_does_no_network_or_async_io() {
     let forbidden = [
         "tokio",
         "axum",
@@ -147,17 +120,14 @@ fn the_core_does_no_network_or_async_io() {
         "kube::api",
         "reqwest",
     ];
+    let files = files_by_folder().remove("decision").unwrap_or_default();
+    assert!(!files.is_empty(), "no src/decision/");
     let mut wrong = Vec::new();
-    for (module, files) in modules() {
-        if layer_of(&module) != Some("core") {
-            continue;
-        }
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            for word in forbidden {
-                if text.contains(&format!("{word}::")) || text.contains(&format!("use {word}")) {
-                    wrong.push(format!("{} uses {word}", file.display()));
-                }
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for word in forbidden {
+            if text.contains(&format!("{word}::")) || text.contains(&format!("use {word}")) {
+                wrong.push(format!("{} uses {word}", file.display()));
             }
         }
     }

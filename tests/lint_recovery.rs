@@ -97,10 +97,10 @@ spec:
     securityContext:
       privileged: true
 ";
-    let policy = winadmit::policy::Policy::default_policy();
-    let cx = winadmit::engine::Context::default();
-    let mut report = winadmit::output::LintReport::default();
-    winadmit::lint::lint_text("tab.yaml", text, &policy, &cx, &mut report);
+    let policy = winadmit::decision::policy::Policy::default_policy();
+    let cx = winadmit::decision::engine::Context::default();
+    let mut report = winadmit::render::LintReport::default();
+    winadmit::entry::lint::lint_text("tab.yaml", text, &policy, &cx, &mut report);
     assert!(report.input_errors.is_empty(), "{:?}", report.input_errors);
     let privileged = report
         .findings

@@ -22,8 +22,8 @@ use std::process::{Command, Output};
 
 use base64::Engine as _;
 use serde_json::Value;
-use winadmit::manifests;
-use winadmit::policy::{Mode, Policy};
+use winadmit::decision::policy::{Mode, Policy};
+use winadmit::entry::manifests;
 
 const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
 
@@ -728,7 +728,7 @@ fn check_wiring(name: &str, objects: &[Value]) {
         // only, like Jobs).
         let mut wanted = wanted;
         if name == "custom-resources" {
-            for r in winadmit::workload::CUSTOM_RESOURCES {
+            for r in winadmit::decision::workload::CUSTOM_RESOURCES {
                 let ops = if path != "/validate" && r.plural == "broadcastjobs" {
                     "CREATE"
                 } else {
@@ -914,7 +914,9 @@ fn winadmit_manifests_options() {
         .unwrap();
     assert_eq!(
         serving["spec"]["dnsNames"],
-        serde_json::json!(winadmit::certs::service_dns_names("winadmit", "win-ops"))
+        serde_json::json!(winadmit::entry::certs::service_dns_names(
+            "winadmit", "win-ops"
+        ))
     );
     assert_eq!(
         one(&objects, "ValidatingWebhookConfiguration")["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
@@ -1276,7 +1278,7 @@ fn match_conditions_find_the_pod_template_of_custom_resources() {
         "scaledjob.yaml",
     ] {
         let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
-        for doc in winadmit::source::parse(&text).unwrap() {
+        for doc in winadmit::input::source::parse(&text).unwrap() {
             let name = doc.value["metadata"]["name"].as_str().unwrap();
             assert_eq!(
                 sends(&program, &doc.value),
@@ -1299,9 +1301,9 @@ fn match_conditions_find_the_pod_template_of_custom_resources() {
 )]
 fn match_conditions_never_skip_what_winadmit_acts_on() {
     use serde::Deserialize as _;
-    use winadmit::engine::{Context, evaluate};
-    use winadmit::view::ObjectView;
-    use winadmit::workload::Workload;
+    use winadmit::decision::engine::{Context, evaluate};
+    use winadmit::decision::view::ObjectView;
+    use winadmit::decision::workload::Workload;
 
     let corpus = corpus_location::corpus_dir("match_conditions_never_skip_what_winadmit_acts_on");
     let program = match_condition();
@@ -1320,7 +1322,7 @@ fn match_conditions_never_skip_what_winadmit_acts_on() {
         });
     for entry in files {
         let text = std::fs::read_to_string(entry.path()).unwrap();
-        let Ok(docs) = winadmit::source::parse(&text) else {
+        let Ok(docs) = winadmit::input::source::parse(&text) else {
             continue;
         };
         for doc in docs {
@@ -1409,12 +1411,12 @@ fn dockerfile_fits_the_deployment() {
 /// Does the engine act on this object (any finding, or Windows targeting)?
 fn engine_acts_on(object: &Value) -> bool {
     use serde::Deserialize as _;
-    let view = winadmit::view::ObjectView::deserialize(object).unwrap();
-    let workload = winadmit::workload::Workload::from_view(&view).unwrap();
-    let eval = winadmit::engine::evaluate(
+    let view = winadmit::decision::view::ObjectView::deserialize(object).unwrap();
+    let workload = winadmit::decision::workload::Workload::from_view(&view).unwrap();
+    let eval = winadmit::decision::engine::evaluate(
         &Policy::default_policy(),
         &workload,
-        &winadmit::engine::Context::default(),
+        &winadmit::decision::engine::Context::default(),
     );
     eval.target.is_windows() || !eval.findings.is_empty()
 }
@@ -1951,10 +1953,11 @@ fn registry_components_turn_lookups_on_with_mounted_credentials() {
         volume["secret"]["secretName"],
         "winadmit-registry-credentials"
     );
-    let cli =
-        winadmit::cli::Cli::try_parse_from(std::iter::once("winadmit").chain(args.iter().copied()))
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let winadmit::cli::Command::Serve(serve) = cli.command else {
+    let cli = winadmit::entry::cli::Cli::try_parse_from(
+        std::iter::once("winadmit").chain(args.iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let winadmit::entry::cli::Command::Serve(serve) = cli.command else {
         panic!("{args:?} is not `serve`");
     };
     assert!(serve.images.registry);

@@ -7,7 +7,7 @@
 //! server's rules for the fields a patch can write: labels, annotations,
 //! `nodeSelector`, `tolerations`, `runtimeClassName`. The rules below are
 //! written here from the Kubernetes sources, independently of
-//! `winadmit::names`:
+//! `winadmit::decision::names`:
 //!
 //! - `k8s.io/apimachinery/pkg/api/validate/content/kube.go` and
 //!   `.../util/validation/validation.go`: `IsQualifiedName` (`IsLabelKey`),
@@ -29,8 +29,8 @@ use std::sync::LazyLock;
 use proptest::prelude::*;
 use regex::Regex;
 use serde_json::{Value, json};
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::policy::Policy;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 // --- The API server's rules -------------------------------------------
 
@@ -334,7 +334,7 @@ static CORPUS: LazyLock<Vec<Value>> = LazyLock::new(|| {
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        let Ok(docs) = winadmit::source::parse(&text) else {
+        let Ok(docs) = winadmit::input::source::parse(&text) else {
             continue;
         };
         for d in docs {
@@ -451,7 +451,7 @@ fn check(doc: &Value, pods: &[Value], loaded: &mut usize) -> Result<(), TestCase
     );
     let adm = Admission {
         policy,
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     for object in CORPUS.iter().chain(pods) {

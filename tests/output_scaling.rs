@@ -6,8 +6,8 @@
 
 use std::io;
 
-use winadmit::finding::Severity;
-use winadmit::output::{Checked, LintFinding, LintReport, junit, sarif};
+use winadmit::decision::finding::Severity;
+use winadmit::render::{Checked, LintFinding, LintReport, junit, sarif};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

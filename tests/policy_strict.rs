@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use winadmit::policy::Policy;
+use winadmit::decision::policy::Policy;
 
 fn load(text: &str) -> Result<Policy, String> {
     let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use winadmit::admission::{self, Admission, Endpoint};
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 fn winadmit(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_winadmit"))
@@ -23,14 +23,14 @@ fn winadmit(args: &[&str]) -> String {
 fn target_block() -> String {
     let rules: Vec<Value> =
         serde_json::from_str(&winadmit(&["rules", "--format", "json"])).unwrap();
-    let off = winadmit::rules::OFF_BY_DEFAULT;
+    let off = winadmit::decision::rules::OFF_BY_DEFAULT;
     let on: Vec<&Value> = rules
         .iter()
         .filter(|r| !off.contains(&r["id"].as_str().unwrap()))
         .collect();
     let level = |l: &str| on.iter().filter(|r| r["severity"] == l).count();
     let silent = on.len() - level("error") - level("warning") - level("info");
-    let latest = winadmit::version::KubeVersion::LATEST.to_string();
+    let latest = winadmit::decision::version::KubeVersion::LATEST.to_string();
     let help = winadmit(&["lint", "--help"]);
     assert!(
         help.contains(&latest),
@@ -59,8 +59,8 @@ fn target_block() -> String {
 fn denial_block() -> String {
     let review = winadmit(&["example", "review"]);
     let adm = Admission {
-        policy: winadmit::policy::Policy::default_policy(),
-        cluster: winadmit::cluster::Cluster::default(),
+        policy: winadmit::decision::policy::Policy::default_policy(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     let out = admission::review(&adm, Endpoint::Validate, review.as_bytes()).unwrap();

@@ -154,7 +154,7 @@ fn resolve_and_lint(registry: &Registry, digests: &BTreeMap<String, String>) {
         "one image is missing: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let known = winadmit::images::KnownImages::read(Path::new(&facts)).unwrap();
+    let known = winadmit::decision::images::KnownImages::read(Path::new(&facts)).unwrap();
     for (image, digest) in digests {
         let f = known
             .facts(image)
@@ -176,7 +176,9 @@ fn resolve_and_lint(registry: &Registry, digests: &BTreeMap<String, String>) {
         "linux/arm64/v8"
     );
     match known.get(&missing) {
-        Some(winadmit::images::Lookup::Unknown(why)) => assert!(why.contains("404"), "{why}"),
+        Some(winadmit::decision::images::Lookup::Unknown(why)) => {
+            assert!(why.contains("404"), "{why}");
+        }
         other => panic!("{other:?}"),
     }
 
@@ -319,9 +321,10 @@ fn tls_registry_with_basic_auth() {
     ]));
     assert_eq!(out.status.code(), Some(1));
     let known =
-        winadmit::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        winadmit::decision::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
+            .unwrap();
     match known.get(&image) {
-        Some(winadmit::images::Lookup::Unknown(why)) => {
+        Some(winadmit::decision::images::Lookup::Unknown(why)) => {
             assert!(
                 why.contains("401") || why.to_lowercase().contains("auth"),
                 "{why}"
@@ -358,9 +361,10 @@ fn a_registry_that_never_answers_is_unknown_past_the_deadline() {
     ]));
     assert_eq!(out.status.code(), Some(1));
     let known =
-        winadmit::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        winadmit::decision::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
+            .unwrap();
     match known.get(&image) {
-        Some(winadmit::images::Lookup::Unknown(why)) => {
+        Some(winadmit::decision::images::Lookup::Unknown(why)) => {
             assert!(why.contains("no answer within 0.5s"), "{why}");
         }
         other => panic!("{other:?}"),
@@ -442,13 +446,14 @@ fn mirrors_are_asked_first_and_the_registry_after_them() {
         ]);
         args.extend(images.iter().cloned());
         let out = winadmit(&args);
-        let known = winadmit::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let known =
+            winadmit::decision::images::KnownImages::parse(&String::from_utf8_lossy(&out.stdout))
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code(), known)
     };
     let linux = format!("{up}/linuxonly:1");
     let windows = format!("{up}/winonly:1");
-    let platforms = |known: &winadmit::images::KnownImages, image: &str| {
+    let platforms = |known: &winadmit::decision::images::KnownImages, image: &str| {
         known
             .facts(image)
             .unwrap_or_else(|| panic!("{image}: {:?}", known.get(image)))
@@ -473,7 +478,7 @@ fn mirrors_are_asked_first_and_the_registry_after_them() {
     let (code, known) = resolve(std::slice::from_ref(&linux));
     assert_eq!(code, Some(1));
     match known.get(&linux) {
-        Some(winadmit::images::Lookup::Unknown(why)) => assert!(
+        Some(winadmit::decision::images::Lookup::Unknown(why)) => assert!(
             why.contains(&format!("registry {up}:"))
                 && why.contains(&format!("after mirror {mirror_host}:")),
             "{why}"

@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use winadmit::engine::Context;
-use winadmit::policy::Policy;
-use winadmit::report::ReportOptions;
-use winadmit::report::body::report_body;
+use winadmit::decision::engine::Context;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::report::ReportOptions;
+use winadmit::entry::report::body::report_body;
 
 const KUBECTL_JSON: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

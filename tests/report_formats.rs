@@ -236,9 +236,9 @@ fn linux_workloads_are_no_results_of_windows_rules() {
             .filter(|r| r.resources[0].name.as_deref() == Some(name))
             .collect()
     };
-    let windows_rules: Vec<&str> = winadmit::rules::ALL
+    let windows_rules: Vec<&str> = winadmit::decision::rules::ALL
         .iter()
-        .filter(|r| r.info.scope == winadmit::rules::Scope::Windows)
+        .filter(|r| r.info.scope == winadmit::decision::rules::Scope::Windows)
         .map(|r| r.info.id)
         .collect();
     let linux = of("nginx");
@@ -501,15 +501,15 @@ fn html_report_renders_its_chart_and_table_in_chromium() {
 // --- POST /report through the webhook's router ---
 
 fn app() -> axum::Router {
-    let state = winadmit::server::ServerState::new(
-        winadmit::admission::Admission {
-            policy: winadmit::policy::Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+    let state = winadmit::entry::server::ServerState::new(
+        winadmit::entry::admission::Admission {
+            policy: winadmit::decision::policy::Policy::default_policy(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         },
-        winadmit::server::Limits::default(),
+        winadmit::entry::server::Limits::default(),
     );
-    winadmit::server::router(state)
+    winadmit::entry::server::router(state)
 }
 
 async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {

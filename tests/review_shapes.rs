@@ -6,13 +6,13 @@
 //! (`dryRun: "yes"`) is named, not blamed on the object.
 
 use serde_json::{Value, json};
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::policy::Policy;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 fn adm() -> Admission {
     Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     }
 }

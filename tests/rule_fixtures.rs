@@ -8,7 +8,7 @@
 //! snapshots after a deliberate change.
 //!
 //! A case goes through `lint`'s own function over a text
-//! ([`winadmit::lint::lint_text`], which calls the one decision
+//! ([`winadmit::entry::lint::lint_text`], which calls the one decision
 //! `decide::decide` for every object and pairs Services with the Windows
 //! workloads they select), with the context of its `<case>.context.yaml`;
 //! an UPDATE case goes straight through `decide::decide`.
@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde::Deserialize;
-use winadmit::cluster::{Cluster, WindowsNode, WindowsNodes};
-use winadmit::engine::Context;
-use winadmit::finding::Severity;
-use winadmit::policy::Policy;
-use winadmit::version::KubeVersion;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::cluster::{Cluster, WindowsNode, WindowsNodes};
+use winadmit::decision::engine::Context;
+use winadmit::decision::finding::Severity;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::version::KubeVersion;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
 
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
@@ -151,7 +151,7 @@ fn every_rule_has_a_bad_and_a_good_case() -> Result<(), Failed> {
             .collect()
     };
     let (bad, good) = (with(true), with(false));
-    let missing: Vec<String> = winadmit::rules::ALL
+    let missing: Vec<String> = winadmit::decision::rules::ALL
         .iter()
         .map(|r| r.info.id)
         .filter_map(|id| match (bad.contains(id), good.contains(id)) {
@@ -169,7 +169,10 @@ fn every_rule_has_a_bad_and_a_good_case() -> Result<(), Failed> {
 }
 
 fn every_folder_names_a_rule_and_holds_only_cases() -> Result<(), Failed> {
-    let known: BTreeSet<&str> = winadmit::rules::ALL.iter().map(|r| r.info.id).collect();
+    let known: BTreeSet<&str> = winadmit::decision::rules::ALL
+        .iter()
+        .map(|r| r.info.id)
+        .collect();
     let mut problems = Vec::new();
     for (folder, files) in folders()? {
         if !known.contains(folder.as_str()) {
@@ -276,7 +279,7 @@ fn case_context(case: &Case) -> Result<CaseContext, String> {
 
 /// The one workload of a text's first document.
 fn workload_value(text: &str, at: &Path) -> Result<serde_json::Value, String> {
-    let docs = winadmit::source::parse(text).map_err(|e| {
+    let docs = winadmit::input::source::parse(text).map_err(|e| {
         let (line, column) = (e.line.unwrap_or(0), e.column.unwrap_or(0));
         format!("{}:{line}:{column}: invalid YAML: {}", shown(at), e.message)
     })?;
@@ -290,8 +293,8 @@ fn gmsa_facts(
     g: &GmsaContext,
     pod: &serde_json::Value,
     at: &Path,
-) -> Result<winadmit::gmsa::Facts, String> {
-    let mut facts = winadmit::gmsa::Facts {
+) -> Result<winadmit::decision::gmsa::Facts, String> {
+    let mut facts = winadmit::decision::gmsa::Facts {
         complete: true,
         ..Default::default()
     };
@@ -301,21 +304,22 @@ fn gmsa_facts(
             .map(serde_json::from_str)
             .transpose()
             .map_err(|e| format!("{}: gmsa.credentialSpecs.{name}: {e}", shown(at)))?;
-        facts
-            .specs
-            .insert(name.clone(), winadmit::gmsa::CredSpec::Found(contents));
+        facts.specs.insert(
+            name.clone(),
+            winadmit::decision::gmsa::CredSpec::Found(contents),
+        );
     }
     let view = ObjectView::deserialize(pod).map_err(|e| format!("{}: {e}", shown(at)))?;
     let w = Workload::from_view(&view).ok_or_else(|| format!("{}: not a workload", shown(at)))?;
     let spec = w
         .spec
         .ok_or_else(|| format!("{}: no pod spec", shown(at)))?;
-    let account = winadmit::gmsa::service_account(spec);
+    let account = winadmit::decision::gmsa::service_account(spec);
     let namespace = pod["metadata"]["namespace"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    for name in winadmit::gmsa::names(spec) {
+    for name in winadmit::decision::gmsa::names(spec) {
         let key = (namespace.clone(), account.to_owned(), name.to_owned());
         let pair = (account.to_owned(), name.to_owned());
         if g.unasked.contains(&pair) {
@@ -334,7 +338,7 @@ fn gmsa_facts(
         };
         facts.authz.insert(
             key,
-            winadmit::gmsa::Authz {
+            winadmit::decision::gmsa::Authz {
                 allowed,
                 reason: reason.to_owned(),
             },
@@ -371,7 +375,7 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
     };
     let images = match &ctx.image_facts {
         Some(v) => Some(
-            winadmit::images::KnownImages::parse(&v.to_string())
+            winadmit::decision::images::KnownImages::parse(&v.to_string())
                 .map_err(|e| format!("{}: imageFacts: {e}", shown(&at)))?,
         ),
         None => None,
@@ -394,8 +398,8 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
         Some(g) => Some(gmsa_facts(g, &pod, &at)?),
         None => None,
     };
-    let mut runtime_classes = winadmit::targeting::RuntimeClasses::default();
-    winadmit::lint::collect_runtime_classes(&text, &mut runtime_classes);
+    let mut runtime_classes = winadmit::decision::targeting::RuntimeClasses::default();
+    winadmit::entry::lint::collect_runtime_classes(&text, &mut runtime_classes);
     let cx = Context {
         cluster,
         runtime_classes: Some(&runtime_classes),
@@ -406,9 +410,9 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
     if let Some(old) = &ctx.update_of {
         return updated(&policy, &cx, &pod, &workload_value(old, &at)?, &path);
     }
-    let mut report = winadmit::output::LintReport::default();
+    let mut report = winadmit::render::LintReport::default();
     let file = shown(&path);
-    winadmit::lint::lint_text(&file, &text, &policy, &cx, &mut report);
+    winadmit::entry::lint::lint_text(&file, &text, &policy, &cx, &mut report);
     if let Some(e) = report.input_errors.first() {
         return Err(format!("{}:{:?}: {}", e.file, e.line, e.message));
     }
@@ -438,14 +442,16 @@ fn updated(
     let workload =
         |v| Workload::from_view(v).ok_or_else(|| format!("{}: not a workload", shown(at)));
     let (w, o) = (workload(&new_view)?, workload(&old_view)?);
-    let request = winadmit::decide::Request {
-        operation: winadmit::decide::Operation::Update {
+    let request = winadmit::decision::decide::Request {
+        operation: winadmit::decision::decide::Operation::Update {
             old: Some(&o),
             ephemeral: false,
         },
-        ..winadmit::decide::Request::manifest(winadmit::decide::PatchSource::None)
+        ..winadmit::decision::decide::Request::manifest(
+            winadmit::decision::decide::PatchSource::None,
+        )
     };
-    let d = winadmit::decide::decide(policy, cx, &w, &request);
+    let d = winadmit::decision::decide::decide(policy, cx, &w, &request);
     let object = format!(
         "{}/{}",
         new["kind"].as_str().unwrap_or_default(),

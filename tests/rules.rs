@@ -6,13 +6,13 @@
 //! kubernetes.io/os: windows` unless a test says otherwise.
 
 use serde::Deserialize;
-use winadmit::cluster::Cluster;
-use winadmit::engine::{Context, evaluate};
-use winadmit::finding::Severity;
-use winadmit::policy::Policy;
-use winadmit::version::KubeVersion;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::cluster::Cluster;
+use winadmit::decision::engine::{Context, evaluate};
+use winadmit::decision::finding::Severity;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::version::KubeVersion;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
 
 /// A Windows pod with `spec` lines appended (indented two spaces under spec).
 fn windows_pod(spec: &str) -> String {
@@ -52,7 +52,7 @@ fn indent(s: &str) -> String {
 /// Fields flagged by `rule` when evaluating `yaml`.
 fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -> Vec<String> {
     let cx = Context {
-        cluster: winadmit::cluster::Cluster::at(version),
+        cluster: winadmit::decision::cluster::Cluster::at(version),
         ..Context::default()
     };
     flagged_under(policy, &cx, yaml, rule)
@@ -60,7 +60,7 @@ fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -
 
 /// Fields flagged by `rule` when evaluating `yaml` with `policy` in `cx`.
 fn flagged_under(policy: &Policy, cx: &Context<'_>, yaml: &str, rule: &str) -> Vec<String> {
-    let docs = winadmit::source::parse(yaml).unwrap();
+    let docs = winadmit::input::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let workload = Workload::from_view(&view).unwrap();
     evaluate(policy, &workload, cx)
@@ -147,7 +147,7 @@ const LINUX_OS_WINDOWS_OPTIONS: &str = "os:\n  name: linux\nsecurityContext:\n  
 
 /// Severity of `rule`'s findings on `yaml` at `cluster` (strict or not).
 fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
-    let docs = winadmit::source::parse(yaml).unwrap();
+    let docs = winadmit::input::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let cx = Context {
         cluster: cluster.clone(),
@@ -179,7 +179,7 @@ fn verdicts_by_target_follow_the_reference() {
     c126.containerd_version = Some(KubeVersion::new(1, 6));
     let latest = Cluster::default();
     let strict = Cluster {
-        stance: winadmit::cluster::Stance::Strict,
+        stance: winadmit::decision::cluster::Stance::Strict,
         ..Cluster::default()
     };
     let one_subpath = windows_pod(&format!(
@@ -331,7 +331,7 @@ fn the_retired_containerd_profile_changes_no_verdict() {
     let yaml = windows_pod(&format!("{C}\n  terminationMessagePath: C:\\\\t.log"));
     let policy = Policy::from_yaml("containerd.yaml", "profile: containerd\n").unwrap();
     assert_eq!(policy.notices.len(), 1);
-    let docs = winadmit::source::parse(&yaml).unwrap();
+    let docs = winadmit::input::source::parse(&yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let w = Workload::from_view(&view).unwrap();
     let with = evaluate(&policy, &w, &Context::default());
@@ -520,17 +520,17 @@ fn hyperv_annotation_warning_is_version_aware() {
 
 /// Lints a multi-document text with its own RuntimeClasses, like `lint`.
 fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
-    let mut rc = winadmit::targeting::RuntimeClasses::default();
-    winadmit::lint::collect_runtime_classes(yaml, &mut rc);
+    let mut rc = winadmit::decision::targeting::RuntimeClasses::default();
+    winadmit::entry::lint::collect_runtime_classes(yaml, &mut rc);
     let cx = Context {
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         runtime_classes: Some(&rc),
         nodes: None,
         images: None,
         gmsa: None,
     };
-    let mut report = winadmit::output::LintReport::default();
-    winadmit::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);
+    let mut report = winadmit::render::LintReport::default();
+    winadmit::entry::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);
     report
         .findings
         .into_iter()
@@ -599,12 +599,12 @@ fn services_selecting_windows_workloads_in_the_same_input() {
 }
 
 /// Windows nodes as the cluster cache or a live report learns them.
-fn nodes(list: &[(&str, &str, &str, &str)]) -> winadmit::cluster::WindowsNodes {
-    winadmit::cluster::WindowsNodes {
+fn nodes(list: &[(&str, &str, &str, &str)]) -> winadmit::decision::cluster::WindowsNodes {
+    winadmit::decision::cluster::WindowsNodes {
         nodes: list
             .iter()
             .map(|(name, build, kubelet, runtime)| {
-                winadmit::cluster::WindowsNode::from_object(&serde_json::json!({
+                winadmit::decision::cluster::WindowsNode::from_object(&serde_json::json!({
                     "apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": name, "labels": {
                         "kubernetes.io/os": "windows",
@@ -618,10 +618,10 @@ fn nodes(list: &[(&str, &str, &str, &str)]) -> winadmit::cluster::WindowsNodes {
 }
 
 fn findings_on(
-    nodes: &winadmit::cluster::WindowsNodes,
+    nodes: &winadmit::decision::cluster::WindowsNodes,
     yaml: &str,
 ) -> Vec<(String, String, Severity)> {
-    let docs = winadmit::source::parse(yaml).unwrap();
+    let docs = winadmit::input::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let cx = Context {
         nodes: Some(nodes),
@@ -774,11 +774,11 @@ fn api_refused_follows_the_release_that_keeps_user_namespace_fields() {
 }
 
 /// What a registry says of the images the facts tests use.
-fn registry() -> winadmit::images::KnownImages {
+fn registry() -> winadmit::decision::images::KnownImages {
     let digest = |c: char| format!("sha256:{}", c.to_string().repeat(64));
     let platforms = |list: &[(&str, &str, Option<&str>)]| {
         list.iter()
-            .map(|(os, arch, version)| winadmit::images::Platform {
+            .map(|(os, arch, version)| winadmit::decision::images::Platform {
                 os: (*os).into(),
                 architecture: (*arch).into(),
                 variant: None,
@@ -787,11 +787,11 @@ fn registry() -> winadmit::images::KnownImages {
             })
             .collect()
     };
-    let mut known = winadmit::images::KnownImages::default();
+    let mut known = winadmit::decision::images::KnownImages::default();
     let mut add = |image: &str, d: char, list: &[(&str, &str, Option<&str>)]| {
         known.insert(
             image,
-            winadmit::images::Lookup::Known(winadmit::images::ImageFacts {
+            winadmit::decision::images::Lookup::Known(winadmit::decision::images::ImageFacts {
                 digest: Some(digest(d)),
                 platforms: platforms(list),
             }),
@@ -846,7 +846,7 @@ fn registry() -> winadmit::images::KnownImages {
     );
     known.insert(
         "registry.example/down:1",
-        winadmit::images::Lookup::Unknown("registry.example: connection refused".into()),
+        winadmit::decision::images::Lookup::Unknown("registry.example: connection refused".into()),
     );
     known
 }
@@ -855,9 +855,9 @@ fn registry() -> winadmit::images::KnownImages {
 /// registry's facts and, when given, the cluster's Windows nodes.
 fn with_facts(
     yaml: &str,
-    nodes: Option<&winadmit::cluster::WindowsNodes>,
+    nodes: Option<&winadmit::decision::cluster::WindowsNodes>,
 ) -> Vec<(String, String, String, Severity)> {
-    let docs = winadmit::source::parse(yaml).unwrap();
+    let docs = winadmit::input::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let known = registry();
     let cx = Context {
@@ -1019,7 +1019,7 @@ fn windows_builds_from_facts() {
         "10.0.20348",
         "runtimeClassName: hyperv\ncontainers:\n- name: a\n  image: contoso/legacy:1",
     );
-    let docs = winadmit::source::parse(&hyperv).unwrap();
+    let docs = winadmit::input::source::parse(&hyperv).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let known = registry();
     let mut policy = Policy::default_policy();
@@ -1107,9 +1107,9 @@ fn an_unknown_fact_is_said_and_falls_back_to_the_name() {
 /// says, and its reason names the facts; after the patch nothing is denied.
 #[test]
 fn the_patch_pins_windows_only_images_by_their_facts() {
-    use winadmit::decide::{PatchSource, Request, Verdict, decide};
+    use winadmit::decision::decide::{PatchSource, Request, Verdict, decide};
     let yaml = pod("containers:\n- name: api\n  image: contoso/payments:4.2");
-    let docs = winadmit::source::parse(&yaml).unwrap();
+    let docs = winadmit::input::source::parse(&yaml).unwrap();
     let value = docs[0].value.clone();
     let view = ObjectView::deserialize(&value).unwrap();
     let workload = Workload::from_view(&view).unwrap();

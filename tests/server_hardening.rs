@@ -766,7 +766,7 @@ async fn legacy_tls_versions_and_weak_cipher_suites_are_refused() {
     .unwrap();
     let suite = tls12.get_ref().1.negotiated_cipher_suite().unwrap().suite();
     assert!(
-        winadmit::server::tls::CIPHER_SUITES.contains(&suite),
+        winadmit::entry::server::tls::CIPHER_SUITES.contains(&suite),
         "{suite:?}"
     );
 }

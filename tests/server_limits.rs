@@ -377,13 +377,13 @@ async fn a_review_outliving_the_request_timeout_gets_408_with_a_status() {
     use axum::body::Body;
     use axum::http::{Request, header};
     use tower::ServiceExt as _;
-    use winadmit::admission::Admission;
-    use winadmit::server::{self, Limits, ServerState};
+    use winadmit::entry::admission::Admission;
+    use winadmit::entry::server::{self, Limits, ServerState};
 
     let state = ServerState::new(
         Admission {
-            policy: winadmit::policy::Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+            policy: winadmit::decision::policy::Policy::default_policy(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         },
         Limits {

@@ -9,12 +9,12 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::engine::{self, Context};
-use winadmit::finding::FixKind;
-use winadmit::policy::Policy;
-use winadmit::view::ObjectView;
-use winadmit::workload::Workload;
+use winadmit::decision::engine::{self, Context};
+use winadmit::decision::finding::FixKind;
+use winadmit::decision::policy::Policy;
+use winadmit::decision::view::ObjectView;
+use winadmit::decision::workload::Workload;
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 const FULL_MUTATION: &str = "mutation:
   injectNodeSelector: true
@@ -32,7 +32,7 @@ const FULL_MUTATION: &str = "mutation:
 fn admission(policy: Policy) -> Admission {
     Admission {
         policy,
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     }
 }
@@ -425,11 +425,11 @@ async fn post(app: axum::Router, path: &str, body: Vec<u8>) -> (u16, Value) {
 /// lint, `/validate` and `/report` on one object: the same findings and
 /// the same verdict, and `/validate` names every denied field.
 fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Value) {
-    let state = winadmit::server::ServerState::new(
+    let state = winadmit::entry::server::ServerState::new(
         admission(policy.clone()),
-        winadmit::server::Limits::default(),
+        winadmit::entry::server::Limits::default(),
     );
-    let app = winadmit::server::router(state);
+    let app = winadmit::entry::server::router(state);
     let body = review_of(object);
     let ((vs, validated), (rs, report)) = rt.block_on(async {
         (
@@ -444,9 +444,9 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
     let after = if reported["patchedObject"].is_null() {
         validated.clone()
     } else {
-        let app = winadmit::server::router(winadmit::server::ServerState::new(
+        let app = winadmit::entry::server::router(winadmit::entry::server::ServerState::new(
             admission(policy.clone()),
-            winadmit::server::Limits::default(),
+            winadmit::entry::server::Limits::default(),
         ));
         let body = review_of(&reported["patchedObject"]);
         let (status, v) = rt.block_on(post(app, "/validate", body));
@@ -460,8 +460,8 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
         "{reported}\n{after}\n{object}"
     );
 
-    let mut lint = winadmit::output::LintReport::default();
-    winadmit::lint::lint_text(
+    let mut lint = winadmit::render::LintReport::default();
+    winadmit::entry::lint::lint_text(
         "gen.json",
         &object.to_string(),
         policy,

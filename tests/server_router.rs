@@ -12,10 +12,10 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use winadmit::admission::Admission;
-use winadmit::cluster::ClusterView;
-use winadmit::policy::Policy;
-use winadmit::server::{self, Limits, ServerState};
+use winadmit::decision::cluster::ClusterView;
+use winadmit::decision::policy::Policy;
+use winadmit::entry::admission::Admission;
+use winadmit::entry::server::{self, Limits, ServerState};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
@@ -33,7 +33,7 @@ fn state_with(policy: Policy, namespaces: Option<Box<dyn ClusterView>>) -> Arc<S
     let state = ServerState::new(
         Admission {
             policy,
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces,
         },
         Limits::default(),
@@ -542,7 +542,7 @@ async fn stalled_body_times_out() {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::cluster::Cluster::default(),
+            cluster: winadmit::decision::cluster::Cluster::default(),
             namespaces: None,
         },
         Limits {

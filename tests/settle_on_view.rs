@@ -7,11 +7,11 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use winadmit::decide::{self, Decision, PatchSource, Request};
-use winadmit::engine::Context;
-use winadmit::patch::{self, Mutation, MutationContext};
-use winadmit::policy::Policy;
-use winadmit::workload::Workload;
+use winadmit::decision::decide::{self, Decision, PatchSource, Request};
+use winadmit::decision::engine::Context;
+use winadmit::decision::patch::{self, Mutation, MutationContext};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::workload::Workload;
 
 #[path = "support/corpus_dir.rs"]
 mod corpus_location;
@@ -89,13 +89,13 @@ fn settles_on_the_view(fixture: &str) -> Mutation {
     let view = policy.pod_templates.read(object).unwrap();
     let w = Workload::from_view(&view).unwrap();
     let cx = Context::default();
-    let eval = winadmit::engine::evaluate(policy, &w, &cx);
+    let eval = winadmit::decision::engine::evaluate(policy, &w, &cx);
     let mcx = MutationContext {
         create: true,
         ..MutationContext::default()
     };
     let first = patch::mutation(policy, &w, &eval, mcx);
-    let keep = |_: &winadmit::finding::PatchOperation| true;
+    let keep = |_: &winadmit::decision::finding::PatchOperation| true;
     let on_view = patch::settle_on_view(policy, &cx, mcx, &w, &eval, &keep, first.clone())
         .expect("every operation of this patch is modelled on the view");
     let on_tree = patch::settle_from(policy, &cx, mcx, object, None, &keep, Some(first));
@@ -294,7 +294,7 @@ fn corpus_workloads_settle_the_same_on_the_view_and_the_tree() {
     let files = corpus_location::manifests(&dir);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        let Ok(docs) = winadmit::source::parse(&text) else {
+        let Ok(docs) = winadmit::input::source::parse(&text) else {
             continue;
         };
         for doc in docs {

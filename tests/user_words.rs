@@ -100,7 +100,7 @@ fn user_facing_text_has_no_internal_words() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut texts: Vec<(String, String)> = Vec::new();
 
-    let mut cli = winadmit::cli::Cli::command();
+    let mut cli = winadmit::entry::cli::Cli::command();
     texts.push(("winadmit --help".into(), cli.render_long_help().to_string()));
     let names: Vec<String> = cli
         .get_subcommands()
@@ -114,7 +114,7 @@ fn user_facing_text_has_no_internal_words() {
         ));
     }
     texts.push(("winadmit rules".into(), winadmit(&["rules"])));
-    for rule in winadmit::rules::ALL {
+    for rule in winadmit::decision::rules::ALL {
         let id = rule.info.id;
         texts.push((format!("winadmit explain {id}"), winadmit(&["explain", id])));
     }

@@ -6,9 +6,9 @@
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use winadmit::admission::{self, Admission, Endpoint};
-use winadmit::policy::Policy;
-use winadmit::workload::{CUSTOM_RESOURCES, group_of};
+use winadmit::decision::policy::Policy;
+use winadmit::decision::workload::{CUSTOM_RESOURCES, group_of};
+use winadmit::entry::admission::{self, Admission, Endpoint};
 
 /// The REST resource of a kind: the built-in table's, or a guess for
 /// other kinds (the webhook does not read it).
@@ -52,7 +52,7 @@ pub fn admission_review(object: &Value) -> Vec<u8> {
 pub fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
     let adm = Admission {
         policy: policy.clone(),
-        cluster: winadmit::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::Cluster::default(),
         namespaces: None,
     };
     let out = admission::review(&adm, endpoint, &admission_review(object)).unwrap();

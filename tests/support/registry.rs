@@ -53,9 +53,13 @@ impl Registry {
             p("data")
         );
         let host = if secure {
-            let bundle =
-                winadmit::certs::generate("localhost", "test", time::OffsetDateTime::now_utc(), 1)
-                    .unwrap();
+            let bundle = winadmit::entry::certs::generate(
+                "localhost",
+                "test",
+                time::OffsetDateTime::now_utc(),
+                1,
+            )
+            .unwrap();
             std::fs::write(p("ca.pem"), &bundle.ca_pem).unwrap();
             std::fs::write(
                 p("cert.pem"),

@@ -1,0 +1,186 @@
+//! The match conditions: which objects the policies look at (a pod spec,
+//! a user not exempt, a pod that targets or may target Windows).
+
+use super::cel::{WINDOWS_PATH, cel_list, cel_str, globs_regex};
+use super::images::build_regexes;
+use super::mutation::needs_mutation;
+use super::variables::{any_of, by_kind};
+use crate::decision::cluster::Cluster;
+use crate::decision::policy::Policy;
+use crate::decision::targeting::Os;
+
+/// The match conditions: a pod spec is there, the user is not exempt, and
+/// the pod targets Windows.
+#[must_use]
+pub fn match_conditions(policy: &Policy, cluster: &Cluster) -> Vec<(&'static str, String)> {
+    let mut out = vec![(
+        "has-pod-spec",
+        format!(
+            "has(object.spec) && ({})",
+            by_kind(
+                "true",
+                "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) && has(object.spec.jobTemplate.spec.template.spec)",
+                "has(object.spec.template) && has(object.spec.template.spec)",
+            )
+        ),
+    )];
+    let ex = &policy.exemptions;
+    if !ex.users.is_empty() || !ex.groups.is_empty() {
+        out.push((
+            "user-not-exempt",
+            format!(
+                "!(request.userInfo.username in {}) && !(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in {}))",
+                cel_list(&ex.users),
+                cel_list(&ex.groups)
+            ),
+        ));
+    }
+    out.push(("targets-windows", targets_windows(policy, cluster)));
+    out
+}
+
+/// The match conditions of the mutating policy: those of the validating
+/// ones for Windows-targeted pods, no Linux signal (the engine does not
+/// mutate a pod whose targeting contradicts itself: it may land on
+/// Linux), and something to change (`needs-mutation`): an object the
+/// mutation would leave as it is is not matched at all, so the API server
+/// stores it exactly as sent (a matched object is decoded again after the
+/// mutation, which, for one, no longer gives a Job without labels its
+/// template's generated labels).
+#[must_use]
+pub fn mutation_match_conditions(
+    policy: &Policy,
+    cluster: &Cluster,
+) -> Vec<(&'static str, String)> {
+    let mut out = match_conditions(policy, cluster);
+    let spec = by_kind(
+        "object.spec",
+        "object.spec.jobTemplate.spec.template.spec",
+        "object.spec.template.spec",
+    );
+    out.push((
+        "no-linux-targeting",
+        format!(
+            "![{spec}].exists(s, {})",
+            any_of(linux_signals(policy, cluster.version_at_least(1, 23)))
+        ),
+    ));
+    out.push(("needs-mutation", needs_mutation(policy, cluster)));
+    out
+}
+
+/// The engine's Linux signals as CEL over the spec `s`.
+pub(super) fn linux_signals(policy: &Policy, os_name: bool) -> Vec<String> {
+    let mut signals = vec![
+        "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'linux') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'linux'))".to_owned(),
+    ];
+    if os_name {
+        signals.push("has(s.os) && has(s.os.name) && s.os.name == 'linux'".to_owned());
+    }
+    let terms =
+        "s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    signals.push(format!(
+        "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
+    ));
+    let classes = policy.runtime_classes.names_for(Os::Linux);
+    if !classes.is_empty() {
+        signals.push(format!(
+            "has(s.runtimeClassName) && s.runtimeClassName in {}",
+            cel_list(&classes)
+        ));
+    }
+    signals
+}
+
+/// The engine's Windows signals (`targeting::classify`) as CEL over the spec `s`.
+pub(super) fn windows_signals(policy: &Policy, os_name: bool) -> Vec<String> {
+    let mut signals = vec![
+        "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'windows') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'windows') || ('node.kubernetes.io/windows-build' in s.nodeSelector) || (('kubernetes.azure.com/os-sku' in s.nodeSelector) && s.nodeSelector['kubernetes.azure.com/os-sku'] in ".to_owned()
+            + &cel_list(crate::decision::targeting::WINDOWS_OS_SKUS)
+            + "))",
+    ];
+    if os_name {
+        signals.push("has(s.os) && has(s.os.name) && s.os.name == 'windows'".to_owned());
+    }
+    let terms =
+        "s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    let has_terms = "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)";
+    signals.push(format!(
+        "{has_terms} && size({terms}) > 0 && ({terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'windows'))) || {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key == 'node.kubernetes.io/windows-build' && r.operator in ['In', 'Exists'])))"
+    ));
+    let hp = "(has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess) && c.securityContext.windowsOptions.hostProcess == true)";
+    signals.push(format!(
+        "(has(s.securityContext) && has(s.securityContext.windowsOptions) && has(s.securityContext.windowsOptions.hostProcess) && s.securityContext.windowsOptions.hostProcess == true) || (has(s.initContainers) && s.initContainers.exists(c, {hp})) || (has(s.containers) && s.containers.exists(c, {hp})) || (has(s.ephemeralContainers) && s.ephemeralContainers.exists(c, {hp}))"
+    ));
+    let classes = policy.runtime_classes.names_for(Os::Windows);
+    if !classes.is_empty() {
+        signals.push(format!(
+            "has(s.runtimeClassName) && s.runtimeClassName in {}",
+            cel_list(&classes)
+        ));
+    }
+    signals
+}
+
+/// The pod spec is Windows-targeted (a match condition: no variables).
+fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
+    let spec = by_kind(
+        "object.spec",
+        "object.spec.jobTemplate.spec.template.spec",
+        "object.spec.template.spec",
+    );
+    format!(
+        "[{spec}].exists(s, {})",
+        any_of(windows_signals(policy, cluster.version_at_least(1, 23)))
+    )
+}
+
+/// The match conditions of the validating policies: a pod spec is there,
+/// the user is not exempt, and the pod may run on Windows or names
+/// something only Windows has (`may-target-windows`, the webhooks'
+/// matchCondition of the same name, with the policy's image patterns): a
+/// Windows signal, the Hyper-V isolation annotation, `windowsOptions`, a
+/// Windows hostPath, or an image that is Windows by `params.windowsImages`
+/// or names a Windows build. The rules for Windows-targeted pods then
+/// check `variables.windows`, those for Linux-targeted pods
+/// `variables.linux`, as the engine scopes them.
+#[must_use]
+pub fn validation_match_conditions(
+    policy: &Policy,
+    cluster: &Cluster,
+) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = match_conditions(policy, cluster)
+        .into_iter()
+        .filter(|(name, _)| *name != "targets-windows")
+        .collect();
+    let pod = by_kind(
+        "object",
+        "object.spec.jobTemplate.spec.template",
+        "object.spec.template",
+    );
+    let (_, _, word, _) = build_regexes();
+    let mut image = format!("c.image.matches({})", cel_str(&format!("(?i){word}")));
+    if let Some(re) = globs_regex(&policy.params.windows_images) {
+        image = format!("c.image.lowerAscii().matches({}) || {image}", cel_str(&re));
+    }
+    let windows_path = cel_str(WINDOWS_PATH);
+    let mut signals = windows_signals(policy, cluster.version_at_least(1, 23));
+    signals.extend([
+        format!(
+            "has(p.metadata) && has(p.metadata.annotations) && {} in p.metadata.annotations",
+            cel_str(crate::decision::rules::hyperv::ISOLATION_ANNOTATION)
+        ),
+        "(has(s.securityContext) && has(s.securityContext.windowsOptions)) || [has(s.initContainers) ? s.initContainers : [], has(s.containers) ? s.containers : [], has(s.ephemeralContainers) ? s.ephemeralContainers : []].exists(l, l.exists(c, has(c.securityContext) && has(c.securityContext.windowsOptions)))".to_owned(),
+        format!(
+            "has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) && v.hostPath.path.matches({windows_path}))"
+        ),
+        format!(
+            "[has(s.initContainers) ? s.initContainers : [], has(s.containers) ? s.containers : [], has(s.ephemeralContainers) ? s.ephemeralContainers : []].exists(l, l.exists(c, has(c.image) && ({image})))"
+        ),
+    ]);
+    out.push((
+        "may-target-windows",
+        format!("[{pod}].exists(p, [p.spec].exists(s, {}))", any_of(signals)),
+    ));
+    out
+}

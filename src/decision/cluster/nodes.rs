@@ -1,0 +1,221 @@
+//! What the cluster's Windows nodes say: the projection of each Node
+//! winadmit keeps, the facts they agree on, and a [`Cluster`](super::Cluster)
+//! narrowed to them.
+
+use super::{Cluster, Observed, Runtime, Source};
+use crate::decision::version::KubeVersion;
+
+/// What winadmit keeps of one Windows node: a small projection of the Node
+/// object (name, the labels scheduling reads, kubelet and runtime versions).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowsNode {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub kubelet_version: Option<KubeVersion>,
+    pub runtime: Option<Runtime>,
+    /// `major.minor` of containerd, when the node runs it.
+    pub containerd_version: Option<KubeVersion>,
+}
+
+impl WindowsNode {
+    /// Reads a Node object (any JSON form of `v1/Node`). `None` for nodes
+    /// that are not labelled `kubernetes.io/os: windows` (or the beta label).
+    #[must_use]
+    pub fn from_object(value: &serde_json::Value) -> Option<Self> {
+        if value.get("kind")?.as_str()? != "Node" {
+            return None;
+        }
+        let labels: std::collections::BTreeMap<String, String> = value
+            .pointer("/metadata/labels")
+            .and_then(serde_json::Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let windows = ["kubernetes.io/os", "beta.kubernetes.io/os"]
+            .iter()
+            .any(|k| labels.get(*k).map(String::as_str) == Some("windows"));
+        if !windows {
+            return None;
+        }
+        let info = |key: &str| {
+            value
+                .pointer(&format!("/status/nodeInfo/{key}"))
+                .and_then(serde_json::Value::as_str)
+        };
+        let (runtime, containerd_version) = info("containerRuntimeVersion")
+            .map(parse_runtime)
+            .unwrap_or_default();
+        Some(Self {
+            name: value
+                .pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            labels,
+            kubelet_version: info("kubeletVersion").and_then(|v| v.parse().ok()),
+            runtime,
+            containerd_version,
+        })
+    }
+
+    /// The node's `node.kubernetes.io/windows-build` label.
+    #[must_use]
+    pub fn build(&self) -> Option<&str> {
+        self.labels
+            .get(crate::decision::windows_builds::WINDOWS_BUILD_LABEL)
+            .map(String::as_str)
+    }
+}
+
+/// `containerd://1.7.22` -> (containerd, 1.7); `docker://20.10.9` -> docker.
+fn parse_runtime(v: &str) -> (Option<Runtime>, Option<KubeVersion>) {
+    let (scheme, version) = v.split_once("://").unwrap_or((v, ""));
+    match scheme {
+        "containerd" => (Some(Runtime::Containerd), version.parse().ok()),
+        "docker" => (Some(Runtime::Docker), None),
+        _ => (None, None),
+    }
+}
+
+/// The cluster's Windows nodes, as learnt from the API server or the input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowsNodes {
+    pub nodes: Vec<WindowsNode>,
+}
+
+impl WindowsNodes {
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The nodes a pod with this node selector may land on (all of them
+    /// when none matches, so that a selector typo does not hide the facts).
+    #[must_use]
+    pub fn selected_by<'n>(&'n self, selector: &[(&str, &str)]) -> Vec<&'n WindowsNode> {
+        let matching: Vec<&WindowsNode> = self
+            .nodes
+            .iter()
+            .filter(|n| {
+                selector
+                    .iter()
+                    .all(|(k, v)| n.labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .collect();
+        if matching.is_empty() {
+            self.nodes.iter().collect()
+        } else {
+            matching
+        }
+    }
+
+    /// The oldest kubelet and the weakest runtime among `nodes` (Docker
+    /// before containerd, then the oldest containerd), each with its node.
+    #[must_use]
+    pub fn observed(nodes: &[&WindowsNode]) -> Observed {
+        let kubernetes_version = nodes
+            .iter()
+            .filter_map(|n| Some((n.kubelet_version?, n)))
+            .min_by_key(|(v, _)| *v)
+            .map(|(v, n)| (v, n.name.clone()));
+        let container_runtime = nodes
+            .iter()
+            .filter_map(|n| Some((n.runtime?, n)))
+            .min_by_key(|(r, n)| (*r == Runtime::Containerd, n.containerd_version))
+            .map(|(r, n)| (r, n.name.clone()));
+        let containerd_version = nodes.iter().filter_map(|n| n.containerd_version).min();
+        Observed {
+            kubernetes_version,
+            container_runtime,
+            containerd_version,
+        }
+    }
+
+    /// Every `node.kubernetes.io/windows-build` value, with a node that has it.
+    #[must_use]
+    pub fn builds(&self) -> std::collections::BTreeMap<&str, &str> {
+        let mut out = std::collections::BTreeMap::new();
+        for n in &self.nodes {
+            if let Some(b) = n.build() {
+                out.entry(b).or_insert(n.name.as_str());
+            }
+        }
+        out
+    }
+}
+
+impl Cluster {
+    /// This cluster with what `observed` says of the nodes (all of them, or
+    /// those a pod may land on) in place of every fact no flag or policy
+    /// stated.
+    #[must_use]
+    pub fn narrowed(&self, observed: &Observed) -> Self {
+        let stated = |s: &Source| matches!(s, Source::Flag | Source::Policy);
+        let mut c = self.clone();
+        if !stated(&c.kubernetes_version_from)
+            && let Some((v, node)) = &observed.kubernetes_version
+        {
+            c.kubernetes_version = *v;
+            c.kubernetes_version_from = Source::Node(node.clone());
+        }
+        if !stated(&c.container_runtime_from)
+            && let Some((r, node)) = &observed.container_runtime
+        {
+            c.container_runtime = *r;
+            c.container_runtime_from = Source::Node(node.clone());
+            c.containerd_version = (*r == Runtime::Containerd).then(|| {
+                observed
+                    .containerd_version
+                    .unwrap_or(KubeVersion::new(1, 7))
+            });
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, build: &str, kubelet: &str, runtime: &str) -> serde_json::Value {
+        serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/os": "windows",
+                "node.kubernetes.io/windows-build": build, "pool": name}},
+            "status": {"nodeInfo": {"kubeletVersion": kubelet, "containerRuntimeVersion": runtime}}})
+    }
+
+    #[test]
+    fn the_oldest_kubelet_and_the_weakest_runtime_decide() {
+        let nodes = WindowsNodes {
+            nodes: vec![
+                WindowsNode::from_object(&node(
+                    "a",
+                    "10.0.20348",
+                    "v1.30.2",
+                    "containerd://1.7.22",
+                ))
+                .unwrap(),
+                WindowsNode::from_object(&node("b", "10.0.17763", "v1.29.1", "docker://20.10.9"))
+                    .unwrap(),
+            ],
+        };
+        let all: Vec<&WindowsNode> = nodes.nodes.iter().collect();
+        let l = WindowsNodes::observed(&all);
+        assert_eq!(
+            l.kubernetes_version,
+            Some((KubeVersion::new(1, 29), "b".into()))
+        );
+        assert_eq!(l.container_runtime, Some((Runtime::Docker, "b".into())));
+        // A pod that selects pool a sees only node a.
+        let a = nodes.selected_by(&[("pool", "a")]);
+        let l = WindowsNodes::observed(&a);
+        assert_eq!(l.container_runtime, Some((Runtime::Containerd, "a".into())));
+        assert_eq!(l.containerd_version, Some(KubeVersion::new(1, 7)));
+        assert_eq!(nodes.builds().len(), 2);
+        let linux = serde_json::json!({"kind": "Node", "metadata": {"name": "l", "labels": {"kubernetes.io/os": "linux"}}});
+        assert!(WindowsNode::from_object(&linux).is_none());
+    }
+}

@@ -1,0 +1,271 @@
+//! The rule catalogue.
+//!
+//! Rule logic lives in code, one rule per file; which rules run, and how
+//! severely, is data (`policies/`). A rule's file holds all of it: its
+//! [`RuleInfo`] (what it checks, why it breaks on Windows, citing the
+//! Kubernetes Windows documentation, an example, the fix, and the
+//! Kubernetes versions in which it applies), its check, and its export as
+//! CEL for `winadmit admission-policy` ([`Rule::export`], written in
+//! [`crate::decision::admission_policy::cel`]), or why it has none. `winadmit
+//! explain`, `winadmit rules` and `docs/rules.md` are rendered from the
+//! info.
+//!
+//! Adding a rule: its file, its line in the `rules!` list below, and
+//! its cases in `tests/fixtures/rules/<ID>/` (see the README there).
+
+use crate::decision::admission_policy::cel::{Export, ExportContext};
+use crate::decision::cluster::Cluster;
+use crate::decision::finding::Severity;
+use crate::decision::version::KubeVersion;
+
+mod context;
+mod findings;
+pub mod params;
+
+pub use context::{
+    ContainerList, ContainerRef, HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext,
+    containers_of,
+};
+pub(crate) use findings::security_field;
+pub use findings::{Reported, RuleFindings, removable_if};
+
+// The ids of the rules that other modules name: they use these, never the
+// id's text.
+pub use apiserver_os_fields::ID as OS_FIELDS;
+pub use gmsa_inline::ID as GMSA_INLINE;
+pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
+pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
+pub use unpinned_image::ID as UNPINNED_IMAGE;
+
+/// Which workloads a rule looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Windows-targeted workloads.
+    Windows,
+    /// Linux-targeted workloads.
+    Linux,
+    /// Every workload (targeting rules themselves).
+    Any,
+}
+
+/// A rule's stable identity and documentation.
+#[derive(Debug)]
+pub struct RuleInfo {
+    /// Stable id, e.g. `WIN-PRIVILEGED`. Never renamed once released.
+    pub id: &'static str,
+    pub title: &'static str,
+    /// The rule's verdict on the target cluster (`None`: silent there),
+    /// before the policy and `--strict`. Follows docs/verdicts.md.
+    pub level: fn(&Cluster) -> Option<Severity>,
+    /// An ignored security setting: the workload asks for a security
+    /// property or capability Windows silently does not give (docs/verdicts.md,
+    /// "Security settings Windows ignores"). `--strict` raises such a
+    /// warning to an error.
+    pub intent_lost: bool,
+    pub scope: Scope,
+    /// What the rule checks.
+    pub what: &'static str,
+    /// Why it breaks on Windows.
+    pub why: &'static str,
+    /// Where the Kubernetes Windows documentation says so.
+    pub source: &'static str,
+    pub doc_url: &'static str,
+    /// How to fix it by hand.
+    pub fix: &'static str,
+    /// A minimal manifest excerpt that triggers the rule.
+    pub example: &'static str,
+    /// First Kubernetes version the rule applies to (inclusive).
+    pub since: Option<KubeVersion>,
+    /// First Kubernetes version the rule no longer applies to.
+    pub until: Option<KubeVersion>,
+}
+
+impl RuleInfo {
+    #[must_use]
+    pub fn applies_to(&self, v: KubeVersion) -> bool {
+        self.since.is_none_or(|s| v >= s) && self.until.is_none_or(|u| v < u)
+    }
+
+    /// The rule's verdict on `cluster` when no policy overrides it: its
+    /// level there, raised to an error under the strict stance when the
+    /// rule is "intent lost".
+    #[must_use]
+    pub fn default_level(&self, cluster: &Cluster) -> Option<Severity> {
+        if !self.applies_to(cluster.kubernetes_version) {
+            return None;
+        }
+        match (self.level)(cluster) {
+            Some(Severity::Warning) if self.intent_lost && cluster.is_strict() => {
+                Some(Severity::Error)
+            }
+            other => other,
+        }
+    }
+}
+
+/// The usual rule levels, for [`RuleInfo::level`].
+pub mod level {
+    use crate::decision::cluster::Cluster;
+    use crate::decision::finding::Severity;
+
+    #[must_use]
+    pub fn error(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Error)
+    }
+    #[must_use]
+    pub fn warning(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Warning)
+    }
+    #[must_use]
+    pub fn info(_: &Cluster) -> Option<Severity> {
+        Some(Severity::Info)
+    }
+    /// Off unless a policy turns the rule on.
+    #[must_use]
+    pub fn off(_: &Cluster) -> Option<Severity> {
+        None
+    }
+    /// An error on Docker nodes (Kubernetes 1.23 and earlier), a warning on containerd.
+    #[must_use]
+    pub fn error_on_docker(c: &Cluster) -> Option<Severity> {
+        Some(if c.is_docker() {
+            Severity::Error
+        } else {
+            Severity::Warning
+        })
+    }
+}
+
+/// A rule: its documentation, its check, and its export as CEL.
+pub struct Rule {
+    pub info: RuleInfo,
+    pub check: fn(&RuleContext<'_, '_, '_>, &mut RuleFindings),
+    /// The rule as CEL at a target, for `winadmit admission-policy`
+    /// ([`crate::decision::admission_policy`]): the places it looks at and the
+    /// condition that makes each a finding, mirroring `check`; or
+    /// [`Export::Gap`] and why it is not exported (`|_| Export::Gap("...")`).
+    pub export: fn(&ExportContext<'_>) -> Export,
+}
+
+/// Declares each rule module once, with its rules in evaluation order:
+/// `module: RULE, ...;` becomes `mod module;` and the entries of [`ALL`].
+macro_rules! rules {
+    ($($vis:vis $module:ident: $($rule:ident),+;)+) => {
+        $($vis mod $module;)+
+
+        /// Every rule, in evaluation order. The API server mirror runs last
+        /// (it reports a field whatever other rule reports it too).
+        pub static ALL: &[&Rule] = &[$($(&$module::$rule,)+)+];
+    };
+}
+
+rules! {
+    affinity_conflict: RULE;
+    os_spec: RULE;
+    unpinned_image: RULE;
+    image_windows_only: WINDOWS_ONLY;
+    image_arch: RULE;
+    linux_windows_options: RULE, IGNORED;
+    privileged: RULE;
+    run_as: RUN_AS_USER, RUN_AS_GROUP;
+    host_network: RULE;
+    host_namespaces: HOST_PID, HOST_IPC, SHARE_PROCESS_NAMESPACE;
+    subpath: RULE;
+    emptydir_memory: RULE;
+    selinux: RULE;
+    seccomp: RULE;
+    apparmor: RULE;
+    capabilities: RULE;
+    allow_privilege_escalation: RULE;
+    proc_mount: RULE;
+    readonly_rootfs: RULE;
+    supplemental_groups: RULE;
+    sysctls: RULE;
+    fs_group: FS_GROUP, FS_GROUP_CHANGE_POLICY;
+    volume_devices: RULE;
+    pod_resources: RULE;
+    hugepages: RULE;
+    mount_propagation: RULE;
+    dns_hostnet: RULE;
+    nfs: RULE;
+    hostprocess: RULE;
+    hostprocess_advice: REDUNDANT, USER, NON_ROOT;
+    windows_options_format: RULE;
+    gmsa_not_found: RULE;
+    gmsa_no_credspec: RULE;
+    gmsa_not_authorized: RULE;
+    gmsa_authz_unknown: RULE;
+    gmsa_contents_without_name: RULE;
+    gmsa_contents_mismatch: RULE;
+    gmsa_inline: RULE;
+    gmsa_update: RULE;
+    nonroot_admin: RULE;
+    pub hyperv: RULE;
+    termination_message: RULE;
+    default_mode: RULE;
+    mixed_os: RULE;
+    linux_image: LISTED, TAG_WORD;
+    image_facts_unknown: RULE;
+    pub windows_build: MIXED, NODE_MISMATCH, NO_NODE;
+    hyperv_annotation: RULE;
+    pub windows_taint: MISSING, LINUX_TOLERATES;
+    memory_limits: RULE;
+    host_path_os: LINUX_PATH, LINUX_DEVICE, WINDOWS_PATH;
+    secret_volume: RULE;
+    dns_searches: RULE;
+    pub service_affinity: RULE;
+    api_refused: RULE;
+    apiserver_os_fields: RULE;
+}
+
+/// Advice rules that `policies/default.yaml` turns off (enable them in a
+/// policy file); every other rule is on in the default policy.
+pub const OFF_BY_DEFAULT: &[&str] = &["WIN-SECRET-VOLUME"];
+
+/// Looks a rule up by id.
+#[must_use]
+pub fn find(id: &str) -> Option<&'static Rule> {
+    ALL.iter().copied().find(|r| r.info.id == id)
+}
+
+/// The base URL rules link to.
+pub const WINDOWS_DOCS: &str =
+    "https://kubernetes.io/docs/concepts/windows/intro/#compatibility-v1-pod";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let mut seen = HashSet::new();
+        for r in ALL {
+            assert!(seen.insert(r.info.id), "duplicate rule id {}", r.info.id);
+            assert!(r.info.id.starts_with("WIN-"), "{}", r.info.id);
+            assert!(
+                r.info
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-'),
+                "{}",
+                r.info.id
+            );
+            for text in [
+                r.info.title,
+                r.info.what,
+                r.info.why,
+                r.info.source,
+                r.info.fix,
+                r.info.example,
+            ] {
+                assert!(
+                    !text.trim().is_empty(),
+                    "{} has an empty doc field",
+                    r.info.id
+                );
+            }
+            assert!(r.info.doc_url.starts_with("https://"), "{}", r.info.id);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! WIN-TAINT-TOLERATION and WIN-LINUX-TOLERATES-WINDOWS: the policy's
+//! Windows node taint (`params.windowsTaint`).
+
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
+use crate::decision::finding::{Fix, FixKind};
+use crate::decision::tolerations::{Taint, Tolerates, tolerates};
+
+pub static MISSING: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-TAINT-TOLERATION",
+        title: "Windows workload does not tolerate the Windows node taint",
+        level: super::level::warning,
+        intent_lost: false,
+        scope: Scope::Windows,
+        what: "When the policy declares the taint of the cluster's Windows nodes (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`; unset by default, and then the rule is silent), a Windows-targeted workload with no toleration for it.",
+        why: "Tainting Windows nodes keeps workloads that do not select an OS off them. A Windows workload that does not tolerate the taint cannot be scheduled anywhere: Pending forever.",
+        source: "Layer: the scheduler, every Kubernetes version: a pod without the toleration is never placed on the tainted Windows nodes (Pending, FailedScheduling); a warning, as the taint is the policy's `params.windowsTaint` or the nodes'. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': taint Windows nodes (e.g. os=windows:NoSchedule) and give Windows pods a matching toleration.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Add the toleration, e.g. `tolerations: [{key: os, operator: Equal, value: windows, effect: NoSchedule}]`. The mutating webhook adds it when `mutation.tolerateWindowsTaint` is true (the default).",
+        example: "# policy: params: {windowsTaint: {key: os, value: windows, effect: NoSchedule}}\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: iis\n    image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+        since: None,
+        until: None,
+    },
+    check: check_missing,
+    export: export_missing,
+};
+
+pub static LINUX_TOLERATES: Rule = Rule {
+    info: RuleInfo {
+        id: "WIN-LINUX-TOLERATES-WINDOWS",
+        title: "Non-Windows workload tolerates the Windows node taint",
+        level: super::level::warning,
+        intent_lost: false,
+        scope: Scope::Any,
+        what: "When the policy declares the Windows node taint (`params.windowsTaint`), a workload that does not target Windows but tolerates that taint by its key. A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
+        why: "The taint is what keeps OS-unaware pods off Windows nodes. A workload that tolerates it and does not pin Linux can land on a Windows node and fail to start; one pinned to Linux gains nothing from the toleration and copies of it spread the mistake.",
+        source: "Layer: the scheduler, every Kubernetes version: a Linux pod that tolerates the taint and selects no OS may be placed on a Windows node, where it cannot run. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': the taint keeps Linux pods off Windows nodes unless they tolerate it; Linux pods should select kubernetes.io/os: linux.",
+        doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
+        fix: "Remove the toleration of the Windows taint, and select Linux nodes with `nodeSelector: {kubernetes.io/os: linux}`.",
+        example: "# policy: params: {windowsTaint: {key: os, value: windows, effect: NoSchedule}}\nspec:\n  tolerations:\n  - key: os\n    operator: Equal\n    value: windows\n    effect: NoSchedule\n  containers:\n  - name: web\n    image: nginx:1.27",
+        since: None,
+        until: None,
+    },
+    check: check_linux,
+    export: |_| {
+        Export::Gap(
+            "judges the tolerations of workloads that do not target Windows against params.windowsTaint; not exported in this version",
+        )
+    },
+};
+
+fn best(cx: &RuleContext<'_, '_, '_>, taint: &Taint) -> Tolerates {
+    let mut best = Tolerates::No;
+    for t in cx.spec.tolerations.iter().flatten() {
+        match tolerates(t, taint) {
+            Tolerates::ByKey => return Tolerates::ByKey,
+            Tolerates::Wildcard => best = Tolerates::Wildcard,
+            Tolerates::No => {}
+        }
+    }
+    best
+}
+
+fn describe(taint: &Taint) -> String {
+    match &taint.value {
+        Some(v) => format!("{}={v}:{}", taint.key, taint.effect),
+        None => format!("{}:{}", taint.key, taint.effect),
+    }
+}
+
+fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
+    let Some(taint) = &cx.params.windows_taint else {
+        return;
+    };
+    if best(cx, taint) != Tolerates::No {
+        return;
+    }
+    let path = cx.spec_field(&["tolerations"]);
+    let op = match &cx.spec.tolerations {
+        Some(_) => crate::decision::finding::append_op(&path, taint.toleration()),
+        None => crate::decision::finding::add_op(
+            &path,
+            serde_json::Value::Array(vec![taint.toleration()]),
+        ),
+    };
+    let fix = Fix {
+        kind: FixKind::Scheduling,
+        description: format!("tolerate the Windows node taint {}", describe(taint)),
+        ops: vec![op],
+    };
+    out.report_with_fix(
+        path,
+        format!(
+            "no toleration for the Windows node taint {}: the pod cannot be scheduled onto Windows nodes",
+            describe(taint)
+        ),
+        fix,
+    );
+}
+
+fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
+    let Some(taint) = &cx.params.windows_taint else {
+        return;
+    };
+    if cx.target.is_windows() {
+        return;
+    }
+    let pinned = cx.target.is_linux();
+    for (i, t) in cx.spec.tolerations.iter().flatten().enumerate() {
+        let how = tolerates(t, taint);
+        let message = match (how, pinned) {
+            (Tolerates::ByKey, true) => format!(
+                "tolerates the Windows node taint {} on a Linux workload; the toleration has no use here, remove it",
+                describe(taint)
+            ),
+            (Tolerates::ByKey, false) => format!(
+                "tolerates the Windows node taint {} and nothing pins the pod to Linux: it may be scheduled onto a Windows node",
+                describe(taint)
+            ),
+            (Tolerates::Wildcard, false) => format!(
+                "tolerates every taint, including the Windows node taint {}, and nothing pins the pod to Linux: it may be scheduled onto a Windows node",
+                describe(taint)
+            ),
+            _ => continue,
+        };
+        out.report(cx.spec_field(&["tolerations"]).index(i), message);
+    }
+}
+
+/// WIN-TAINT-TOLERATION as CEL, for `winadmit admission-policy`.
+fn export_missing(cx: &ExportContext<'_>) -> Export {
+    let Some(taint) = &cx.policy.params.windows_taint else {
+        return Export::Gap(
+            "needs the Windows node taint: set params.windowsTaint (the webhook learns it from the nodes)",
+        );
+    };
+    let (key, value, effect) = (
+        cel_str(&taint.key),
+        cel_str(taint.value.as_deref().unwrap_or_default()),
+        cel_str(&taint.effect),
+    );
+    let tolerates = format!(
+        "(!has(t.effect) || t.effect == '' || t.effect == {effect}) && (((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists') || (has(t.key) && t.key == {key} && ((has(t.operator) && t.operator == 'Exists') || ((!has(t.operator) || t.operator in ['Equal', '']) && (has(t.value) ? t.value : '') == {value}))))"
+    );
+    Export::cel(
+        vec![Probe::new(
+            ProbeScope::Pod,
+            format!(
+                "!(has(variables.spec.tolerations) && variables.spec.tolerations.exists(t, {tolerates}))"
+            ),
+            &["tolerations"],
+        )],
+        "no toleration for the Windows node taint: the pod cannot be scheduled onto Windows nodes",
+    )
+}

@@ -1,0 +1,99 @@
+//! `winadmit lint`: files and directories in, verdicts out, exit code for CI.
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use crate::decision::engine::Context;
+use crate::decision::finding::Severity;
+use crate::decision::images::KnownImages;
+use crate::entry::cli::{LintArgs, LintFormat};
+use crate::entry::lint;
+use crate::render::{json, junit, sarif, text};
+
+/// # Errors
+/// The policy cannot be loaded (exit 2, naming the file and key).
+pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+    let LintArgs {
+        paths,
+        policy,
+        format,
+        fail_on,
+        fix,
+        image_facts,
+        registry,
+        registry_args,
+        color,
+    } = args;
+    let (pol, cluster) = super::load_policy(&policy)?;
+    let images = super::load_image_facts(image_facts.as_deref())?;
+    let resolver = if registry {
+        Some(crate::input::registry::Resolver::new(
+            &registry_args.options()?,
+        )?)
+    } else {
+        None
+    };
+    if paths.iter().any(|p| p.as_os_str() == "-") && std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
+        );
+    }
+    let resolve = |wanted: &BTreeSet<String>| match &resolver {
+        Some(resolver) => super::images::block_on(resolver.resolve_all(wanted)),
+        None => Ok(KnownImages::default()),
+    };
+    let cx = Context {
+        cluster,
+        images: images.as_ref(),
+        ..Context::default()
+    };
+    let options = lint::Options {
+        // Findings are held compactly until the whole input is read; only
+        // the JSON output shows their patches.
+        patches: matches!(format, LintFormat::Json),
+        fix,
+        threads: thread_cap(),
+        resolve_images: resolver
+            .is_some()
+            .then_some(&resolve as &lint::ResolveImages<'_>),
+    };
+    let lint::Linted { report, not_fixed } = lint::run(&paths, &pol, &cx, &options)?;
+    for s in not_fixed {
+        eprintln!("winadmit: not fixed automatically: {s}");
+    }
+
+    let use_color = super::use_color(color, std::io::stdout().is_terminal());
+    // Written as it is rendered: no second copy of a large report. A closed
+    // pipe ends the process quietly (super::Stdout).
+    let mut out = std::io::BufWriter::new(super::Stdout::new());
+    let written = match format {
+        LintFormat::Text => text::write(&report, use_color, &mut out),
+        LintFormat::Json => json::write(&report, &mut out),
+        LintFormat::Sarif => {
+            sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
+        }
+        LintFormat::Junit => junit::write(&report, &mut out),
+    };
+    written.context("writing the report to stdout")?;
+    out.flush().ok();
+
+    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+    Ok(super::exit_code(
+        fail_on,
+        count(Severity::Error),
+        count(Severity::Warning),
+        !report.input_errors.is_empty(),
+    ))
+}
+
+/// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in
+/// order, and no parser thread either).
+fn thread_cap() -> Option<usize> {
+    std::env::var("WINADMIT_LINT_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| *t > 0)
+}

@@ -1,0 +1,86 @@
+//! `winadmit manifests`: the committed `kubectl kustomize` render of an
+//! overlay (`manifests/rendered/`), with the certificates, namespace, image
+//! and caBundle filled in.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::EXIT_CLEAN;
+use crate::entry::cli::{ManifestsArgs, Overlay};
+use crate::entry::manifests::{self, Certs, Customization, Render};
+
+/// # Errors
+/// Unreadable files, a missing `--certs` for the self-signed overlay, or
+/// options that do not fit the overlay (exit 2).
+pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
+    let ManifestsArgs {
+        overlay,
+        ca_bundle,
+        certs,
+        namespace,
+        image,
+    } = args;
+    let render = match overlay {
+        Overlay::Base => Render::Base,
+        Overlay::CertManager => Render::CertManager,
+        Overlay::SelfSigned => Render::SelfSigned,
+        Overlay::Audit => Render::Audit,
+        Overlay::NoMatchConditions => Render::NoMatchConditions,
+        Overlay::CustomResources => Render::CustomResources,
+        Overlay::AdmissionPolicy => Render::AdmissionPolicy,
+        Overlay::Gmsa => Render::Gmsa,
+        Overlay::OneCall => Render::OneCall,
+    };
+    // Only the self-signed overlay holds the certificates.
+    let certs = match (&certs, render) {
+        (Some(dir), Render::SelfSigned) => Some(read_certs(dir)?),
+        _ => None,
+    };
+    let ca_pem = ca_bundle
+        .as_ref()
+        .map(|p| std::fs::read(p).with_context(|| format!("reading --ca-bundle {}", p.display())))
+        .transpose()?;
+    if render == Render::Base && ca_pem.is_none() {
+        eprintln!(
+            "winadmit: note: the base install has no caBundle and no TLS Secret; pass --ca-bundle FILE and create the Secret winadmit-tls, or use --overlay cert-manager or self-signed"
+        );
+    }
+    let objects = manifests::customize(
+        render,
+        &Customization {
+            certs: certs.as_ref(),
+            namespace: namespace.as_deref(),
+            image: image.as_deref(),
+            ca_bundle: ca_pem.as_deref(),
+        },
+    )?;
+
+    let yaml = manifests::to_yaml(&objects).context("serializing the manifests")?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(yaml.as_bytes())
+        .context("writing the manifests to stdout")?;
+    Ok(ExitCode::from(EXIT_CLEAN))
+}
+
+/// `ca.crt`, `tls.crt` and `tls.key` from the output directory of `winadmit certs`.
+fn read_certs(dir: &Path) -> anyhow::Result<Certs> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path).with_context(|| {
+            format!(
+                "--certs: cannot read {}; run `winadmit certs --out {}` first",
+                path.display(),
+                dir.display()
+            )
+        })
+    };
+    Ok(Certs {
+        ca_crt: read("ca.crt")?,
+        tls_crt: read("tls.crt")?,
+        tls_key: read("tls.key")?,
+    })
+}

@@ -1,0 +1,391 @@
+//! `serve --registry`: the image facts of one review, from a bounded cache
+//! in front of the registry resolver ([`crate::input::registry`]), resolved before
+//! the decision, which stays pure.
+//!
+//! - **Per-review deadline** (`--registry-review-timeout`, default 2 s,
+//!   well under the webhook's `timeoutSeconds: 5`): a review waits at most
+//!   this long for all its images together. An image not known by then is
+//!   unknown for this review (WIN-IMAGE-FACTS-UNKNOWN says so, and the
+//!   image is judged by its name); its lookup goes on in the background,
+//!   within `--registry-timeout`, and fills the cache for the next review.
+//! - **Bounded cache** (at most `--registry-cache-entries`): an image
+//!   pinned by digest is kept until evicted for room (what a digest names
+//!   never changes); an image by tag for `--registry-tag-ttl`; a failed
+//!   lookup for `--registry-negative-ttl`.
+//! - **Single flight**: reviews that need the same uncached image share one
+//!   lookup.
+//! - **Per-registry cap** (`--registry-concurrency`): lookups to one
+//!   registry at once; more wait in line, within their own deadline.
+//! - Health checks, metrics and reviews that name no uncached image never
+//!   wait on a registry: only a review waits, and only for its own images.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use crate::decision::images::{KnownImages, Lookup};
+use crate::decision::policy::Policy;
+use crate::input::registry::{Resolver, registry_of};
+
+mod metrics;
+mod pull_secrets;
+
+pub use metrics::RegistryMetrics;
+use pull_secrets::{MAX_PULL_SECRETS, PullSecrets};
+
+/// How the webhook uses registries (`serve --registry`).
+#[derive(Debug, Clone, Copy)]
+pub struct CacheOptions {
+    /// A review waits at most this long for its images' facts.
+    pub review_deadline: Duration,
+    /// How long facts looked up by tag are kept.
+    pub tag_ttl: Duration,
+    /// How long a failed lookup is kept (not asked again).
+    pub negative_ttl: Duration,
+    /// Images kept at most.
+    pub max_entries: u64,
+    /// Lookups to one registry at once.
+    pub per_registry: usize,
+    /// The deadline of one lookup (`--registry-timeout`): also how long a
+    /// lookup may wait for its registry's turn.
+    pub lookup_deadline: Duration,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        Self {
+            review_deadline: Duration::from_secs(2),
+            tag_ttl: Duration::from_secs(300),
+            negative_ttl: Duration::from_secs(10),
+            max_entries: 10_000,
+            per_registry: 4,
+            lookup_deadline: crate::input::registry::DEFAULT_DEADLINE,
+        }
+    }
+}
+
+/// Per-registry lanes kept at most; idle ones are forgotten past it.
+const MAX_LANES: usize = 1024;
+
+/// Keeps pinned facts until evicted, tags for the TTL, failures briefly.
+struct Expire {
+    tag_ttl: Duration,
+    negative_ttl: Duration,
+}
+
+impl moka::Expiry<String, Lookup> for Expire {
+    fn expire_after_create(
+        &self,
+        image: &String,
+        value: &Lookup,
+        _created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        match value {
+            Lookup::Unknown(_) => Some(self.negative_ttl),
+            Lookup::Known(_) if image.contains('@') => None,
+            Lookup::Known(_) => Some(self.tag_ttl),
+        }
+    }
+}
+
+/// The image facts of reviews, cached.
+pub struct ImageFactsCache {
+    inner: Arc<Inner>,
+    review_deadline: Duration,
+}
+
+impl std::fmt::Debug for ImageFactsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageFactsCache")
+            .field("review_deadline", &self.review_deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    resolver: Resolver,
+    /// Keyed by the image, or for a lookup made with a pod's own
+    /// `imagePullSecrets` by the image and those credentials' identity
+    /// ([`cache_key`]).
+    cache: moka::future::Cache<String, Lookup>,
+    lanes: Mutex<HashMap<String, Arc<Semaphore>>>,
+    per_registry: usize,
+    lookup_deadline: Duration,
+    metrics: RegistryMetrics,
+    /// `--registry-pull-secrets`: set once the Kubernetes client exists.
+    pull_secrets: std::sync::OnceLock<PullSecrets>,
+}
+
+/// The cache key of `image` looked up with credentials of `identity`
+/// (none: the server's own credentials, shared by every review). Facts a
+/// namespace's Secret gave are only found by a review holding the same
+/// credentials, never by one without them.
+fn cache_key(image: &str, identity: Option<u64>) -> String {
+    match identity {
+        Some(id) => format!("{image}\n{id:016x}"),
+        None => image.to_owned(),
+    }
+}
+
+/// What is read of a review: the object and its namespace, to find its
+/// images and the Secrets it pulls them with.
+#[derive(Deserialize)]
+struct ReviewHead {
+    request: Option<RequestHead>,
+}
+
+#[derive(Deserialize)]
+struct RequestHead {
+    object: Option<serde_json::Value>,
+    namespace: Option<String>,
+}
+
+/// The images of a review, and what `--registry-pull-secrets` needs.
+struct Wanted {
+    images: BTreeSet<String>,
+    namespace: Option<String>,
+    pull_secrets: Vec<String>,
+}
+
+impl ImageFactsCache {
+    #[must_use]
+    pub fn new(resolver: Resolver, options: CacheOptions, metrics: RegistryMetrics) -> Self {
+        let cache = moka::future::Cache::builder()
+            .max_capacity(options.max_entries.max(1))
+            .expire_after(Expire {
+                tag_ttl: options.tag_ttl,
+                negative_ttl: options.negative_ttl,
+            })
+            .build();
+        Self {
+            inner: Arc::new(Inner {
+                resolver,
+                cache,
+                lanes: Mutex::new(HashMap::new()),
+                per_registry: options.per_registry.max(1),
+                lookup_deadline: options.lookup_deadline,
+                metrics,
+                pull_secrets: std::sync::OnceLock::new(),
+            }),
+            review_deadline: options.review_deadline,
+        }
+    }
+
+    /// `--registry-pull-secrets`: from now on, a pod's images are looked
+    /// up with the credentials of the Secrets its `imagePullSecrets`
+    /// names, read with `client` in the pod's namespace.
+    pub fn use_pull_secrets(&self, client: kube::Client) {
+        let _ = self.inner.pull_secrets.set(PullSecrets::new(client));
+    }
+
+    /// The facts of the images of one review body, within the review
+    /// deadline; `None` when the body names no workload with images.
+    pub async fn facts(&self, policy: &Policy, body: &[u8]) -> Option<KnownImages> {
+        let wanted = wanted_of(policy, body)?;
+        let deadline = tokio::time::Instant::now() + self.review_deadline;
+        let credentials = match (&wanted.namespace, self.inner.pull_secrets.get()) {
+            (Some(ns), Some(pull)) if !wanted.pull_secrets.is_empty() => {
+                Some(pull.credentials(ns, &wanted.pull_secrets, deadline).await)
+            }
+            _ => None,
+        };
+        Some(
+            self.lookup_all(wanted.images, credentials.as_ref(), deadline)
+                .await,
+        )
+    }
+
+    /// The facts of `images`, within the review deadline (`POST /report`
+    /// asks for all the images of its body at once, with the server's own
+    /// credentials).
+    pub async fn facts_of(&self, images: BTreeSet<String>) -> KnownImages {
+        let deadline = tokio::time::Instant::now() + self.review_deadline;
+        self.lookup_all(images, None, deadline).await
+    }
+
+    /// The facts of `images` by `deadline`; with `credentials` (a pod's
+    /// pull secrets) for the registries they name.
+    async fn lookup_all(
+        &self,
+        images: BTreeSet<String>,
+        credentials: Option<&crate::input::registry::Credentials>,
+        deadline: tokio::time::Instant,
+    ) -> KnownImages {
+        let mut known = KnownImages::default();
+        let mut pending = Vec::new();
+        for image in images {
+            let registry = registry_of(&image);
+            // The pod's own credentials for this image's registry, if any:
+            // their own cache entry and resolver.
+            let own = match (credentials, &registry, self.inner.pull_secrets.get()) {
+                (Some(c), Some(r), Some(pull)) => {
+                    c.only(r).map(|c| pull.resolver(&self.inner.resolver, c))
+                }
+                _ => None,
+            };
+            let key = cache_key(&image, own.as_ref().map(|(id, _)| *id));
+            if let Some(hit) = self.inner.cache.get(&key).await {
+                if let Some(r) = &registry {
+                    self.inner
+                        .metrics
+                        .hits
+                        .get_or_create(&self.inner.metrics.label(r))
+                        .inc();
+                }
+                known.insert(image, hit);
+                continue;
+            }
+            let Some(registry) = registry else {
+                // Not a reference: nothing to ask (the resolver says why).
+                let lookup = self.inner.resolver.lookup(&image).await;
+                known.insert(image, lookup);
+                continue;
+            };
+            // The lookup runs on its own task: past this review's deadline
+            // it goes on, and fills the cache for the next review.
+            let inner = Arc::clone(&self.inner);
+            let task = {
+                let image = image.clone();
+                let registry = registry.clone();
+                let resolver = own.map(|(_, r)| r);
+                tokio::spawn(async move { inner.lookup(key, image, &registry, resolver).await })
+            };
+            pending.push((image, registry, task));
+        }
+        let waits = pending.into_iter().map(|(image, registry, task)| async move {
+            match tokio::time::timeout_at(deadline, task).await {
+                Ok(Ok(lookup)) => (image, lookup),
+                Ok(Err(e)) => (image, Lookup::Unknown(format!("registry {registry}: lookup failed: {e}"))),
+                Err(_) => {
+                    self.inner
+                        .metrics
+                        .review_deadlines
+                        .get_or_create(&self.inner.metrics.label(&registry))
+                        .inc();
+                    let why = format!(
+                        "registry {registry}: no answer within {}s (--registry-review-timeout); the lookup goes on for later reviews",
+                        self.review_deadline.as_secs_f64()
+                    );
+                    tracing::warn!(image, registry, "registry: facts unknown: {why}");
+                    (image, Lookup::Unknown(why))
+                }
+            }
+        });
+        for (image, lookup) in futures::future::join_all(waits).await {
+            known.insert(image, lookup);
+        }
+        known
+    }
+}
+
+impl Inner {
+    /// The facts of `image` from the cache, from a lookup in flight for
+    /// another review, or from a lookup of its own.
+    async fn lookup(
+        &self,
+        key: String,
+        image: String,
+        registry: &str,
+        resolver: Option<Arc<Resolver>>,
+    ) -> Lookup {
+        let resolver = resolver.as_deref().unwrap_or(&self.resolver);
+        let entry = self
+            .cache
+            .entry(key)
+            .or_try_insert_with(self.ask(resolver, &image, registry))
+            .await;
+        match entry {
+            Ok(entry) => {
+                if !entry.is_fresh() {
+                    self.metrics
+                        .shared
+                        .get_or_create(&self.metrics.label(registry))
+                        .inc();
+                }
+                entry.into_value()
+            }
+            // Not kept: the next review asks again.
+            Err(why) => Lookup::Unknown((*why).clone()),
+        }
+    }
+
+    /// Asks the registry, once a lane to it is free. `Err` for an answer
+    /// not to keep (no lane free within the lookup deadline).
+    async fn ask(
+        &self,
+        resolver: &Resolver,
+        image: &str,
+        registry: &str,
+    ) -> Result<Lookup, String> {
+        let lane = self.lane(registry);
+        let Ok(Ok(_permit)) = tokio::time::timeout(self.lookup_deadline, lane.acquire()).await
+        else {
+            return Err(format!(
+                "registry {registry}: {} lookups already in flight for {}s (--registry-concurrency)",
+                self.per_registry,
+                self.lookup_deadline.as_secs_f64()
+            ));
+        };
+        let label = self.metrics.label(registry);
+        self.metrics.lookups.get_or_create(&label).inc();
+        let start = Instant::now();
+        let lookup = resolver.lookup(image).await;
+        self.metrics
+            .latency
+            .get_or_create(&label)
+            .observe(start.elapsed().as_secs_f64());
+        if let Lookup::Unknown(why) = &lookup {
+            self.metrics.failures.get_or_create(&label).inc();
+            tracing::warn!(image, registry, "registry: facts unknown: {why}");
+        }
+        Ok(lookup)
+    }
+
+    /// The lane (lookups at once) of `registry`.
+    fn lane(&self, registry: &str) -> Arc<Semaphore> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        if !lanes.contains_key(registry) && lanes.len() >= MAX_LANES {
+            let per = self.per_registry;
+            lanes.retain(|_, s| s.available_permits() < per);
+        }
+        Arc::clone(
+            lanes
+                .entry(registry.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.per_registry))),
+        )
+    }
+}
+
+/// The images of the workload in a review body (every container list),
+/// its namespace and its `imagePullSecrets`, or `None` when it names no
+/// image.
+fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
+    if !body.windows(b"\"image\"".len()).any(|w| w == b"\"image\"") {
+        return None;
+    }
+    let head: ReviewHead = serde_json::from_slice(body).ok()?;
+    let request = head.request?;
+    let object = request.object?;
+    let mut images = BTreeSet::new();
+    crate::decision::images::workload_images(policy, &object, &mut images);
+    if images.is_empty() {
+        return None;
+    }
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .or(request.namespace)
+        .filter(|n| !n.is_empty());
+    Some(Wanted {
+        images,
+        namespace,
+        pull_secrets: crate::decision::images::pull_secret_names(policy, &object)
+            .into_iter()
+            .take(MAX_PULL_SECRETS)
+            .collect(),
+    })
+}

@@ -1,0 +1,513 @@
+//! Looks images up in their registries: each reference's digest and the
+//! platforms it publishes, from its image index, or from a single
+//! manifest's config. The client is `oci-client` (the OCI distribution
+//! protocol, with Docker Hub's token flow); the configuration types are
+//! `oci-spec`'s.
+//!
+//! A door resolves the images it is about to judge, then passes the
+//! [`KnownImages`] to the decision: the decision itself never waits on a
+//! registry. Fail-open: a lookup that fails or passes its deadline is an
+//! [`Lookup::Unknown`] with the reason, never an error of the command.
+//!
+//! The credentials lookups use, by registry host, are in `credentials`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use oci_client::manifest::OciManifest;
+use oci_client::{Client, Reference};
+
+use crate::decision::images::{ImageFacts, KnownImages, Lookup, Platform};
+
+mod credentials;
+
+pub use credentials::Credentials;
+
+/// The default deadline of one lookup.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
+/// Lookups in flight at once.
+pub const CONCURRENT_LOOKUPS: usize = 8;
+/// The largest image config read (a config is a few kilobytes).
+const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// How to reach registries.
+#[derive(Debug, Clone, Default)]
+pub struct RegistryOptions {
+    /// Registries (`host[:port]` as images name them) reached over plain
+    /// HTTP. Every other registry is reached over HTTPS.
+    pub insecure: Vec<String>,
+    /// A Docker `config.json` (`auths`): credentials per registry.
+    /// Registries it does not name are accessed anonymously.
+    pub config: Option<PathBuf>,
+    /// PEM files of CAs to trust besides the system's.
+    pub ca_files: Vec<PathBuf>,
+    /// The deadline of one lookup (connection, token, manifest and config).
+    pub deadline: Option<Duration>,
+    /// Mirrors asked first, in order, for the images of a registry.
+    pub mirrors: Vec<Mirror>,
+}
+
+/// A registry mirror (`--registry-mirror HOST=MIRROR`), as containerd's
+/// `hosts.toml` configures one: the images of `upstream` are looked up at
+/// `host` (under `prefix`, when given) first, and at `upstream` when the
+/// mirror fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    /// The registry mirrored, as [`Reference::resolve_registry`] names it
+    /// (`index.docker.io` for Docker Hub).
+    pub upstream: String,
+    /// `host[:port]` of the mirror.
+    pub host: String,
+    /// A path the mirror serves the upstream's repositories under
+    /// (`dockerhub` in `harbor.example/dockerhub`).
+    pub prefix: Option<String>,
+    /// Reached over plain HTTP (`http://` in the flag).
+    pub plain_http: bool,
+}
+
+impl std::str::FromStr for Mirror {
+    type Err = String;
+
+    /// `docker.io=mirror.example:5000`, `registry.example=harbor.example/proxy`,
+    /// `registry.example=http://10.0.0.5:5000`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let expected = "expected HOST=MIRROR, e.g. docker.io=mirror.example:5000 or registry.example=http://10.0.0.5:5000/cache";
+        let (upstream, mirror) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: {expected}"))?;
+        let upstream = upstream.trim();
+        let (plain_http, rest) = match mirror.trim() {
+            m if m.starts_with("http://") => (true, &m["http://".len()..]),
+            m if m.starts_with("https://") => (false, &m["https://".len()..]),
+            m => (false, m),
+        };
+        let (host, prefix) = match rest.split_once('/') {
+            Some((host, prefix)) => (host, Some(prefix.trim_matches('/'))),
+            None => (rest, None),
+        };
+        let valid = |h: &str| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+        };
+        if !valid(upstream) || !valid(host) {
+            return Err(format!("{text:?}: {expected}"));
+        }
+        let upstream = if is_docker_hub(upstream) {
+            "index.docker.io".to_owned()
+        } else {
+            upstream.to_owned()
+        };
+        Ok(Self {
+            upstream,
+            host: host.to_owned(),
+            prefix: prefix.filter(|p| !p.is_empty()).map(str::to_owned),
+            plain_http,
+        })
+    }
+}
+
+impl Mirror {
+    /// The reference of `image` at this mirror: the same repository (under
+    /// the prefix), tag and digest.
+    fn reference(&self, image: &Reference) -> Reference {
+        let repository = match &self.prefix {
+            Some(p) => format!("{p}/{}", image.repository()),
+            None => image.repository().to_owned(),
+        };
+        match (image.tag(), image.digest()) {
+            (Some(tag), Some(digest)) => Reference::with_tag_and_digest(
+                self.host.clone(),
+                repository,
+                tag.to_owned(),
+                digest.to_owned(),
+            ),
+            (None, Some(digest)) => {
+                Reference::with_digest(self.host.clone(), repository, digest.to_owned())
+            }
+            (tag, None) => Reference::with_tag(
+                self.host.clone(),
+                repository,
+                tag.unwrap_or("latest").to_owned(),
+            ),
+        }
+    }
+}
+
+/// The registry host `image` is pulled from, as [`Reference::resolve_registry`]
+/// names it (`index.docker.io` for Docker Hub), or `None` for a reference
+/// that does not parse.
+#[must_use]
+pub fn registry_of(image: &str) -> Option<String> {
+    Reference::try_from(image.trim())
+        .ok()
+        .map(|r| r.resolve_registry().to_owned())
+}
+
+/// Docker Hub's names.
+fn is_docker_hub(registry: &str) -> bool {
+    matches!(
+        registry,
+        "index.docker.io" | "docker.io" | "registry-1.docker.io"
+    )
+}
+
+/// A registry could not be set up (before any lookup).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot read registry credentials {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "invalid registry credentials {path}: {message} (expected a Docker config.json: {{\"auths\": {{\"<registry>\": {{\"auth\": \"<base64 user:password>\"}}}}}})"
+    )]
+    Config { path: PathBuf, message: String },
+    #[error("cannot read registry CA {path}: {source}")]
+    ReadCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Looks images up.
+pub struct Resolver {
+    client: Client,
+    credentials: Credentials,
+    deadline: Duration,
+    /// Mirrors by the registry they mirror, in the order given.
+    mirrors: BTreeMap<String, Vec<Mirror>>,
+    /// Registries reached over plain HTTP.
+    insecure: Vec<String>,
+    /// CAs trusted besides the system's.
+    roots: Vec<oci_client::client::Certificate>,
+}
+
+fn client(
+    insecure: &[String],
+    roots: &[oci_client::client::Certificate],
+    deadline: Duration,
+) -> Client {
+    let config = oci_client::client::ClientConfig {
+        protocol: if insecure.is_empty() {
+            oci_client::client::ClientProtocol::Https
+        } else {
+            oci_client::client::ClientProtocol::HttpsExcept(insecure.to_vec())
+        },
+        extra_root_certificates: roots.to_vec(),
+        connect_timeout: Some(deadline),
+        read_timeout: Some(deadline),
+        user_agent: concat!("winadmit/", env!("CARGO_PKG_VERSION")),
+        ..Default::default()
+    };
+    Client::new(config)
+}
+
+impl Resolver {
+    /// # Errors
+    /// The credentials or a CA file cannot be read.
+    pub fn new(options: &RegistryOptions) -> Result<Self, RegistryError> {
+        // reqwest is built without a crypto provider of its own: the
+        // process's is ring, as for the webhook's TLS.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let credentials = match &options.config {
+            Some(path) => Credentials::read(path)?,
+            None => Credentials::default(),
+        };
+        let mut roots = Vec::new();
+        for path in &options.ca_files {
+            let data = std::fs::read(path).map_err(|source| RegistryError::ReadCa {
+                path: path.clone(),
+                source,
+            })?;
+            roots.push(oci_client::client::Certificate {
+                encoding: oci_client::client::CertificateEncoding::Pem,
+                data,
+            });
+        }
+        let deadline = options.deadline.unwrap_or(DEFAULT_DEADLINE);
+        let mut insecure = options.insecure.clone();
+        let mut mirrors: BTreeMap<String, Vec<Mirror>> = BTreeMap::new();
+        for m in &options.mirrors {
+            if m.plain_http && !insecure.contains(&m.host) {
+                insecure.push(m.host.clone());
+            }
+            mirrors
+                .entry(m.upstream.clone())
+                .or_default()
+                .push(m.clone());
+        }
+        Ok(Self {
+            client: client(&insecure, &roots, deadline),
+            credentials,
+            deadline,
+            mirrors,
+            insecure,
+            roots,
+        })
+    }
+
+    /// A resolver that asks with `first` (a pod's `imagePullSecrets`)
+    /// where they name the registry, and with this one's credentials
+    /// elsewhere. It has a client of its own: the OCI client keeps one
+    /// credential and its tokens per registry, which must never serve a
+    /// lookup made with other credentials.
+    #[must_use]
+    pub fn with_credentials(&self, first: Credentials) -> Self {
+        let mut credentials = first;
+        credentials.absorb(self.credentials.clone());
+        Self {
+            client: client(&self.insecure, &self.roots, self.deadline),
+            credentials,
+            deadline: self.deadline,
+            mirrors: self.mirrors.clone(),
+            insecure: self.insecure.clone(),
+            roots: self.roots.clone(),
+        }
+    }
+
+    /// Looks every image up, [`CONCURRENT_LOOKUPS`] at a time.
+    pub async fn resolve_all(&self, images: &BTreeSet<String>) -> KnownImages {
+        let lookups = futures::stream::iter(images.iter().cloned())
+            .map(|image| async move {
+                let lookup = self.lookup(&image).await;
+                (image, lookup)
+            })
+            .buffer_unordered(CONCURRENT_LOOKUPS)
+            .collect::<Vec<_>>()
+            .await;
+        let mut known = KnownImages::default();
+        for (image, lookup) in lookups {
+            known.insert(image, lookup);
+        }
+        known
+    }
+
+    /// Looks one image up, within the deadline. Never fails: a failure is
+    /// [`Lookup::Unknown`] with the reason.
+    pub async fn lookup(&self, image: &str) -> Lookup {
+        let reference = match Reference::try_from(image.trim()) {
+            Ok(r) => r,
+            Err(e) => return Lookup::Unknown(format!("not an image reference: {e}")),
+        };
+        let registry = reference.resolve_registry().to_owned();
+        let end = tokio::time::Instant::now() + self.deadline;
+        // Mirrors first, in order, each within half the time left; then
+        // the registry itself, within the rest.
+        let mut mirrors_failed = Vec::new();
+        for mirror in self.mirrors.get(&registry).into_iter().flatten() {
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            let at = mirror.reference(&reference);
+            match tokio::time::timeout(left / 2, self.facts(&at, &mirror.host)).await {
+                Ok(Ok(facts)) => return Lookup::Known(facts),
+                Ok(Err(why)) => mirrors_failed.push(format!("mirror {}: {why}", mirror.host)),
+                Err(_) => mirrors_failed.push(format!(
+                    "mirror {}: no answer within {:.1}s",
+                    mirror.host,
+                    (left / 2).as_secs_f64()
+                )),
+            }
+        }
+        let after = if mirrors_failed.is_empty() {
+            String::new()
+        } else {
+            format!(" (after {})", mirrors_failed.join("; "))
+        };
+        match tokio::time::timeout_at(end, self.facts(&reference, &registry)).await {
+            Ok(Ok(facts)) => Lookup::Known(facts),
+            Ok(Err(why)) => Lookup::Unknown(format!("registry {registry}: {why}{after}")),
+            Err(_) => Lookup::Unknown(format!(
+                "registry {registry}: no answer within {}s{after}",
+                self.deadline.as_secs_f64()
+            )),
+        }
+    }
+
+    async fn facts(&self, reference: &Reference, registry: &str) -> Result<ImageFacts, String> {
+        let auth = self.credentials.auth_for(registry);
+        let (manifest, digest) = self
+            .client
+            .pull_manifest(reference, &auth)
+            .await
+            .map_err(|e| describe(&e))?;
+        let platforms = match manifest {
+            OciManifest::ImageIndex(index) => index
+                .manifests
+                .iter()
+                .filter_map(|m| m.platform.as_ref())
+                .map(|p| Platform {
+                    os: p.os.to_string(),
+                    architecture: p.architecture.to_string(),
+                    variant: p.variant.clone().filter(|v| !v.is_empty()),
+                    os_version: p.os_version.clone().filter(|v| !v.is_empty()),
+                    os_features: p.os_features.clone().unwrap_or_default(),
+                })
+                // Attestations and other artefacts are `unknown/unknown`.
+                .filter(|p| p.os != "unknown")
+                .collect::<Vec<_>>(),
+            OciManifest::Image(image) => {
+                let mut config = Vec::new();
+                if usize::try_from(image.config.size).unwrap_or(usize::MAX) > MAX_CONFIG_BYTES {
+                    return Err(format!(
+                        "the image config is {} bytes, more than the {MAX_CONFIG_BYTES} read",
+                        image.config.size
+                    ));
+                }
+                self.client
+                    .pull_blob(reference, &image.config, &mut config)
+                    .await
+                    .map_err(|e| describe(&e))?;
+                let config: oci_spec::image::ImageConfiguration =
+                    serde_json::from_slice(&config)
+                        .map_err(|e| format!("malformed image config: {e}"))?;
+                vec![Platform {
+                    os: config.os().to_string(),
+                    architecture: config.architecture().to_string(),
+                    variant: config.variant().clone().filter(|v| !v.is_empty()),
+                    os_version: config.os_version().clone().filter(|v| !v.is_empty()),
+                    os_features: config.os_features().clone().unwrap_or_default(),
+                }]
+            }
+        };
+        if platforms.is_empty() {
+            return Err("the image index lists no platform".to_owned());
+        }
+        Ok(ImageFacts {
+            digest: Some(digest).filter(|d| crate::decision::images::is_digest(d)),
+            platforms,
+        })
+    }
+}
+
+/// A lookup error, in a line: the cause without the URL noise.
+fn describe(e: &oci_client::errors::OciDistributionError) -> String {
+    use oci_client::errors::OciDistributionError as E;
+    match e {
+        E::AuthenticationFailure(why) => format!("authentication failed ({why})"),
+        E::UnauthorizedError { .. } => {
+            "401 Unauthorized: give credentials with --registry-config".to_owned()
+        }
+        E::ImageManifestNotFoundError(_) => "404: no such image or tag".to_owned(),
+        E::RegistryError { envelope, .. } => {
+            use oci_client::errors::OciErrorCode as C;
+            let status = envelope.errors.iter().find_map(|e| match e.code {
+                C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown => {
+                    Some("404: no such image or tag")
+                }
+                C::Unauthorized => {
+                    Some("401 Unauthorized: give credentials with --registry-config")
+                }
+                C::Denied => Some("403 Denied: the credentials may not pull this image"),
+                C::Toomanyrequests => Some("429 Too Many Requests: the registry's rate limit"),
+                _ => None,
+            });
+            let detail: Vec<String> = envelope
+                .errors
+                .iter()
+                .map(|e| e.message.clone())
+                .filter(|m| !m.is_empty())
+                .collect();
+            match status {
+                Some(s) if detail.is_empty() => s.to_owned(),
+                Some(s) => format!("{s} ({})", detail.join("; ")),
+                None => format!("registry error: {}", detail.join("; ")),
+            }
+        }
+        E::ServerError { code, message, .. } => format!("HTTP {code}: {message}"),
+        E::ManifestParsingError(why) | E::VersionedParsingError(why) => {
+            format!("malformed manifest: {why}")
+        }
+        E::ManifestEncodingError(why) => format!("malformed manifest: {why}"),
+        E::RequestError(r) => {
+            let mut why = r.to_string();
+            let mut source = std::error::Error::source(r);
+            while let Some(s) = source {
+                why = s.to_string();
+                source = s.source();
+            }
+            why
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oci_client::secrets::RegistryAuth;
+
+    #[test]
+    fn docker_config_credentials_by_registry() {
+        let creds = Credentials::parse(
+            r#"{"auths": {
+                "https://index.docker.io/v1/": {"auth": "dXNlcjpwYXNz"},
+                "registry.example:5000": {"username": "u", "password": "p"}
+            }}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(creds.auth_for("index.docker.io"), RegistryAuth::Basic(u, p) if u == "user" && p == "pass")
+        );
+        assert!(
+            matches!(creds.auth_for("registry.example:5000"), RegistryAuth::Basic(u, _) if u == "u")
+        );
+        assert!(matches!(
+            creds.auth_for("other.example"),
+            RegistryAuth::Anonymous
+        ));
+        for (text, want) in [
+            (r#"{"auths": {"r": {"auth": "!!"}}}"#, "auths[\"r\"].auth"),
+            (r#"{"auths": {"r": {"auth": "dXNlcg=="}}}"#, "no `:`"),
+            (r#"{"auths": {"r": {"username": "u"}}}"#, "needs `auth`"),
+        ] {
+            let err = Credentials::parse(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn mirrors_parse_and_map_references() {
+        let m: Mirror = "docker.io=mirror.example:5000".parse().unwrap();
+        assert_eq!(m.upstream, "index.docker.io");
+        assert_eq!(
+            (m.host.as_str(), m.prefix.as_deref(), m.plain_http),
+            ("mirror.example:5000", None, false)
+        );
+        let nginx = Reference::try_from("nginx:1.27").unwrap();
+        assert_eq!(
+            m.reference(&nginx).to_string(),
+            "mirror.example:5000/library/nginx:1.27"
+        );
+        let m: Mirror = "registry.example=http://10.0.0.5:5000/cache/"
+            .parse()
+            .unwrap();
+        assert_eq!(m.upstream, "registry.example");
+        assert_eq!(
+            (m.host.as_str(), m.prefix.as_deref(), m.plain_http),
+            ("10.0.0.5:5000", Some("cache"), true)
+        );
+        let pinned = Reference::try_from(
+            "registry.example/team/app@sha256:4f2c1b0e5d6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708",
+        )
+        .unwrap();
+        assert_eq!(
+            m.reference(&pinned).to_string(),
+            "10.0.0.5:5000/cache/team/app@sha256:4f2c1b0e5d6a7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708"
+        );
+        for bad in [
+            "mirror.example",
+            "=mirror.example",
+            "docker.io=",
+            "docker.io=http://",
+            "a b=c",
+        ] {
+            let err = bad.parse::<Mirror>().unwrap_err();
+            assert!(err.contains("expected HOST=MIRROR"), "{bad}: {err}");
+        }
+    }
+}
