@@ -79,6 +79,21 @@ impl Credentials {
         Ok(Self(out))
     }
 
+    /// The credentials of an `imagePullSecrets` Secret as the API server
+    /// returns it ([`Self::from_secret`] on its type and data).
+    ///
+    /// # Errors
+    /// As [`Self::from_secret`].
+    pub fn of_secret(secret: k8s_openapi::api::core::v1::Secret) -> Result<Self, String> {
+        let data: BTreeMap<String, Vec<u8>> = secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.0))
+            .collect();
+        Self::from_secret(secret.type_.as_deref().unwrap_or_default(), &data)
+    }
+
     /// The credentials of an `imagePullSecrets` Secret: its type
     /// (`kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`) and
     /// its decoded `data`.

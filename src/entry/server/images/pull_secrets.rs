@@ -98,16 +98,7 @@ impl PullSecrets {
             kube::Error::Api(status) if status.code == 404 => "no such Secret".to_owned(),
             other => crate::entry::errors::error_chain(&other),
         })?;
-        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        crate::input::registry::Credentials::from_secret(
-            secret.type_.as_deref().unwrap_or_default(),
-            &data,
-        )
+        crate::input::registry::Credentials::of_secret(secret)
     }
 
     /// The resolver for `credentials` (a pod's, for one registry), and

@@ -70,16 +70,7 @@ impl Live {
                 ));
             }
         };
-        let data: std::collections::BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        crate::input::registry::Credentials::from_secret(
-            secret.type_.as_deref().unwrap_or_default(),
-            &data,
-        )
+        crate::input::registry::Credentials::of_secret(secret)
     }
 
     /// For `--registry-pull-secrets`: adds to `own` the credentials the
