@@ -234,6 +234,26 @@ pub fn service_account<'v>(spec: &'v SpecView<'_>) -> &'v str {
         .unwrap_or("default")
 }
 
+/// Each `gmsaCredentialSpecName` the pod names ([`options`]), with the
+/// path of that field.
+#[must_use]
+pub fn spec_names<'v>(cx: &RuleContext<'_, 'v, '_>) -> Vec<(&'v str, FieldPath)> {
+    options(cx)
+        .into_iter()
+        .filter_map(|o| {
+            let name = o.options.gmsa_credential_spec_name.as_deref()?;
+            Some((name, o.path.key("gmsaCredentialSpecName")))
+        })
+        .collect()
+}
+
+/// Who would `use` the pod's credential specs, when the gMSA facts are
+/// known: the facts, the pod's namespace and its service account.
+#[must_use]
+pub fn user<'e, 'v>(cx: &RuleContext<'e, 'v, '_>) -> Option<(&'e Facts, &'e str, &'v str)> {
+    Some((cx.gmsa?, cx.workload.namespace?, service_account(cx.spec)))
+}
+
 /// One `windowsOptions` of the pod: where, and its path (built on demand).
 pub struct Options<'v, 'a> {
     pub place: Place,

@@ -30,21 +30,16 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some(facts) = cx.gmsa else { return };
-    let Some(namespace) = cx.workload.namespace else {
+    let Some((facts, namespace, account)) = gmsa::user(cx) else {
         return;
     };
-    let account = gmsa::service_account(cx.spec);
-    for o in gmsa::options(cx) {
-        let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {
-            continue;
-        };
+    for (name, field) in gmsa::spec_names(cx) {
         if facts.authz(namespace, account, name).is_some() {
             continue;
         }
         if let Some(why) = facts.unasked(namespace, account, name) {
             out.report(
-                o.path.key("gmsaCredentialSpecName"),
+                field,
                 format!(
                     "whether service account {account:?} may `use` GMSA cred spec {name:?} is unknown: {why}; check with `kubectl auth can-i use gmsacredentialspecs.windows.k8s.io/{name} --as system:serviceaccount:{namespace}:{account} -n {namespace}`"
                 ),

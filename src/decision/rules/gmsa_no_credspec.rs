@@ -26,13 +26,10 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
-    for o in gmsa::options(cx) {
-        let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {
-            continue;
-        };
+    for (name, field) in gmsa::spec_names(cx) {
         if facts.spec(name) == Some(&CredSpec::Found(None)) {
             out.report(
-                o.path.key("gmsaCredentialSpecName"),
+                field,
                 format!(
                     "GMSACredentialSpec {name:?} has no contents (cred spec {name} does not have a credspec key): add them under credspec"
                 ),

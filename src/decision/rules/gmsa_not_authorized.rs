@@ -30,15 +30,10 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some(facts) = cx.gmsa else { return };
-    let Some(namespace) = cx.workload.namespace else {
+    let Some((facts, namespace, account)) = gmsa::user(cx) else {
         return;
     };
-    let account = gmsa::service_account(cx.spec);
-    for o in gmsa::options(cx) {
-        let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {
-            continue;
-        };
+    for (name, field) in gmsa::spec_names(cx) {
         let Some(answer) = facts.authz(namespace, account, name) else {
             continue;
         };
@@ -49,7 +44,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
                 format!(", reason: {:?}", answer.reason)
             };
             out.report(
-                o.path.key("gmsaCredentialSpecName"),
+                field,
                 format!(
                     "service account {account:?} is not authorized to `use` GMSA cred spec {name:?}{reason}: {}",
                     gmsa::grant_hint(namespace, account, name)

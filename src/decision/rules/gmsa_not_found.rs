@@ -27,14 +27,11 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
-    for o in gmsa::options(cx) {
-        let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {
-            continue;
-        };
+    for (name, field) in gmsa::spec_names(cx) {
         // An empty name is WIN-WINDOWSOPTIONS-FORMAT's.
         if !name.is_empty() && facts.spec(name) == Some(&CredSpec::Missing) {
             out.report(
-                o.path.key("gmsaCredentialSpecName"),
+                field,
                 format!(
                     "GMSACredentialSpec {name:?} does not exist (cred spec {name} does not exist): create it or name one that exists"
                 ),
