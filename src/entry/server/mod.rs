@@ -62,56 +62,39 @@ pub fn router(state: Arc<ServerState>) -> Router {
 
 /// The webhook's routes with the optional endpoints chosen.
 pub fn router_with(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
-    let limits = state.limits;
-    let mut routes = Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
-        .route("/admit", post(admit_once))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz));
-    if endpoints.metrics {
-        routes = routes.route("/metrics", get(metrics));
-    }
-    let report = endpoints.report.then(|| report::routes(&state));
-    let mut routes = routes
-        .fallback(not_found(route_list(true, endpoints)))
-        .with_state(state);
-    if let Some(report) = report {
-        routes = routes.merge(report);
-    }
-    layers(
-        routes.layer(DefaultBodyLimit::max(limits.max_body_bytes)),
-        &limits,
-    )
+    routes(state, endpoints, true)
 }
 
 /// The router for a separate report listener (`--report=separate`):
 /// `POST /report` with `/healthz` and `/readyz`.
 pub fn report_router(state: Arc<ServerState>) -> Router {
-    let limits = state.limits;
-    let report = report::routes(&state);
-    let routes = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .fallback(not_found(route_list(
-            false,
-            Endpoints {
-                metrics: false,
-                report: true,
-            },
-        )))
-        .with_state(state)
-        .merge(report)
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes));
-    layers(routes, &limits)
+    let endpoints = Endpoints {
+        metrics: false,
+        report: true,
+    };
+    routes(state, endpoints, false)
 }
 
 /// The router for a plain-HTTP metrics listener (`--metrics-listen`):
 /// `/healthz` and `/readyz`, with `GET /metrics` and `POST /report` as
 /// chosen.
 pub fn metrics_router(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
+    routes(state, endpoints, false)
+}
+
+/// `/healthz` and `/readyz`, the admission endpoints when `admission`,
+/// `GET /metrics` and `POST /report` as `endpoints` choose, a 404 that
+/// lists them, the body limit and [`layers`].
+fn routes(state: Arc<ServerState>, endpoints: Endpoints, admission: bool) -> Router {
     let limits = state.limits;
-    let mut routes = Router::new()
+    let mut routes = Router::new();
+    if admission {
+        routes = routes
+            .route("/validate", post(validate))
+            .route("/mutate", post(mutate))
+            .route("/admit", post(admit_once));
+    }
+    routes = routes
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz));
     if endpoints.metrics {
@@ -119,7 +102,7 @@ pub fn metrics_router(state: Arc<ServerState>, endpoints: Endpoints) -> Router {
     }
     let report = endpoints.report.then(|| report::routes(&state));
     let mut routes = routes
-        .fallback(not_found(route_list(false, endpoints)))
+        .fallback(not_found(route_list(admission, endpoints)))
         .with_state(state);
     if let Some(report) = report {
         routes = routes.merge(report);
