@@ -162,7 +162,11 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
 }
 
 /// Runs every rule in scope of the target at its level on the cluster,
-/// and drops the findings of the rules the workload skips (with a reason).
+/// and drops the findings of the rules the workload skips (with a reason)
+/// where the policy lets an annotation skip them (`skips`; never a rule
+/// that guards a security boundary). The same test holds on every
+/// operation, so an UPDATE or an ephemeral container cannot do what a
+/// CREATE could not.
 fn run_rules(
     policy: &Policy,
     workload: &Workload<'_, '_>,
@@ -189,7 +193,7 @@ fn run_rules(
         let before = sink.findings.len();
         (rule.check)(rule_cx, &mut sink);
         if sink.findings.len() > before
-            && policy.honours_skips()
+            && policy.skippable(info.id, workload.namespace)
             && let Some(reason) = skip_reason(workload, info.id)
         {
             sink.truncate(before);

@@ -149,7 +149,8 @@ pub fn check_service(
         return out;
     }
     let skip = format!("{SKIP_ANNOTATION_PREFIX}{AFFINITY_TIMEOUT}");
-    if str_map("/metadata/annotations")
+    if policy.skippable(AFFINITY_TIMEOUT, namespace)
+        && str_map("/metadata/annotations")
         .get(skip.as_str())
         .is_some_and(|r| !r.trim().is_empty())
     {

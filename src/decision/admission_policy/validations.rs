@@ -142,12 +142,34 @@ fn any(probes: &[Probe]) -> Vec<String> {
 }
 
 /// The rule was skipped by annotation with a reason: the pod template's
-/// annotation first, the object's otherwise (as the engine reads it).
-fn skip(rule: &str) -> String {
+/// annotation first, the object's otherwise (as the engine reads it), in a
+/// namespace where the policy lets an annotation skip it. `None` where no
+/// annotation skips the rule (`skips`; a rule that guards a security
+/// boundary).
+fn skip(policy: &Policy, rule: &str) -> Option<String> {
+    if !policy.skippable_rule(rule) {
+        return None;
+    }
     let k = cel_str(&format!("{SKIP_ANNOTATION_PREFIX}{rule}"));
-    format!(
+    let annotated = format!(
         "({k} in variables.podAnnotations ? variables.podAnnotations[{k}].trim() != '' : ({k} in variables.annotations && variables.annotations[{k}].trim() != ''))"
-    )
+    );
+    if policy.skips.namespaces.is_empty() {
+        return Some(annotated);
+    }
+    let names: Vec<String> = policy.skips.namespaces.iter().map(|n| cel_str(n)).collect();
+    Some(format!(
+        "(request.namespace in [{}] && {annotated})",
+        names.join(", ")
+    ))
+}
+
+/// `variables.exempt`, or the rule skipped by annotation where allowed.
+fn exempt_or_skipped(policy: &Policy, rule: &str) -> String {
+    match skip(policy, rule) {
+        Some(s) => format!("variables.exempt || {s}"),
+        None => "variables.exempt".to_owned(),
+    }
 }
 
 /// The effective own mode of a rule, if the policy sets one.
@@ -205,7 +227,7 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
                     rules::Scope::Linux => "!variables.linux || ",
                     rules::Scope::Any => "",
                 };
-                let mut x = validation(rule, &probes, message, guard);
+                let mut x = validation(policy, rule, &probes, message, guard);
                 x.severity = severity;
                 x.rule_mode = rule_mode(policy, id);
                 x.removal = removal;
@@ -218,7 +240,13 @@ pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<
 
 /// `rule` exported as `probes` with `message`, checked unless `guard`
 /// (severity and mode to be set).
-fn validation(rule: &rules::Rule, probes: &[Probe], message: &str, guard: &str) -> Validation {
+fn validation(
+    policy: &Policy,
+    rule: &rules::Rule,
+    probes: &[Probe],
+    message: &str,
+    guard: &str,
+) -> Validation {
     let id = rule.info.id;
     let anys = any(probes);
     let lists: Vec<String> = probes.iter().flat_map(|p| paths(p, false)).collect();
@@ -230,7 +258,7 @@ fn validation(rule: &rules::Rule, probes: &[Probe], message: &str, guard: &str) 
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    let unless = format!("{guard}variables.exempt || {}", skip(id));
+    let unless = format!("{guard}{}", exempt_or_skipped(policy, id));
     let expression = format!("{unless} || !({})", anys.join(" || "));
     let text = cel_str(&format!(": {message} ({id}). Fix: {fix}"));
     let message_expression = format!("({}).join(', ') + {text}", lists.join(" + "));
@@ -245,16 +273,16 @@ fn validation(rule: &rules::Rule, probes: &[Probe], message: &str, guard: &str) 
             .map(|l| format!("{l}.map(p, JSONPatch{{op: 'remove', path: p}})"))
             .collect();
         format!(
-            "variables.exempt || {} ? [] : {}",
-            skip(id),
+            "{} ? [] : {}",
+            exempt_or_skipped(policy, id),
             lists.join(" + ")
         )
     });
     let removed_paths = (!removable.is_empty()).then(|| {
         let lists: Vec<String> = removable.iter().flat_map(|p| gated(p, false)).collect();
         format!(
-            "variables.exempt || {} ? [] : {}",
-            skip(id),
+            "{} ? [] : {}",
+            exempt_or_skipped(policy, id),
             lists.join(" + ")
         )
     });

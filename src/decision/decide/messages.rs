@@ -127,6 +127,7 @@ pub(crate) fn denial(
     workload: &Workload<'_, '_>,
     eval: &Evaluation,
     denied: &[&Finding],
+    skippable: &[&'static str],
 ) -> String {
     let mut m = String::with_capacity(256 + denied.len().min(MAX_DENIAL_FINDINGS) * 160);
     let target = eval
@@ -158,21 +159,33 @@ pub(crate) fn denial(
         );
     }
     m.push_str("\nHow to fix:");
-    for id in rules_seen {
+    for id in &rules_seen {
         if let Some(rule) = rules::find(id) {
             let _ = write!(m, "\n- [{id}] {}", rule.info.fix);
         }
     }
-    let _ = write!(
-        m,
-        "\n(winadmit explain <RULE> for details; to opt out of one rule, annotate the {} with {}<RULE>: \"<reason>\")",
-        if workload.kind == Kind::Pod {
-            "pod"
-        } else {
-            "pod template"
-        },
-        crate::decision::policy::SKIP_ANNOTATION_PREFIX
-    );
+    // The opt-out is offered only for the rules the policy lets an
+    // annotation skip here; named when some denied rule is not one of them.
+    let holder = if workload.kind == Kind::Pod {
+        "pod"
+    } else {
+        "pod template"
+    };
+    let prefix = crate::decision::policy::SKIP_ANNOTATION_PREFIX;
+    if skippable.is_empty() {
+        m.push_str("\n(winadmit explain <RULE> for details)");
+    } else if rules_seen.iter().all(|r| skippable.contains(r)) {
+        let _ = write!(
+            m,
+            "\n(winadmit explain <RULE> for details; to opt out of one rule, annotate the {holder} with {prefix}<RULE>: \"<reason>\")"
+        );
+    } else {
+        let _ = write!(
+            m,
+            "\n(winadmit explain <RULE> for details; to opt out of {}, annotate the {holder} with {prefix}<RULE>: \"<reason>\")",
+            skippable.join(" or ")
+        );
+    }
     m
 }
 

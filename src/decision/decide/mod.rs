@@ -230,6 +230,9 @@ pub struct Decision {
     pub validation: Verdict,
     /// The rules whose findings only the audit annotation records.
     pub audited: Vec<&'static str>,
+    /// The denied rules the policy lets an annotation skip here (the
+    /// denial offers the opt-out for these only).
+    pub skippable: Vec<&'static str>,
     /// The settled, reinvocation-safe patch (empty when nothing changes, or
     /// when the door asked for none).
     pub patch: Mutation,
@@ -260,7 +263,8 @@ impl Decision {
     #[must_use]
     pub fn denial_message(&self, workload: &Workload<'_, '_>) -> Option<String> {
         let denied: Vec<&Finding> = self.denied().collect();
-        (!denied.is_empty()).then(|| messages::denial(workload, &self.evaluation, &denied))
+        (!denied.is_empty())
+            .then(|| messages::denial(workload, &self.evaluation, &denied, &self.skippable))
     }
 
     /// `/validate`'s warnings: one per finding it warns about, written to
@@ -434,6 +438,12 @@ fn count(
         });
         if outcome == Outcome::Audit && !decision.audited.contains(&f.rule) {
             decision.audited.push(f.rule);
+        }
+        if outcome == Outcome::Deny
+            && !decision.skippable.contains(&f.rule)
+            && policy.skippable(f.rule, w.namespace)
+        {
+            decision.skippable.push(f.rule);
         }
     }
 }

@@ -12,7 +12,7 @@ use super::check::{At, check_each};
 use super::load::parse_error;
 use super::{
     ClusterFacts, Exemptions, Level, Mode, POLICY_API_VERSION, PolicyError, Reach, RuleParams,
-    RuleSetting, Taint,
+    RuleSetting, Skips, Taint,
 };
 use crate::decision::cluster::Stance;
 
@@ -181,6 +181,7 @@ pub(super) struct PolicyFile {
     pub(super) rules: Option<BTreeMap<String, RuleSetting>>,
     pub(super) exemptions: Option<Exemptions>,
     pub(super) reach: Option<Reach>,
+    pub(super) skips: Option<Skips>,
     pub(super) params: Option<ParamsFile>,
     /// Read as a map and layered key by key over the current settings.
     pub(super) mutation: Option<serde_json::Map<String, serde_json::Value>>,

@@ -12,7 +12,7 @@ use super::file::{PolicyFile, check_header, parse_file, retired_profile_notice};
 use super::load::{check_tolerations, located};
 use super::{
     ClusterFacts, Derived, Exemptions, Mode, MutationSettings, Policy, PolicyError, Reach,
-    RuleParams, RuleSetting,
+    RuleParams, RuleSetting, Skips,
 };
 use crate::decision::rules;
 use crate::decision::targeting::{Os, RuntimeClasses};
@@ -32,6 +32,7 @@ impl Policy {
             reach: Reach::default(),
             selectors: Vec::new(),
             params: RuleParams::default(),
+            skips: Skips::default(),
             honours_skips: true,
             derived: Derived::default(),
             mutation: MutationSettings::default(),
@@ -58,6 +59,7 @@ impl Policy {
             rules,
             exemptions,
             reach,
+            skips,
             params,
             mutation,
             pod_templates,
@@ -98,6 +100,10 @@ impl Policy {
         if let Some(r) = reach {
             check_reach(&r, &at)?;
             self.reach = r;
+        }
+        if let Some(s) = skips {
+            check_skips(&s, &at)?;
+            self.skips = s;
         }
         if let Some(p) = params {
             p.check(&at)?;
@@ -145,6 +151,28 @@ impl Policy {
                     ),
                 ));
             };
+            if rules::is_boundary(&id) {
+                let pointer = format!("/rules/{}", crate::decision::path::escape_pointer(&id));
+                if matches!(
+                    setting.level,
+                    Some(super::Level::Warning | super::Level::Info)
+                ) {
+                    return Err(at(
+                        &pointer,
+                        format!(
+                            "rules.{id}: {id} guards a security boundary (docs/policy.md, \"Rules no annotation skips\"): it is an error or off, never a warning or advice"
+                        ),
+                    ));
+                }
+                if setting.mode.is_some_and(|m| m != Mode::Enforce) {
+                    return Err(at(
+                        &pointer,
+                        format!(
+                            "rules.{id}: {id} guards a security boundary (docs/policy.md, \"Rules no annotation skips\"): it is enforced in every mode; turn it off to stop it"
+                        ),
+                    ));
+                }
+            }
             if let Some(level) = setting.level {
                 self.levels[i] = Some(level);
             }
@@ -190,6 +218,33 @@ impl Policy {
         self.exemptions = ex;
         Ok(())
     }
+}
+
+/// `skips`: known rule ids, no boundary rule among the skippable ones,
+/// valid namespace names.
+fn check_skips(s: &Skips, at: At<'_>) -> Result<(), PolicyError> {
+    for (key, list) in [("rules", &s.rules), ("unskippable", &s.unskippable)] {
+        for (i, id) in list.iter().enumerate() {
+            let pointer = format!("/skips/{key}/{i}");
+            if rules::find(id).is_none() {
+                return Err(at(
+                    &pointer,
+                    format!(
+                        "skips.{key}[{i}]: unknown rule id `{id}` (run `winadmit rules` for the list)"
+                    ),
+                ));
+            }
+            if key == "rules" && rules::is_boundary(id) {
+                return Err(at(
+                    &pointer,
+                    format!(
+                        "skips.rules[{i}]: {id} guards a security boundary: no annotation skips it (docs/policy.md, \"Rules no annotation skips\"); turn it off under `rules` or exempt the namespace under `exemptions` instead"
+                    ),
+                ));
+            }
+        }
+    }
+    check_each(&s.namespaces, "skips.namespaces", at, namespace_problem)
 }
 
 /// `windowsRuntimeClasses`: these names, all pinned to Windows, and no others.

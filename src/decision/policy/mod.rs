@@ -118,6 +118,41 @@ pub struct Reach {
     pub opt_out_namespace_labels: BTreeMap<String, String>,
 }
 
+/// Which `winadmit.io/skip.<RULE>` annotations count: the operator's
+/// decision, never the object's. An annotation drops a rule's findings only
+/// when skips are allowed, the rule is skippable (listed in `rules`, or
+/// `rules` is empty) and the object's namespace is listed in `namespaces`
+/// (or `namespaces` is empty). The rules that guard a security boundary
+/// ([`rules::BOUNDARY`]) and the rules in `unskippable` never are.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Skips {
+    /// `false`: no annotation skips anything.
+    #[serde(default = "yes")]
+    pub allowed: bool,
+    /// The rules an annotation may skip; empty: every rule but the
+    /// unskippable ones.
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// The namespaces in which an annotation counts; empty: every namespace.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// Rules no annotation may skip, beyond the security boundary's.
+    #[serde(default)]
+    pub unskippable: Vec<String>,
+}
+
+impl Default for Skips {
+    fn default() -> Self {
+        Self {
+            allowed: true,
+            rules: Vec::new(),
+            namespaces: Vec::new(),
+            unskippable: Vec::new(),
+        }
+    }
+}
+
 /// What the mutating webhook (and `lint --fix`) may change.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -232,8 +267,10 @@ pub struct Policy {
     /// Custom resources the policy names with their pod template path
     /// (`podTemplates`); the built-in ones are in [`crate::decision::workload::CUSTOM_RESOURCES`].
     pub pod_templates: crate::decision::workload::PodTemplates,
-    /// Whether `winadmit.io/skip.<RULE>` annotations drop a rule's findings:
-    /// always, except in [`Policy::api_server_mirror`].
+    /// Which `winadmit.io/skip.<RULE>` annotations count.
+    pub skips: Skips,
+    /// Whether `winadmit.io/skip.<RULE>` annotations drop a rule's findings
+    /// at all: as `skips` says, except in [`Policy::api_server_mirror`].
     honours_skips: bool,
     /// [`Policy::api_server_mirror`] and [`Policy::without_os_name`],
     /// made on first use.
@@ -334,10 +371,29 @@ impl Policy {
         })
     }
 
-    /// Do `winadmit.io/skip.<RULE>` annotations drop a rule's findings?
+    /// Do `winadmit.io/skip.<RULE>` annotations drop any rule's findings?
     #[must_use]
     pub fn honours_skips(&self) -> bool {
-        self.honours_skips
+        self.honours_skips && self.skips.allowed
+    }
+
+    /// May an annotation skip rule `id` in `namespace` (`None`: unknown, as
+    /// for a manifest without one)? Never for a boundary rule
+    /// ([`rules::BOUNDARY`]) or one in `skips.unskippable`.
+    #[must_use]
+    pub fn skippable(&self, id: &str, namespace: Option<&str>) -> bool {
+        self.skippable_rule(id)
+            && (self.skips.namespaces.is_empty()
+                || namespace.is_some_and(|ns| self.skips.namespaces.iter().any(|n| n == ns)))
+    }
+
+    /// May an annotation skip rule `id` in some namespace?
+    #[must_use]
+    pub fn skippable_rule(&self, id: &str) -> bool {
+        self.honours_skips()
+            && !rules::is_boundary(id)
+            && !self.skips.unskippable.iter().any(|r| r == id)
+            && (self.skips.rules.is_empty() || self.skips.rules.iter().any(|r| r == id))
     }
 
     /// This policy with `mutation.setOsName` off: the mutation made again
@@ -393,6 +449,11 @@ impl Policy {
     /// any) says `namespace_mode`.
     #[must_use]
     pub fn mode_for(&self, rule: &str, namespace_mode: Option<Mode>) -> Mode {
+        // A security boundary holds in every mode, like the API server's
+        // own refusals (the policy may only turn such a rule off).
+        if rules::is_boundary(rule) {
+            return Mode::Enforce;
+        }
         // Most policies set no rule's mode: skip the search by id.
         let rule_mode = if self.rule_modes.iter().all(Option::is_none) {
             None

@@ -222,6 +222,29 @@ rules! {
 /// policy file); every other rule is on in the default policy.
 pub const OFF_BY_DEFAULT: &[&str] = &["WIN-SECRET-VOLUME"];
 
+/// The rules that guard a security boundary: the gMSA checks that stand
+/// between a pod's author and an Active Directory identity (the upstream
+/// gMSA webhook's refusals). They speak only where the cluster's
+/// GMSACredentialSpecs are known (the webhook's gMSA switch). No annotation
+/// skips them and every mode enforces them: a policy may turn one off, but
+/// not soften it to a warning or another mode (docs/policy.md, "Rules no
+/// annotation skips"). Skipping WIN-GMSA-NOT-FOUND or WIN-GMSA-NO-CREDSPEC
+/// would leave inline contents compared with nothing.
+pub const BOUNDARY: &[&str] = &[
+    "WIN-GMSA-NOT-FOUND",
+    "WIN-GMSA-NO-CREDSPEC",
+    "WIN-GMSA-NOT-AUTHORIZED",
+    "WIN-GMSA-CONTENTS-WITHOUT-NAME",
+    "WIN-GMSA-CONTENTS-MISMATCH",
+    "WIN-GMSA-UPDATE",
+];
+
+/// Does rule `id` guard a security boundary ([`BOUNDARY`])?
+#[must_use]
+pub fn is_boundary(id: &str) -> bool {
+    BOUNDARY.contains(&id)
+}
+
 /// Looks a rule up by id.
 #[must_use]
 pub fn find(id: &str) -> Option<&'static Rule> {
@@ -236,6 +259,26 @@ pub const WINDOWS_DOCS: &str =
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn boundary_rules_exist_and_are_errors() {
+        for id in BOUNDARY {
+            let rule = find(id).unwrap_or_else(|| panic!("{id} is no rule"));
+            assert_eq!(
+                (rule.info.level)(&Cluster::default()),
+                Some(Severity::Error),
+                "{id}"
+            );
+        }
+        // Every gMSA error is a boundary: a skipped one would let another through.
+        for r in ALL {
+            if r.info.id.starts_with("WIN-GMSA-")
+                && (r.info.level)(&Cluster::default()) == Some(Severity::Error)
+            {
+                assert!(is_boundary(r.info.id), "{}", r.info.id);
+            }
+        }
+    }
 
     #[test]
     fn ids_are_unique_and_well_formed() {
