@@ -1803,6 +1803,24 @@ fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<Strin
     found.swap_remove(0)
 }
 
+/// The namespace the Deployment tells the server it runs in: the
+/// downward API's `metadata.namespace` in `WINADMIT_NAMESPACE`, read as the
+/// Deployment's own namespace.
+fn own_namespace(objects: &[Value]) -> String {
+    let d = one(objects, "Deployment");
+    let env = d
+        .pointer("/spec/template/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .expect("the Deployment sets env");
+    assert!(
+        env.iter().any(|e| e["name"] == "WINADMIT_NAMESPACE"
+            && e.pointer("/valueFrom/fieldRef/fieldPath")
+                == Some(&Value::from("metadata.namespace"))),
+        "WINADMIT_NAMESPACE from the downward API: {env:?}"
+    );
+    d["metadata"]["namespace"].as_str().unwrap().to_owned()
+}
+
 /// The webhooks' namespaceSelector is the policy's reach: in every
 /// committed render, the namespaces and opt-out labels of the policy its
 /// ConfigMap loads (the default's `reach`, kube-system, winadmit and
@@ -1811,10 +1829,9 @@ fn selector_reach(objects: &[Value], what: &str) -> (Vec<String>, BTreeMap<Strin
 #[test]
 fn namespace_selector_matches_the_policy_exemptions() {
     let default = Policy::default_policy();
-    assert_eq!(
-        default.reach.excluded_namespaces,
-        ["kube-system", "winadmit"]
-    );
+    // No built-in policy names winadmit's namespace: the server adds the
+    // one it runs in (--own-namespace, WINADMIT_NAMESPACE).
+    assert_eq!(default.reach.excluded_namespaces, ["kube-system"]);
     assert_eq!(
         default.reach.opt_out_namespace_labels,
         BTreeMap::from([("winadmit.io/ignore".to_owned(), "true".to_owned())])
@@ -1828,7 +1845,10 @@ fn namespace_selector_matches_the_policy_exemptions() {
         {
             continue;
         }
-        let policy = load_policy(&objects);
+        let mut policy = load_policy(&objects);
+        policy
+            .add_own_namespace(&own_namespace(&objects))
+            .unwrap();
         let (names, labels) = selector_reach(&objects, render.name());
         assert_eq!(names, policy.reach.excluded_namespaces, "{}", render.name());
         assert_eq!(
@@ -1847,28 +1867,23 @@ fn namespace_selector_matches_the_policy_exemptions() {
 }
 
 /// Under `--namespace NS` the selector excludes NS instead of winadmit, and
-/// NS carries the policy's opt-out label, so the policy (whose reach still
-/// names winadmit) also treats NS as outside the webhook's reach.
+/// the server, told its namespace by the downward API, excludes NS too: the
+/// policy's reach is the selector's, and a namespace a tenant names
+/// `winadmit` is inside both.
 #[test]
 fn moved_install_stays_outside_the_policy_reach() {
     let tree = Tree::new();
     let objects = render(&tree, "cert-manager", &["--namespace", "win-ops"]);
-    let policy = load_policy(&objects);
+    let mut policy = load_policy(&objects);
+    assert_eq!(own_namespace(&objects), "win-ops");
+    policy.add_own_namespace("win-ops").unwrap();
     let (names, labels) = selector_reach(&objects, "--namespace win-ops");
-    let moved: Vec<String> = policy
-        .reach
-        .excluded_namespaces
-        .iter()
-        .map(|n| {
-            if n == "winadmit" {
-                "win-ops".into()
-            } else {
-                n.clone()
-            }
-        })
-        .collect();
-    assert_eq!(names, moved);
+    assert_eq!(names, policy.reach.excluded_namespaces);
     assert_eq!(labels, policy.reach.opt_out_namespace_labels);
+    assert!(
+        policy.outside_reach("winadmit", |_| None).is_none(),
+        "a namespace named winadmit is checked when winadmit runs elsewhere"
+    );
     let ns = one(&objects, "Namespace");
     assert_eq!(ns["metadata"]["name"], "win-ops");
     let ns_labels = ns["metadata"]["labels"].as_object().unwrap();

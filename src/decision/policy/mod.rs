@@ -518,6 +518,25 @@ impl Policy {
             })
     }
 
+    /// Puts winadmit's own namespace (`serve --own-namespace`) outside the
+    /// webhook's reach, as the manifests' namespaceSelector does: the one
+    /// it was installed in, never a name fixed in advance.
+    ///
+    /// # Errors
+    /// `ns` is not a valid namespace name.
+    pub fn add_own_namespace(&mut self, ns: &str) -> Result<(), PolicyError> {
+        if let Some(why) = check::namespace_problem(ns) {
+            return Err(PolicyError::Invalid {
+                path: PathBuf::from("--own-namespace"),
+                message: why,
+            });
+        }
+        if !self.reach.excluded_namespaces.iter().any(|n| n == ns) {
+            self.reach.excluded_namespaces.push(ns.to_owned());
+        }
+        Ok(())
+    }
+
     /// Is this requesting user exempt? Returns the reason.
     #[must_use]
     pub fn exempt_user(&self, user: &str, groups: &[String]) -> Option<String> {

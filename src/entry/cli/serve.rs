@@ -119,6 +119,12 @@ pub struct ServeArgs {
     pub report_concurrency: usize,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// The namespace winadmit runs in (the chart and the manifests set it
+    /// from the pod's own namespace): the webhooks are not called there,
+    /// so its objects are outside the webhook's reach. No namespace is
+    /// outside it by name alone: a tenant may create one called `winadmit`.
+    #[arg(long, value_name = "NAMESPACE", env = "WINADMIT_NAMESPACE")]
+    pub own_namespace: Option<String>,
     #[command(flatten)]
     pub cluster: ClusterCacheArgs,
     #[command(flatten)]

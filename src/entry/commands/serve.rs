@@ -55,6 +55,7 @@ fn load(args: ServeArgs) -> anyhow::Result<Serving> {
         report,
         report_listen,
         policy,
+        own_namespace,
         cluster,
         images,
         drain_delay,
@@ -80,8 +81,12 @@ fn load(args: ServeArgs) -> anyhow::Result<Serving> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
 
     // Fail fast: policy and TLS material are checked before binding.
-    let (pol, target) =
+    let (mut pol, target) =
         super::load_policy(&policy).context("cannot start: fix the policy (--policy)")?;
+    if let Some(ns) = own_namespace.as_deref().filter(|n| !n.is_empty()) {
+        pol.add_own_namespace(ns)
+            .context("cannot start: fix --own-namespace (WINADMIT_NAMESPACE)")?;
+    }
     let certs = if self_signed {
         Certificates::self_signed(self_signed_dir, &provider)?
     } else {
