@@ -1194,3 +1194,143 @@ fn readiness_waits_for_the_credential_specs_list() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Hardening IV, 1: no `winadmit.io/skip.*` annotation opens the gMSA
+/// boundary: not on a CREATE, not added to a running pod before an
+/// ephemeral container, not on a Deployment's pod template. The denial
+/// does not offer the annotation.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn skip_annotations_never_open_the_gmsa_boundary() {
+    let s = setup("skip_annotations_never_open_the_gmsa_boundary");
+    let skips = json!({
+        "winadmit.io/skip.WIN-GMSA-NOT-AUTHORIZED": "x",
+        "winadmit.io/skip.WIN-GMSA-CONTENTS-WITHOUT-NAME": "x",
+        "winadmit.io/skip.WIN-GMSA-CONTENTS-MISMATCH": "x",
+        "winadmit.io/skip.WIN-GMSA-NOT-FOUND": "x",
+    });
+    // CREATE: an unauthorized name, inline contents without a name, and
+    // another identity's contents under an authorized name.
+    for (pod_name, account, options, rule) in [
+        ("skip-authz", "denied", name("webapp1"), "WIN-GMSA-NOT-AUTHORIZED"),
+        (
+            "skip-noname",
+            "allowed",
+            json!({"gmsaCredentialSpec": canonical("webapp2")}),
+            "WIN-GMSA-CONTENTS-WITHOUT-NAME",
+        ),
+        (
+            "skip-mismatch",
+            "allowed",
+            named("webapp1", &canonical("webapp2")),
+            "WIN-GMSA-CONTENTS-MISMATCH",
+        ),
+    ] {
+        let mut pod = gmsa_pod(pod_name, account, options, &[("web", Value::Null)]);
+        pod["metadata"]["annotations"] = skips.clone();
+        let a = s.cp.dry_run_create(&pod);
+        assert_refused(&a, rule, "");
+        assert!(!a.message().contains("to opt out"), "{a:?}");
+    }
+    // UPDATE: the annotation added to a running pod, then an ephemeral
+    // container naming a credential spec its account may not use.
+    let out = e2e::create(
+        s.cp,
+        &gmsa_pod("skip-later", "denied", Value::Null, &[("web", Value::Null)]),
+        false,
+    );
+    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    s.cp.kubectl_ok(&[
+        "annotate",
+        "pod",
+        "skip-later",
+        "-n",
+        NS,
+        "winadmit.io/skip.WIN-GMSA-NOT-AUTHORIZED=laundered",
+    ]);
+    let patch = json!([{"op": "add", "path": "/spec/ephemeralContainers", "value": [{
+        "name": "debug", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+        "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "webapp1"}}}]}]);
+    let out = s.cp.kubectl(&[
+        "patch",
+        "pod",
+        "skip-later",
+        "-n",
+        NS,
+        "--subresource=ephemeralcontainers",
+        "--type=json",
+        "-p",
+        &patch.to_string(),
+    ]);
+    let err = e2e::stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("WIN-GMSA-NOT-AUTHORIZED"),
+        "{err}\n{}",
+        s.webhook.server.all_logs()
+    );
+    // A Deployment's pod template.
+    let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "skip-template", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "skip-template"}},
+            "template": {"metadata": {"labels": {"app": "skip-template"}, "annotations": skips}, "spec": {
+                "serviceAccountName": "denied",
+                "nodeSelector": {"kubernetes.io/os": "windows"},
+                "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "webapp1"}},
+                "containers": [{"name": "web", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"}]}}}});
+    assert_refused(&s.cp.dry_run_create(&d), "WIN-GMSA-NOT-AUTHORIZED", "");
+    d["spec"]["template"]["spec"]["serviceAccountName"] = json!("allowed");
+    assert_admitted(&s.cp.dry_run_create(&d));
+}
+
+/// Hardening IV, 2: a namespace in `audit` or `warn` mode (the
+/// `winadmit.io/mode` label) still refuses an unauthorized gMSA pod, while
+/// its other findings are only audited or warned about.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod() {
+    let s = setup("audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod");
+    for mode in ["audit", "warn"] {
+        let ns = format!("gmsa-mode-{mode}");
+        s.cp.namespace(&ns, &[("winadmit-e2e", "gmsa"), ("winadmit.io/mode", mode)]);
+        s.cp.apply(&e2e::to_list(&[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "denied", "namespace": ns}}),
+        ]));
+        let windows = |name: &str, spec: Value| {
+            let mut spec = spec;
+            spec["serviceAccountName"] = json!("denied");
+            spec["nodeSelector"] = json!({"kubernetes.io/os": "windows"});
+            spec["containers"] = json!([{"name": "web", "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"}]);
+            e2e::pod(&ns, name, spec)
+        };
+        // The mode is in force once a hostNetwork Windows pod (an error
+        // finding) is admitted there.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let a = s
+                .cp
+                .dry_run_create(&windows("hostnet", json!({"hostNetwork": true})));
+            if a.ok() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{mode} mode never applied: {a:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let a = s.cp.dry_run_create(&windows(
+            "gmsa",
+            json!({"securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "webapp1"}}}),
+        ));
+        assert!(
+            !a.ok() && a.message().contains("WIN-GMSA-NOT-AUTHORIZED"),
+            "{mode}: {a:?}"
+        );
+    }
+}
