@@ -1215,7 +1215,12 @@ fn skip_annotations_never_open_the_gmsa_boundary() {
     // CREATE: an unauthorized name, inline contents without a name, and
     // another identity's contents under an authorized name.
     for (pod_name, account, options, rule) in [
-        ("skip-authz", "denied", name("webapp1"), "WIN-GMSA-NOT-AUTHORIZED"),
+        (
+            "skip-authz",
+            "denied",
+            name("webapp1"),
+            "WIN-GMSA-NOT-AUTHORIZED",
+        ),
         (
             "skip-noname",
             "allowed",
@@ -1312,9 +1317,8 @@ fn audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod() {
         // finding) is admitted there.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let a = s
-                .cp
-                .dry_run_create(&windows("hostnet", json!({"hostNetwork": true})));
+            let a =
+                s.cp.dry_run_create(&windows("hostnet", json!({"hostNetwork": true})));
             if a.ok() {
                 break;
             }

@@ -1846,9 +1846,7 @@ fn namespace_selector_matches_the_policy_exemptions() {
             continue;
         }
         let mut policy = load_policy(&objects);
-        policy
-            .add_own_namespace(&own_namespace(&objects))
-            .unwrap();
+        policy.add_own_namespace(&own_namespace(&objects)).unwrap();
         let (names, labels) = selector_reach(&objects, render.name());
         assert_eq!(names, policy.reach.excluded_namespaces, "{}", render.name());
         assert_eq!(

@@ -669,9 +669,10 @@ mod tests {
             complete: true,
             ..Facts::default()
         };
-        facts
-            .specs
-            .insert("domain-admin".into(), CredSpec::Found(Some(json!({"a": 1}))));
+        facts.specs.insert(
+            "domain-admin".into(),
+            CredSpec::Found(Some(json!({"a": 1}))),
+        );
         facts.authz.insert(
             ("web".into(), "app".into(), "domain-admin".into()),
             Authz {
@@ -756,7 +757,10 @@ mod tests {
             let p = Policy::from_yaml("p.yaml", yaml).unwrap();
             let (d, message) = decide_with(&p, &pod(skip_all.clone(), true), None);
             assert!(
-                d.evaluation.findings.iter().any(|f| f.rule == "WIN-HOSTNETWORK"),
+                d.evaluation
+                    .findings
+                    .iter()
+                    .any(|f| f.rule == "WIN-HOSTNETWORK"),
                 "{yaml}"
             );
             assert!(d.evaluation.skipped.is_empty(), "{yaml}");
@@ -764,7 +768,12 @@ mod tests {
         }
         let p = Policy::from_yaml("p.yaml", "skips: {namespaces: [web]}\n").unwrap();
         let (d, _) = decide_with(&p, &pod(skip_all, true), None);
-        assert!(!d.evaluation.findings.iter().any(|f| f.rule == "WIN-HOSTNETWORK"));
+        assert!(
+            !d.evaluation
+                .findings
+                .iter()
+                .any(|f| f.rule == "WIN-HOSTNETWORK")
+        );
         // A policy cannot make a boundary rule skippable, a warning or audited.
         for yaml in [
             "skips: {rules: [WIN-GMSA-NOT-AUTHORIZED]}\n",

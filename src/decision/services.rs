@@ -151,8 +151,8 @@ pub fn check_service(
     let skip = format!("{SKIP_ANNOTATION_PREFIX}{AFFINITY_TIMEOUT}");
     if policy.skippable(AFFINITY_TIMEOUT, namespace)
         && str_map("/metadata/annotations")
-        .get(skip.as_str())
-        .is_some_and(|r| !r.trim().is_empty())
+            .get(skip.as_str())
+            .is_some_and(|r| !r.trim().is_empty())
     {
         return out;
     }
