@@ -84,7 +84,7 @@ pub struct RegistryArgs {
     pub registry_mirror: Vec<String>,
     /// A host (`host[:port]`) a registry's token realm may name over
     /// plain HTTP (repeatable). A realm is otherwise asked only over HTTPS
-    /// or on the registry's own host, so that a registry cannot make
+    /// or on the registry's own host and port, so that a registry cannot make
     /// winadmit GET an arbitrary plain-HTTP address.
     #[arg(
         long,

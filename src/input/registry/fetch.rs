@@ -10,7 +10,7 @@
 //! - an error answer is named by its status class, its body is not read;
 //! - a failure to connect, a TLS failure and silence are one
 //!   [`Failure::Unreachable`], whose cause goes to the log only;
-//! - a token realm is asked only over HTTPS, on the registry's own host, or
+//! - a token realm is asked only over HTTPS, on the registry's own host and port, or
 //!   on a host `--registry-token-realm` names: a registry cannot make the
 //!   server GET an arbitrary plain-HTTP address;
 //! - requests in flight are capped for the whole process
@@ -37,7 +37,7 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 pub const MAX_TOKEN_BYTES: usize = 64 << 10;
 /// Registry requests in flight at once, in the whole process.
 pub const CONCURRENT_REQUESTS: usize = 32;
-/// Bearer tokens kept (per registry and repository); all forgotten past it.
+/// Authorizations kept (per registry and repository); all forgotten past it.
 const MAX_TOKENS: usize = 1024;
 
 /// The manifest types asked for, indexes first.
@@ -84,7 +84,7 @@ impl std::fmt::Display for Failure {
             Self::Malformed { what, why } => write!(f, "malformed {what}: {why}"),
             Self::Digest { what } => write!(f, "the {what} does not have the digest asked for"),
             Self::Realm => f.write_str(
-                "the token realm is plain HTTP on another host than the registry: not asked (allow it with --registry-token-realm)",
+                "the token realm is plain HTTP elsewhere than the registry's host and port: not asked (allow it with --registry-token-realm)",
             ),
         }
     }
@@ -135,7 +135,8 @@ pub struct Fetcher {
     realms: Vec<String>,
     /// Requests in flight, shared by every fetcher of the process.
     requests: Arc<Semaphore>,
-    /// Bearer tokens by registry and repository.
+    /// The `Authorization` last answered to a challenge (a Bearer token,
+    /// or Basic credentials), by registry and repository.
     tokens: Mutex<HashMap<(String, String), String>>,
 }
 
@@ -296,13 +297,14 @@ impl Fetcher {
                 Answer::Body(body) => return Ok(body),
                 Answer::Challenge(challenge) if attempt == 0 => {
                     let answer = self.authorize(reference, auth, &challenge).await?;
-                    if answer.starts_with("Bearer ") {
-                        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
-                        if tokens.len() >= MAX_TOKENS {
-                            tokens.clear();
-                        }
-                        tokens.insert(key.clone(), answer.clone());
+                    // Kept for the next request to this repository (this
+                    // fetcher's credentials only): one request, not two.
+                    let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+                    if tokens.len() >= MAX_TOKENS {
+                        tokens.clear();
                     }
+                    tokens.insert(key.clone(), answer.clone());
+                    drop(tokens);
                     authorization = Some(answer);
                 }
                 Answer::Challenge(_) => return Err(Failure::Status(401)),
@@ -331,7 +333,11 @@ impl Fetcher {
             return basic.ok_or(Failure::Status(401));
         };
         let realm = reqwest::Url::parse(&realm).map_err(|_| Failure::Status(401))?;
-        let registry_host = host_of(reference.resolve_registry());
+        // The registry's own host and port, as its scheme gives them.
+        let registry = reference.resolve_registry();
+        let home = reqwest::Url::parse(&format!("{}://{registry}/", self.scheme(registry)))
+            .ok()
+            .map(|u| (u.host_str().map(str::to_owned), u.port_or_known_default()));
         let realm_host = realm.host_str().unwrap_or_default();
         let named = |h: &String| {
             h == realm_host
@@ -339,14 +345,16 @@ impl Fetcher {
                     .port()
                     .is_some_and(|p| *h == format!("{realm_host}:{p}"))
         };
-        if realm.scheme() != "https"
-            && realm_host != registry_host
-            && !self.realms.iter().any(named)
-        {
+        let at_home = home
+            == Some((
+                realm.host_str().map(str::to_owned),
+                realm.port_or_known_default(),
+            ));
+        if realm.scheme() != "https" && !at_home && !self.realms.iter().any(named) {
             tracing::warn!(
                 registry = reference.resolve_registry(),
                 realm = %realm,
-                "registry: token realm refused (plain HTTP on another host; --registry-token-realm allows it)"
+                "registry: token realm refused (plain HTTP elsewhere than the registry's host and port; --registry-token-realm allows it)"
             );
             return Err(Failure::Realm);
         }
@@ -453,16 +461,6 @@ fn bearer(challenge: &str) -> Option<(String, Option<String>)> {
         })
 }
 
-/// `host` of `host[:port]` (IPv6 in brackets kept whole).
-fn host_of(registry: &str) -> &str {
-    match registry.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
-            host.trim_start_matches('[').trim_end_matches(']')
-        }
-        _ => registry.trim_start_matches('[').trim_end_matches(']'),
-    }
-}
-
 /// `sha256:<hex>` of `data`.
 fn sha256(data: &[u8]) -> String {
     use std::fmt::Write as _;
@@ -478,7 +476,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bearer_challenges_and_hosts() {
+    fn bearer_challenges() {
         assert_eq!(
             bearer(r#"Bearer realm="https://auth.example/token",service="registry.example""#),
             Some((
@@ -487,9 +485,6 @@ mod tests {
             ))
         );
         assert_eq!(bearer(r#"Basic realm="x""#), None);
-        assert_eq!(host_of("127.0.0.1:5000"), "127.0.0.1");
-        assert_eq!(host_of("registry.example"), "registry.example");
-        assert_eq!(host_of("[::1]:5000"), "::1");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub struct RegistryOptions {
     /// Mirrors asked first, in order, for the images of a registry.
     pub mirrors: Vec<Mirror>,
     /// Hosts (`host[:port]`) a registry's token realm may name over plain
-    /// HTTP, besides the registry's own host (`--registry-token-realm`).
+    /// HTTP, besides the registry's own host and port (`--registry-token-realm`).
     pub token_realms: Vec<String>,
 }
 

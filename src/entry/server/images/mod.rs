@@ -339,6 +339,19 @@ impl ImageFactsCache {
                 "registry: a review names more images not in the cache than --registry-review-lookups; the others are judged by their names"
             );
         }
+        for (image, lookup) in self.wait_all(pending, deadline).await {
+            known.insert(image, lookup);
+        }
+        known
+    }
+
+    /// The outcome of each lookup in flight by `deadline`; past it, the
+    /// image is unknown for this review and its lookup goes on.
+    async fn wait_all(
+        &self,
+        pending: Vec<(String, String, tokio::task::JoinHandle<Lookup>)>,
+        deadline: tokio::time::Instant,
+    ) -> Vec<(String, Lookup)> {
         let waits = pending.into_iter().map(|(image, registry, task)| async move {
             match tokio::time::timeout_at(deadline, task).await {
                 Ok(Ok(lookup)) => (image, lookup),
@@ -365,10 +378,7 @@ impl ImageFactsCache {
                 }
             }
         });
-        for (image, lookup) in futures::future::join_all(waits).await {
-            known.insert(image, lookup);
-        }
-        known
+        futures::future::join_all(waits).await
     }
 }
 
