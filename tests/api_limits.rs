@@ -50,6 +50,12 @@ fn report_gives_up_on_discovery_that_trickles() {
             && err.contains("the report leaves out the custom resources of"),
         "{err}"
     );
+    // One deadline for discovery as a whole: the groups after the first
+    // are not each given their own --api-timeout.
+    assert!(
+        err.contains("discovery as a whole took longer than 1s (--api-timeout)"),
+        "{err}"
+    );
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         !listed["objects"].as_array().unwrap().is_empty(),
@@ -152,6 +158,36 @@ fn the_cluster_cache_backs_off_from_a_repeated_continue_token() {
     );
 }
 
+/// The cluster cache against lists that never end, over ten seconds: each
+/// list is started again after 0.8 s, 1.6 s, 3.2 s, 6.4 s (with jitter),
+/// as docs/hardening.md says, not every second. A list whose first page
+/// succeeds must not reset the backoff.
+#[test]
+fn the_cluster_cache_doubles_its_wait_between_endless_lists() {
+    let api = FakeApi::start(Behaviour {
+        endless_continue: true,
+        ..Behaviour::default()
+    });
+    let (server, _dir) = serve_against(&api, &[]);
+    wait_log(&server, "same continue token twice");
+    std::thread::sleep(Duration::from_secs(10));
+    let starts = api
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.starts_with("/api/v1/namespaces?") && !r.contains("continue=") && !r.contains("watch")
+        })
+        .count();
+    eprintln!("cluster cache, endless continue: namespaces listed {starts} times in about 10 s");
+    // 1 + retries at about 0.8, 2.4, 5.6 s (jitter at most doubles one):
+    // 5 at most. Retrying every second makes 10 or more.
+    assert!(
+        (2..=6).contains(&starts),
+        "namespaces listed {starts} times in 10 s: {:?}",
+        api.requests()
+    );
+}
+
 /// The cluster cache against a 1 GiB list with a 16 MiB cap: the call
 /// fails past the cap, memory stays far below the answer.
 #[test]
@@ -174,4 +210,41 @@ fn the_cluster_cache_refuses_an_answer_larger_than_the_cap() {
         rss_mib < 256,
         "{rss_mib} MiB resident after refusing a 1 GiB answer"
     );
+}
+
+/// Peak resident memory of the cluster cache while every watcher lists an
+/// answer just under the cap (printed for docs/hardening.md, not
+/// asserted): `cargo test --release --test api_limits -- --ignored
+/// --nocapture cluster_cache_memory`.
+#[test]
+#[ignore = "measurement: cargo test --release --test api_limits -- --ignored --nocapture cluster_cache_memory"]
+fn cluster_cache_memory() {
+    for (list, cap) in [(60u64 << 20, None), (250 << 20, Some(256u64 << 20))] {
+        let api = FakeApi::start(Behaviour {
+            huge_lists: Some(usize::try_from(list).unwrap()),
+            ..Behaviour::default()
+        });
+        let cap_arg = cap.map(|c| c.to_string());
+        let mut extra = vec![];
+        if let Some(c) = &cap_arg {
+            extra.extend(["--cluster-cache-max-response-bytes", c.as_str()]);
+        }
+        let (server, _dir) = serve_against(&api, &extra);
+        let mut peak = 0;
+        let end = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < end {
+            peak = peak.max(server.rss_kib());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "cluster cache, lists of {} MiB, cap {}: peak {} MiB, {} list requests",
+            list >> 20,
+            cap_arg.as_deref().unwrap_or("default"),
+            peak / 1024,
+            api.requests()
+                .iter()
+                .filter(|r| !r.contains("watch"))
+                .count()
+        );
+    }
 }

@@ -570,3 +570,35 @@ async fn report_answers_are_capped_and_unread_answers_are_not_held() {
     );
     drop(readers);
 }
+
+/// One client sending one large `/report` after another, each once it has
+/// read the previous answer, is never answered 503: the report slot is
+/// given back before the end of the answer reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sequential_report_client_is_never_refused() {
+    let c = certs();
+    let server = start(&c, &["--request-timeout", "120s"]);
+    let mut n = 4_400;
+    let mut list = big_list(n);
+    while list.len() > 3 * MIB as usize - 4096 {
+        n -= 100;
+        list = big_list(n);
+    }
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        let mut send = h1(connect(
+            server.addr,
+            client_config(&c.ca.pem(), &[b"http/1.1"], None, TLS_ALL),
+        )
+        .await
+        .unwrap())
+        .await;
+        let resp = send
+            .send_request(request("POST", "/report", list.clone()))
+            .await
+            .unwrap();
+        statuses.push(read(resp).await.0);
+    }
+    eprintln!("{} bytes a report: {statuses:?}", list.len());
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+}

@@ -82,6 +82,17 @@ pub struct RegistryArgs {
         value_delimiter = ','
     )]
     pub registry_mirror: Vec<String>,
+    /// A host (`host[:port]`) a registry's token realm may name over
+    /// plain HTTP (repeatable). A realm is otherwise asked only over HTTPS
+    /// or on the registry's own host and port, so that a registry cannot make
+    /// winadmit GET an arbitrary plain-HTTP address.
+    #[arg(
+        long,
+        value_name = "HOST",
+        env = "WINADMIT_REGISTRY_TOKEN_REALM",
+        value_delimiter = ','
+    )]
+    pub registry_token_realm: Vec<String>,
 }
 
 impl RegistryArgs {
@@ -112,6 +123,7 @@ impl RegistryArgs {
             ca_files: self.registry_ca.clone(),
             deadline: Some(std::time::Duration::from_secs_f64(self.registry_timeout)),
             mirrors,
+            token_realms: self.registry_token_realm.clone(),
         })
     }
 }

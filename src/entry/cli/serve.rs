@@ -248,6 +248,15 @@ pub struct ServeRegistryArgs {
     /// Images cached at most.
     #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CACHE_ENTRIES", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub registry_cache_entries: u64,
+    /// Bytes of image facts cached at most (each image counted at least
+    /// this over --registry-cache-entries, so both limits hold).
+    #[arg(long, value_name = "BYTES", env = "WINADMIT_REGISTRY_CACHE_BYTES", default_value_t = 32 << 20, value_parser = clap::value_parser!(u64).range(1024..=(1 << 32) - 1))]
+    pub registry_cache_bytes: u64,
+    /// Images one review (or one `POST /report`) looks up at most, of
+    /// those not cached: the others are judged by their names, with
+    /// WIN-IMAGE-FACTS-UNKNOWN saying so.
+    #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_REVIEW_LOOKUPS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub registry_review_lookups: u32,
     /// Lookups sent to one registry at once; more wait in line.
     #[arg(long, value_name = "N", env = "WINADMIT_REGISTRY_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub registry_concurrency: u32,

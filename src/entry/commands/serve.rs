@@ -154,6 +154,8 @@ fn registry(
         registry_tag_ttl,
         registry_negative_ttl,
         registry_cache_entries,
+        registry_cache_bytes,
+        registry_review_lookups,
         registry_concurrency,
         registry_pull_secrets,
     } = args;
@@ -176,6 +178,8 @@ fn registry(
         tag_ttl: registry_tag_ttl,
         negative_ttl: registry_negative_ttl,
         max_entries: registry_cache_entries,
+        max_bytes: registry_cache_bytes,
+        review_lookups: registry_review_lookups as usize,
         per_registry: registry_concurrency as usize,
         lookup_deadline,
     };
@@ -346,7 +350,10 @@ fn init_logging(
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_target(false);
     let result = match format {
-        LogFormat::Text => builder.try_init(),
+        // Every field escaped: a value from outside never starts a line.
+        LogFormat::Text => builder
+            .fmt_fields(crate::entry::server::textlog::TextFields)
+            .try_init(),
         LogFormat::Json => builder
             .json()
             .flatten_event(true)

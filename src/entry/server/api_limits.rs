@@ -4,7 +4,10 @@
 //! repeats, or that runs past `max_pages` pages, fails before the next
 //! request is sent. Each failure reaches the watcher as an error, which is
 //! logged and retried with backoff, so a broken or hostile API server
-//! cannot make the cache spin or grow without bound.
+//! cannot make the cache spin or grow without bound. List pages are read
+//! one at a time over all the client's watchers (a page is held whole
+//! until it is decoded; watch streams are not): the memory of answers in
+//! flight is one page at the cap, not one per watcher.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -36,8 +39,11 @@ impl Default for ApiLimits {
     }
 }
 
-/// Default of [`ApiLimits::max_response_bytes`]: 256 MiB.
-pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+/// Default of [`ApiLimits::max_response_bytes`]: 64 MiB. One page of
+/// 500 objects at this size is 128 KiB an object, more than any Node;
+/// with one page read at a time, the cache stays within the chart's
+/// 256Mi memory limit.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Default of [`ApiLimits::max_pages`].
 pub const MAX_PAGES: u32 = 10_000;
 
@@ -47,6 +53,8 @@ pub struct ApiLimitsLayer {
     limits: ApiLimits,
     /// Per list path: the last `continue` token sent and the pages so far.
     lists: Arc<Mutex<HashMap<String, (String, u32)>>>,
+    /// One list page read at a time.
+    pages: Arc<tokio::sync::Semaphore>,
 }
 
 impl ApiLimitsLayer {
@@ -55,6 +63,7 @@ impl ApiLimitsLayer {
         Self {
             limits,
             lists: Arc::default(),
+            pages: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 }
@@ -120,7 +129,7 @@ where
     S::Future: Send + 'static,
     B: http_body::Body + Send + 'static,
 {
-    type Response = http::Response<Limited<B>>;
+    type Response = http::Response<Limited<Held<B>>>;
     type Error = BoxError;
     type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
@@ -133,11 +142,64 @@ where
             return Box::pin(async move { Err(why.into()) });
         }
         let limit = self.layer.limits.max_response_bytes;
+        // A page of a list: the watchers' lists are paged (`limit`), and a
+        // watch call never is; gets of one object and reviews are left be.
+        let page = req.method() == http::Method::GET
+            && req.uri().query().is_some_and(|q| {
+                let mut kv = q.split('&');
+                kv.clone().any(|kv| kv.starts_with("limit="))
+                    && !kv.any(|kv| kv == "watch=true" || kv == "watch=1")
+            });
+        let pages = page.then(|| Arc::clone(&self.layer.pages));
         let call = self.inner.call(req);
         Box::pin(async move {
+            // A page's turn is taken before it is asked for and given back
+            // when its body has been read (or dropped).
+            let permit = match pages {
+                Some(p) => Some(
+                    p.acquire_owned()
+                        .await
+                        .map_err(|e| Box::new(e) as BoxError)?,
+                ),
+                None => None,
+            };
             let response = call.await.map_err(Into::into)?;
-            Ok(response.map(|body| Limited::new(body, limit)))
+            Ok(response.map(|body| {
+                Limited::new(
+                    Held {
+                        body: Box::pin(body),
+                        _permit: permit,
+                    },
+                    limit,
+                )
+            }))
         })
+    }
+}
+
+/// A response body that holds a list page's turn until it is dropped.
+pub struct Held<B> {
+    body: std::pin::Pin<Box<B>>,
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl<B: http_body::Body> http_body::Body for Held<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.body.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -28,6 +28,7 @@ pub mod logwriter;
 pub mod metrics;
 mod report;
 mod state;
+pub mod textlog;
 pub mod tls;
 pub mod watch_cache;
 

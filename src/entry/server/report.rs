@@ -116,10 +116,7 @@ async fn report(
         runtime: tokio::runtime::Handle::current(),
         started: std::time::Instant::now(),
     };
-    let work = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        job.run(computed_tx, tx);
-    });
+    let work = tokio::task::spawn_blocking(move || job.run(permit, computed_tx, tx));
     match computed_rx.await {
         Ok(Ok(())) => (
             StatusCode::OK,
@@ -194,8 +191,16 @@ struct Job {
 impl Job {
     /// Computes the report, says on `computed` whether it could be, logs
     /// one line, then streams it into `tx` within `--report-max-bytes` and
-    /// `--report-write-timeout`.
-    fn run(self, computed: oneshot::Sender<Result<(), ReportError>>, tx: mpsc::Sender<Chunk>) {
+    /// `--report-write-timeout`. The slot (`permit`) is given back when the
+    /// work is done, before the client sees the end of the answer: a
+    /// client that sends its next report once it has read the answer
+    /// finds the slot free.
+    fn run(
+        self,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        computed: oneshot::Sender<Result<(), ReportError>>,
+        tx: mpsc::Sender<Chunk>,
+    ) {
         let Self {
             state,
             mode,
@@ -220,6 +225,7 @@ impl Job {
                     latency_us = latency_us(),
                     "report request"
                 );
+                drop(permit);
                 let _ = computed.send(Err(e));
                 return;
             }
@@ -243,13 +249,16 @@ impl Job {
             return;
         }
         let deadline = tokio::time::Instant::now() + limits.report_write_timeout;
-        let out = ChannelWriter {
+        let mut out = ChannelWriter {
             tx,
             runtime,
             deadline,
             buf: Vec::with_capacity(CHUNK),
         };
-        if let Err(e) = write_capped(&report, limits.report_max_bytes, out) {
+        let written = write_capped(&report, limits.report_max_bytes, &mut out);
+        drop(report);
+        drop(permit);
+        if let Err(e) = written.and_then(|()| out.end()) {
             tracing::warn!(
                 error = %e,
                 timeout = ?limits.report_write_timeout,
@@ -298,7 +307,7 @@ fn compute(
 fn write_capped(
     report: &crate::entry::report::Report,
     max_bytes: usize,
-    out: ChannelWriter,
+    out: &mut ChannelWriter,
 ) -> std::io::Result<()> {
     let mut sink = JsonSink::new(out)?;
     let mut written = 0usize;
@@ -380,6 +389,12 @@ struct ChannelWriter {
 }
 
 impl ChannelWriter {
+    /// Ends the answer (what is buffered, then the end of the stream).
+    fn end(mut self) -> std::io::Result<()> {
+        std::io::Write::flush(&mut self)?;
+        self.send(Chunk::End)
+    }
+
     fn send(&mut self, chunk: Chunk) -> std::io::Result<()> {
         let sent = self
             .runtime
@@ -412,7 +427,7 @@ impl std::io::Write for ChannelWriter {
             let chunk = Bytes::from(std::mem::take(&mut self.buf));
             self.send(Chunk::Data(chunk))?;
         }
-        self.send(Chunk::End)
+        Ok(())
     }
 }
 

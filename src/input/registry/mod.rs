@@ -16,21 +16,24 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use oci_client::Reference;
 use oci_client::manifest::OciManifest;
-use oci_client::{Client, Reference};
 
 use crate::decision::images::{ImageFacts, KnownImages, Lookup, Platform};
 
 mod credentials;
+mod fetch;
 
 pub use credentials::Credentials;
+pub use fetch::{CONCURRENT_REQUESTS, MAX_CONFIG_BYTES, MAX_MANIFEST_BYTES, UNREACHABLE};
 
 /// The default deadline of one lookup.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 /// Lookups in flight at once.
 pub const CONCURRENT_LOOKUPS: usize = 8;
-/// The largest image config read (a config is a few kilobytes).
-const MAX_CONFIG_BYTES: usize = 1 << 20;
+/// Distinct platforms kept of one image index (the rest are dropped): an
+/// index lists each platform once, and Windows images publish a handful.
+pub const MAX_PLATFORMS: usize = 64;
 
 /// How to reach registries.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +50,9 @@ pub struct RegistryOptions {
     pub deadline: Option<Duration>,
     /// Mirrors asked first, in order, for the images of a registry.
     pub mirrors: Vec<Mirror>,
+    /// Hosts (`host[:port]`) a registry's token realm may name over plain
+    /// HTTP, besides the registry's own host and port (`--registry-token-realm`).
+    pub token_realms: Vec<String>,
 }
 
 /// A registry mirror (`--registry-mirror HOST=MIRROR`), as containerd's
@@ -173,39 +179,19 @@ pub enum RegistryError {
         #[source]
         source: std::io::Error,
     },
+    #[error("invalid registry CA {path}: {message}")]
+    Ca { path: PathBuf, message: String },
+    #[error("{0}")]
+    Client(String),
 }
 
 /// Looks images up.
 pub struct Resolver {
-    client: Client,
+    fetcher: fetch::Fetcher,
     credentials: Credentials,
     deadline: Duration,
     /// Mirrors by the registry they mirror, in the order given.
     mirrors: BTreeMap<String, Vec<Mirror>>,
-    /// Registries reached over plain HTTP.
-    insecure: Vec<String>,
-    /// CAs trusted besides the system's.
-    roots: Vec<oci_client::client::Certificate>,
-}
-
-fn client(
-    insecure: &[String],
-    roots: &[oci_client::client::Certificate],
-    deadline: Duration,
-) -> Client {
-    let config = oci_client::client::ClientConfig {
-        protocol: if insecure.is_empty() {
-            oci_client::client::ClientProtocol::Https
-        } else {
-            oci_client::client::ClientProtocol::HttpsExcept(insecure.to_vec())
-        },
-        extra_root_certificates: roots.to_vec(),
-        connect_timeout: Some(deadline),
-        read_timeout: Some(deadline),
-        user_agent: concat!("winadmit/", env!("CARGO_PKG_VERSION")),
-        ..Default::default()
-    };
-    Client::new(config)
 }
 
 impl Resolver {
@@ -225,10 +211,12 @@ impl Resolver {
                 path: path.clone(),
                 source,
             })?;
-            roots.push(oci_client::client::Certificate {
-                encoding: oci_client::client::CertificateEncoding::Pem,
-                data,
-            });
+            let certs =
+                reqwest::Certificate::from_pem_bundle(&data).map_err(|e| RegistryError::Ca {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            roots.extend(certs);
         }
         let deadline = options.deadline.unwrap_or(DEFAULT_DEADLINE);
         let mut insecure = options.insecure.clone();
@@ -242,32 +230,35 @@ impl Resolver {
                 .or_default()
                 .push(m.clone());
         }
+        let setup = fetch::Setup {
+            insecure,
+            realms: options.token_realms.clone(),
+            roots,
+            deadline,
+            requests: std::sync::Arc::new(tokio::sync::Semaphore::new(CONCURRENT_REQUESTS)),
+        };
         Ok(Self {
-            client: client(&insecure, &roots, deadline),
+            fetcher: setup.fetcher().map_err(RegistryError::Client)?,
             credentials,
             deadline,
             mirrors,
-            insecure,
-            roots,
         })
     }
 
     /// A resolver that asks with `first` (a pod's `imagePullSecrets`)
     /// where they name the registry, and with this one's credentials
-    /// elsewhere. It has a client of its own: the OCI client keeps one
-    /// credential and its tokens per registry, which must never serve a
-    /// lookup made with other credentials.
+    /// elsewhere. It has a client and tokens of its own, which never serve
+    /// a lookup made with other credentials; its requests count against
+    /// the same process-wide cap.
     #[must_use]
     pub fn with_credentials(&self, first: Credentials) -> Self {
         let mut credentials = first;
         credentials.absorb(self.credentials.clone());
         Self {
-            client: client(&self.insecure, &self.roots, self.deadline),
+            fetcher: self.fetcher.without_tokens(),
             credentials,
             deadline: self.deadline,
             mirrors: self.mirrors.clone(),
-            insecure: self.insecure.clone(),
-            roots: self.roots.clone(),
         }
     }
 
@@ -291,51 +282,73 @@ impl Resolver {
     /// Looks one image up, within the deadline. Never fails: a failure is
     /// [`Lookup::Unknown`] with the reason.
     pub async fn lookup(&self, image: &str) -> Lookup {
+        self.lookup_explained(image).await.0
+    }
+
+    /// [`Resolver::lookup`], and for a failure the words for the log: the
+    /// lookup says only the failure's class (an unreachable registry, a
+    /// status, a size); the log also says why a registry was unreachable.
+    pub async fn lookup_explained(&self, image: &str) -> (Lookup, String) {
         let reference = match Reference::try_from(image.trim()) {
             Ok(r) => r,
-            Err(e) => return Lookup::Unknown(format!("not an image reference: {e}")),
+            Err(e) => {
+                let why = format!("not an image reference: {e}");
+                return (Lookup::Unknown(why.clone()), why);
+            }
         };
         let registry = reference.resolve_registry().to_owned();
         let end = tokio::time::Instant::now() + self.deadline;
+        let silent = |within: Duration| {
+            fetch::Failure::Unreachable(format!("no answer within {:.1}s", within.as_secs_f64()))
+        };
         // Mirrors first, in order, each within half the time left; then
         // the registry itself, within the rest.
-        let mut mirrors_failed = Vec::new();
+        let mut mirrors_failed: Vec<(String, fetch::Failure)> = Vec::new();
         for mirror in self.mirrors.get(&registry).into_iter().flatten() {
             let left = end.saturating_duration_since(tokio::time::Instant::now());
             let at = mirror.reference(&reference);
             match tokio::time::timeout(left / 2, self.facts(&at, &mirror.host)).await {
-                Ok(Ok(facts)) => return Lookup::Known(facts),
-                Ok(Err(why)) => mirrors_failed.push(format!("mirror {}: {why}", mirror.host)),
-                Err(_) => mirrors_failed.push(format!(
-                    "mirror {}: no answer within {:.1}s",
-                    mirror.host,
-                    (left / 2).as_secs_f64()
-                )),
+                Ok(Ok(facts)) => return (Lookup::Known(facts), String::new()),
+                Ok(Err(why)) => mirrors_failed.push((mirror.host.clone(), why)),
+                Err(_) => mirrors_failed.push((mirror.host.clone(), silent(left / 2))),
             }
         }
-        let after = if mirrors_failed.is_empty() {
-            String::new()
-        } else {
-            format!(" (after {})", mirrors_failed.join("; "))
+        let failure = match tokio::time::timeout_at(end, self.facts(&reference, &registry)).await {
+            Ok(Ok(facts)) => return (Lookup::Known(facts), String::new()),
+            Ok(Err(why)) => why,
+            Err(_) => silent(self.deadline),
         };
-        match tokio::time::timeout_at(end, self.facts(&reference, &registry)).await {
-            Ok(Ok(facts)) => Lookup::Known(facts),
-            Ok(Err(why)) => Lookup::Unknown(format!("registry {registry}: {why}{after}")),
-            Err(_) => Lookup::Unknown(format!(
-                "registry {registry}: no answer within {}s{after}",
-                self.deadline.as_secs_f64()
-            )),
-        }
+        let words = |cause: fn(&fetch::Failure) -> String| {
+            let after = if mirrors_failed.is_empty() {
+                String::new()
+            } else {
+                let each: Vec<String> = mirrors_failed
+                    .iter()
+                    .map(|(host, why)| format!("mirror {host}: {}", cause(why)))
+                    .collect();
+                format!(" (after {})", each.join("; "))
+            };
+            format!("registry {registry}: {}{after}", cause(&failure))
+        };
+        (
+            Lookup::Unknown(words(fetch::Failure::to_string)),
+            words(fetch::Failure::cause),
+        )
     }
 
-    async fn facts(&self, reference: &Reference, registry: &str) -> Result<ImageFacts, String> {
+    async fn facts(
+        &self,
+        reference: &Reference,
+        registry: &str,
+    ) -> Result<ImageFacts, fetch::Failure> {
         let auth = self.credentials.auth_for(registry);
-        let (manifest, digest) = self
-            .client
-            .pull_manifest(reference, &auth)
-            .await
-            .map_err(|e| describe(&e))?;
-        let platforms = match manifest {
+        let (manifest, digest) = self.fetcher.manifest(reference, &auth).await?;
+        let manifest: OciManifest =
+            serde_json::from_slice(&manifest).map_err(|e| fetch::Failure::Malformed {
+                what: "manifest",
+                why: fetch::json_error(&e),
+            })?;
+        let mut platforms = match manifest {
             OciManifest::ImageIndex(index) => index
                 .manifests
                 .iter()
@@ -351,20 +364,21 @@ impl Resolver {
                 .filter(|p| p.os != "unknown")
                 .collect::<Vec<_>>(),
             OciManifest::Image(image) => {
-                let mut config = Vec::new();
                 if usize::try_from(image.config.size).unwrap_or(usize::MAX) > MAX_CONFIG_BYTES {
-                    return Err(format!(
-                        "the image config is {} bytes, more than the {MAX_CONFIG_BYTES} read",
-                        image.config.size
-                    ));
+                    return Err(fetch::Failure::TooLarge {
+                        what: "image config",
+                        limit: MAX_CONFIG_BYTES,
+                    });
                 }
-                self.client
-                    .pull_blob(reference, &image.config, &mut config)
-                    .await
-                    .map_err(|e| describe(&e))?;
+                let config = self
+                    .fetcher
+                    .blob(reference, &auth, &image.config.digest, MAX_CONFIG_BYTES)
+                    .await?;
                 let config: oci_spec::image::ImageConfiguration =
-                    serde_json::from_slice(&config)
-                        .map_err(|e| format!("malformed image config: {e}"))?;
+                    serde_json::from_slice(&config).map_err(|e| fetch::Failure::Malformed {
+                        what: "image config",
+                        why: fetch::json_error(&e),
+                    })?;
                 vec![Platform {
                     os: config.os().to_string(),
                     architecture: config.architecture().to_string(),
@@ -374,65 +388,25 @@ impl Resolver {
                 }]
             }
         };
+        // Each platform once, at most MAX_PLATFORMS: what the facts cache
+        // keeps of an image is bounded whatever its index lists.
+        let mut kept: Vec<Platform> = Vec::new();
+        for p in platforms.drain(..) {
+            if kept.len() < MAX_PLATFORMS && !kept.contains(&p) {
+                kept.push(p);
+            }
+        }
+        let platforms = kept;
         if platforms.is_empty() {
-            return Err("the image index lists no platform".to_owned());
+            return Err(fetch::Failure::Malformed {
+                what: "image index",
+                why: "it lists no platform".to_owned(),
+            });
         }
         Ok(ImageFacts {
             digest: Some(digest).filter(|d| crate::decision::images::is_digest(d)),
             platforms,
         })
-    }
-}
-
-/// A lookup error, in a line: the cause without the URL noise.
-fn describe(e: &oci_client::errors::OciDistributionError) -> String {
-    use oci_client::errors::OciDistributionError as E;
-    match e {
-        E::AuthenticationFailure(why) => format!("authentication failed ({why})"),
-        E::UnauthorizedError { .. } => {
-            "401 Unauthorized: give credentials with --registry-config".to_owned()
-        }
-        E::ImageManifestNotFoundError(_) => "404: no such image or tag".to_owned(),
-        E::RegistryError { envelope, .. } => {
-            use oci_client::errors::OciErrorCode as C;
-            let status = envelope.errors.iter().find_map(|e| match e.code {
-                C::ManifestUnknown | C::NameUnknown | C::NotFound | C::BlobUnknown => {
-                    Some("404: no such image or tag")
-                }
-                C::Unauthorized => {
-                    Some("401 Unauthorized: give credentials with --registry-config")
-                }
-                C::Denied => Some("403 Denied: the credentials may not pull this image"),
-                C::Toomanyrequests => Some("429 Too Many Requests: the registry's rate limit"),
-                _ => None,
-            });
-            let detail: Vec<String> = envelope
-                .errors
-                .iter()
-                .map(|e| e.message.clone())
-                .filter(|m| !m.is_empty())
-                .collect();
-            match status {
-                Some(s) if detail.is_empty() => s.to_owned(),
-                Some(s) => format!("{s} ({})", detail.join("; ")),
-                None => format!("registry error: {}", detail.join("; ")),
-            }
-        }
-        E::ServerError { code, message, .. } => format!("HTTP {code}: {message}"),
-        E::ManifestParsingError(why) | E::VersionedParsingError(why) => {
-            format!("malformed manifest: {why}")
-        }
-        E::ManifestEncodingError(why) => format!("malformed manifest: {why}"),
-        E::RequestError(r) => {
-            let mut why = r.to_string();
-            let mut source = std::error::Error::source(r);
-            while let Some(s) = source {
-                why = s.to_string();
-                source = s.source();
-            }
-            why
-        }
-        other => other.to_string(),
     }
 }
 

@@ -16,6 +16,17 @@
 //!   lookup.
 //! - **Per-registry cap** (`--registry-concurrency`): lookups to one
 //!   registry at once; more wait in line, within their own deadline.
+//! - **Per-review cap** (`--registry-review-lookups`): the images of one
+//!   review not in the cache are looked up up to this many; the others are
+//!   unknown for this review, and a log line says how many were left.
+//! - **Process-wide caps**: [`MAX_LOOKUPS_IN_FLIGHT`] lookups at once over
+//!   every registry, and the resolver's cap on requests in flight
+//!   ([`crate::input::registry::CONCURRENT_REQUESTS`]).
+//! - **Cache bytes** (`--registry-cache-bytes`): entries are weighed by the
+//!   bytes they hold, and each counts at least `bytes / entries`, so
+//!   neither limit is passed.
+//! - A failure says its class and the registry, never what the registry
+//!   wrote; every way a registry cannot be reached in time reads the same.
 //! - Health checks, metrics and reviews that name no uncached image never
 //!   wait on a registry: only a review waits, and only for its own images.
 
@@ -47,6 +58,11 @@ pub struct CacheOptions {
     pub negative_ttl: Duration,
     /// Images kept at most.
     pub max_entries: u64,
+    /// Bytes of facts kept at most (each entry weighed at least
+    /// `max_bytes / max_entries`).
+    pub max_bytes: u64,
+    /// Images not in the cache one review looks up at most.
+    pub review_lookups: usize,
     /// Lookups to one registry at once.
     pub per_registry: usize,
     /// The deadline of one lookup (`--registry-timeout`): also how long a
@@ -61,6 +77,8 @@ impl Default for CacheOptions {
             tag_ttl: Duration::from_secs(300),
             negative_ttl: Duration::from_secs(10),
             max_entries: 10_000,
+            max_bytes: 32 << 20,
+            review_lookups: 32,
             per_registry: 4,
             lookup_deadline: crate::input::registry::DEFAULT_DEADLINE,
         }
@@ -69,6 +87,40 @@ impl Default for CacheOptions {
 
 /// Per-registry lanes kept at most; idle ones are forgotten past it.
 const MAX_LANES: usize = 1024;
+/// Lookups in flight at once over every registry; more wait in line,
+/// within their own deadline.
+pub const MAX_LOOKUPS_IN_FLIGHT: usize = 64;
+
+/// The bytes an entry holds (its key and its facts or reason), as the
+/// cache weighs it: at least `floor`.
+fn weight(key: &str, lookup: &Lookup, floor: u32) -> u32 {
+    const STRING: usize = std::mem::size_of::<String>();
+    let bytes = key.len()
+        + STRING
+        + std::mem::size_of::<Lookup>()
+        + match lookup {
+            Lookup::Unknown(why) => why.len(),
+            Lookup::Known(facts) => {
+                facts.digest.as_ref().map_or(0, String::len)
+                    + facts
+                        .platforms
+                        .iter()
+                        .map(|p| {
+                            std::mem::size_of_val(p)
+                                + p.os.len()
+                                + p.architecture.len()
+                                + p.variant.as_ref().map_or(0, String::len)
+                                + p.os_version.as_ref().map_or(0, String::len)
+                                + p.os_features
+                                    .iter()
+                                    .map(|f| STRING + f.len())
+                                    .sum::<usize>()
+                        })
+                        .sum::<usize>()
+            }
+        };
+    u32::try_from(bytes).unwrap_or(u32::MAX).max(floor)
+}
 
 /// Keeps pinned facts until evicted, tags for the TTL, failures briefly.
 struct Expire {
@@ -91,10 +143,25 @@ impl moka::Expiry<String, Lookup> for Expire {
     }
 }
 
+/// The facts cache: at most `max_bytes` by [`weight`], entries weighed at
+/// least `max_bytes / max_entries`.
+fn cache_of(options: &CacheOptions) -> moka::future::Cache<String, Lookup> {
+    let floor = u32::try_from(options.max_bytes / options.max_entries.max(1)).unwrap_or(u32::MAX);
+    moka::future::Cache::builder()
+        .max_capacity(options.max_bytes.max(1))
+        .weigher(move |key: &String, lookup: &Lookup| weight(key, lookup, floor))
+        .expire_after(Expire {
+            tag_ttl: options.tag_ttl,
+            negative_ttl: options.negative_ttl,
+        })
+        .build()
+}
+
 /// The image facts of reviews, cached.
 pub struct ImageFactsCache {
     inner: Arc<Inner>,
     review_deadline: Duration,
+    review_lookups: usize,
 }
 
 impl std::fmt::Debug for ImageFactsCache {
@@ -113,6 +180,8 @@ struct Inner {
     cache: moka::future::Cache<String, Lookup>,
     lanes: Mutex<HashMap<String, Arc<Semaphore>>>,
     per_registry: usize,
+    /// [`MAX_LOOKUPS_IN_FLIGHT`].
+    in_flight: Semaphore,
     lookup_deadline: Duration,
     metrics: RegistryMetrics,
     /// `--registry-pull-secrets`: set once the Kubernetes client exists.
@@ -153,24 +222,20 @@ struct Wanted {
 impl ImageFactsCache {
     #[must_use]
     pub fn new(resolver: Resolver, options: CacheOptions, metrics: RegistryMetrics) -> Self {
-        let cache = moka::future::Cache::builder()
-            .max_capacity(options.max_entries.max(1))
-            .expire_after(Expire {
-                tag_ttl: options.tag_ttl,
-                negative_ttl: options.negative_ttl,
-            })
-            .build();
+        let cache = cache_of(&options);
         Self {
             inner: Arc::new(Inner {
                 resolver,
                 cache,
                 lanes: Mutex::new(HashMap::new()),
                 per_registry: options.per_registry.max(1),
+                in_flight: Semaphore::new(MAX_LOOKUPS_IN_FLIGHT),
                 lookup_deadline: options.lookup_deadline,
                 metrics,
                 pull_secrets: std::sync::OnceLock::new(),
             }),
             review_deadline: options.review_deadline,
+            review_lookups: options.review_lookups.max(1),
         }
     }
 
@@ -216,6 +281,7 @@ impl ImageFactsCache {
     ) -> KnownImages {
         let mut known = KnownImages::default();
         let mut pending = Vec::new();
+        let mut left_out = 0_usize;
         for image in images {
             let registry = registry_of(&image);
             // The pod's own credentials for this image's registry, if any:
@@ -244,6 +310,17 @@ impl ImageFactsCache {
                 known.insert(image, lookup);
                 continue;
             };
+            if pending.len() >= self.review_lookups {
+                left_out += 1;
+                known.insert(
+                    image,
+                    Lookup::Unknown(format!(
+                        "not looked up: the review names more than {} images not in the cache (--registry-review-lookups)",
+                        self.review_lookups
+                    )),
+                );
+                continue;
+            }
             // The lookup runs on its own task: past this review's deadline
             // it goes on, and fills the cache for the next review.
             let inner = Arc::clone(&self.inner);
@@ -255,6 +332,26 @@ impl ImageFactsCache {
             };
             pending.push((image, registry, task));
         }
+        if left_out > 0 {
+            tracing::warn!(
+                looked_up = pending.len(),
+                left_out,
+                "registry: a review names more images not in the cache than --registry-review-lookups; the others are judged by their names"
+            );
+        }
+        for (image, lookup) in self.wait_all(pending, deadline).await {
+            known.insert(image, lookup);
+        }
+        known
+    }
+
+    /// The outcome of each lookup in flight by `deadline`; past it, the
+    /// image is unknown for this review and its lookup goes on.
+    async fn wait_all(
+        &self,
+        pending: Vec<(String, String, tokio::task::JoinHandle<Lookup>)>,
+        deadline: tokio::time::Instant,
+    ) -> Vec<(String, Lookup)> {
         let waits = pending.into_iter().map(|(image, registry, task)| async move {
             match tokio::time::timeout_at(deadline, task).await {
                 Ok(Ok(lookup)) => (image, lookup),
@@ -265,19 +362,23 @@ impl ImageFactsCache {
                         .review_deadlines
                         .get_or_create(&self.inner.metrics.label(&registry))
                         .inc();
-                    let why = format!(
-                        "registry {registry}: no answer within {}s (--registry-review-timeout); the lookup goes on for later reviews",
+                    tracing::warn!(
+                        image,
+                        registry,
+                        "registry: facts unknown: registry {registry}: no answer within {}s (--registry-review-timeout); the lookup goes on for later reviews",
                         self.review_deadline.as_secs_f64()
                     );
-                    tracing::warn!(image, registry, "registry: facts unknown: {why}");
+                    // The words of every unreachable registry: a caller
+                    // cannot tell a silent registry from a closed port.
+                    let why = format!(
+                        "registry {registry}: {}",
+                        crate::input::registry::UNREACHABLE
+                    );
                     (image, Lookup::Unknown(why))
                 }
             }
         });
-        for (image, lookup) in futures::future::join_all(waits).await {
-            known.insert(image, lookup);
-        }
-        known
+        futures::future::join_all(waits).await
     }
 }
 
@@ -321,25 +422,29 @@ impl Inner {
         registry: &str,
     ) -> Result<Lookup, String> {
         let lane = self.lane(registry);
-        let Ok(Ok(_permit)) = tokio::time::timeout(self.lookup_deadline, lane.acquire()).await
-        else {
+        let turn = async {
+            let lane = lane.acquire().await;
+            let all = self.in_flight.acquire().await;
+            lane.and_then(|l| all.map(|a| (l, a)))
+        };
+        let Ok(Ok(_permits)) = tokio::time::timeout(self.lookup_deadline, turn).await else {
             return Err(format!(
-                "registry {registry}: {} lookups already in flight for {}s (--registry-concurrency)",
-                self.per_registry,
-                self.lookup_deadline.as_secs_f64()
+                "registry {registry}: no turn to ask within {}s ({} lookups to it in flight, --registry-concurrency; or {MAX_LOOKUPS_IN_FLIGHT} in all)",
+                self.lookup_deadline.as_secs_f64(),
+                self.per_registry
             ));
         };
         let label = self.metrics.label(registry);
         self.metrics.lookups.get_or_create(&label).inc();
         let start = Instant::now();
-        let lookup = resolver.lookup(image).await;
+        let (lookup, cause) = resolver.lookup_explained(image).await;
         self.metrics
             .latency
             .get_or_create(&label)
             .observe(start.elapsed().as_secs_f64());
-        if let Lookup::Unknown(why) = &lookup {
+        if let Lookup::Unknown(_) = &lookup {
             self.metrics.failures.get_or_create(&label).inc();
-            tracing::warn!(image, registry, "registry: facts unknown: {why}");
+            tracing::warn!(image, registry, "registry: facts unknown: {cause}");
         }
         Ok(lookup)
     }
@@ -388,4 +493,63 @@ fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
             .take(MAX_PULL_SECRETS)
             .collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::images::{ImageFacts, Platform};
+
+    /// 200 tags of an index with 64 platforms of long names (what a
+    /// hostile registry serves under the read cap): the cache keeps at
+    /// most its bytes, by its own accounting; tiny entries at most its
+    /// entry count.
+    #[tokio::test]
+    async fn the_cache_is_bounded_in_bytes() {
+        let options = CacheOptions {
+            max_bytes: 4 << 20,
+            ..CacheOptions::default()
+        };
+        let cache = cache_of(&options);
+        let platforms: Vec<Platform> = (0..64)
+            .map(|i| Platform {
+                os: "windows".to_owned(),
+                architecture: "amd64".to_owned(),
+                variant: None,
+                os_version: Some(format!("10.0.17763.{i}")),
+                os_features: vec!["x".repeat(8_000)],
+            })
+            .collect();
+        let facts = Lookup::Known(ImageFacts {
+            digest: None,
+            platforms,
+        });
+        let one = u64::from(weight("r/wide:t0", &facts, 0));
+        assert!(one > 500_000, "{one}: an entry is not weighed by its bytes");
+        for i in 0..200 {
+            cache.insert(format!("r/wide:t{i}"), facts.clone()).await;
+        }
+        cache.run_pending_tasks().await;
+        eprintln!(
+            "200 entries of {one} bytes: {} kept, {} bytes",
+            cache.entry_count(),
+            cache.weighted_size()
+        );
+        assert!(cache.weighted_size() <= options.max_bytes);
+        assert!(cache.entry_count() <= options.max_bytes / one);
+
+        let few = CacheOptions {
+            max_bytes: 1 << 20,
+            max_entries: 10,
+            ..CacheOptions::default()
+        };
+        let cache = cache_of(&few);
+        for i in 0..100 {
+            cache
+                .insert(format!("r/a:{i}"), Lookup::Unknown("404".to_owned()))
+                .await;
+        }
+        cache.run_pending_tasks().await;
+        assert!(cache.entry_count() <= 10, "{}", cache.entry_count());
+    }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -250,7 +250,12 @@ async fn run<K>(
             Watched::Nodes => config.labels("kubernetes.io/os=windows"),
             _ => config,
         };
-        watcher(api.clone(), config).default_backoff().boxed()
+        // No backoff of the watcher's own: it resets on every event, so a
+        // list whose first page succeeds and whose second fails (an endless
+        // continue token) would be retried every 0.8 s. This loop backs
+        // off instead, and resets only once a list is complete or a watch
+        // delivers.
+        watcher(api.clone(), config).boxed()
     };
     let mut stream = start();
     let mut log = Progress::new(what, metrics);
@@ -281,15 +286,22 @@ async fn run<K>(
                     listing = true;
                 }
                 let done = matches!(event, watcher::Event::InitDone);
+                if done || !listing {
+                    kube::runtime::utils::Backoff::reset(&mut relist);
+                }
                 if done {
                     listing = false;
-                    kube::runtime::utils::Backoff::reset(&mut relist);
                 }
                 if let Some(n) = apply(event) {
                     log.applied(n, done);
                 }
             }
-            Err(err) => log.failed(&err),
+            Err(err) => {
+                log.failed(&err);
+                // 0.8 s doubling to 30 s, with jitter, until a list
+                // completes: the stream is not polled meanwhile.
+                tokio::time::sleep(relist.next().unwrap_or(Duration::from_secs(30))).await;
+            }
         }
     }
 }
