@@ -217,7 +217,7 @@ fn pairs(results: &[Value]) -> Vec<(String, String)> {
         .iter()
         .map(|r| {
             (
-                r["subjects"][0]["name"]
+                r["resources"][0]["name"]
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
@@ -301,7 +301,7 @@ fn reports_follow_workloads_policy_and_windows_nodes() {
     );
     for r in &first {
         assert!(matches!(r["result"].as_str(), Some("fail" | "warn")), "{r}");
-        assert_eq!(r["subjects"][0]["kind"], "Deployment", "{r}");
+        assert_eq!(r["resources"][0]["kind"], "Deployment", "{r}");
         assert!(
             r["properties"]["field"]
                 .as_str()

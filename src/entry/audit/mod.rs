@@ -95,14 +95,6 @@ impl ReportApi {
             (Self::PolicyReport, false) => "clusterpolicyreports",
         }
     }
-
-    /// The field naming the checked objects in a result.
-    fn subjects(self) -> &'static str {
-        match self {
-            Self::OpenReports => "subjects",
-            Self::PolicyReport => "resources",
-        }
-    }
 }
 
 /// What the audit writes.
@@ -175,7 +167,7 @@ pub fn results(reports: &[ObjectReport], options: Options) -> Judged {
                 res.properties.insert("fix".into(), f.fix.into());
                 let level = level(f.severity);
                 *judged.counts.entry((f.rule.to_owned(), level)).or_default() += 1;
-                judged.results.push(result_json(&res, options.api));
+                judged.results.push(result_json(&res));
             }
         }
         if !any {
@@ -195,17 +187,10 @@ pub fn level(s: Severity) -> &'static str {
     }
 }
 
-fn result_json(
-    res: &crate::entry::report::format::policyreport::ReportResult,
-    api: ReportApi,
-) -> Value {
-    let mut v = serde_json::to_value(res).unwrap_or(Value::Null);
-    if let Some(o) = v.as_object_mut()
-        && let Some(r) = o.remove("resources")
-    {
-        o.insert(api.subjects().to_owned(), r);
-    }
-    v
+/// One result as JSON: the same shape in both APIs (`resources` names
+/// the workload in openreports.io v1alpha1 as in wgpolicyk8s.io).
+fn result_json(res: &crate::entry::report::format::policyreport::ReportResult) -> Value {
+    serde_json::to_value(res).unwrap_or(Value::Null)
 }
 
 /// The findings of every namespace, as the metrics count them.

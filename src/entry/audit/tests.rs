@@ -57,7 +57,7 @@ fn results_name_rule_field_message_and_fix_and_only_what_is_wrong() {
         );
         assert!(!r["properties"]["fix"].as_str().unwrap().is_empty(), "{r}");
         assert!(!r["message"].as_str().unwrap().is_empty(), "{r}");
-        assert_eq!(r["subjects"][0]["name"], "bad", "{r}");
+        assert_eq!(r["resources"][0]["name"], "bad", "{r}");
     }
     assert!(j.clean >= 1);
     let total: u64 = j.counts.values().sum();
@@ -110,7 +110,7 @@ fn the_hash_changes_only_with_the_content() {
 }
 
 #[test]
-fn policyreports_name_resources_and_openreports_subjects() {
+fn both_apis_name_the_workload_in_resources() {
     let j = judged(&[deployment("web", "bad", true)], false);
     let mut j2 = j.clone();
     j2.results.clear();
@@ -138,7 +138,7 @@ fn policyreports_name_resources_and_openreports_subjects() {
     assert!(r["results"][0]["resources"].is_array());
     let o = &namespace_reports("web", &j, ReportApi::OpenReports)[0];
     assert_eq!(o["apiVersion"], "openreports.io/v1alpha1");
-    assert!(o["results"][0]["subjects"].is_array());
+    assert!(o["results"][0]["resources"].is_array());
     let cluster = cluster_report(ReportApi::OpenReports, [&j, &j2]);
     assert_eq!(cluster["kind"], "ClusterReport");
     assert_eq!(

@@ -198,9 +198,14 @@ impl Writer {
             "audit: cannot {verb} {resource}: {}; {hint}",
             crate::entry::errors::error_chain(e)
         );
-        if self.failing.as_deref() != Some(message.as_str()) {
+        // Once per kind of failure, not per report.
+        let kind = match e {
+            kube::Error::Api(s) => format!("{verb} {}", s.code),
+            _ => format!("{verb} connection"),
+        };
+        if self.failing.as_deref() != Some(kind.as_str()) {
             tracing::warn!("{message}");
-            self.failing = Some(message);
+            self.failing = Some(kind);
         }
     }
 }
