@@ -2,7 +2,13 @@
 //! every expression parses as PromQL (promql-parser, the parser of
 //! GreptimeDB, which follows Prometheus's grammar), and every metric an
 //! expression names is one winadmit exports (the names of the metrics
-//! registry the webhook and the audit share).
+//! registry the webhook and the audit share). With helm (built from Go
+//! modules, `tests/helm/`), the chart rendered with the audit on: the
+//! PrometheusRule's expressions as rendered, the dashboard ConfigMap, the
+//! CRDs of the chosen report API and the audit's RBAC.
+
+#[path = "support/helm.rs"]
+mod helm;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -16,7 +22,14 @@ fn chart() -> std::path::PathBuf {
 /// The sample names winadmit exports: each family's name, with `_total`
 /// for counters and the histogram series.
 fn exported() -> BTreeSet<String> {
-    let text = winadmit::entry::server::Metrics::new().render();
+    // A family is rendered once it has a sample: give the audit's some.
+    let metrics = winadmit::entry::server::Metrics::new();
+    let audit = metrics.audit();
+    let mut counts = winadmit::entry::server::audit_metrics::FindingCounts::new();
+    counts.insert(("ns".into(), "WIN-PRIVILEGED".into(), "error"), 1);
+    audit.set_findings(&counts);
+    audit.write("applied");
+    let text = metrics.render();
     let mut out = BTreeSet::new();
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else {
@@ -129,4 +142,112 @@ fn a_misspelt_metric_is_caught() {
     assert!(!check("t", "sum(winadmit_audit_finding)", &exported).is_empty());
     assert!(!check("t", "sum(winadmit_audit_findings", &exported).is_empty());
     assert!(check("t", "sum by (rule) (winadmit_audit_findings)", &exported).is_empty());
+}
+
+/// `helm template` of the chart with the audit and its extras on.
+fn rendered(extra: &[&str]) -> Vec<serde_json::Value> {
+    let helm = helm::helm("audit_monitoring");
+    let chart = helm::chart();
+    let mut args = vec![
+        "template",
+        "winadmit",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "winadmit",
+        "-f",
+    ];
+    let values = chart.join("ci/everything-values.yaml");
+    args.push(values.to_str().unwrap());
+    args.extend(extra);
+    serde_saphyr::from_multiple::<serde_json::Value>(&helm.ok(&args))
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn named<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the render"))
+}
+
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
+    let exported = exported();
+    let objects = rendered(&[]);
+    let rule = named(&objects, "PrometheusRule", "winadmit-audit");
+    let mut problems = Vec::new();
+    let mut n = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            n += 1;
+            let alert = r["alert"].as_str().unwrap();
+            problems.extend(check(alert, r["expr"].as_str().unwrap(), &exported));
+            // Alert templates survive helm's own templating.
+            let summary = r["annotations"]["summary"].as_str().unwrap();
+            assert!(!summary.contains("{{`"), "{alert}: {summary}");
+        }
+    }
+    assert!(n >= 4 && problems.is_empty(), "{n} rules: {problems:#?}");
+    let dashboard = named(&objects, "ConfigMap", "winadmit-audit-dashboard");
+    let json = dashboard["data"]["winadmit-audit.json"].as_str().unwrap();
+    let file =
+        std::fs::read_to_string(chart().join("files/dashboards/winadmit-audit.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(json).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&file).unwrap()
+    );
+    let args =
+        named(&objects, "Deployment", "winadmit-audit")["spec"]["template"]["spec"]["containers"]
+            [0]["args"]
+            .clone();
+    assert_eq!(args[0], "audit", "{args}");
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--report-api=openreports"),
+        "{args}"
+    );
+    let crds: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        crds,
+        ["reports.openreports.io", "clusterreports.openreports.io"]
+    );
+
+    let objects = rendered(&["--set", "audit.reportApi=policyreport"]);
+    let crds: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        crds,
+        [
+            "policyreports.wgpolicyk8s.io",
+            "clusterpolicyreports.wgpolicyk8s.io"
+        ]
+    );
+    let role = named(&objects, "ClusterRole", "winadmit-audit");
+    let writes = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["apiGroups"][0] == "wgpolicyk8s.io")
+        .expect("the audit may write PolicyReports");
+    assert!(
+        writes["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "patch"),
+        "{writes}"
+    );
 }
