@@ -651,3 +651,111 @@ fn what_if_the_windows_pool_ran_another_build() {
     cp.kubectl_ok(&["delete", "node", "what-if-2019"]);
     cp.kubectl_ok(&["delete", "deployment", "-n", ns, "legacy"]);
 }
+
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+)]
+fn policyreports_with_pods_folded_into_their_controllers() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cp = cluster();
+    let ns = "audit-fold";
+    cp.namespace(ns, &[]);
+    let deployment = windows_deployment(ns, "web", LTSC2022, true);
+    cp.apply(&deployment.to_string());
+    let uid = |kind: &str, name: &str| {
+        cp.get(kind, ns, name)["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // What the controllers would make: a ReplicaSet of the Deployment and
+    // a Pod of the ReplicaSet, with the same pod template.
+    let template = deployment["spec"]["template"].clone();
+    let owner = |kind: &str, name: &str, uid: String| json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}]);
+    cp.apply(
+        &json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-1", "namespace": ns,
+                "ownerReferences": owner("Deployment", "web", uid("deployment", "web"))},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": template}
+        })
+        .to_string(),
+    );
+    let mut pod_spec = template["spec"].clone();
+    pod_spec["nodeName"] = "audit-fold-node".into();
+    cp.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1-a", "namespace": ns, "labels": {"app": "web"},
+                "ownerReferences": owner("ReplicaSet", "web-1", uid("replicaset", "web-1"))},
+            "spec": pod_spec
+        })
+        .to_string(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let audit = Audit::start(cp, &policy, &["--report-api", "policyreport"]);
+    let deadline = Instant::now() + FOLLOW;
+    let report = loop {
+        let out = cp.kubectl(&[
+            "get",
+            "policyreports.wgpolicyk8s.io",
+            "-n",
+            ns,
+            "winadmit-audit-fold",
+            "-o",
+            "json",
+        ]);
+        if out.status.success() {
+            break serde_json::from_slice::<Value>(&out.stdout).unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no PolicyReport in {ns}:\n{}",
+            audit.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let subjects: Vec<(String, String)> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["resources"][0]["kind"].as_str().unwrap().to_owned(),
+                r["resources"][0]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        subjects.contains(&("Deployment".into(), "web".into())),
+        "{subjects:?}"
+    );
+    assert!(
+        subjects.iter().all(|(k, _)| k == "Deployment"),
+        "the ReplicaSet and the Pod are folded into the Deployment: {subjects:?}"
+    );
+    assert!(
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["rule"] == "WIN-PRIVILEGED")
+    );
+    let cluster_report = cp.kubectl(&[
+        "get",
+        "clusterpolicyreports.wgpolicyk8s.io",
+        "winadmit-cluster",
+    ]);
+    assert!(
+        cluster_report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cluster_report.stderr)
+    );
+    cp.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
