@@ -111,10 +111,11 @@ fn create(cp: &controlplane::ControlPlane, namespaces: usize, workloads: usize, 
             .flat_map(|(i, name)| {
                 let rs = format!("{name}-1");
                 let uid = r[&rs].clone();
+                let ns = ns.clone();
                 (0..pods_per).map(move |p| {
                     let t = template(name, i % 2 == 0);
                     json!({"apiVersion": "v1", "kind": "Pod",
-                        "metadata": {"name": format!("{rs}-{p}"), "namespace": ns, "labels": t["metadata"]["labels"],
+                        "metadata": {"name": format!("{rs}-{p}"), "namespace": &ns, "labels": t["metadata"]["labels"],
                             "ownerReferences": owner("ReplicaSet", &rs, &uid)},
                         "spec": t["spec"]})
                 })
