@@ -255,7 +255,11 @@ fn main() {
             let pass = s["pass"].as_u64().unwrap_or(0);
             let fail = s["fail"].as_u64().unwrap_or(0);
             let warn = s["warn"].as_u64().unwrap_or(0);
-            if pass == expected / 2 && fail + warn >= expected / 2 {
+            // The cluster report is written after every namespace's.
+            if pass == expected / 2
+                && fail + warn >= expected / 2
+                && reports_bytes(cp).0 >= namespaces
+            {
                 break;
             }
         }

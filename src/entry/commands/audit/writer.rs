@@ -129,7 +129,12 @@ impl Writer {
         let Some(mut written) = self.written.take() else {
             return 0;
         };
-        for (key, report) in desired {
+        // The namespaces' reports first, the cluster's summary of them last.
+        let ordered = desired
+            .iter()
+            .filter(|(k, _)| k.0.is_some())
+            .chain(desired.iter().filter(|(k, _)| k.0.is_none()));
+        for (key, report) in ordered {
             if !*leader.borrow() {
                 return 0;
             }
