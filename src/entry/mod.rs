@@ -5,6 +5,8 @@
 //! - The webhook: [`admission`] (AdmissionReview bytes in and out) and
 //!   [`server`] (HTTP, TLS, the watch cache of cluster objects, metrics).
 //! - `winadmit lint` and `--fix`: [`lint`] and [`fix`].
+//! - `winadmit audit`: [`audit`] (workloads judged as `report` judges them,
+//!   into openreports.io or wgpolicyk8s.io reports).
 //! - `winadmit report`: [`report`], with its own formats (text, JSON, HTML,
 //!   PolicyReport).
 //! - The command line: [`cli`] (the arguments) and [`commands`] (one module
@@ -13,6 +15,7 @@
 //!   install YAML); [`errors`] helps every entry point word an error.
 
 pub mod admission;
+pub mod audit;
 pub mod certs;
 pub mod cli;
 pub mod commands;

@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod audit;
 mod images;
 mod lint;
 mod policy;
 mod report;
 mod serve;
 
+pub use audit::{AuditArgs, ReportApiChoice};
 pub use images::{ImagesArgs, ImagesCommand, RegistryArgs, ResolveArgs};
 pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
 pub use policy::{ModeChoice, PolicyArgs, RuntimeChoice};
@@ -59,6 +61,10 @@ pub enum Command {
         after_help = "Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, custom resources that could not be discovered (unless --allow-partial), no workload matched (unless --allow-empty), or WINADMIT_NAMESPACE set (it names the install namespace of `certs` and `manifests`; `report` reads WINADMIT_REPORT_NAMESPACE)."
     )]
     Report(ReportArgs),
+    /// Keep the cluster's workloads judged: watch them and the cluster facts
+    /// the verdicts depend on, judge again what each change affects, and
+    /// write openreports.io (or wgpolicyk8s.io) reports.
+    Audit(Box<AuditArgs>),
     /// Print a ready example to try winadmit with.
     Example(ExampleArgs),
     /// Print the rules as ValidatingAdmissionPolicy and MutatingAdmissionPolicy

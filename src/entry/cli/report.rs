@@ -98,6 +98,14 @@ pub struct ReportArgs {
     pub deadlines: ApiDeadlines,
     #[command(flatten)]
     pub limits: ApiLimits,
+    /// What if the Windows nodes ran this build (e.g. `10.0.26100`, Windows
+    /// Server 2025): a live report with every Windows node's
+    /// `node.kubernetes.io/windows-build` replaced (one Windows node of the
+    /// build assumed when the cluster has none). With --kubernetes-version
+    /// and --container-runtime, which already win over what the nodes
+    /// report: what breaks when a node pool is upgraded, before it is.
+    #[arg(long, value_name = "BUILD", env = "WINADMIT_WINDOWS_BUILD", value_parser = parse_build)]
+    pub windows_build: Option<String>,
     /// Report every owned Pod, ReplicaSet and Job on its own instead of
     /// folding it into its controller.
     #[arg(long, env = "WINADMIT_NO_FOLD")]
@@ -140,4 +148,19 @@ pub struct ApiLimits {
     /// custom resource group cannot be discovered (without it: exit 2).
     #[arg(long, env = "WINADMIT_ALLOW_PARTIAL")]
     pub allow_partial: bool,
+}
+
+/// `10.0.26100` (or with a revision, `10.0.26100.2894`).
+fn parse_build(s: &str) -> Result<String, String> {
+    let parts: Vec<&str> = s.split('.').collect();
+    let numeric = parts
+        .iter()
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if numeric && (3..=4).contains(&parts.len()) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "invalid Windows build {s:?}: expected MAJOR.MINOR.BUILD as in the node label node.kubernetes.io/windows-build, e.g. 10.0.26100"
+        ))
+    }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use crate::entry::cli::{Cli, Command};
 
 pub mod admission_policy;
+pub mod audit;
 pub mod certs;
 pub mod example;
 pub mod explain;
@@ -125,6 +126,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Certs(args) => certs::run(args),
         Command::Manifests(args) => manifests::run(args),
         Command::Report(args) => report::run(args),
+        Command::Audit(args) => audit::run(*args),
         Command::Example(args) => example::run(args),
         Command::AdmissionPolicy(args) => admission_policy::run(args),
         Command::Images(args) => images::run(args),

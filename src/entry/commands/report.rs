@@ -18,7 +18,7 @@ use crate::entry::report::format::text::TextSink;
 use crate::entry::report::format::{ReportSink, wants_patched_objects};
 use anyhow::Context as _;
 
-mod live;
+pub(crate) mod live;
 
 /// The driver of a report and its progress messages, for the live reader.
 pub(crate) use crate::entry::report::{Driver, Progress};
@@ -49,6 +49,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         no_fold,
         quiet,
         color,
+        windows_build,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
@@ -71,7 +72,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         let connect = (kubeconfig.as_deref(), context.as_deref(), page_size);
         Some(
             connect_live(connect, &namespaces, &pol, (deadlines, limits), &progress)?
-                .with_pull_secrets(registry_pull_secrets),
+                .with_pull_secrets(registry_pull_secrets)
+                .with_windows_build(windows_build),
         )
     } else {
         None
@@ -111,6 +113,11 @@ fn check_flags(args: &ReportArgs) -> anyhow::Result<()> {
     if !args.from_file.is_empty() && args.registry_pull_secrets {
         anyhow::bail!(
             "--registry-pull-secrets reads the Secrets a workload names from the cluster: it is for a live report, not --from-file (give the credentials with --registry-config)"
+        );
+    }
+    if !args.from_file.is_empty() && args.windows_build.is_some() {
+        anyhow::bail!(
+            "--windows-build replaces the build of a live cluster's Windows nodes; with --from-file, give Node objects with the label node.kubernetes.io/windows-build instead"
         );
     }
     if !args.from_file.is_empty() && (args.kubeconfig.is_some() || args.context.is_some()) {

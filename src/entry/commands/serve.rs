@@ -323,7 +323,7 @@ fn endpoints(
 /// buffer, a background thread writes the buffer a few milliseconds later
 /// in one call. Lines are never dropped (back-pressure when the buffer is
 /// full). Keep the returned guard alive: dropping it writes the last lines.
-fn init_logging(
+pub(super) fn init_logging(
     format: LogFormat,
     filter: &str,
 ) -> anyhow::Result<crate::entry::server::logwriter::BatchGuard> {

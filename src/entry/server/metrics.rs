@@ -26,6 +26,7 @@ pub struct Metrics {
     cluster: super::watch_cache::ClusterMetrics,
     gmsa: super::gmsa::GmsaMetrics,
     image_lookups: super::images::RegistryMetrics,
+    audit: super::audit_metrics::AuditMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -79,6 +80,7 @@ impl Metrics {
         let cluster = super::watch_cache::ClusterMetrics::register(&mut registry);
         let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
         let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
+        let audit = super::audit_metrics::AuditMetrics::register(&mut registry);
         Self {
             registry,
             requests,
@@ -89,6 +91,7 @@ impl Metrics {
             cluster,
             gmsa,
             image_lookups: registry_metrics,
+            audit,
         }
     }
 
@@ -102,6 +105,12 @@ impl Metrics {
     #[must_use]
     pub fn cluster(&self) -> super::watch_cache::ClusterMetrics {
         self.cluster.clone()
+    }
+
+    /// `winadmit audit`'s metrics (shared handles).
+    #[must_use]
+    pub fn audit(&self) -> super::audit_metrics::AuditMetrics {
+        self.audit.clone()
     }
 
     /// The gMSA lookups' metrics (shared handles).

@@ -19,6 +19,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 mod admit;
 pub mod api_limits;
+pub mod audit_metrics;
 pub mod budget;
 pub mod gmsa;
 pub mod images;

@@ -132,6 +132,12 @@ impl ClusterCache {
         Self::new(keys)
     }
 
+    /// The namespace label keys kept (those the policy reads).
+    #[must_use]
+    pub fn label_keys(&self) -> &[String] {
+        &self.label_keys
+    }
+
     /// The name and kept labels of a Namespace.
     #[must_use]
     pub fn namespace_entry(&self, ns: &Namespace) -> Option<(String, BTreeMap<String, String>)> {

@@ -7,7 +7,7 @@ use std::path::Path;
 use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-pub(super) async fn load_config(
+pub(crate) async fn load_config(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> anyhow::Result<Config> {

@@ -8,7 +8,7 @@
 //! `pull_secrets` and the kubeconfig in `config`.
 
 mod calls;
-mod config;
+pub(crate) mod config;
 mod discover;
 mod gmsa_lookup;
 mod pull_secrets;
@@ -28,7 +28,7 @@ use config::load_config;
 
 /// A listable resource.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Resource {
+pub(crate) struct Resource {
     /// `/api/v1` or `/apis/<group>/<version>`.
     pub base: &'static str,
     pub plural: &'static str,
@@ -41,7 +41,7 @@ pub(super) struct Resource {
 /// Workload kinds, owners before what they own (CronJob before Job,
 /// Deployment before ReplicaSet, every controller before Pod), so owned
 /// objects fold as they stream by.
-pub(super) const WORKLOADS: [Resource; 8] = [
+pub(crate) const WORKLOADS: [Resource; 8] = [
     Resource {
         base: "/apis/batch/v1",
         plural: "cronjobs",
@@ -152,6 +152,8 @@ pub(super) struct Live {
     /// `--registry-pull-secrets`: images are looked up with the
     /// credentials of the Secrets their workload's `imagePullSecrets` names.
     pull_secrets: bool,
+    /// `--windows-build`: the build every Windows node is taken to run.
+    windows_build: Option<String>,
 }
 
 impl Live {
@@ -208,6 +210,7 @@ impl Live {
             undiscovered: Vec::new(),
             gmsa: false,
             pull_secrets: false,
+            windows_build: None,
         };
         progress.note(&format!(
             "connecting to {} (checking that each workload kind may be listed)",
@@ -240,6 +243,15 @@ impl Live {
     /// `--registry-pull-secrets`.
     pub fn with_pull_secrets(mut self, on: bool) -> Self {
         self.pull_secrets = on;
+        self
+    }
+
+    /// `--windows-build`.
+    pub fn with_windows_build(mut self, build: Option<String>) -> Self {
+        if let Some(b) = &build {
+            tracing::debug!(build = %b, "what-if: the Windows nodes' build replaced");
+        }
+        self.windows_build = build;
         self
     }
 
@@ -352,6 +364,7 @@ impl Live {
     /// only less precise, so a refusal is a note, not an error.
     fn learn_cluster(&self, driver: &mut Driver<'_>) {
         let gmsa = self.gmsa.then_some(GMSA_CREDENTIAL_SPECS);
+        let mut windows_nodes = 0usize;
         for r in [NAMESPACES, RUNTIME_CLASSES, NODES].into_iter().chain(gmsa) {
             let mut token: Option<String> = None;
             let mut pages = 0u32;
@@ -375,7 +388,13 @@ impl Live {
                 // The same reader as for files: a RuntimeClass keeps its
                 // handler (Hyper-V relaxes the build rules), a Node is kept
                 // only if it is a Windows node.
-                let mut learn = |v: Value| {
+                let build = self.windows_build.as_deref();
+                let mut learn = |mut v: Value| {
+                    if let Some(b) = build
+                        && what_if_build(&mut v, b)
+                    {
+                        windows_nodes += 1;
+                    }
                     driver.builder.learn_from(&v);
                     Ok(())
                 };
@@ -407,7 +426,45 @@ impl Live {
                 }
             }
         }
+        if let Some(build) = &self.windows_build {
+            if windows_nodes == 0 {
+                // No Windows node to replace: one of the build is assumed.
+                let mut node = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "what-if", "labels": {"kubernetes.io/os": "windows"}}
+                });
+                what_if_build(&mut node, build);
+                driver.builder.learn_from(&node);
+            }
+            driver.progress.note(&format!(
+                "what-if: the Windows nodes' build is {build} (--windows-build; {windows_nodes} Windows node(s) in the cluster)"
+            ));
+        }
     }
+}
+
+/// `--windows-build`: sets the build label of a Windows Node; true when
+/// `node` is one.
+fn what_if_build(node: &mut Value, build: &str) -> bool {
+    if node.get("kind").and_then(Value::as_str) != Some("Node") {
+        return false;
+    }
+    let Some(labels) = node
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    else {
+        return false;
+    };
+    let windows = ["kubernetes.io/os", "beta.kubernetes.io/os"]
+        .iter()
+        .any(|k| labels.get(*k).and_then(Value::as_str) == Some("windows"));
+    if windows {
+        labels.insert(
+            crate::decision::windows_builds::WINDOWS_BUILD_LABEL.to_owned(),
+            build.into(),
+        );
+    }
+    windows
 }
 
 fn scope(namespace: Option<&str>) -> String {

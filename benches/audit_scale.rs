@@ -1,0 +1,316 @@
+//! `winadmit audit` at scale, against a real kube-apiserver v1.37 with etcd
+//! (the end-to-end suite's control plane, `tests/support/`): NAMESPACES
+//! namespaces with WORKLOADS Deployments in all, each with a ReplicaSet and
+//! PODS/WORKLOADS Pods owned as the controllers would own them (the pods
+//! are objects only: no scheduler or kubelet runs), half of the
+//! Deployments with an ltsc2019 image on a cluster whose one Windows node
+//! runs 10.0.20348 (WIN-BUILD-NO-NODE) and privileged (WIN-PRIVILEGED).
+//!
+//! Measured: the first full audit (start to the ClusterReport counting
+//! every workload: wall time, the audit's CPU time and peak resident
+//! memory), the report writes and their sizes, and the time from a Windows
+//! node of build 10.0.17763 joining to the reports no longer holding
+//! WIN-BUILD-NO-NODE.
+//!
+//!     cargo bench --bench audit_scale -- [NAMESPACES] [WORKLOADS] [PODS]
+//!
+//! (default 100 1000 10000; the audit binary is `target/release/winadmit`
+//! when it exists, else the debug one: say which with AUDIT_BIN).
+
+#[path = "../tests/support/controlplane.rs"]
+mod controlplane;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn arg(n: usize, default: usize) -> usize {
+    std::env::args()
+        .filter(|a| !a.starts_with('-'))
+        .nth(n)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+fn template(name: &str, bad: bool) -> Value {
+    let image = if bad {
+        "mcr.microsoft.com/windows/servercore:ltsc2019"
+    } else {
+        "mcr.microsoft.com/windows/servercore:ltsc2022"
+    };
+    json!({
+        "metadata": {"labels": {"app": name}},
+        "spec": {"nodeSelector": {"kubernetes.io/os": "windows"},
+            "containers": [{"name": "app", "image": image,
+                "securityContext": {"privileged": bad}}]}
+    })
+}
+
+fn list(items: Vec<Value>) -> String {
+    json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+}
+
+/// `kubectl get KIND -n NS -o json` names -> uids.
+fn uids(
+    cp: &controlplane::ControlPlane,
+    kind: &str,
+    ns: &str,
+) -> std::collections::HashMap<String, String> {
+    let v: Value =
+        serde_json::from_str(&cp.kubectl_ok(&["get", kind, "-n", ns, "-o", "json"])).unwrap();
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                o["metadata"]["uid"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn owner(kind: &str, name: &str, uid: &str) -> Value {
+    json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}])
+}
+
+fn create(cp: &controlplane::ControlPlane, namespaces: usize, workloads: usize, pods: usize) {
+    let per_ns = workloads.div_ceil(namespaces);
+    let pods_per = pods / workloads.max(1);
+    for n in 0..namespaces {
+        let ns = format!("scale-{n:03}");
+        cp.namespace(&ns, &[]);
+        let names: Vec<String> = (0..per_ns).map(|i| format!("w{i:04}")).collect();
+        let deployments = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"selector": {"matchLabels": {"app": name}}, "template": template(name, i % 2 == 0)}})
+            })
+            .collect();
+        cp.kubectl_stdin(&["create", "-f", "-"], &list(deployments));
+        let d = uids(cp, "deployments", &ns);
+        let sets = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": format!("{name}-1"), "namespace": ns, "ownerReferences": owner("Deployment", name, &d[name])},
+                    "spec": {"replicas": pods_per, "selector": {"matchLabels": {"app": name}}, "template": template(name, i % 2 == 0)}})
+            })
+            .collect();
+        cp.kubectl_stdin(&["create", "-f", "-"], &list(sets));
+        let r = uids(cp, "replicasets", &ns);
+        let pods: Vec<Value> = names
+            .iter()
+            .enumerate()
+            .flat_map(|(i, name)| {
+                let rs = format!("{name}-1");
+                let uid = r[&rs].clone();
+                let ns = ns.clone();
+                (0..pods_per).map(move |p| {
+                    let t = template(name, i % 2 == 0);
+                    json!({"apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": format!("{rs}-{p}"), "namespace": &ns, "labels": t["metadata"]["labels"],
+                            "ownerReferences": owner("ReplicaSet", &rs, &uid)},
+                        "spec": t["spec"]})
+                })
+            })
+            .collect();
+        for chunk in pods.chunks(500) {
+            cp.kubectl_stdin(&["create", "-f", "-"], &list(chunk.to_vec()));
+        }
+    }
+}
+
+/// (utime+stime seconds, VmHWM KiB) of a process.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|f| f.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    let hwm = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmHWM:")
+                .map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    (ticks / 100.0, hwm)
+}
+
+fn cluster_summary(cp: &controlplane::ControlPlane) -> Option<Value> {
+    let out = cp.kubectl(&[
+        "get",
+        "clusterreports.openreports.io",
+        "winadmit-cluster",
+        "-o",
+        "json",
+    ]);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())?
+        .map(|v| v["summary"].clone())
+}
+
+fn reports_bytes(cp: &controlplane::ControlPlane) -> (usize, usize, usize) {
+    let v: Value = serde_json::from_str(&cp.kubectl_ok(&[
+        "get",
+        "reports.openreports.io",
+        "-A",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let items = v["items"].as_array().unwrap();
+    let sizes: Vec<usize> = items
+        .iter()
+        .map(|r| serde_json::to_vec(r).unwrap().len())
+        .collect();
+    (
+        items.len(),
+        sizes.iter().sum(),
+        sizes.iter().copied().max().unwrap_or(0),
+    )
+}
+
+fn main() {
+    let namespaces = arg(1, 100);
+    let workloads = arg(2, 1000);
+    let pods = arg(3, 10_000);
+    let cp = controlplane::shared("audit_scale");
+    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/winadmit/files/crds");
+    cp.kubectl_ok(&["apply", "--server-side", "-f", crds]);
+    cp.kubectl_ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout",
+        "60s",
+        "crd/reports.openreports.io",
+        "crd/clusterreports.openreports.io",
+    ]);
+    cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2022", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}).to_string());
+    let started = Instant::now();
+    create(cp, namespaces, workloads, pods);
+    eprintln!(
+        "created {namespaces} namespaces, {workloads} Deployments and ReplicaSets, {pods} Pods in {:.1?}",
+        started.elapsed()
+    );
+
+    let release = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/winadmit");
+    let debug = concat!(env!("CARGO_MANIFEST_DIR"), "/target/debug/winadmit");
+    let bin = std::env::var("AUDIT_BIN").unwrap_or_else(|_| {
+        if std::path::Path::new(release).exists() {
+            release.into()
+        } else {
+            debug.into()
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let port = controlplane::free_port();
+    let started = Instant::now();
+    let mut child = Command::new(&bin)
+        .args(["audit", "--kubeconfig"])
+        .arg(&cp.kubeconfig)
+        .arg("--policy")
+        .arg(&policy)
+        .args([
+            "--gmsa",
+            "off",
+            "--audit-interval",
+            "500ms",
+            "--report-writes-per-second",
+            "50",
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    cp.adopt(child.id());
+    let expected = workloads as u64;
+    loop {
+        if let Some(s) = cluster_summary(cp) {
+            // Clean workloads count once in pass; a wrong one has 2 results.
+            let pass = s["pass"].as_u64().unwrap_or(0);
+            let fail = s["fail"].as_u64().unwrap_or(0);
+            let warn = s["warn"].as_u64().unwrap_or(0);
+            // The cluster report is written after every namespace's.
+            if pass == expected / 2
+                && fail + warn >= expected / 2
+                && reports_bytes(cp).0 >= namespaces
+            {
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "no complete audit in 30 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let first = started.elapsed();
+    let (cpu, hwm) = usage(child.id());
+    let (n, bytes, largest) = reports_bytes(cp);
+    println!(
+        "first full audit: {first:.2?} wall, {cpu:.2} s CPU, peak RSS {:.1} MiB",
+        hwm as f64 / 1024.0
+    );
+    println!("reports: {n} Reports, {bytes} bytes in all, the largest {largest} bytes");
+
+    let changed = Instant::now();
+    cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2019", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.17763"}}}).to_string());
+    loop {
+        let v: Value = serde_json::from_str(&cp.kubectl_ok(&[
+            "get",
+            "reports.openreports.io",
+            "-A",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        let left = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["results"].as_array().cloned().unwrap_or_default())
+            .filter(|r| r["rule"] == "WIN-BUILD-NO-NODE")
+            .count();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(600),
+            "reports still hold {left} WIN-BUILD-NO-NODE"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (cpu2, hwm2) = usage(child.id());
+    println!(
+        "Windows node of another build joined -> reports reflect it: {:.2?} (CPU since start {cpu2:.2} s, peak RSS {:.1} MiB)",
+        changed.elapsed(),
+        hwm2 as f64 / 1024.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

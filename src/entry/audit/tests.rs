@@ -1,0 +1,148 @@
+use serde_json::json;
+
+use super::*;
+use crate::decision::cluster::Cluster;
+
+fn deployment(ns: &str, name: &str, privileged: bool) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"nodeSelector": {"kubernetes.io/os": "windows"},
+                "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+                    "securityContext": {"privileged": privileged}}]}}}
+    })
+}
+
+fn judged(objects: &[Value], info: bool) -> Judged {
+    let policy = Policy::default_policy();
+    let cx = Context {
+        cluster: Cluster::default(),
+        runtime_classes: None,
+        nodes: None,
+        images: None,
+        gmsa: None,
+    };
+    let reports = judge(&policy, &cx, None, objects);
+    results(
+        &reports,
+        Options {
+            api: ReportApi::OpenReports,
+            info,
+        },
+    )
+}
+
+#[test]
+fn results_name_rule_field_message_and_fix_and_only_what_is_wrong() {
+    let j = judged(
+        &[
+            deployment("web", "bad", true),
+            deployment("web", "good", false),
+        ],
+        false,
+    );
+    assert!(!j.results.is_empty());
+    for r in &j.results {
+        let result = r["result"].as_str().unwrap();
+        assert!(result == "fail" || result == "warn", "{r}");
+        assert!(r["rule"].as_str().unwrap().starts_with("WIN-"), "{r}");
+        assert!(
+            r["properties"]["field"]
+                .as_str()
+                .unwrap()
+                .starts_with("spec.template.spec."),
+            "{r}"
+        );
+        assert!(!r["properties"]["fix"].as_str().unwrap().is_empty(), "{r}");
+        assert!(!r["message"].as_str().unwrap().is_empty(), "{r}");
+        assert_eq!(r["resources"][0]["name"], "bad", "{r}");
+    }
+    assert!(j.clean >= 1);
+    let total: u64 = j.counts.values().sum();
+    assert_eq!(total as usize, j.results.len());
+}
+
+#[test]
+fn a_large_namespace_is_split_under_the_size_limit_and_nothing_is_lost() {
+    let objects: Vec<Value> = (0..3000)
+        .map(|i| deployment("big", &format!("w{i:05}"), true))
+        .collect();
+    let j = judged(&objects, false);
+    let reports = namespace_reports("big", &j, ReportApi::OpenReports);
+    assert!(reports.len() > 1, "{}", reports.len());
+    let mut seen = 0;
+    for (i, r) in reports.iter().enumerate() {
+        let bytes = serde_json::to_vec(r).unwrap().len();
+        assert!(bytes < 1024 * 1024, "report {i}: {bytes} bytes");
+        assert_eq!(r["metadata"]["name"], report_name("big", i + 1));
+        let n = r["results"].as_array().unwrap().len();
+        assert!(n <= MAX_RESULTS);
+        assert_eq!(
+            r["summary"]["fail"].as_u64().unwrap() + r["summary"]["warn"].as_u64().unwrap(),
+            n as u64
+        );
+        seen += n;
+    }
+    assert_eq!(seen, j.results.len());
+}
+
+#[test]
+fn the_hash_changes_only_with_the_content() {
+    let a = namespace_reports(
+        "web",
+        &judged(&[deployment("web", "bad", true)], false),
+        ReportApi::OpenReports,
+    );
+    let b = namespace_reports(
+        "web",
+        &judged(&[deployment("web", "bad", true)], false),
+        ReportApi::OpenReports,
+    );
+    let c = namespace_reports(
+        "web",
+        &judged(&[deployment("web", "bad", false)], false),
+        ReportApi::OpenReports,
+    );
+    assert_eq!(hash_of(&a[0]), hash_of(&b[0]));
+    assert_ne!(hash_of(&a[0]), hash_of(&c[0]));
+}
+
+#[test]
+fn both_apis_name_the_workload_in_resources() {
+    let j = judged(&[deployment("web", "bad", true)], false);
+    let mut j2 = j.clone();
+    j2.results.clear();
+    let policy_j = {
+        let policy = Policy::default_policy();
+        let cx = Context {
+            cluster: Cluster::default(),
+            runtime_classes: None,
+            nodes: None,
+            images: None,
+            gmsa: None,
+        };
+        let reports = judge(&policy, &cx, None, [&deployment("web", "bad", true)]);
+        results(
+            &reports,
+            Options {
+                api: ReportApi::PolicyReport,
+                info: false,
+            },
+        )
+    };
+    let r = &namespace_reports("web", &policy_j, ReportApi::PolicyReport)[0];
+    assert_eq!(r["apiVersion"], "wgpolicyk8s.io/v1alpha2");
+    assert_eq!(r["kind"], "PolicyReport");
+    assert!(r["results"][0]["resources"].is_array());
+    let o = &namespace_reports("web", &j, ReportApi::OpenReports)[0];
+    assert_eq!(o["apiVersion"], "openreports.io/v1alpha1");
+    assert!(o["results"][0]["resources"].is_array());
+    let cluster = cluster_report(ReportApi::OpenReports, [&j, &j2]);
+    assert_eq!(cluster["kind"], "ClusterReport");
+    assert_eq!(
+        cluster["summary"]["fail"].as_u64().unwrap() + cluster["summary"]["warn"].as_u64().unwrap(),
+        j.results.len() as u64
+    );
+}

@@ -1,0 +1,450 @@
+//! `winadmit audit`: keep the cluster's workloads judged and their findings
+//! in reports. Glue only: the judging is [`crate::entry::audit`] (the
+//! report's builder, so the same decision as the webhook, `lint` and
+//! `report`), the watching of cluster facts is the webhook's watch cache.
+//!
+//! A command of its own rather than a mode of `serve`: it holds every
+//! workload of the cluster in memory and needs list/watch on all of them
+//! and write access to reports, none of which the webhook needs; run apart,
+//! its memory and permissions stay out of the admission path, it scales
+//! (one replica writing, by Lease) independently of the webhook's
+//! replicas, and a restart of either leaves the other alone.
+//!
+//! The loop, every `--audit-interval`: load the policy again if its files
+//! changed (every namespace is judged again); compare the cluster facts
+//! with those last judged with and mark the namespaces a change affects
+//! ([`facts`]); judge the marked namespaces (each from its objects in
+//! [`store`], so folding is as `report` folds); set the gauges; and, while
+//! leading, write what changed ([`writer`]).
+
+mod facts;
+mod service;
+mod store;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use kube::Client;
+use serde_json::Value;
+
+use crate::decision::cluster::{Cluster, ClusterView};
+use crate::decision::engine::Context;
+use crate::decision::policy::Policy;
+use crate::entry::audit::{self, Judged, Options, ReportApi};
+use crate::entry::cli::{AuditArgs, GmsaMode, ReportApiChoice};
+use crate::entry::report::NamespaceLookup;
+use crate::entry::server::Metrics;
+use crate::entry::server::gmsa::Resolver;
+use crate::entry::server::watch_cache::{self, ClusterCache};
+
+use facts::{PolicyFiles, Seen, Uses};
+use store::Store;
+use writer::{Key, Writer};
+
+/// How long the first pass waits for the cluster cache's first lists.
+const SYNC_WAIT: Duration = Duration::from_secs(30);
+
+/// # Errors
+/// A start-up problem: the policy, the cluster configuration, the Lease,
+/// the metrics address.
+pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let _log = super::serve::init_logging(args.log_format, &args.log_level)?;
+    let (policy, cluster) =
+        super::load_policy(&args.policy).context("cannot start: fix the policy (--policy)")?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(audit(args, policy, cluster))?;
+    rt.shutdown_timeout(Duration::from_secs(5));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the judging reads, shared with the blocking threads it runs on.
+#[derive(Clone)]
+struct Judge {
+    policy: Arc<Policy>,
+    cluster: Cluster,
+    cache: Arc<ClusterCache>,
+    gmsa: Option<Arc<Resolver>>,
+    options: Options,
+}
+
+/// The cluster cache's labels and RuntimeClasses, and the gMSA facts as
+/// the webhook's resolver finds them (asked from the judging thread).
+struct AuditView {
+    cache: Arc<ClusterCache>,
+    gmsa: Option<Arc<Resolver>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ClusterView for AuditView {
+    fn label(&self, namespace: &str, key: &str) -> Option<String> {
+        self.cache.label(namespace, key)
+    }
+
+    fn gmsa(
+        &self,
+        namespace: Option<&str>,
+        account: &str,
+        names: &[&str],
+    ) -> Option<crate::decision::gmsa::Facts> {
+        let resolver = self.gmsa.as_ref()?;
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let namespace = namespace.unwrap_or_default();
+        Some(self.runtime.block_on(resolver.resolve(
+            namespace,
+            account,
+            &names,
+            !namespace.is_empty(),
+        )))
+    }
+}
+
+impl Judge {
+    /// Judges namespaces `todo` (on the calling, blocking thread).
+    fn namespaces(
+        &self,
+        todo: Vec<(String, Vec<Arc<Value>>)>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Vec<(String, Option<(Judged, Uses)>)> {
+        let view = NamespaceLookup(Arc::new(AuditView {
+            cache: Arc::clone(&self.cache),
+            gmsa: self.gmsa.clone(),
+            runtime: runtime.clone(),
+        }));
+        let runtime_classes = self.cache.runtime_class_snapshot();
+        let nodes = self.cache.nodes();
+        let cx = Context {
+            cluster: self.cluster.clone(),
+            runtime_classes: Some(&runtime_classes),
+            nodes: nodes.as_deref().filter(|n| !n.nodes.is_empty()),
+            images: None,
+            gmsa: None,
+        };
+        todo.into_iter()
+            .map(|(ns, objects)| {
+                if objects.is_empty() {
+                    return (ns, None);
+                }
+                let reports = audit::judge(
+                    &self.policy,
+                    &cx,
+                    Some(view.clone()),
+                    objects.iter().map(|o| &**o),
+                );
+                let judged = audit::results(&reports, self.options);
+                let uses = Uses::of(&objects, judged.windows);
+                (ns, Some((judged, uses)))
+            })
+            .collect()
+    }
+}
+
+/// The audit's state between passes.
+struct State {
+    judge: Judge,
+    store: Arc<Store>,
+    judged: BTreeMap<String, Judged>,
+    uses: BTreeMap<String, Uses>,
+    /// The reports wanted, per namespace.
+    reports: BTreeMap<String, Vec<Value>>,
+    seen: Seen,
+    policy_files: PolicyFiles,
+    policy_checked: Instant,
+    metrics: crate::entry::server::audit_metrics::AuditMetrics,
+}
+
+async fn audit(args: AuditArgs, policy: Policy, cluster: Cluster) -> anyhow::Result<()> {
+    let (client, server) = connect(&args).await?;
+    let metrics = Arc::new(Metrics::new());
+    let cache = Arc::new(ClusterCache::for_policy(&policy));
+    watch_cache::spawn(
+        client.clone(),
+        Arc::clone(&cache),
+        metrics.cluster(),
+        watch_cache::Deadlines::default(),
+    );
+    let gmsa = start_gmsa(args.gmsa, &client, &cache, &metrics).await;
+    let store = Arc::new(Store::default());
+    store::spawn(&client, &store, watch_cache::WATCH_SECONDS);
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = args.metrics_listen {
+        service::serve_metrics(addr, Arc::clone(&metrics), Arc::clone(&ready)).await?;
+    }
+    let (leader, lease) = service::leadership(&args, &client).await?;
+    let api = match args.report_api {
+        ReportApiChoice::Openreports => ReportApi::OpenReports,
+        ReportApiChoice::Policyreport => ReportApi::PolicyReport,
+    };
+    tracing::info!(
+        server = %server,
+        reports = %format!("{}/{}", api.group(), api.version()),
+        "audit: watching the workloads, namespaces, RuntimeClasses and Windows nodes"
+    );
+    let mut state = State {
+        judge: Judge {
+            policy: Arc::new(policy),
+            cluster,
+            cache: Arc::clone(&cache),
+            gmsa,
+            options: Options {
+                api,
+                info: args.audit_info,
+            },
+        },
+        store: Arc::clone(&store),
+        judged: BTreeMap::new(),
+        uses: BTreeMap::new(),
+        reports: BTreeMap::new(),
+        seen: Seen::default(),
+        policy_files: PolicyFiles::stat(&args.policy.policy),
+        policy_checked: Instant::now(),
+        metrics: metrics.audit(),
+    };
+    let mut writer = Writer::new(
+        client.clone(),
+        api,
+        args.report_writes_per_second,
+        metrics.audit(),
+    );
+    wait_synced(&store, &cache).await;
+    state.run(&args, &mut writer, &leader, &ready).await;
+    tracing::info!("audit: stopping");
+    drop(leader);
+    if let Some(handle) = lease {
+        // Dropping the receiver releases the Lease: the next replica leads at once.
+        let _ = tokio::time::timeout(Duration::from_secs(5), handle).await;
+    }
+    Ok(())
+}
+
+impl State {
+    /// Passes every `--audit-interval` until SIGTERM or SIGINT.
+    async fn run(
+        &mut self,
+        args: &AuditArgs,
+        writer: &mut Writer,
+        leader: &tokio::sync::watch::Receiver<bool>,
+        ready: &AtomicBool,
+    ) {
+        let mut tick = tokio::time::interval(args.audit_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stop = std::pin::pin!(service::shutdown());
+        let mut was_leading = false;
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                _ = tick.tick() => {}
+            }
+            if self.policy_checked.elapsed() >= args.policy_reload_interval {
+                self.reload_policy(&args.policy);
+            }
+            self.pass().await;
+            ready.store(true, Ordering::Relaxed);
+            let leading = *leader.borrow();
+            if leading != was_leading && args.leader_election {
+                tracing::info!(
+                    leading,
+                    "audit: {}",
+                    if leading {
+                        "took the lead: writing the reports"
+                    } else {
+                        "not leading: standing by"
+                    }
+                );
+            }
+            was_leading = leading;
+            self.metrics.leader(leading);
+            let desired = self.desired();
+            let n = writer.reconcile(&desired, leader).await;
+            if leading {
+                self.metrics.reports(n);
+            } else {
+                writer.forget();
+            }
+        }
+    }
+
+    /// Loads the policy again when its files changed; every namespace is
+    /// judged again. A broken policy is logged and the last good one kept.
+    fn reload_policy(&mut self, args: &crate::entry::cli::PolicyArgs) {
+        self.policy_checked = Instant::now();
+        let now = PolicyFiles::stat(&args.policy);
+        if now == self.policy_files {
+            return;
+        }
+        self.policy_files = now;
+        match super::load_policy(args) {
+            Ok((policy, cluster)) => {
+                tracing::info!(
+                    "audit: the policy changed (--policy); judging every namespace again"
+                );
+                self.judge.policy = Arc::new(policy);
+                self.judge.cluster = cluster;
+                self.store.mark_all();
+            }
+            Err(e) => tracing::warn!(
+                "audit: the changed policy cannot be loaded, keeping the last good one: {}",
+                crate::entry::errors::error_chain(&e)
+            ),
+        }
+    }
+
+    /// One pass: what changed, judged.
+    async fn pass(&mut self) {
+        let keys = self.judge.cache.label_keys().to_vec();
+        let changed = self
+            .seen
+            .check(&self.judge.cache, &keys, &self.uses, &self.store);
+        if !changed.is_empty() {
+            tracing::info!(changed = %changed.join(","), "audit: cluster facts changed; judging the namespaces they affect");
+        }
+        let dirty = self.store.take_dirty();
+        if !dirty.is_empty() {
+            let todo: Vec<(String, Vec<Arc<Value>>)> = dirty
+                .keys()
+                .map(|ns| (ns.clone(), self.store.objects_of(ns)))
+                .collect();
+            let judge = self.judge.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let started = Instant::now();
+            let done = tokio::task::spawn_blocking(move || judge.namespaces(todo, &runtime)).await;
+            match done {
+                Ok(done) => {
+                    let n = done.len();
+                    for (ns, result) in done {
+                        self.apply(ns, result);
+                    }
+                    tracing::debug!(namespaces = n, elapsed = ?started.elapsed(), "audit: judged");
+                }
+                Err(e) => {
+                    tracing::error!("audit: judging failed: {e}; judging these namespaces again");
+                    self.store.mark(dirty.keys().map(String::as_str));
+                }
+            }
+            let counts = audit::finding_counts(self.judged.iter().map(|(ns, j)| (ns.as_str(), j)));
+            self.metrics.set_findings(&counts);
+            self.metrics.passed();
+        }
+        let (pending, oldest) = self.store.pending();
+        let namespaces = self.judged.len();
+        self.metrics.progress(
+            self.store.len(),
+            namespaces,
+            pending,
+            oldest.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+        );
+    }
+
+    fn apply(&mut self, ns: String, result: Option<(Judged, Uses)>) {
+        match result {
+            Some((judged, uses)) => {
+                self.reports.insert(
+                    ns.clone(),
+                    audit::namespace_reports(&ns, &judged, self.judge.options.api),
+                );
+                self.uses.insert(ns.clone(), uses);
+                self.judged.insert(ns, judged);
+            }
+            None => {
+                self.reports.remove(&ns);
+                self.uses.remove(&ns);
+                self.judged.remove(&ns);
+            }
+        }
+    }
+
+    /// Every report wanted: the namespaces' and the cluster's.
+    fn desired(&self) -> BTreeMap<Key, Value> {
+        let mut out: BTreeMap<Key, Value> = BTreeMap::new();
+        for (ns, reports) in &self.reports {
+            for r in reports {
+                let name = r
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                out.insert((Some(ns.clone()), name.to_owned()), r.clone());
+            }
+        }
+        out.insert(
+            (None, audit::CLUSTER_REPORT.to_owned()),
+            audit::cluster_report(self.judge.options.api, self.judged.values()),
+        );
+        out
+    }
+}
+
+/// Waits for the workloads' first lists, and for the cluster cache's (at
+/// most [`SYNC_WAIT`]: without them the verdicts use the flags' and the
+/// policy's facts, and are judged again once they come).
+async fn wait_synced(store: &Store, cache: &ClusterCache) {
+    let started = Instant::now();
+    let _ = tokio::time::timeout(SYNC_WAIT, cache.wait_synced()).await;
+    while !store.synced() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if started.elapsed() > SYNC_WAIT
+            && started.elapsed() < SYNC_WAIT + Duration::from_millis(150)
+        {
+            tracing::warn!(
+                "audit: the workloads are not listed yet; waiting (see the errors above)"
+            );
+        }
+    }
+    tracing::info!(workloads = store.len(), "audit: workloads listed; judging");
+}
+
+/// The client of `--kubeconfig`/`--context` (or in-cluster), with the
+/// watch cache's deadlines on every call.
+async fn connect(args: &AuditArgs) -> anyhow::Result<(Client, String)> {
+    let mut config = crate::entry::commands::report::live::config::load_config(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+    )
+    .await?;
+    watch_cache::Deadlines::default().apply_to(&mut config);
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config)
+        .with_context(|| format!("cannot create a Kubernetes client for {server}"))?;
+    Ok((client, server))
+}
+
+/// `--gmsa`: the webhook's resolver, reading the watched credential specs.
+async fn start_gmsa(
+    mode: GmsaMode,
+    client: &Client,
+    cache: &Arc<ClusterCache>,
+    metrics: &Metrics,
+) -> Option<Arc<Resolver>> {
+    let on = match mode {
+        GmsaMode::Off => false,
+        GmsaMode::On => true,
+        GmsaMode::Auto => crate::entry::server::gmsa::served(client)
+            .await
+            .unwrap_or(false),
+    };
+    if !on {
+        return None;
+    }
+    watch_cache::spawn_gmsa(
+        client.clone(),
+        Arc::clone(cache),
+        metrics.cluster(),
+        watch_cache::Deadlines::default(),
+    );
+    tracing::info!("audit: gmsa on: watching gmsacredentialspecs.windows.k8s.io");
+    Some(Arc::new(
+        Resolver::new(
+            client.clone(),
+            Some(Arc::clone(cache)),
+            crate::entry::server::gmsa::DEADLINE,
+        )
+        .with_metrics(metrics.gmsa()),
+    ))
+}

@@ -1,0 +1,294 @@
+//! The workloads `audit` holds: one kube-rs watcher per workload kind (the
+//! kinds and order of the live `report`: owners before what they own), each
+//! object kept as JSON without what changes on every status update
+//! (`status`, `metadata.resourceVersion`, `metadata.managedFields`), so a
+//! status update is no change. Every change marks its namespace to be
+//! judged again; a relist replaces the kind's objects only once complete.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::StreamExt as _;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::entry::commands::report::live::{Resource, WORKLOADS};
+
+/// (kind order, name) -> object, per namespace.
+type Objects = BTreeMap<String, BTreeMap<(usize, String), Arc<Value>>>;
+
+/// The watched workloads and the namespaces changed since last judged.
+#[derive(Debug, Default)]
+pub struct Store {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    objects: Objects,
+    /// A relist of a kind in progress.
+    relist: HashMap<usize, Vec<(String, String, Arc<Value>)>>,
+    synced: [bool; WORKLOADS.len()],
+    /// Namespace -> when it first changed since it was last judged.
+    dirty: BTreeMap<String, Instant>,
+    count: usize,
+}
+
+impl Store {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every kind has completed a first list.
+    #[must_use]
+    pub fn synced(&self) -> bool {
+        self.lock().synced.iter().all(|s| *s)
+    }
+
+    /// Applies one watcher event of workload kind `kind` (its index in
+    /// [`WORKLOADS`]).
+    pub fn apply(&self, kind: usize, event: watcher::Event<DynamicObject>) {
+        let r = WORKLOADS[kind];
+        let mut inner = self.lock();
+        match event {
+            watcher::Event::Init => {
+                inner.relist.insert(kind, Vec::new());
+            }
+            watcher::Event::InitApply(obj) => {
+                if let Some(entry) = normalize(&obj, r) {
+                    inner.relist.entry(kind).or_default().push(entry);
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = inner.relist.remove(&kind).unwrap_or_default();
+                inner.replace_kind(kind, listed);
+                inner.synced[kind] = true;
+            }
+            watcher::Event::Apply(obj) => {
+                if let Some((ns, name, value)) = normalize(&obj, r) {
+                    inner.put(kind, ns, name, Some(value));
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                if let Some((ns, name, _)) = normalize(&obj, r) {
+                    inner.put(kind, ns, name, None);
+                }
+            }
+        }
+    }
+
+    /// Marks namespaces to be judged again.
+    pub fn mark<'a>(&self, namespaces: impl IntoIterator<Item = &'a str>) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        for ns in namespaces {
+            inner.dirty.entry(ns.to_owned()).or_insert(now);
+        }
+    }
+
+    /// Marks every namespace with workloads.
+    pub fn mark_all(&self) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let names: Vec<String> = inner.objects.keys().cloned().collect();
+        for ns in names {
+            inner.dirty.entry(ns).or_insert(now);
+        }
+    }
+
+    /// The namespaces changed since last judged, emptied.
+    pub fn take_dirty(&self) -> BTreeMap<String, Instant> {
+        std::mem::take(&mut self.lock().dirty)
+    }
+
+    /// When the oldest change not yet taken happened, and how many
+    /// namespaces are pending.
+    #[must_use]
+    pub fn pending(&self) -> (usize, Option<Instant>) {
+        let inner = self.lock();
+        (inner.dirty.len(), inner.dirty.values().min().copied())
+    }
+
+    /// A namespace's objects, owners before what they own.
+    #[must_use]
+    pub fn objects_of(&self, ns: &str) -> Vec<Arc<Value>> {
+        self.lock()
+            .objects
+            .get(ns)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Workloads held.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().count
+    }
+}
+
+impl Inner {
+    /// Sets (`Some`) or removes (`None`) one object; marks its namespace
+    /// when that changes anything.
+    fn put(&mut self, kind: usize, ns: String, name: String, value: Option<Arc<Value>>) {
+        let key = (kind, name);
+        let changed = match value {
+            Some(v) => {
+                let objects = self.objects.entry(ns.clone()).or_default();
+                let same = objects.get(&key).is_some_and(|old| **old == *v);
+                if !same && objects.insert(key, v).is_none() {
+                    self.count += 1;
+                }
+                !same
+            }
+            None => {
+                let removed = self.objects.get_mut(&ns).and_then(|m| m.remove(&key));
+                if removed.is_some() {
+                    self.count -= 1;
+                    if self.objects.get(&ns).is_some_and(BTreeMap::is_empty) {
+                        self.objects.remove(&ns);
+                    }
+                }
+                removed.is_some()
+            }
+        };
+        if changed {
+            self.dirty.entry(ns).or_insert_with(Instant::now);
+        }
+    }
+
+    /// Replaces every object of `kind` with a completed list.
+    fn replace_kind(&mut self, kind: usize, listed: Vec<(String, String, Arc<Value>)>) {
+        let mut keep: std::collections::HashSet<(String, String)> =
+            std::collections::HashSet::new();
+        for (ns, name, value) in listed {
+            keep.insert((ns.clone(), name.clone()));
+            self.put(kind, ns, name, Some(value));
+        }
+        let gone: Vec<(String, String)> = self
+            .objects
+            .iter()
+            .flat_map(|(ns, m)| {
+                m.keys()
+                    .filter(|(k, _)| *k == kind)
+                    .map(move |(_, name)| (ns.clone(), name.clone()))
+            })
+            .filter(|k| !keep.contains(k))
+            .collect();
+        for (ns, name) in gone {
+            self.put(kind, ns, name, None);
+        }
+    }
+}
+
+/// The namespace, name and kept JSON of a watched object.
+fn normalize(obj: &DynamicObject, r: Resource) -> Option<(String, String, Arc<Value>)> {
+    let ns = obj.metadata.namespace.clone()?;
+    let name = obj.metadata.name.clone()?;
+    let mut v = serde_json::to_value(obj).ok()?;
+    let o = v.as_object_mut()?;
+    o.insert("apiVersion".into(), r.api_version.into());
+    o.insert("kind".into(), r.kind.into());
+    o.remove("status");
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    Some((ns, name, Arc::new(v)))
+}
+
+/// The API resource of a workload kind.
+fn api_resource(r: Resource) -> ApiResource {
+    let (group, version) = r.api_version.split_once('/').unwrap_or(("", r.api_version));
+    ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: r.api_version.to_owned(),
+        kind: r.kind.to_owned(),
+        plural: r.plural.to_owned(),
+    }
+}
+
+/// Starts one watcher per workload kind feeding `store`; they run until
+/// the runtime stops, retrying with kube's backoff (each distinct failure
+/// logged once).
+pub fn spawn(client: &Client, store: &Arc<Store>, watch_seconds: u32) {
+    for (kind, &r) in WORKLOADS.iter().enumerate() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(r));
+        let store = Arc::clone(store);
+        let config = watcher::Config::default().timeout(watch_seconds);
+        tokio::spawn(async move {
+            let mut stream = watcher(api, config).default_backoff().boxed();
+            let mut failing: Option<String> = None;
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(event) => {
+                        if failing.take().is_some() {
+                            tracing::info!(
+                                resource = r.display,
+                                "audit: watching {} again",
+                                r.display
+                            );
+                        }
+                        store.apply(kind, event);
+                    }
+                    Err(e) => {
+                        let message = crate::entry::errors::error_chain(&e);
+                        if failing.as_deref() != Some(message.as_str()) {
+                            tracing::warn!(
+                                resource = r.display,
+                                "audit: cannot list or watch {}: {message}; grant get, list and watch on it to the audit's service account; retrying with backoff",
+                                r.display
+                            );
+                            failing = Some(message);
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ns: &str, name: &str, node: &str, rv: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": rv},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": rv}
+        }))
+        .unwrap()
+    }
+
+    const POD: usize = WORKLOADS.len() - 1;
+
+    #[test]
+    fn a_status_update_is_no_change_and_a_relist_replaces_only_when_done() {
+        let s = Store::default();
+        s.apply(POD, watcher::Event::Init);
+        s.apply(POD, watcher::Event::InitApply(pod("a", "p", "n1", "1")));
+        assert!(s.len() == 0 && !s.synced());
+        s.apply(POD, watcher::Event::InitDone);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.take_dirty().keys().collect::<Vec<_>>(), ["a"]);
+        s.apply(POD, watcher::Event::Apply(pod("a", "p", "n1", "2")));
+        assert!(s.take_dirty().is_empty(), "a status update is no change");
+        s.apply(POD, watcher::Event::Apply(pod("a", "p", "n2", "3")));
+        assert_eq!(s.take_dirty().len(), 1);
+        // A relist without the pod deletes it once done.
+        s.apply(POD, watcher::Event::Init);
+        s.apply(POD, watcher::Event::InitApply(pod("b", "q", "n1", "4")));
+        assert_eq!(s.len(), 1);
+        s.apply(POD, watcher::Event::InitDone);
+        assert_eq!(s.objects_of("a").len(), 0);
+        assert_eq!(s.objects_of("b").len(), 1);
+        assert_eq!(s.take_dirty().len(), 2);
+        s.apply(POD, watcher::Event::Delete(pod("b", "q", "n1", "5")));
+        assert_eq!(s.len(), 0);
+    }
+}

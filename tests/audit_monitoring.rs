@@ -1,0 +1,253 @@
+//! The chart's PrometheusRule and Grafana dashboard for `winadmit audit`:
+//! every expression parses as PromQL (promql-parser, the parser of
+//! GreptimeDB, which follows Prometheus's grammar), and every metric an
+//! expression names is one winadmit exports (the names of the metrics
+//! registry the webhook and the audit share). With helm (built from Go
+//! modules, `tests/helm/`), the chart rendered with the audit on: the
+//! PrometheusRule's expressions as rendered, the dashboard ConfigMap, the
+//! CRDs of the chosen report API and the audit's RBAC.
+
+#[path = "support/helm.rs"]
+mod helm;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use promql_parser::parser::{self, Expr};
+
+fn chart() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/winadmit")
+}
+
+/// The sample names winadmit exports: each family's name, with `_total`
+/// for counters and the histogram series.
+fn exported() -> BTreeSet<String> {
+    // A family is rendered once it has a sample: give the audit's some.
+    let metrics = winadmit::entry::server::Metrics::new();
+    let audit = metrics.audit();
+    let mut counts = winadmit::entry::server::audit_metrics::FindingCounts::new();
+    counts.insert(("ns".into(), "WIN-PRIVILEGED".into(), "error"), 1);
+    audit.set_findings(&counts);
+    audit.write("applied");
+    let text = metrics.render();
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').unwrap();
+        match kind {
+            "counter" => {
+                out.insert(format!("{name}_total"));
+            }
+            "histogram" => {
+                for s in ["_bucket", "_sum", "_count"] {
+                    out.insert(format!("{name}{s}"));
+                }
+            }
+            _ => {
+                out.insert(name.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The metric names an expression selects.
+fn names(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Aggregate(a) => {
+            names(&a.expr, out);
+            if let Some(p) = &a.param {
+                names(p, out);
+            }
+        }
+        Expr::Unary(u) => names(&u.expr, out),
+        Expr::Binary(b) => {
+            names(&b.lhs, out);
+            names(&b.rhs, out);
+        }
+        Expr::Paren(p) => names(&p.expr, out),
+        Expr::Subquery(s) => names(&s.expr, out),
+        Expr::VectorSelector(v) => out.extend(v.name.clone()),
+        Expr::MatrixSelector(m) => out.extend(m.vs.name.clone()),
+        Expr::Call(c) => c.args.args.iter().for_each(|a| names(a, out)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+    }
+}
+
+/// Parses `expr` and checks the metrics it names; the problems found.
+fn check(what: &str, expr: &str, exported: &BTreeSet<String>) -> Vec<String> {
+    let parsed = match parser::parse(expr) {
+        Ok(e) => e,
+        Err(e) => return vec![format!("{what}: {expr:?} does not parse: {e}")],
+    };
+    let mut used = Vec::new();
+    names(&parsed, &mut used);
+    let mut problems: Vec<String> = used
+        .iter()
+        .filter(|n| !exported.contains(*n))
+        .map(|n| format!("{what}: {expr:?} names {n}, which winadmit does not export"))
+        .collect();
+    if !used.iter().any(|n| n.starts_with("winadmit_audit_")) {
+        problems.push(format!("{what}: {expr:?} names no winadmit_audit_ metric"));
+    }
+    problems
+}
+
+#[test]
+fn prometheus_rule_expressions_parse_and_name_exported_metrics() {
+    let exported = exported();
+    assert!(exported.contains("winadmit_audit_findings"), "{exported:?}");
+    let text = std::fs::read_to_string(chart().join("templates/audit-monitoring.yaml")).unwrap();
+    // The expressions are literal YAML scalars in the template.
+    let exprs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+        .collect();
+    assert!(exprs.len() >= 4, "{exprs:?}");
+    let problems: Vec<String> = exprs
+        .iter()
+        .flat_map(|e| check("PrometheusRule", e, &exported))
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn dashboard_queries_parse_and_name_exported_metrics() {
+    let exported = exported();
+    let text =
+        std::fs::read_to_string(chart().join("files/dashboards/winadmit-audit.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut problems = Vec::new();
+    let mut n = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            n += 1;
+            let title = panel["title"].as_str().unwrap_or("?");
+            problems.extend(check(
+                &format!("panel {title:?}"),
+                target["expr"].as_str().unwrap(),
+                &exported,
+            ));
+        }
+    }
+    assert!(n >= 5, "{n} queries");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn a_misspelt_metric_is_caught() {
+    let exported = exported();
+    assert!(!check("t", "sum(winadmit_audit_finding)", &exported).is_empty());
+    assert!(!check("t", "sum(winadmit_audit_findings", &exported).is_empty());
+    assert!(check("t", "sum by (rule) (winadmit_audit_findings)", &exported).is_empty());
+}
+
+/// `helm template` of the chart with the audit and its extras on.
+fn rendered(extra: &[&str]) -> Vec<serde_json::Value> {
+    let helm = helm::helm("audit_monitoring");
+    let chart = helm::chart();
+    let mut args = vec![
+        "template",
+        "winadmit",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "winadmit",
+        "-f",
+    ];
+    let values = chart.join("ci/everything-values.yaml");
+    args.push(values.to_str().unwrap());
+    args.extend(extra);
+    serde_saphyr::from_multiple::<serde_json::Value>(&helm.ok(&args))
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn named<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the render"))
+}
+
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
+    let exported = exported();
+    let objects = rendered(&[]);
+    let rule = named(&objects, "PrometheusRule", "winadmit-audit");
+    let mut problems = Vec::new();
+    let mut n = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            n += 1;
+            let alert = r["alert"].as_str().unwrap();
+            problems.extend(check(alert, r["expr"].as_str().unwrap(), &exported));
+            // Alert templates survive helm's own templating.
+            let summary = r["annotations"]["summary"].as_str().unwrap();
+            assert!(!summary.contains("{{`"), "{alert}: {summary}");
+        }
+    }
+    assert!(n >= 4 && problems.is_empty(), "{n} rules: {problems:#?}");
+    let dashboard = named(&objects, "ConfigMap", "winadmit-audit-dashboard");
+    let json = dashboard["data"]["winadmit-audit.json"].as_str().unwrap();
+    let file =
+        std::fs::read_to_string(chart().join("files/dashboards/winadmit-audit.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(json).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&file).unwrap()
+    );
+    let args =
+        named(&objects, "Deployment", "winadmit-audit")["spec"]["template"]["spec"]["containers"]
+            [0]["args"]
+            .clone();
+    assert_eq!(args[0], "audit", "{args}");
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--report-api=openreports"),
+        "{args}"
+    );
+    let crds: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        crds,
+        ["reports.openreports.io", "clusterreports.openreports.io"]
+    );
+
+    let objects = rendered(&["--set", "audit.reportApi=policyreport"]);
+    let crds: Vec<&str> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        crds,
+        [
+            "policyreports.wgpolicyk8s.io",
+            "clusterpolicyreports.wgpolicyk8s.io"
+        ]
+    );
+    let role = named(&objects, "ClusterRole", "winadmit-audit");
+    let writes = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["apiGroups"][0] == "wgpolicyk8s.io")
+        .expect("the audit may write PolicyReports");
+    assert!(
+        writes["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "patch"),
+        "{writes}"
+    );
+}
