@@ -151,30 +151,11 @@ pub fn mutation(
         });
     }
     let settings = &policy.mutation;
-    // Targeting by images: the registry says an image has only Windows
-    // platforms, or its name can only be Windows (`pinWindowsImages`, the
-    // default), or it merely looks Windows (`inferFromImages`).
-    let fix_of = |rule: &str| {
-        eval.findings
-            .iter()
-            .find(|f| f.rule == rule && f.fix.is_some())
-    };
-    let by_facts =
-        fix_of(crate::decision::rules::IMAGE_WINDOWS_ONLY).filter(|_| settings.pin_windows_images);
-    let unpinned = fix_of(crate::decision::rules::UNPINNED_IMAGE);
-    let by_name = unpinned.filter(|f| {
-        settings.pin_windows_images
-            && f.fix
-                .as_ref()
-                .is_some_and(|x| x.kind == FixKind::PinByImages)
-    });
-    let inferred = by_facts.is_some()
-        || by_name.is_some()
-        || (settings.infer_from_images && unpinned.is_some());
+    let (pinned_by, inferred) = windows_by_images(settings, eval);
     if !eval.target.is_windows() && !inferred {
         // Linux-only images in a cluster with Windows nodes: pinned to Linux.
         if settings.pin_linux_images
-            && let Some(f) = fix_of(crate::decision::rules::LINUX_UNPINNED)
+            && let Some(f) = fix_of(eval, crate::decision::rules::LINUX_UNPINNED)
         {
             push_fixes(&mut m, [f], |kind| kind == FixKind::PinByImages);
         }
@@ -185,7 +166,7 @@ pub fn mutation(
     }
 
     if settings.inject_node_selector {
-        add_os_selector(&mut m, workload, spec, by_facts.or(by_name));
+        add_os_selector(&mut m, workload, spec, pinned_by);
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
         set_os_name(&mut m, workload, cx.psa_restricted_before_1_25);
@@ -216,6 +197,36 @@ pub fn mutation(
         FixKind::Scheduling | FixKind::PinByImages | FixKind::InlineCredentialSpec => false,
     });
     m
+}
+
+/// The first finding of `rule` that has a fix.
+fn fix_of<'e>(eval: &'e Evaluation, rule: &str) -> Option<&'e crate::decision::finding::Finding> {
+    eval.findings
+        .iter()
+        .find(|f| f.rule == rule && f.fix.is_some())
+}
+
+/// Targeting by images: the registry says an image has only Windows
+/// platforms, or its name can only be Windows (`pinWindowsImages`, the
+/// default), or it merely looks Windows (`inferFromImages`). The finding
+/// that explains the pin, and whether the images pin the pod to Windows.
+fn windows_by_images<'e>(
+    settings: &crate::decision::policy::MutationSettings,
+    eval: &'e Evaluation,
+) -> (Option<&'e crate::decision::finding::Finding>, bool) {
+    let by_facts = fix_of(eval, crate::decision::rules::IMAGE_WINDOWS_ONLY)
+        .filter(|_| settings.pin_windows_images);
+    let unpinned = fix_of(eval, crate::decision::rules::UNPINNED_IMAGE);
+    let by_name = unpinned.filter(|f| {
+        settings.pin_windows_images
+            && f.fix
+                .as_ref()
+                .is_some_and(|x| x.kind == FixKind::PinByImages)
+    });
+    let inferred = by_facts.is_some()
+        || by_name.is_some()
+        || (settings.infer_from_images && unpinned.is_some());
+    (by_facts.or(by_name), inferred)
 }
 
 /// Adds the fixes of the findings whose kind is `wanted`.

@@ -132,20 +132,14 @@ pub struct MutationSettings {
     pub remove_no_op_fields: bool,
     /// Move `emptyDir.medium: Memory` to node disk.
     pub empty_dir_off_memory: bool,
-    /// Infer Windows from every image that looks Windows
-    /// (`params.windowsImages`) when nothing else pins the pod, certain or
-    /// not.
+    /// Pin to Windows every image that looks Windows (`params.windowsImages`).
     pub infer_from_images: bool,
-    /// Add `kubernetes.io/os: windows` to a pod nothing pins to an OS whose
-    /// images can only be Windows ones: by the registry's facts, or by a
-    /// name that can only be Windows (`params.certainWindowsImages`, a tag
-    /// naming a Windows base or release). `false` leaves the warning only.
+    /// Pin to Windows a pod that selects no OS whose images can only be
+    /// Windows (registry facts, `params.certainWindowsImages`, the tag).
     #[serde(default = "yes")]
     pub pin_windows_images: bool,
-    /// In a cluster with Windows nodes, add `kubernetes.io/os: linux` to a
-    /// pod nothing pins to an OS whose images have no Windows variant (by
-    /// the registry's facts, or `params.linuxImages`) (WIN-LINUX-UNPINNED).
-    /// `false` leaves the warning only.
+    /// With Windows nodes known, pin to Linux a pod that selects no OS whose
+    /// images have no Windows variant (WIN-LINUX-UNPINNED).
     #[serde(default = "yes")]
     pub pin_linux_images: bool,
     /// `experimental.windows.kubernetes.io/isolation-type` to add: `process`
