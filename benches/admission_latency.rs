@@ -15,6 +15,8 @@
 //!   registrations;
 //! - `winadmit`, `validate`, `mutate`: `winadmit serve` with the base
 //!   install's policy, both registrations or one;
+//! - `winadmit-mixed`: the base install again, with winadmit's cluster
+//!   cache on and a Windows Node in the cluster;
 //! - `policies`: the exported ValidatingAdmissionPolicy and
 //!   MutatingAdmissionPolicy (`winadmit admission-policy`);
 //! - `kyverno`, `gatekeeper`: Kyverno and OPA Gatekeeper out of cluster
@@ -23,8 +25,11 @@
 //!
 //! Pods: a Windows pod winadmit admits as it is (`pass`), one it patches
 //! (`patched`: `runAsUser`, which Windows ignores), one it denies
-//! (`denied`: `hostNetwork` without HostProcess), and a Linux pod, which
-//! the registrations' matchConditions keep away from the webhook.
+//! (`denied`: `hostNetwork` without HostProcess), a Linux pod pinned to
+//! Linux, which the registrations' matchConditions keep away from the
+//! webhook, and one that selects no OS (`unpinned`: nginx), which only the
+//! `pin-linux.winadmit.io` registration (failurePolicy Ignore) sends:
+//! answered unchanged without Windows nodes, pinned to Linux with them.
 //!
 //! Run it with `benches/admission-latency.sh [ROUNDS] [CREATES]` (it builds
 //! the no-op server first), or `cargo bench --bench admission_latency --
@@ -82,6 +87,11 @@ const SETUPS: &[Setup] = &[
         refuses: true,
     },
     Setup {
+        name: "winadmit-mixed",
+        what: "winadmit `/validate` + `/mutate` (the base install) with a Windows node in its cluster cache",
+        refuses: true,
+    },
+    Setup {
         name: "one-call",
         what: "winadmit `/admit`, one mutating registration (the one-call install)",
         refuses: true,
@@ -128,7 +138,7 @@ const SETUPS: &[Setup] = &[
     },
 ];
 
-const PODS: [&str; 4] = ["pass", "patched", "denied", "linux"];
+const PODS: [&str; 5] = ["pass", "patched", "denied", "linux", "unpinned"];
 
 fn pods(ns: &str) -> Vec<(&'static str, Value)> {
     let windows = json!({"kubernetes.io/os": "windows"});
@@ -171,6 +181,16 @@ fn pods(ns: &str) -> Vec<(&'static str, Value)> {
                 "linux",
                 json!({"nodeSelector": {"kubernetes.io/os": "linux"},
                        "containers": [{"name": "web", "image": "nginx:1.27"}]}),
+            ),
+        ),
+        // A Linux pod that selects no OS: the pin-linux registration's
+        // (pinned to Linux when winadmit knows Windows nodes).
+        (
+            "unpinned",
+            e2e::pod(
+                ns,
+                "unpinned",
+                json!({"containers": [{"name": "web", "image": "nginx:1.27"}]}),
             ),
         ),
     ]
@@ -479,6 +499,8 @@ fn connections_to(port: u16) -> usize {
 /// The webhooks behind the setups.
 struct Installed {
     winadmit: Webhook,
+    /// winadmit reading the cluster (a Windows Node) through its cache.
+    mixed: Option<Webhook>,
     noop: Process,
     kyverno: Option<Process>,
     gatekeeper: Option<Process>,
@@ -491,6 +513,7 @@ impl Installed {
             "winadmit" | "one-call" | "validate" | "mutate" => {
                 Some(self.winadmit.server.child.id())
             }
+            "winadmit-mixed" => self.mixed.as_ref().map(|w| w.server.child.id()),
             "noop" | "noop-one" => Some(self.noop.child.id()),
             "kyverno" => self.kyverno.as_ref().map(|k| k.child.id()),
             "gatekeeper" => self.gatekeeper.as_ref().map(|g| g.child.id()),
@@ -516,6 +539,20 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
     let objects = e2e::rendered("base");
     let winadmit =
         Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"]).adopted_by(cp);
+    // A cluster with Windows nodes, as winadmit's cache sees it: one
+    // Windows Node object (nothing schedules in the benchmark).
+    let mixed = chosen.iter().any(|s| s.name == "winadmit-mixed").then(|| {
+        cp.apply(
+            &json!({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "bench-win22-1", "labels": {"kubernetes.io/os": "windows"}}})
+            .to_string(),
+        );
+        Webhook::start(
+            &e2e::overlay_policy(&objects),
+            &["--cluster-cache", "on", "--kubeconfig", cp.kubeconfig.to_str().unwrap()],
+        )
+        .adopted_by(cp)
+    });
     let noop = Process::noop(cp);
     let noop_url = format!("https://127.0.0.1:{}", noop.port);
     let mutating = "MutatingWebhookConfiguration";
@@ -528,6 +565,10 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
         let ns = ns(setup);
         match setup.name {
             "winadmit" => registrations.extend(e2e::registrations(&objects, &ns, &winadmit)),
+            "winadmit-mixed" => {
+                let mixed = mixed.as_ref().unwrap();
+                registrations.extend(e2e::registrations(&objects, &ns, mixed));
+            }
             "validate" => registrations.extend(only(
                 e2e::registrations(&objects, &ns, &winadmit),
                 validating,
@@ -576,6 +617,7 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
     }
     Installed {
         winadmit,
+        mixed,
         noop,
         kyverno,
         gatekeeper,

@@ -200,10 +200,29 @@ fn registrations(objects: &[Value]) -> Vec<(&'static str, &'static str)> {
     }
 }
 
+/// The Windows webhook of a configuration: the validating one's only
+/// webhook, the mutating one's first (its second, when the install has it,
+/// is [`pin_linux`]).
 fn webhook(objects: &[Value], k: &str) -> Value {
     let webhooks = one(objects, k)["webhooks"].as_array().unwrap();
-    assert_eq!(webhooks.len(), 1, "{k} has one webhook");
+    let expected = if k == "MutatingWebhookConfiguration" && pin_linux(objects).is_some() {
+        2
+    } else {
+        1
+    };
+    assert_eq!(webhooks.len(), expected, "{k} has {expected} webhooks");
     webhooks[0].clone()
+}
+
+/// The mutating configuration's `pin-linux.winadmit.io`, when the install
+/// has it (every install but no-match-conditions).
+fn pin_linux(objects: &[Value]) -> Option<Value> {
+    one(objects, "MutatingWebhookConfiguration")["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["name"] == "pin-linux.winadmit.io")
+        .cloned()
 }
 
 /// The API server decodes base64 ignoring line breaks, and kustomize wraps
@@ -777,6 +796,27 @@ fn check_wiring(name: &str, objects: &[Value]) {
     }
     let mwh = webhook(objects, "MutatingWebhookConfiguration");
     assert_eq!(mwh["reinvocationPolicy"], "IfNeeded");
+    // The Linux side can never block anything, and is scoped like the rest.
+    if let Some(pin) = pin_linux(objects) {
+        assert_eq!(pin["failurePolicy"], "Ignore", "{name}: pin-linux");
+        assert!(
+            pin["timeoutSeconds"].as_i64().unwrap() <= 2,
+            "{name}: pin-linux"
+        );
+        assert_eq!(pin["clientConfig"]["service"]["path"], "/mutate", "{name}");
+        assert_eq!(pin["clientConfig"]["service"]["namespace"], ns, "{name}");
+        assert_eq!(pin["namespaceSelector"], mwh["namespaceSelector"], "{name}");
+        assert_eq!(
+            pin.pointer("/clientConfig/caBundle"),
+            mwh.pointer("/clientConfig/caBundle"),
+            "{name}: pin-linux caBundle"
+        );
+    } else {
+        assert_eq!(
+            name, "no-match-conditions",
+            "only that install has no pin-linux"
+        );
+    }
     if let Some(vwh) = objects
         .iter()
         .any(|o| kind(o) == "ValidatingWebhookConfiguration")

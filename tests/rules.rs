@@ -1155,3 +1155,108 @@ fn the_patch_pins_windows_only_images_by_their_facts() {
     );
     assert!(plain.patch.is_empty(), "{:?}", plain.patch);
 }
+
+/// The patch of `pod_yaml` under `policy` (YAML layered over the default)
+/// with the cluster's Windows nodes `nodes` (Node objects) when given: the
+/// paths and values it adds, and the rules found.
+fn pinned(policy: &str, pod_yaml: &str, nodes: Option<&str>) -> (Vec<String>, Vec<String>) {
+    use winadmit::decision::decide::{PatchSource, Request, decide};
+    let docs = winadmit::input::source::parse(pod_yaml).unwrap();
+    let value = docs[0].value.clone();
+    let view = ObjectView::deserialize(&value).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let policy = Policy::from_yaml("p.yaml", policy).unwrap();
+    let mut known = winadmit::decision::cluster::KnownCluster::default();
+    for node in nodes
+        .map(|n| winadmit::input::source::parse(n).unwrap())
+        .unwrap_or_default()
+    {
+        known.learn(&node.value);
+    }
+    let cx = Context {
+        nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
+        ..Context::default()
+    };
+    let decision = decide(
+        &policy,
+        &cx,
+        &workload,
+        &Request::manifest(PatchSource::Preview(&value)),
+    );
+    let ops = decision
+        .patch
+        .ops
+        .iter()
+        .map(|op| serde_json::to_value(op).unwrap())
+        .map(|op| format!("{} {}", op["path"].as_str().unwrap(), op["value"]))
+        .collect();
+    let rules = decision
+        .evaluation
+        .findings
+        .iter()
+        .map(|f| f.rule.to_owned())
+        .collect();
+    (ops, rules)
+}
+
+const WIN22_NODE: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  name: win22-1\n  labels: {kubernetes.io/os: windows}\n";
+
+/// By default a pod that selects no OS is pinned to the only OS its images
+/// can run on: Windows for a name that can only be Windows, Linux for
+/// images without a Windows variant once the cluster has Windows nodes. A
+/// name that only looks Windows is a warning; the policy can make both
+/// sides warn only.
+#[test]
+fn certain_images_pin_their_os_by_default() {
+    let iis = pod(
+        "containers:\n- name: iis\n  image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+    );
+    let (ops, rules) = pinned("", &iis, None);
+    assert_eq!(
+        ops,
+        [r#"/spec/nodeSelector {"kubernetes.io/os":"windows"}"#],
+        "{rules:?}"
+    );
+    let tagged = pod("containers:\n- name: py\n  image: python:3.12-windowsservercore-ltsc2022");
+    assert_eq!(pinned("", &tagged, None).0.len(), 1);
+    // Only looks Windows: the warning, no selector.
+    let looks = pod("containers:\n- name: t\n  image: contoso/servercore-tools:1.0");
+    let (ops, rules) = pinned("", &looks, None);
+    assert!(ops.is_empty(), "{ops:?}");
+    assert!(
+        rules.contains(&"WIN-UNPINNED-IMAGE".to_owned()),
+        "{rules:?}"
+    );
+    // A certain image beside one without a Windows variant: not pinned.
+    let mixed = pod(
+        "containers:\n- name: iis\n  image: mcr.microsoft.com/windows/servercore/iis\n- name: web\n  image: nginx:1.27",
+    );
+    assert!(pinned("", &mixed, None).0.is_empty());
+    // Warn only.
+    let (ops, rules) = pinned("mutation: {pinWindowsImages: false}\n", &iis, None);
+    assert!(ops.is_empty(), "{ops:?}");
+    assert!(rules.contains(&"WIN-UNPINNED-IMAGE".to_owned()));
+
+    // The Linux side needs Windows nodes.
+    let nginx =
+        pod("tolerations:\n- operator: Exists\ncontainers:\n- name: web\n  image: nginx:1.27");
+    let (ops, rules) = pinned("", &nginx, None);
+    assert!(ops.is_empty() && rules.is_empty(), "{ops:?} {rules:?}");
+    let (ops, rules) = pinned("", &nginx, Some(WIN22_NODE));
+    assert_eq!(ops, [r#"/spec/nodeSelector {"kubernetes.io/os":"linux"}"#]);
+    assert_eq!(rules, ["WIN-LINUX-UNPINNED"]);
+    let (ops, rules) = pinned(
+        "mutation: {pinLinuxImages: false}\n",
+        &nginx,
+        Some(WIN22_NODE),
+    );
+    assert!(ops.is_empty());
+    assert_eq!(rules, ["WIN-LINUX-UNPINNED"]);
+    // Not only Linux images (python publishes Windows variants), or pinned
+    // already: nothing.
+    let python =
+        pod("containers:\n- name: web\n  image: nginx:1.27\n- name: app\n  image: python:3.12");
+    assert_eq!(pinned("", &python, Some(WIN22_NODE)), (vec![], vec![]));
+    let pinned_linux = linux_pod("containers:\n- name: web\n  image: nginx:1.27");
+    assert!(pinned("", &pinned_linux, Some(WIN22_NODE)).0.is_empty());
+}

@@ -277,7 +277,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
             f.fix.as_ref().is_some_and(|fix| match fix.kind {
                 FixKind::RemoveNoOp => m.remove_no_op_fields,
                 FixKind::EmptyDirOffMemory => m.empty_dir_off_memory,
-                FixKind::Scheduling => false,
+                FixKind::Scheduling | FixKind::PinByImages => false,
                 // Only with gMSA facts, which these pods are judged without.
                 FixKind::InlineCredentialSpec => true,
             })

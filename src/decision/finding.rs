@@ -69,6 +69,9 @@ pub enum FixKind {
     EmptyDirOffMemory,
     /// Adds scheduling constraints (`mutation.injectNodeSelector`).
     Scheduling,
+    /// Pins a pod that selects no OS to the only OS its images run on
+    /// (`mutation.pinWindowsImages`, `mutation.pinLinuxImages`).
+    PinByImages,
     /// Fills `gmsaCredentialSpec` in from the GMSACredentialSpec a Pod
     /// names (always, as the upstream gMSA webhook does; turn the rule
     /// WIN-GMSA-INLINE off to stop it).

@@ -132,3 +132,135 @@ clientConfig:
   caBundle: {{ . }}
   {{- end }}
 {{- end }}
+
+{{/*
+The pin-linux.winadmit.io registration of the mutating configuration
+(manifests/base/webhooks.yaml explains it): the Linux side of a mixed
+cluster, which can never block anything. Arguments: the root context and
+the caBundle.
+*/}}
+{{- define "winadmit.pinLinux" -}}
+{{- $root := index . 0 -}}
+{{- $caBundle := index . 1 -}}
+- name: pin-linux.winadmit.io
+  {{- include "winadmit.clientConfig" (list $root "/mutate" $caBundle) | nindent 2 }}
+  rules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["pods"]
+      scope: Namespaced
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["replicationcontrollers"]
+      scope: Namespaced
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments", "statefulsets", "daemonsets"]
+      scope: Namespaced
+    - apiGroups: ["batch"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["cronjobs"]
+      scope: Namespaced
+    - apiGroups: ["batch"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["jobs"]
+      scope: Namespaced
+  matchPolicy: Equivalent
+  namespaceSelector:
+    matchExpressions:
+      - key: kubernetes.io/metadata.name
+        operator: NotIn
+        values: ["kube-system", {{ $root.Release.Namespace | quote }}]
+      - key: winadmit.io/ignore
+        operator: NotIn
+        values: ["true"]
+  matchConditions:
+    - name: selects-no-os
+      expression: |
+        (
+          has(object.spec) && has(object.spec.jobTemplate) ?
+            (has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) ?
+              [object.spec.jobTemplate.spec.template] : [])
+          : has(object.spec) && has(object.spec.jobTargetRef) ?
+            (has(object.spec.jobTargetRef.template) ? [object.spec.jobTargetRef.template] : [])
+          : has(object.spec) && has(object.spec.template) ?
+            (has(object.spec.template.spec) ? [object.spec.template]
+            : has(object.spec.template.jobTemplate) ?
+              (has(object.spec.template.jobTemplate.spec) && has(object.spec.template.jobTemplate.spec.template) ?
+                [object.spec.template.jobTemplate.spec.template] : [])
+            : has(object.spec.template.broadcastJobTemplate) ?
+              (has(object.spec.template.broadcastJobTemplate.spec) &&
+                has(object.spec.template.broadcastJobTemplate.spec.template) ?
+                [object.spec.template.broadcastJobTemplate.spec.template] : [])
+            : [])
+          : [object]
+        ).exists(p, has(p.spec) && [p.spec].exists(s,
+          !(has(s.nodeSelector) && ('kubernetes.io/os' in s.nodeSelector || 'beta.kubernetes.io/os' in s.nodeSelector))
+          && !(has(s.os) && has(s.os.name))
+          && !(has(s.affinity) && has(s.affinity.nodeAffinity) &&
+              has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
+              has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&
+              s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
+                has(t.matchExpressions) && t.matchExpressions.exists(e,
+                  e.key == 'kubernetes.io/os' || e.key == 'beta.kubernetes.io/os')))
+        ))
+    - name: not-sent-to-mutate
+      expression: |
+        !(
+          (
+            has(object.spec) && has(object.spec.jobTemplate) ?
+              (has(object.spec.jobTemplate.spec) && has(object.spec.jobTemplate.spec.template) ?
+                [object.spec.jobTemplate.spec.template] : [])
+            : has(object.spec) && has(object.spec.jobTargetRef) ?
+              (has(object.spec.jobTargetRef.template) ? [object.spec.jobTargetRef.template] : [])
+            : has(object.spec) && has(object.spec.template) ?
+              (has(object.spec.template.spec) ? [object.spec.template]
+              : has(object.spec.template.jobTemplate) ?
+                (has(object.spec.template.jobTemplate.spec) && has(object.spec.template.jobTemplate.spec.template) ?
+                  [object.spec.template.jobTemplate.spec.template] : [])
+              : has(object.spec.template.broadcastJobTemplate) ?
+                (has(object.spec.template.broadcastJobTemplate.spec) &&
+                  has(object.spec.template.broadcastJobTemplate.spec.template) ?
+                  [object.spec.template.broadcastJobTemplate.spec.template] : [])
+              : [])
+            : [object]
+          ).exists(p,
+            (has(p.metadata) && has(p.metadata.annotations) &&
+              'experimental.windows.kubernetes.io/isolation-type' in p.metadata.annotations)
+            || (has(p.spec) && [p.spec].exists(s,
+            (has(s.nodeSelector) && s.nodeSelector.exists(k,
+              ((k == 'kubernetes.io/os' || k == 'beta.kubernetes.io/os') && s.nodeSelector[k] == 'windows')
+              || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'))
+            || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
+            || has(s.runtimeClassName)
+            || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
+                has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
+                has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&
+                s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
+                  has(t.matchExpressions) && t.matchExpressions.exists(e,
+                    e.key == 'kubernetes.io/os' || e.key == 'beta.kubernetes.io/os'
+                    || e.key == 'node.kubernetes.io/windows-build')))
+            || (has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) &&
+                v.hostPath.path.matches('^([A-Za-z]:|\\\\|//)')))
+            || (has(s.securityContext) && has(s.securityContext.windowsOptions))
+            || [
+                 has(s.containers) ? s.containers : [],
+                 has(s.initContainers) ? s.initContainers : [],
+                 has(s.ephemeralContainers) ? s.ephemeralContainers : []
+               ].exists(cs, cs.exists(c,
+                 (has(c.securityContext) && has(c.securityContext.windowsOptions))
+                 || (has(c.image) && c.image.matches('(?i)windows|servercore|nanoserver|ltsc|20h2|10\\.0\\.[12][0-9]{4}|dotnet/framework|dotnet-framework|microsoft/(iis|aspnet)'))))
+            ))
+          )
+        )
+  failurePolicy: Ignore
+  reinvocationPolicy: IfNeeded
+  sideEffects: None
+  admissionReviewVersions: ["v1", "v1beta1"]
+  timeoutSeconds: 2
+{{- end }}

@@ -177,6 +177,15 @@ pub(super) fn mutation_gaps(policy: &Policy) -> Vec<Gap> {
             policy.mutation.infer_from_images,
             "mutation.inferFromImages",
         ),
+        // Images that can only be Windows by their names could be written
+        // in CEL, but the exported policies see only pods the
+        // may-target-windows matchConditions select, and the registry's
+        // facts and the cluster's nodes not at all.
+        (
+            policy.mutation.pin_windows_images,
+            "mutation.pinWindowsImages",
+        ),
+        (policy.mutation.pin_linux_images, "mutation.pinLinuxImages"),
         (policy.mutation.isolation.is_some(), "mutation.isolation"),
         (
             !policy.mutation.tolerations.is_empty(),

@@ -146,27 +146,27 @@ pub fn mutation(
     // bound to Linux, as the upstream gMSA webhook does (it looks at no
     // OS): a pod naming a gMSA is a Windows pod whatever it selects.
     if !eval.target.is_linux() {
-        push_fixes(&mut m, eval, |kind| kind == FixKind::InlineCredentialSpec);
+        push_fixes(&mut m, &eval.findings, |kind| {
+            kind == FixKind::InlineCredentialSpec
+        });
     }
     let settings = &policy.mutation;
-    // Targeting by facts: the registry says an image has only Windows
-    // platforms (always), or its name says Windows (when the policy asks).
-    let by_facts = eval
-        .findings
-        .iter()
-        .find(|f| f.rule == crate::decision::rules::IMAGE_WINDOWS_ONLY && f.fix.is_some());
-    let inferred = by_facts.is_some()
-        || (settings.infer_from_images
-            && eval
-                .findings
-                .iter()
-                .any(|f| f.rule == crate::decision::rules::UNPINNED_IMAGE && f.fix.is_some()));
-    if eval.target.is_conflicting() || !(eval.target.is_windows() || inferred) {
+    let (pinned_by, inferred) = windows_by_images(settings, eval);
+    if !eval.target.is_windows() && !inferred {
+        // Linux-only images in a cluster with Windows nodes: pinned to Linux.
+        if settings.pin_linux_images
+            && let Some(f) = fix_of(eval, crate::decision::rules::LINUX_UNPINNED)
+        {
+            push_fixes(&mut m, [f], |kind| kind == FixKind::PinByImages);
+        }
+        return m;
+    }
+    if eval.target.is_conflicting() {
         return m;
     }
 
     if settings.inject_node_selector {
-        add_os_selector(&mut m, workload, spec, by_facts);
+        add_os_selector(&mut m, workload, spec, pinned_by);
     }
     if settings.set_os_name && cx.create && spec.os.is_none() && !inferred {
         set_os_name(&mut m, workload, cx.psa_restricted_before_1_25);
@@ -190,18 +190,52 @@ pub fn mutation(
         add_isolation(&mut m, workload, isolation);
     }
 
-    push_fixes(&mut m, eval, |kind| match kind {
+    push_fixes(&mut m, &eval.findings, |kind| match kind {
         FixKind::RemoveNoOp => settings.remove_no_op_fields,
         FixKind::EmptyDirOffMemory => settings.empty_dir_off_memory,
         // Node selection is handled above, once; the gMSA contents first.
-        FixKind::Scheduling | FixKind::InlineCredentialSpec => false,
+        FixKind::Scheduling | FixKind::PinByImages | FixKind::InlineCredentialSpec => false,
     });
     m
 }
 
+/// The first finding of `rule` that has a fix.
+fn fix_of<'e>(eval: &'e Evaluation, rule: &str) -> Option<&'e crate::decision::finding::Finding> {
+    eval.findings
+        .iter()
+        .find(|f| f.rule == rule && f.fix.is_some())
+}
+
+/// Targeting by images: the registry says an image has only Windows
+/// platforms, or its name can only be Windows (`pinWindowsImages`, the
+/// default), or it merely looks Windows (`inferFromImages`). The finding
+/// that explains the pin, and whether the images pin the pod to Windows.
+fn windows_by_images<'e>(
+    settings: &crate::decision::policy::MutationSettings,
+    eval: &'e Evaluation,
+) -> (Option<&'e crate::decision::finding::Finding>, bool) {
+    let by_facts = fix_of(eval, crate::decision::rules::IMAGE_WINDOWS_ONLY)
+        .filter(|_| settings.pin_windows_images);
+    let unpinned = fix_of(eval, crate::decision::rules::UNPINNED_IMAGE);
+    let by_name = unpinned.filter(|f| {
+        settings.pin_windows_images
+            && f.fix
+                .as_ref()
+                .is_some_and(|x| x.kind == FixKind::PinByImages)
+    });
+    let inferred = by_facts.is_some()
+        || by_name.is_some()
+        || (settings.infer_from_images && unpinned.is_some());
+    (by_facts.or(by_name), inferred)
+}
+
 /// Adds the fixes of the findings whose kind is `wanted`.
-fn push_fixes(m: &mut Mutation, eval: &Evaluation, wanted: impl Fn(FixKind) -> bool) {
-    for f in &eval.findings {
+fn push_fixes<'f>(
+    m: &mut Mutation,
+    findings: impl IntoIterator<Item = &'f crate::decision::finding::Finding>,
+    wanted: impl Fn(FixKind) -> bool,
+) {
+    for f in findings {
         let Some(fix) = &f.fix else { continue };
         if wanted(fix.kind) {
             for op in &fix.ops {

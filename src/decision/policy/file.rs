@@ -89,6 +89,7 @@ impl<'de> Deserialize<'de> for RuleSetting {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct ParamsFile {
     windows_images: Option<Vec<String>>,
+    certain_windows_images: Option<Vec<String>>,
     linux_images: Option<Vec<String>>,
     linux_tag_words: Option<Vec<String>>,
     /// `null` clears a taint set by an earlier layer.
@@ -130,6 +131,7 @@ impl ParamsFile {
     pub(super) fn apply(self, to: &mut RuleParams) {
         let Self {
             windows_images,
+            certain_windows_images,
             linux_images,
             linux_tag_words,
             windows_taint,
@@ -142,6 +144,9 @@ impl ParamsFile {
         to.image_facts = crate::decision::rules::ImageFactsCache::default();
         if let Some(v) = windows_images {
             to.windows_images = v;
+        }
+        if let Some(v) = certain_windows_images {
+            to.certain_windows_images = lower(v);
         }
         if let Some(v) = linux_images {
             to.linux_images = lower(v);

@@ -167,9 +167,16 @@ pub struct MutationSettings {
     pub remove_no_op_fields: bool,
     /// Move `emptyDir.medium: Memory` to node disk.
     pub empty_dir_off_memory: bool,
-    /// Infer Windows from images (mcr.microsoft.com/windows/*, ...) when
-    /// nothing else pins the pod.
+    /// Pin to Windows every image that looks Windows (`params.windowsImages`).
     pub infer_from_images: bool,
+    /// Pin to Windows a pod that selects no OS whose images can only be
+    /// Windows (registry facts, `params.certainWindowsImages`, the tag).
+    #[serde(default = "yes")]
+    pub pin_windows_images: bool,
+    /// With Windows nodes known, pin to Linux a pod that selects no OS whose
+    /// images have no Windows variant (WIN-LINUX-UNPINNED).
+    #[serde(default = "yes")]
+    pub pin_linux_images: bool,
     /// `experimental.windows.kubernetes.io/isolation-type` to add: `process`
     /// or `hyperv`; unset adds nothing.
     pub isolation: Option<String>,
@@ -199,6 +206,8 @@ impl Default for MutationSettings {
             remove_no_op_fields: true,
             empty_dir_off_memory: false,
             infer_from_images: false,
+            pin_windows_images: true,
+            pin_linux_images: true,
             isolation: None,
             isolation_namespace_label: None,
             tolerations: Vec::new(),
@@ -765,5 +774,35 @@ mod tests {
         assert!(p.is_windows_image("example.com/base/NanoServer:1809"));
         assert!(!p.is_windows_image("nginx:1.25"));
         assert!(crate::decision::glob::glob_match("a*b*c", "axxbyyc"));
+    }
+
+    /// Certain by the repository (the default policy's list) or by a tag
+    /// naming a Windows base or release; a name that only looks Windows
+    /// is not.
+    #[test]
+    fn certain_windows_images() {
+        let p = Policy::default_policy().params;
+        for certain in [
+            "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
+            "mcr.microsoft.com/windows/nanoserver:ltsc2022",
+            "mcr.microsoft.com/windows/servercore",
+            "mcr.microsoft.com/dotnet/framework/aspnet:4.8",
+            "python:3.12-windowsservercore-ltsc2022",
+            "mcr.microsoft.com/powershell:lts-nanoserver-ltsc2022",
+            "contoso/app:1.0-ltsc2022",
+            "microsoft/iis",
+        ] {
+            assert!(p.is_certain_windows_image(certain), "{certain}");
+        }
+        for looks in [
+            "contoso/servercore-tools:1.0",
+            "example.com/nanoserver-like/app",
+            "nginx:1.27",
+            "mcr.microsoft.com/oss/kubernetes/windows-gmsa-webhook:v0.12.1",
+            "contoso/app:2004",
+        ] {
+            assert!(!p.is_certain_windows_image(looks), "{looks}");
+        }
+        assert!(p.is_windows_image("contoso/servercore-tools:1.0"));
     }
 }

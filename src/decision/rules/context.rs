@@ -91,6 +91,9 @@ pub struct RuleContext<'e, 'v, 'a> {
 pub struct ImageFacts {
     /// A Windows image by the policy's patterns (`params.windowsImages`).
     pub windows: bool,
+    /// Can only be a Windows image by its name
+    /// ([`params::RuleParams::is_certain_windows_image`]).
+    pub certain_windows: bool,
     /// The Windows build its name or tag says.
     pub build: Option<crate::decision::windows_builds::Build>,
     /// Known to run only on Linux ([`params::RuleParams::is_linux_image`]).
@@ -312,6 +315,7 @@ mod tests {
         let cache = ImageFactsCache::default();
         let facts = |windows| ImageFacts {
             windows,
+            certain_windows: false,
             build: None,
             linux: !windows,
             linux_listed: !windows,

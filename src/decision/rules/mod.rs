@@ -34,6 +34,7 @@ pub use findings::{Reported, RuleFindings, removable_if};
 pub use apiserver_os_fields::ID as OS_FIELDS;
 pub use gmsa_inline::ID as GMSA_INLINE;
 pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
+pub use linux_unpinned::ID as LINUX_UNPINNED;
 pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
 pub use unpinned_image::ID as UNPINNED_IMAGE;
 
@@ -205,6 +206,7 @@ rules! {
     default_mode: RULE;
     mixed_os: RULE;
     linux_image: LISTED, TAG_WORD;
+    linux_unpinned: RULE;
     image_facts_unknown: RULE;
     pub windows_build: MIXED, NODE_MISMATCH, NO_NODE;
     hyperv_annotation: RULE;

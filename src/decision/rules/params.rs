@@ -9,6 +9,10 @@ pub struct RuleParams {
     /// Image name patterns that mark an image as a Windows image
     /// (`*` matches any run of characters).
     pub windows_images: Vec<String>,
+    /// Image name patterns of repositories that publish only Windows
+    /// images (Microsoft's Windows base images and their well-known
+    /// derivatives): an image of one can only be a Windows image.
+    pub certain_windows_images: Vec<String>,
     /// Repositories (after `docker.io/` and `library/` are stripped; `*`
     /// wildcards) whose images only run on Linux. Only images known to have
     /// no Windows variant belong here: multi-OS images (pause, agnhost, CSI
@@ -40,6 +44,26 @@ impl RuleParams {
             .any(|p| crate::decision::glob::glob_match(p, &image))
     }
 
+    /// Can this image only be a Windows image by its name: its repository
+    /// is in `params.certainWindowsImages`, or its tag names a Windows base
+    /// (a `windowsservercore` or `nanoserver` word) or a Windows release or
+    /// build (`ltsc2022`, `10.0.20348`...). A name that merely looks Windows
+    /// (`params.windowsImages`, e.g. `*servercore*` on any repository) is
+    /// not enough.
+    #[must_use]
+    pub fn is_certain_windows_image(&self, image: &str) -> bool {
+        let image = lowercase(image);
+        let (_, tag) = crate::decision::windows_builds::split_image(&image);
+        tag.into_iter()
+            .flat_map(|t| t.split(['-', '_']))
+            .any(|w| w == "windowsservercore" || w == "nanoserver")
+            || crate::decision::windows_builds::image_build(&image).is_some()
+            || self
+                .certain_windows_images
+                .iter()
+                .any(|p| crate::decision::glob::glob_match(p, &image))
+    }
+
     /// Is this image known to run only on Linux? Conservative: a Windows
     /// image by the patterns, or one whose tag names a Windows base
     /// (`nanoserver`, `windowsservercore`, `windows`, `ltsc2022`, ...), is
@@ -62,6 +86,7 @@ impl RuleParams {
         };
         super::ImageFacts {
             windows,
+            certain_windows: self.is_certain_windows_image(image),
             build,
             linux: linux != LinuxBy::No,
             linux_listed: linux == LinuxBy::Repository,

@@ -207,15 +207,26 @@ pub fn add_node_selector(
     spec_path: &crate::decision::path::FieldPath,
     spec: &SpecView<'_>,
 ) -> crate::decision::finding::PatchOperation {
+    add_os_node_selector(spec_path, spec, Os::Windows)
+}
+
+/// The operation that adds `kubernetes.io/os: <os>` to a pod spec's node
+/// selector, whether or not the selector exists.
+#[must_use]
+pub fn add_os_node_selector(
+    spec_path: &crate::decision::path::FieldPath,
+    spec: &SpecView<'_>,
+    os: Os,
+) -> crate::decision::finding::PatchOperation {
     if spec.node_selector.is_some() {
         crate::decision::finding::add_op(
             spec_path.key("nodeSelector").map_key(OS_LABEL),
-            serde_json::json!(Os::Windows.as_str()),
+            serde_json::json!(os.as_str()),
         )
     } else {
         crate::decision::finding::add_op(
             spec_path.key("nodeSelector"),
-            serde_json::json!({ OS_LABEL: Os::Windows.as_str() }),
+            serde_json::json!({ OS_LABEL: os.as_str() }),
         )
     }
 }

@@ -332,7 +332,7 @@ fn patch_rules(eval: &Evaluation, m: &patch::Mutation, spec_pointer: &str) -> Ve
     for f in &eval.findings {
         let Some(fix) = &f.fix else { continue };
         let behind = match fix.kind {
-            FixKind::Scheduling => targeting,
+            FixKind::Scheduling | FixKind::PinByImages => targeting,
             FixKind::RemoveNoOp | FixKind::EmptyDirOffMemory | FixKind::InlineCredentialSpec => fix
                 .ops
                 .iter()

@@ -1,0 +1,470 @@
+//! Where pods land: winadmit, installed from its rendered manifests with
+//! its default policy and reading the nodes through its cluster cache, in
+//! front of a cluster that schedules (`support/scheduling.rs`: the real
+//! kube-scheduler and kube-controller-manager, and KWOK's simulated
+//! kubelets) with two Linux and two Windows Server 2022 nodes, untainted as
+//! managed node pools are by default. The pods are the controllers' (the
+//! ReplicaSet, StatefulSet, DaemonSet, Job and CronJob controllers create
+//! them through the admission chain); each test asserts the node each pod
+//! is bound to and its phase.
+//!
+//! Without Go the tests are ignored, with the reason (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+
+#[path = "support/controlplane.rs"]
+mod controlplane;
+#[path = "support/e2e.rs"]
+mod e2e;
+#[path = "support/scheduling.rs"]
+mod scheduling;
+#[path = "server_support/mod.rs"]
+mod server;
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+use scheduling::{Node, Nodes, Os, Placed};
+
+const IIS: &str = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022";
+
+/// The setup's namespaces carry `winadmit-e2e: sched`.
+const SETUP: &str = "sched";
+
+/// The scheduling cluster with winadmit (base install) registered for the
+/// `sched` namespaces; its webhook, kept for the process.
+fn cluster(test: &str) -> &'static scheduling::Cluster {
+    let cluster = scheduling::shared(test);
+    WEBHOOK.get_or_init(|| scheduling::install_winadmit(cluster.cp, "base", SETUP));
+    cluster
+}
+
+static WEBHOOK: OnceLock<e2e::Webhook> = OnceLock::new();
+
+/// Two Linux nodes and two Windows Server 2022 nodes, untainted.
+fn mixed(test: &str) -> Nodes {
+    cluster(test).nodes(&[
+        Node::linux("linux-1"),
+        Node::linux("linux-2"),
+        Node::windows("win22-1"),
+        Node::windows("win22-2"),
+    ])
+}
+
+/// A fresh namespace of the setup, named after the test.
+fn namespace(nodes: &Nodes, name: &str) -> String {
+    let ns = name.replace('_', "-");
+    nodes
+        .cp()
+        .kubectl(&["delete", "namespace", &ns, "--wait=true"]);
+    nodes.cp().namespace(&ns, &[("winadmit-e2e", SETUP)]);
+    ns
+}
+
+/// A workload of `kind` named `name`, whose pods are labelled `app: name`
+/// and have `spec`.
+fn workload(kind: &str, ns: &str, name: &str, replicas: u32, spec: Value) -> Value {
+    let template = json!({"metadata": {"labels": {"app": name}}, "spec": spec});
+    let selector = json!({"matchLabels": {"app": name}});
+    let (api, body) = match kind {
+        "Deployment" => (
+            "apps/v1",
+            json!({"replicas": replicas, "selector": selector, "template": template}),
+        ),
+        "StatefulSet" => (
+            "apps/v1",
+            json!({"replicas": replicas, "serviceName": name, "selector": selector, "template": template}),
+        ),
+        "DaemonSet" => (
+            "apps/v1",
+            json!({"selector": selector, "template": template}),
+        ),
+        "Job" => (
+            "batch/v1",
+            json!({"completions": replicas, "parallelism": replicas, "template": with_restart(template)}),
+        ),
+        "CronJob" => (
+            "batch/v1",
+            json!({
+                "schedule": "* * * * *",
+                "jobTemplate": {"spec": {"completions": replicas, "parallelism": replicas, "template": with_restart(template)}}
+            }),
+        ),
+        _ => panic!("{kind}"),
+    };
+    json!({"apiVersion": api, "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": body})
+}
+
+fn with_restart(mut template: Value) -> Value {
+    template["spec"]["restartPolicy"] = json!("Never");
+    template
+}
+
+fn containers(image: &str) -> Value {
+    json!([{"name": "main", "image": image}])
+}
+
+/// Creates `object` with kubectl; must succeed. The warnings kubectl printed.
+fn create(nodes: &Nodes, object: &Value) -> String {
+    let out = e2e::create(nodes.cp(), object, false);
+    assert!(
+        out.status.success(),
+        "create {}: {}",
+        object["metadata"]["name"],
+        e2e::stderr(&out)
+    );
+    e2e::stderr(&out)
+}
+
+/// The set of OSes the pods landed on.
+fn oses(pods: &[Placed]) -> BTreeSet<String> {
+    pods.iter().map(|p| format!("{:?}", p.os)).collect()
+}
+
+fn all_on(pods: &[Placed], os: Os) -> bool {
+    pods.iter().all(|p| p.os == Some(os))
+}
+
+/// Every controller's Windows pods (selected by `kubernetes.io/os:
+/// windows`) are created through winadmit, placed on the Windows nodes and
+/// run (a Job's and a CronJob's complete).
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn windows_pods_of_every_controller_land_on_windows_and_run() {
+    let nodes = mixed("windows_pods_of_every_controller_land_on_windows_and_run");
+    let ns = namespace(&nodes, "every-controller");
+    let spec =
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers(IIS)});
+    // The CronJob first: its controller starts a Job at the next minute.
+    for (kind, n) in [
+        ("CronJob", 1),
+        ("Deployment", 3),
+        ("StatefulSet", 2),
+        ("DaemonSet", 0),
+        ("Job", 2),
+    ] {
+        let name = kind.to_lowercase();
+        create(&nodes, &workload(kind, &ns, &name, n, spec.clone()));
+    }
+    for (name, count, phase) in [
+        ("deployment", 3, "Running"),
+        ("statefulset", 2, "Running"),
+        ("daemonset", 2, "Running"),
+        ("job", 2, "Succeeded"),
+        ("cronjob", 1, "Succeeded"),
+    ] {
+        let pods = nodes.wait_pods(&ns, &format!("app={name}"), count, &[phase]);
+        assert!(
+            all_on(&pods, Os::Windows),
+            "{name}: pods on {:?}",
+            oses(&pods)
+        );
+    }
+    let daemons: BTreeSet<_> = nodes
+        .pods(&ns, "app=daemonset")
+        .into_iter()
+        .filter_map(|p| p.node)
+        .collect();
+    assert_eq!(daemons, nodes.of(Os::Windows).into_iter().collect());
+}
+
+/// Waits (20 s at most) until winadmit's cluster cache has seen the
+/// Windows nodes: a dry-run nginx pod in `ns` comes back pinned to Linux.
+fn until_winadmit_sees_windows_nodes(nodes: &Nodes, ns: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let probe = e2e::pod(
+        ns,
+        "cache-probe",
+        json!({"containers": containers("nginx:1.27")}),
+    );
+    loop {
+        let out = e2e::create(nodes.cp(), &probe, true);
+        let pod: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if pod["spec"]["nodeSelector"]["kubernetes.io/os"] == "linux" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "winadmit never pinned a Linux pod to Linux: {}\nwinadmit's reviews: {:#?}",
+            e2e::stderr(&out),
+            WEBHOOK.get().map(|w| w.reviews_of("cache-probe"))
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The stored object's pod template node selector.
+fn template_selector(nodes: &Nodes, resource: &str, ns: &str, name: &str) -> Value {
+    nodes.cp().get(resource, ns, name)["spec"]["template"]["spec"]["nodeSelector"].clone()
+}
+
+/// A Windows IIS Deployment with no OS selector: its image can only be
+/// Windows, so the default policy pins it, and every pod runs on a Windows
+/// node (without winadmit half of them land on the Linux nodes).
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn an_iis_deployment_lands_entirely_on_windows() {
+    let nodes = mixed("an_iis_deployment_lands_entirely_on_windows");
+    let ns = namespace(&nodes, "iis");
+    let warnings = create(
+        &nodes,
+        &workload(
+            "Deployment",
+            &ns,
+            "iis",
+            4,
+            json!({"containers": containers(IIS)}),
+        ),
+    );
+    assert!(warnings.contains("WIN-UNPINNED-IMAGE"), "{warnings}");
+    assert_eq!(
+        template_selector(&nodes, "deployment", &ns, "iis"),
+        json!({"kubernetes.io/os": "windows"})
+    );
+    let pods = nodes.wait_pods(&ns, "app=iis", 4, &["Running"]);
+    assert!(all_on(&pods, Os::Windows), "pods on {:?}", oses(&pods));
+}
+
+/// A name that only looks Windows (`*servercore*` on some repository):
+/// warned about, and left as written.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_name_that_only_looks_windows_is_warned_about_and_not_pinned() {
+    let nodes = mixed("a_name_that_only_looks_windows_is_warned_about_and_not_pinned");
+    let ns = namespace(&nodes, "looks-windows");
+    let image = "contoso/servercore-tools:1.0";
+    let warnings = create(
+        &nodes,
+        &workload(
+            "Deployment",
+            &ns,
+            "tools",
+            2,
+            json!({"containers": containers(image)}),
+        ),
+    );
+    assert!(warnings.contains("WIN-UNPINNED-IMAGE"), "{warnings}");
+    assert_eq!(
+        template_selector(&nodes, "deployment", &ns, "tools"),
+        Value::Null
+    );
+    let pods = nodes.wait_pods(&ns, "app=tools", 2, &["Running"]);
+    for p in &pods {
+        assert_eq!(p.object["spec"]["nodeSelector"], Value::Null, "{}", p.name);
+    }
+}
+
+/// nginx with no OS selector in a cluster with Windows nodes: pinned to
+/// Linux, every pod on a Linux node.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn nginx_lands_entirely_on_linux() {
+    let nodes = mixed("nginx_lands_entirely_on_linux");
+    let ns = namespace(&nodes, "nginx");
+    until_winadmit_sees_windows_nodes(&nodes, &ns);
+    create(
+        &nodes,
+        &workload(
+            "Deployment",
+            &ns,
+            "nginx",
+            4,
+            json!({"containers": containers("nginx:1.27")}),
+        ),
+    );
+    assert_eq!(
+        template_selector(&nodes, "deployment", &ns, "nginx"),
+        json!({"kubernetes.io/os": "linux"})
+    );
+    let pods = nodes.wait_pods(&ns, "app=nginx", 4, &["Running"]);
+    assert!(all_on(&pods, Os::Linux), "pods on {:?}", oses(&pods));
+}
+
+/// A node-exporter DaemonSet that tolerates every taint, with the Windows
+/// nodes tainted as the Kubernetes docs advise: one pod on every Linux
+/// node, none on a Windows node.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_daemonset_that_tolerates_everything_runs_on_every_linux_node_only() {
+    let nodes = cluster("a_daemonset_that_tolerates_everything_runs_on_every_linux_node_only")
+        .nodes(&[
+            Node::linux("linux-1"),
+            Node::linux("linux-2"),
+            Node::linux("linux-3"),
+            Node::windows("win22-1").taint("os", "windows", "NoSchedule"),
+            Node::windows("win22-2"),
+        ]);
+    let ns = namespace(&nodes, "node-exporter");
+    until_winadmit_sees_windows_nodes(&nodes, &ns);
+    let spec = json!({
+        "tolerations": [{"operator": "Exists"}],
+        "hostNetwork": true, "hostPID": true,
+        "containers": containers("quay.io/prometheus/node-exporter:v1.9.1"),
+    });
+    create(
+        &nodes,
+        &workload("DaemonSet", &ns, "node-exporter", 0, spec),
+    );
+    let pods = nodes.wait_pods(&ns, "app=node-exporter", 3, &["Running"]);
+    let on: BTreeSet<_> = pods.iter().filter_map(|p| p.node.clone()).collect();
+    assert_eq!(on, nodes.of(Os::Linux).into_iter().collect());
+}
+
+/// A Windows Deployment with `privileged` and `runAsUser`: the template is
+/// patched at create, and the ReplicaSet controller's pods run clean on
+/// the Windows nodes.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_patched_windows_deployment_runs_clean() {
+    let nodes = mixed("a_patched_windows_deployment_runs_clean");
+    let ns = namespace(&nodes, "patched");
+    let spec = json!({
+        "nodeSelector": {"kubernetes.io/os": "windows"},
+        "containers": [{"name": "main", "image": IIS, "securityContext": {"privileged": true, "runAsUser": 1000}}],
+    });
+    let warnings = create(&nodes, &workload("Deployment", &ns, "patched", 2, spec));
+    assert!(warnings.contains("WIN-PRIVILEGED"), "{warnings}");
+    let pods = nodes.wait_pods(&ns, "app=patched", 2, &["Running"]);
+    assert!(all_on(&pods, Os::Windows), "pods on {:?}", oses(&pods));
+    for p in &pods {
+        let sc = &p.object["spec"]["containers"][0]["securityContext"];
+        assert!(
+            sc.get("privileged").is_none() && sc.get("runAsUser").is_none(),
+            "{}: {sc}",
+            p.name
+        );
+    }
+}
+
+/// A Windows Deployment with `hostNetwork` is refused: no Deployment, no
+/// pod.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_refused_windows_deployment_makes_no_pod() {
+    let nodes = mixed("a_refused_windows_deployment_makes_no_pod");
+    let ns = namespace(&nodes, "refused");
+    let spec = json!({
+        "nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true,
+        "containers": containers(IIS),
+    });
+    let out = e2e::create(
+        nodes.cp(),
+        &workload("Deployment", &ns, "refused", 2, spec),
+        false,
+    );
+    assert!(!out.status.success());
+    let err = e2e::stderr(&out);
+    assert!(
+        err.contains(r#"admission webhook "validate.winadmit.io" denied"#)
+            && err.contains("WIN-HOSTNETWORK"),
+        "{err}"
+    );
+    // A Deployment made alongside runs: the controllers are working.
+    create(
+        &nodes,
+        &workload(
+            "Deployment",
+            &ns,
+            "alongside",
+            1,
+            json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers(IIS)}),
+        ),
+    );
+    nodes.wait_pods(&ns, "app=alongside", 1, &["Running"]);
+    assert!(nodes.pods(&ns, "app=refused").is_empty());
+}
+
+/// With winadmit unreachable (its registrations pointing at a closed
+/// port), Linux workloads are still created, scheduled and run: pinned
+/// ones never call it, unpinned ones reach only pin-linux, which ignores
+/// the failure.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn linux_workloads_are_unaffected_with_winadmit_down() {
+    let nodes = mixed("linux_workloads_are_unaffected_with_winadmit_down");
+    let cp = nodes.cp();
+    let objects = e2e::rendered("base");
+    let closed = format!("https://127.0.0.1:{}", controlplane::free_port());
+    cp.apply(&e2e::to_list(&e2e::registrations_at(
+        &objects,
+        "down",
+        &closed,
+        cp.ca_pem.as_bytes(),
+    )));
+    let ns = "winadmit-down";
+    cp.kubectl(&["delete", "namespace", ns, "--wait=true"]);
+    cp.namespace(ns, &[("winadmit-e2e", "down")]);
+    // The registrations are in force once a Windows pod is refused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while e2e::create(
+        cp,
+        &e2e::pod(
+            ns,
+            "probe",
+            json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+        ),
+        true,
+    )
+    .status
+    .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the down registrations never took effect"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    create(
+        &nodes,
+        &workload(
+            "Deployment",
+            ns,
+            "pinned",
+            2,
+            json!({"nodeSelector": {"kubernetes.io/os": "linux"}, "containers": containers("nginx:1.27")}),
+        ),
+    );
+    create(
+        &nodes,
+        &workload(
+            "Deployment",
+            ns,
+            "unpinned",
+            2,
+            json!({"containers": containers("nginx:1.27")}),
+        ),
+    );
+    let pinned = nodes.wait_pods(ns, "app=pinned", 2, &["Running"]);
+    assert!(all_on(&pinned, Os::Linux), "pods on {:?}", oses(&pinned));
+    nodes.wait_pods(ns, "app=unpinned", 2, &["Running"]);
+    cp.kubectl(&[
+        "delete",
+        "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+        "winadmit-down",
+    ]);
+}
