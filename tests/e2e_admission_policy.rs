@@ -32,6 +32,7 @@ mod server;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -1146,4 +1147,88 @@ fn updates_count_only_what_they_introduce() {
         report.is_empty(),
         "updates: the admission policies and the webhook differ:\n{report}"
     );
+}
+
+/// The documented installs (docs/admission-policy.md), on an API server of
+/// their own: `winadmit admission-policy | kubectl apply --server-side -f -`
+/// and `kubectl apply --server-side -k manifests/overlays/admission-policy`.
+/// Each is run after a client-side `kubectl apply -f -` (which creates the
+/// bindings but may refuse the policies, whose last-applied annotation is
+/// over 256 KiB): the documented command completes a half-applied install,
+/// and a Windows pod with hostNetwork is then refused. While only the
+/// bindings exist, the pod is not refused by them alone: the test shows the
+/// API server ignores a binding whose policy is missing, which is why the
+/// documented command is the one that must succeed.
+#[test]
+fn documented_installs_work_from_clean_and_half_applied_clusters() {
+    let cp = ControlPlane::start(&controlplane::binaries(
+        "documented_installs_work_from_clean_and_half_applied_clusters",
+    ));
+    let out = e2e::winadmit(&["admission-policy"]);
+    assert!(out.status.success(), "{}", e2e::stderr(&out));
+    let export = String::from_utf8(out.stdout).unwrap();
+    let ns = "install-check";
+    cp.namespace(ns, &[]);
+    let windows_host_network = e2e::pod(
+        ns,
+        "probe",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
+    );
+
+    // Half-applied: client-side apply, whatever it manages to create.
+    let client_side = cp.kubectl_stdin(&["apply", "-f", "-"], &export);
+    let bindings = cp.kubectl(&["get", "validatingadmissionpolicybindings", "-o", "name"]);
+    let policies = cp.kubectl(&["get", "validatingadmissionpolicies", "-o", "name"]);
+    let n = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().count();
+    eprintln!(
+        "client-side apply: exit {:?}, {} bindings and {} policies created; {}",
+        client_side.status.code(),
+        n(&bindings),
+        n(&policies),
+        String::from_utf8_lossy(&client_side.stderr).lines().next().unwrap_or("")
+    );
+    if !client_side.status.success() {
+        // What the client-side apply leaves does not refuse on its own:
+        // what the documented command is for.
+        std::thread::sleep(Duration::from_secs(2));
+        let answer = cp.dry_run_create(&windows_host_network);
+        if n(&policies) == 0 {
+            assert!(answer.ok(), "bindings without their policies refused: {answer:?}");
+        }
+    }
+
+    // The documented command, from that half-applied state.
+    let documented = cp.kubectl_stdin(&["apply", "--server-side", "-f", "-"], &export);
+    assert!(
+        documented.status.success(),
+        "winadmit admission-policy | kubectl apply --server-side -f -: {}",
+        String::from_utf8_lossy(&documented.stderr)
+    );
+    wait_refused(&cp, &windows_host_network);
+
+    // The overlay, as documented, over the same objects.
+    let overlay = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays/admission-policy");
+    let kustomize = cp.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    assert!(
+        kustomize.status.success(),
+        "kubectl apply --server-side -k manifests/overlays/admission-policy: {}",
+        String::from_utf8_lossy(&kustomize.stderr)
+    );
+    wait_refused(&cp, &windows_host_network);
+}
+
+/// Waits (30 s at most) until the API server refuses `pod` with WIN-HOSTNETWORK.
+fn wait_refused(cp: &ControlPlane, pod: &Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = cp.dry_run_create(pod);
+        if !answer.ok() && answer.message().contains("WIN-HOSTNETWORK") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the installed policies did not refuse the pod in 30 s: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

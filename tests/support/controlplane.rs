@@ -127,7 +127,9 @@ fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
 }
 
 impl ControlPlane {
-    fn start(bin: &Path) -> Self {
+    /// A control plane of its own (most tests share [`shared`]'s), for a
+    /// test that must start from an empty cluster.
+    pub fn start(bin: &Path) -> Self {
         let work = tempfile::Builder::new()
             .prefix("winadmit-controlplane-")
             .tempdir()
