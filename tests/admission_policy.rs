@@ -383,6 +383,7 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
             images: None,
+            nodes: None,
         },
         doc,
         None,

@@ -130,6 +130,7 @@ fn fix_applies_every_settled_patch_in_the_corpus() {
         namespace_isolation: None,
         psa_restricted_before_1_25: false,
         images: None,
+        nodes: None,
     };
 
     let (report, stderr) = lint_fix(tmp.path());

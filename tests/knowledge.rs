@@ -23,6 +23,7 @@ fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
             images: None,
+            nodes: None,
         },
     );
     let mut out = doc.clone();

@@ -1,8 +1,8 @@
 //! Which Windows build an image needs, from its name and tag.
 //!
-//! With process isolation a Windows container's base-image build must equal
-//! the node's (`node.kubernetes.io/windows-build`, e.g. `10.0.17763`). The
-//! table of releases and the names image tags use for them is data:
+//! With process isolation a Windows container's base-image build must fit
+//! the node's (`node.kubernetes.io/windows-build`, e.g. `10.0.17763`):
+//! [`runs_on`] says when. The table of releases and the names image tags use for them is data:
 //! `policies/windows-builds.yaml`, embedded and parsed strictly. The lookup
 //! ([`image_build`]) is pure and allocation-light; it runs once per
 //! container of a Windows pod.
@@ -91,6 +91,11 @@ pub struct Release {
     pub build: Build,
     /// Lowercase tag words: `ltsc2019`, `1809`, `20h2`.
     pub names: Vec<String>,
+    /// A long-term servicing release of the stable container ABI
+    /// (Windows Server 2022 and later): the oldest image build the hosts
+    /// after it run.
+    #[serde(default, rename = "stableAbi")]
+    pub stable_abi: bool,
 }
 
 /// The release table and where release names are trusted.
@@ -119,6 +124,16 @@ pub fn image_build(image: &str) -> Option<Build> {
     EMBEDDED.image_build(image)
 }
 
+/// Can a host of build `host` run a process-isolated container of an image
+/// built for `image`, by the embedded table? See [`BuildTable::runs_on`].
+#[must_use]
+pub fn runs_on(host: Build, image: Build) -> bool {
+    EMBEDDED.runs_on(host, image)
+}
+
+/// The first build of the stable container ABI (Windows Server 2022).
+pub const STABLE_ABI_FROM: Build = Build::new(10, 0, 20348);
+
 /// The release name for a build (`ltsc2019` for 10.0.17763), for messages.
 #[must_use]
 pub fn release_name(build: Build) -> Option<&'static str> {
@@ -141,6 +156,39 @@ impl BuildTable {
             *m = m.to_ascii_lowercase();
         }
         Ok(t)
+    }
+
+    /// Can a host of build `host` run a process-isolated container of an
+    /// image built for `image`? Below Windows Server 2022 (10.0.20348) only
+    /// the same build; from it on, any build from the newest stable-ABI LTSC
+    /// release older than the host (10.0.20348 when there is none) up to the
+    /// host's own: a Windows Server 2025 host (10.0.26100) runs 10.0.20348
+    /// to 10.0.26100, a Windows Server 2022 host only 10.0.20348.
+    ///
+    /// This is containerd's platform matcher, which picks the image's
+    /// Windows manifest on pull: `checkWindowsHostAndContainerCompat` in
+    /// github.com/containerd/platforms v1.0.0-rc.2 (containerd 2.2), the same
+    /// result for these builds as v0.2.1 (containerd 1.7.19 and later 1.7)
+    /// and v1.0.0-rc.0/rc.1 (containerd 2.0 and 2.1), and hcsshim's
+    /// `osversion.CheckHostAndContainerCompat` (hcsshim v0.11 to v0.14,
+    /// containerd 1.7.6 to 1.7.18); Microsoft, "Windows container version
+    /// compatibility".
+    #[must_use]
+    pub fn runs_on(&self, host: Build, image: Build) -> bool {
+        if host.major != image.major || host.minor != image.minor {
+            return false;
+        }
+        if host < STABLE_ABI_FROM {
+            return host == image;
+        }
+        let oldest = self
+            .releases
+            .iter()
+            .filter(|r| r.stable_abi && r.build < host)
+            .map(|r| r.build)
+            .max()
+            .unwrap_or(STABLE_ABI_FROM);
+        oldest <= image && image <= host
     }
 
     #[must_use]
@@ -416,6 +464,34 @@ mod tests {
             ":",
         ] {
             assert_eq!(image_build(image), None, "{image}");
+        }
+    }
+
+    #[test]
+    fn hosts_run_images_of_their_stable_abi_range() {
+        let b = |s: &str| s.parse::<Build>().unwrap();
+        let cases = [
+            // host, image, runs
+            ("10.0.17763", "10.0.17763", true),
+            ("10.0.17763", "10.0.14393", false),
+            ("10.0.17763", "10.0.20348", false),
+            ("10.0.19042", "10.0.17763", false),
+            ("10.0.20348", "10.0.20348", true),
+            ("10.0.20348", "10.0.17763", false),
+            ("10.0.20348", "10.0.26100", false),
+            ("10.0.25398", "10.0.20348", true),
+            ("10.0.26100", "10.0.20348", true),
+            ("10.0.26100", "10.0.25398", true),
+            ("10.0.26100", "10.0.26100", true),
+            ("10.0.26100", "10.0.17763", false),
+            ("10.0.26100", "10.0.26200", false),
+            // After Windows Server 2025 the oldest image is ltsc2025.
+            ("10.0.26300", "10.0.26100", true),
+            ("10.0.26300", "10.0.20348", false),
+            ("6.3.26100", "10.0.26100", false),
+        ];
+        for (host, image, want) in cases {
+            assert_eq!(runs_on(b(host), b(image)), want, "{image} on {host}");
         }
     }
 

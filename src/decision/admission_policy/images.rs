@@ -154,6 +154,29 @@ fn selected_build() -> String {
     )
 }
 
+/// CEL: can a host of build `host` run an image of build `image` (both
+/// CEL strings `MAJOR.MINOR.BUILD`), as `windows_builds::runs_on` with the
+/// embedded table's stable-ABI releases.
+#[must_use]
+pub fn cel_runs_on(host: &str, image: &str) -> String {
+    let table = &*crate::decision::windows_builds::EMBEDDED;
+    let mut ltsc: Vec<u32> = table
+        .releases
+        .iter()
+        .filter(|r| r.stable_abi)
+        .map(|r| r.build.build)
+        .collect();
+    ltsc.sort_unstable();
+    let from = crate::decision::windows_builds::STABLE_ABI_FROM.build;
+    let mut oldest = from.to_string();
+    for b in ltsc {
+        oldest = format!("(int(p[0][2]) > {b} ? {b} : {oldest})");
+    }
+    format!(
+        "[[{host}.split('.'), {image}.split('.')]].all(p, p[0][0] == p[1][0] && p[0][1] == p[1][1] && (int(p[0][2]) < {from} ? int(p[0][2]) == int(p[1][2]) : {oldest} <= int(p[1][2]) && int(p[1][2]) <= int(p[0][2])))"
+    )
+}
+
 /// The variables that work out, once per request, what each container
 /// image is: its Windows build by the table (as `Build` displays it), a
 /// Windows image by `params.windowsImages`, an image known to run only on
@@ -212,12 +235,19 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
         ),
         (
             "otherBuildImages",
-            "variables.imageFacts.filter(f, f[1] != '' && f[1] != variables.firstBuild).map(f, f[0])".to_owned(),
+            format!(
+                "variables.imageFacts.filter(f, f[1] != '' && !({} || {})).map(f, f[0])",
+                cel_runs_on("f[1]", "variables.firstBuild"),
+                cel_runs_on("variables.firstBuild", "f[1]")
+            ),
         ),
         ("selectedBuild", selected),
         (
             "mismatchImages",
-            "variables.selectedBuild == '' ? [] : variables.imageFacts.filter(f, f[1] != '' && f[1] != variables.selectedBuild).map(f, f[0])".to_owned(),
+            format!(
+                "variables.selectedBuild == '' ? [] : variables.imageFacts.filter(f, f[1] != '' && !{}).map(f, f[0])",
+                cel_runs_on("variables.selectedBuild", "f[1]")
+            ),
         ),
         (
             "windowsImages",

@@ -15,6 +15,23 @@ pub struct WindowsNode {
     pub runtime: Option<Runtime>,
     /// `major.minor` of containerd, when the node runs it.
     pub containerd_version: Option<KubeVersion>,
+    /// containerd's patch release (`22` of `1.7.22`), when it says one.
+    pub containerd_patch: Option<u32>,
+}
+
+/// The AKS node label naming a Windows node's OS release
+/// (`Windows2019`, `Windows2022`, `Windows2025`).
+pub const AKS_OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
+
+/// The build of an AKS `os-sku` value.
+#[must_use]
+pub fn os_sku_build(sku: &str) -> Option<&'static str> {
+    match sku.to_ascii_lowercase().as_str() {
+        "windows2019" => Some("10.0.17763"),
+        "windows2022" => Some("10.0.20348"),
+        "windows2025" => Some("10.0.26100"),
+        _ => None,
+    }
 }
 
 impl WindowsNode {
@@ -48,6 +65,10 @@ impl WindowsNode {
         let (runtime, containerd_version) = info("containerRuntimeVersion")
             .map(parse_runtime)
             .unwrap_or_default();
+        let containerd_patch = info("containerRuntimeVersion")
+            .and_then(|v| v.strip_prefix("containerd://"))
+            .and_then(|v| v.trim_start_matches('v').split(['.', '-', '+']).nth(2))
+            .and_then(|p| p.parse().ok());
         Some(Self {
             name: value
                 .pointer("/metadata/name")
@@ -58,15 +79,41 @@ impl WindowsNode {
             kubelet_version: info("kubeletVersion").and_then(|v| v.parse().ok()),
             runtime,
             containerd_version,
+            containerd_patch,
         })
     }
 
-    /// The node's `node.kubernetes.io/windows-build` label.
+    /// The node's `node.kubernetes.io/windows-build` label, else the build
+    /// of its AKS `kubernetes.azure.com/os-sku` label.
     #[must_use]
     pub fn build(&self) -> Option<&str> {
         self.labels
             .get(crate::decision::windows_builds::WINDOWS_BUILD_LABEL)
             .map(String::as_str)
+            .or_else(|| {
+                self.labels
+                    .get(AKS_OS_SKU_LABEL)
+                    .and_then(|s| os_sku_build(s))
+            })
+    }
+
+    /// Does the node's runtime pull an image's Windows manifest of another
+    /// build than the node's when the stable ABI allows it? containerd
+    /// before 1.7.6 matched the host's build exactly (`platforms/
+    /// defaults_windows.go`: `strings.HasPrefix(p.OSVersion,
+    /// m.osVersionPrefix)`); 1.7.6 and later use the stable-ABI check.
+    /// `None` when the runtime or its version is unknown.
+    #[must_use]
+    pub fn pulls_stable_abi(&self) -> Option<bool> {
+        if self.runtime? != super::Runtime::Containerd {
+            return None;
+        }
+        let v = self.containerd_version?;
+        let v17 = KubeVersion::new(1, 7);
+        if v != v17 {
+            return Some(v > v17);
+        }
+        Some(self.containerd_patch? >= 6)
     }
 }
 
@@ -134,7 +181,8 @@ impl WindowsNodes {
         }
     }
 
-    /// Every `node.kubernetes.io/windows-build` value, with a node that has it.
+    /// Every `node.kubernetes.io/windows-build` value (or the build of the
+    /// node's AKS `os-sku`), with a node that has it.
     #[must_use]
     pub fn builds(&self) -> std::collections::BTreeMap<&str, &str> {
         let mut out = std::collections::BTreeMap::new();

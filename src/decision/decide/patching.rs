@@ -44,6 +44,7 @@ pub(super) fn patch_and_verdict(
             labels(patch::PSA_ENFORCE_VERSION_LABEL).as_deref(),
         ),
         images: cx.images,
+        nodes: cx.nodes,
     };
     // A pod's spec is immutable but for ephemeral containers.
     let keep = |op: &PatchOperation| {

@@ -10,19 +10,34 @@ use crate::decision::targeting::{OS_LABEL, add_node_selector};
 use crate::decision::view::SpecView;
 use crate::decision::workload::Workload;
 
-/// Adds `node.kubernetes.io/windows-build` when the images whose build is
-/// known leave exactly one build they can all run on, the pod does not
-/// select a build yet, and it is not a HostProcess pod (HostProcess
-/// containers need no matching build). An image's builds are the registry's
-/// facts where known (its Windows platforms' `os.version`: an index with
-/// 10.0.17763 and 10.0.20348 runs on either), else the build its tag names.
+/// Adds `node.kubernetes.io/windows-build` when exactly one node build can
+/// run every image whose build is known, the pod does not select a build
+/// yet, and it is not a HostProcess pod (HostProcess containers need no
+/// matching build). An image's builds are the registry's facts where known
+/// (its Windows platforms' `os.version`: an index with 10.0.17763 and
+/// 10.0.20348 runs on either), else the build its tag names.
+///
+/// Which node builds run an image follows the stable container ABI
+/// (`windows_builds::runs_on`): from 10.0.20348 on a node runs the previous
+/// LTSC's builds up to its own, so a 10.0.20348 image runs on 10.0.20348,
+/// 10.0.25398 and 10.0.26100 nodes. With the cluster's Windows nodes known
+/// the candidates are their builds, and the pod is pinned when exactly one
+/// of them runs every image. Without them the pod is pinned only to a build
+/// older than 10.0.20348 (which runs on its own build alone): pinning a
+/// 10.0.20348 image to 10.0.20348 would keep it off Windows Server 2025
+/// nodes that run it. When several node builds qualify nothing is pinned:
+/// the nodes that cannot run the images are then what WIN-BUILD-NO-NODE and
+/// WIN-BUILD-NODE-MISMATCH judge, and a nodeSelector cannot name a set.
 pub(super) fn add_windows_build(
     m: &mut Mutation,
     workload: &Workload<'_, '_>,
     spec: &SpecView<'_>,
     images: Option<&crate::decision::images::KnownImages>,
+    nodes: Option<&crate::decision::cluster::WindowsNodes>,
 ) {
-    use crate::decision::windows_builds::{WINDOWS_BUILD_LABEL, image_build};
+    use crate::decision::windows_builds::{
+        Build, STABLE_ABI_FROM, WINDOWS_BUILD_LABEL, image_build, runs_on,
+    };
     if spec
         .node_selector
         .as_ref()
@@ -32,7 +47,7 @@ pub(super) fn add_windows_build(
     {
         return;
     }
-    let mut common: Option<Vec<crate::decision::windows_builds::Build>> = None;
+    let mut all: Vec<Vec<Build>> = Vec::new();
     let mut by_facts = false;
     for image in [
         &spec.init_containers,
@@ -51,25 +66,45 @@ pub(super) fn add_windows_build(
             }
             None => image_build(image).into_iter().collect(),
         };
-        if builds.is_empty() {
-            continue;
+        if !builds.is_empty() {
+            all.push(builds);
         }
-        common = Some(match common {
-            None => builds,
-            Some(mut c) => {
-                c.retain(|b| builds.contains(b));
-                c
-            }
-        });
     }
-    let Some([build]) = common.as_deref() else {
+    if all.is_empty() {
+        return;
+    }
+    let node_builds: Vec<Build> = nodes
+        .map(|n| n.builds().keys().filter_map(|b| b.parse().ok()).collect())
+        .unwrap_or_default();
+    let (candidates, from_nodes) = if node_builds.is_empty() {
+        let mut c: Vec<Build> = all.iter().flatten().copied().collect();
+        c.sort_unstable();
+        c.dedup();
+        (c, false)
+    } else {
+        (node_builds, true)
+    };
+    let hosts: Vec<Build> = candidates
+        .into_iter()
+        .filter(|h| {
+            all.iter()
+                .all(|builds| builds.iter().any(|b| runs_on(*h, *b)))
+        })
+        .collect();
+    let [build] = hosts.as_slice() else {
         return;
     };
+    if !from_nodes && *build >= STABLE_ABI_FROM {
+        return;
+    }
     let build = *build;
-    let source = if by_facts {
-        "the images' Windows build, by the registry's facts"
-    } else {
-        "the images' Windows build"
+    let source = match (by_facts, from_nodes) {
+        (true, true) => {
+            "the one Windows build of the cluster's nodes that runs the images, by the registry's facts"
+        }
+        (false, true) => "the one Windows build of the cluster's nodes that runs the images",
+        (true, false) => "the images' Windows build, by the registry's facts",
+        (false, false) => "the images' Windows build",
     };
     let selector = workload.spec_path.key("nodeSelector");
     let selector_pointer = selector.pointer();

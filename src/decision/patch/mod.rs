@@ -42,6 +42,9 @@ pub struct MutationContext<'c> {
     /// What registries say of the images (`Context::images`): their
     /// Windows builds, for `mutation.injectWindowsBuild`.
     pub images: Option<&'c crate::decision::images::KnownImages>,
+    /// The cluster's Windows nodes (`Context::nodes`): their builds, for
+    /// `mutation.injectWindowsBuild`.
+    pub nodes: Option<&'c crate::decision::cluster::WindowsNodes>,
 }
 
 /// Does a namespace with these Pod Security labels refuse `spec.os.name:
@@ -183,7 +186,7 @@ pub fn mutation(
     }
     add_tolerations(&mut m, workload, spec, &tolerations);
     if settings.inject_windows_build && !eval.hyperv {
-        add_windows_build(&mut m, workload, spec, cx.images);
+        add_windows_build(&mut m, workload, spec, cx.images, cx.nodes);
     }
     let isolation = cx.namespace_isolation.or(settings.isolation.as_deref());
     if let Some(isolation) = isolation.filter(|i| matches!(*i, "process" | "hyperv")) {
@@ -282,6 +285,7 @@ mod tests {
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
             images: None,
+            nodes: None,
         };
         let m = settle(&policy, &Context::default(), mcx, doc, Some("ns"), &|_| {
             true
@@ -332,6 +336,7 @@ mod tests {
             namespace_isolation: None,
             psa_restricted_before_1_25: true,
             images: None,
+            nodes: None,
         };
         let m = settle(
             &policy,
@@ -404,7 +409,21 @@ mod tests {
             );
         }
         let policy = Policy::from_yaml("p.yaml", "mutation: {injectWindowsBuild: true}\n").unwrap();
-        let build_of = |images: &[&str]| -> Option<String> {
+        let node = |name: &str, build: &str| {
+            crate::decision::cluster::WindowsNode::from_object(&serde_json::json!({
+                "kind": "Node", "metadata": {"name": name, "labels": {
+                    "kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": build}}}))
+            .unwrap()
+        };
+        let ws2025_and_2019 = crate::decision::cluster::WindowsNodes {
+            nodes: vec![node("a", "10.0.26100"), node("b", "10.0.17763")],
+        };
+        let ws2025_and_2022 = crate::decision::cluster::WindowsNodes {
+            nodes: vec![node("a", "10.0.26100"), node("b", "10.0.20348")],
+        };
+        let build_on = |images: &[&str],
+                        nodes: Option<&crate::decision::cluster::WindowsNodes>|
+         -> Option<String> {
             let containers: Vec<Value> = images
                 .iter()
                 .enumerate()
@@ -414,11 +433,13 @@ mod tests {
                 "spec": {"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers}});
             let cx = Context {
                 images: Some(&known),
+                nodes,
                 ..Context::default()
             };
             let mcx = MutationContext {
                 create: true,
                 images: Some(&known),
+                nodes,
                 ..MutationContext::default()
             };
             let m = settle(&policy, &cx, mcx, &doc, Some("ns"), &|_| true);
@@ -438,7 +459,22 @@ mod tests {
             }
             build
         };
-        assert_eq!(build_of(&["contoso/api:1"]).as_deref(), Some("10.0.20348"));
+        let build_of = |images: &[&str]| build_on(images, None);
+        // A 10.0.20348 image runs on 10.0.20348 to 10.0.26100 nodes: without
+        // the nodes nothing is pinned (pinning 10.0.20348 would keep it off
+        // Windows Server 2025 nodes).
+        assert_eq!(build_of(&["contoso/api:1"]), None);
+        // With them, the one node build that runs it.
+        assert_eq!(
+            build_on(&["contoso/api:1"], Some(&ws2025_and_2019)).as_deref(),
+            Some("10.0.26100")
+        );
+        assert_eq!(
+            build_on(&["contoso/legacy:1"], Some(&ws2025_and_2019)).as_deref(),
+            Some("10.0.17763")
+        );
+        // Two node builds run it: no nodeSelector can name both.
+        assert_eq!(build_on(&["contoso/api:1"], Some(&ws2025_and_2022)), None);
         // An index with two builds alone: the runtime picks; with a
         // one-build image, the build they share.
         assert_eq!(build_of(&["contoso/both:1"]), None);
@@ -450,8 +486,8 @@ mod tests {
         assert_eq!(build_of(&["contoso/api:1", "contoso/legacy:1"]), None);
         // The facts win over a build the tag names.
         assert_eq!(
-            build_of(&["contoso/named:ltsc2019"]).as_deref(),
-            Some("10.0.20348")
+            build_on(&["contoso/named:ltsc2019"], Some(&ws2025_and_2019)).as_deref(),
+            Some("10.0.26100")
         );
     }
 }
