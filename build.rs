@@ -14,7 +14,9 @@
 //! - `no_chromium`: no headless Chromium on `PATH` for the HTML report test;
 //! - `no_registry`: Debian's `docker-registry` (the CNCF distribution
 //!   registry) or `htpasswd` is not on `PATH`, for the registry tests
-//!   (`tests/registry.rs`).
+//!   (`tests/registry.rs`);
+//! - `no_image_tools`: Go is missing, so `tests/image.rs` cannot build crane
+//!   and actionlint (`tests/image/build.sh`).
 //!
 //! Each is checked when the tests are built. Setting the matching
 //! `WINADMIT_REQUIRE_*` variable (as `.ci/run` does) turns the check off:
@@ -35,6 +37,7 @@ fn main() {
         .is_ok_and(|o| o.status.success());
     flag("no_control_plane", "WINADMIT_REQUIRE_APISERVER", !go);
     flag("no_helm", "WINADMIT_REQUIRE_HELM", !go);
+    flag("no_image_tools", "WINADMIT_REQUIRE_IMAGE_TOOLS", !go);
     flag(
         "no_kubectl",
         "WINADMIT_REQUIRE_KUBECTL",

@@ -91,7 +91,7 @@ fn write_summary(s: &super::LintSummary, out: &mut dyn Write) -> io::Result<()> 
     let n = crate::decision::decide::plural;
     writeln!(
         out,
-        "{}, {}{} in {} ({}) from {}; {} skipped; {}{}",
+        "{}, {}{} in {} ({}) from {}; {}{}{}",
         n(s.errors, "error", "errors"),
         n(s.warnings, "warning", "warnings"),
         if s.infos > 0 {
@@ -102,12 +102,19 @@ fn write_summary(s: &super::LintSummary, out: &mut dyn Write) -> io::Result<()> 
         n(s.objects, "object", "objects"),
         n(s.windows_workloads, "Windows workload", "Windows workloads"),
         n(s.files, "file", "files"),
-        n(
-            s.skipped,
-            "non-Kubernetes document",
-            "non-Kubernetes documents"
-        ),
         n(s.input_errors, "input error", "input errors"),
+        if s.skipped > 0 {
+            format!(
+                "; {} skipped",
+                n(
+                    s.skipped,
+                    "non-Kubernetes document",
+                    "non-Kubernetes documents"
+                )
+            )
+        } else {
+            String::new()
+        },
         if s.fixed > 0 {
             format!("; {} written", n(s.fixed, "fix", "fixes"))
         } else {

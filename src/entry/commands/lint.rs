@@ -60,9 +60,21 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             .is_some()
             .then_some(&resolve as &lint::ResolveImages<'_>),
     };
-    let lint::Linted { report, not_fixed } = lint::run(&paths, &pol, &cx, &options)?;
-    for s in not_fixed {
+    let lint::Linted {
+        report,
+        not_fixed,
+        fixed: changed,
+    } = lint::run(&paths, &pol, &cx, &options)?;
+    for c in &changed {
+        eprintln!("winadmit: fixed {c}");
+    }
+    for s in &not_fixed {
         eprintln!("winadmit: not fixed automatically: {s}");
+    }
+    if fix && changed.is_empty() && not_fixed.is_empty() {
+        eprintln!(
+            "winadmit: --fix changed nothing: no finding in these files has an automatic fix (the findings below are fixed by hand)"
+        );
     }
 
     let use_color = super::use_color(color, std::io::stdout().is_terminal());

@@ -95,7 +95,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         &facts,
     )?;
     let (input, partial) = input(live, &from_file);
-    let summary = crate::entry::report::run(input, &pol, &cx, options, sink, progress, lookups)?;
+    let (summary, problems) =
+        crate::entry::report::run(input, &pol, &cx, options, sink, progress, lookups)?;
+    warn_input_errors(&summary, &problems, output.as_deref());
     let partial = warn_partial(&partial, limits.allow_partial);
     let empty = warn_empty(&summary, &namespaces, allow_empty);
     let incomplete = summary.input_errors > 0 || partial || empty;
@@ -254,6 +256,35 @@ fn warn_partial(partial: &[String], allow_partial: bool) -> bool {
         }
     );
     !allow_partial
+}
+
+/// Says on stderr, whatever the format and `-o`, which inputs could not be
+/// read: they make the run exit 2.
+fn warn_input_errors(
+    summary: &crate::entry::report::ReportSummary,
+    problems: &[crate::render::InputProblem],
+    output: Option<&std::path::Path>,
+) {
+    if summary.input_errors == 0 {
+        return;
+    }
+    for p in problems.iter().take(10) {
+        let at = match (p.line, p.column) {
+            (Some(l), Some(c)) => format!(":{l}:{c}"),
+            (Some(l), None) => format!(":{l}"),
+            _ => String::new(),
+        };
+        eprintln!("winadmit: {}{at}: input error: {}", p.file, p.message);
+    }
+    eprintln!(
+        "winadmit: {} input error{} ({}); exit 2",
+        summary.input_errors,
+        if summary.input_errors == 1 { "" } else { "s" },
+        match output {
+            Some(file) => format!("also listed in {}", file.display()),
+            None => "also listed in the report".to_owned(),
+        }
+    );
 }
 
 /// Says that no workload matched; whether that makes the run incomplete

@@ -7,7 +7,8 @@ use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
 use crate::input::source;
 
-/// Fixes files in place; returns the number of operations applied and,
+/// Fixes files in place; returns the number of operations applied, what
+/// each changed (`file:line: RULE at field`) and,
 /// for each file or object not fixed, why.
 ///
 /// Each file is edited the way a careful editor saves: a symbolic link is
@@ -25,8 +26,9 @@ pub fn apply_to_files(
     files: &[std::path::PathBuf],
     policy: &Policy,
     cx: &Context<'_>,
-) -> anyhow::Result<(usize, Vec<String>)> {
+) -> anyhow::Result<(usize, Vec<String>, Vec<String>)> {
     let mut applied = 0;
+    let mut changed = Vec::new();
     let mut skipped = Vec::new();
     for file in files {
         let Ok(target) = std::fs::canonicalize(file) else {
@@ -43,7 +45,15 @@ pub fn apply_to_files(
         if let Some(fixed) = fixed {
             let bom = &original.bytes[..original.bytes.len() - text.len()];
             match replace(&target, &original, bom, &fixed)? {
-                Replaced::Yes => applied += outcome.applied,
+                Replaced::Yes => {
+                    applied += outcome.applied;
+                    changed.extend(
+                        outcome
+                            .changes
+                            .iter()
+                            .map(|(line, what)| format!("{}:{line}: {what}", file.display())),
+                    );
+                }
                 Replaced::No(why) => {
                     skipped.push(not_fixed(why));
                     continue;
@@ -52,7 +62,7 @@ pub fn apply_to_files(
         }
         skipped.extend(outcome.skipped.into_iter().map(not_fixed));
     }
-    Ok((applied, skipped))
+    Ok((applied, changed, skipped))
 }
 
 /// A regular file's bytes and what identifies it.

@@ -43,6 +43,11 @@ pub struct FixOutcome {
     pub applied: usize,
     /// Objects (or files) whose fixes could not be made as text edits.
     pub skipped: Vec<String>,
+    /// What was changed, in the order of the text: the line (1-based) of
+    /// the field in the original text (or of the nearest enclosing field
+    /// for an added one), and the rule and field it fixes, or what the
+    /// change is for when it fixes no finding.
+    pub changes: Vec<(u64, String)>,
 }
 
 /// Keys whose value Kubernetes reads the same empty as absent: when the
@@ -117,6 +122,10 @@ struct Plan {
     pointer: String,
     name: String,
     ops: usize,
+    /// (JSON Pointer under the object, what the change fixes) per operation.
+    changes: Vec<(String, String)>,
+    /// The same, placed: (line, what).
+    lines: Vec<(u64, String)>,
     target: Value,
     edits: Vec<Edit>,
 }
@@ -181,6 +190,21 @@ fn plan(docs: &[source::Document], policy: &Policy, cx: &Context<'_>) -> Vec<Pla
             pointer: doc.pointer.clone(),
             name: format!("{kind}/{}", workload.name),
             ops: decision.patch.ops.len(),
+            changes: decision
+                .patch
+                .ops
+                .iter()
+                .zip(&decision.patch.fixes)
+                .zip(&decision.patch.explanations)
+                .map(|((op, fixed), why)| {
+                    let what = match fixed {
+                        Some(f) => format!("{} at {}", f.rule, f.field),
+                        None => why.clone(),
+                    };
+                    (op.path().as_str().to_owned(), what)
+                })
+                .collect(),
+            lines: Vec::new(),
             target: fixed_object(&doc.value, &patched),
             edits: Vec::new(),
         });
@@ -210,6 +234,11 @@ fn edit(
                 .push(format!("{}: not found in the text", plan.name));
             continue;
         };
+        plan.lines = plan
+            .changes
+            .iter()
+            .map(|(path, what)| (line_of(text, nearest(node, path).start), what.clone()))
+            .collect();
         let original = &docs[plan.index].value;
         match writer.diff(node, original, &plan.target, "", &mut plan.edits) {
             Ok(()) => ok.push(plan),
@@ -220,6 +249,27 @@ fn edit(
         }
     }
     ok
+}
+
+/// The node at `path` under `node`, or its nearest ancestor there (an
+/// added field's parent).
+fn nearest<'a>(node: &'a Node, path: &str) -> &'a Node {
+    let mut p = path;
+    loop {
+        if let Some(n) = node.at(p) {
+            return n;
+        }
+        match p.rfind('/') {
+            Some(i) => p = &p[..i],
+            None => return node,
+        }
+    }
+}
+
+/// The 1-based line of byte offset `at`.
+fn line_of(text: &str, at: usize) -> u64 {
+    let upto = &text.as_bytes()[..at.min(text.len())];
+    memchr::memchr_iter(b'\n', upto).count() as u64 + 1
 }
 
 /// Writes the edits; an object whose fixed text does not read back as its
@@ -262,6 +312,8 @@ fn write(
                 .all(|d| reread[d.index].value == d.value);
         if wrong.is_empty() && others_kept {
             outcome.applied = ok.iter().map(|p| p.ops).sum();
+            outcome.changes = ok.iter().flat_map(|p| p.lines.iter().cloned()).collect();
+            outcome.changes.sort();
             return Some(fixed);
         }
         let before = ok.len();

@@ -36,6 +36,8 @@ pub struct Linted {
     pub report: CompactReport,
     /// Files and objects `--fix` could not fix, and why.
     pub not_fixed: Vec<String>,
+    /// What `--fix` changed: `file:line: RULE at field`, in file order.
+    pub fixed: Vec<String>,
 }
 
 /// Lints the manifests `paths` name (files, directories walked for
@@ -82,14 +84,20 @@ pub fn run(
     };
     // Fix first, so the report shows what is left.
     let mut not_fixed = Vec::new();
+    let mut fixed = Vec::new();
     if options.fix {
-        let (applied, skipped) =
+        let (applied, changed, skipped) =
             crate::entry::fix::apply_to_files(&inputs.regular_files(), policy, &cx)?;
         report.summary.fixed = applied;
         not_fixed = skipped;
+        fixed = changed;
     }
     lint_all(&inputs, policy, &cx, options.threads, &mut report);
-    Ok(Linted { report, not_fixed })
+    Ok(Linted {
+        report,
+        not_fixed,
+        fixed,
+    })
 }
 
 /// The registry is asked for the images the given facts do not name.

@@ -208,7 +208,7 @@ pub fn run(
     sink: Box<dyn ReportSink>,
     progress: Progress,
     images: Option<ImageLookups>,
-) -> anyhow::Result<ReportSummary> {
+) -> anyhow::Result<(ReportSummary, Vec<crate::render::InputProblem>)> {
     let mut driver = Driver {
         builder: ReportBuilder::new(policy, cx, options),
         sink,
@@ -228,5 +228,5 @@ pub fn run(
     }
     sink.finish(&finished.summary, &finished.input_errors)
         .context("cannot write the report")?;
-    Ok(finished.summary)
+    Ok((finished.summary, finished.input_errors))
 }
