@@ -1185,7 +1185,10 @@ fn documented_installs_work_from_clean_and_half_applied_clusters() {
         client_side.status.code(),
         n(&bindings),
         n(&policies),
-        String::from_utf8_lossy(&client_side.stderr).lines().next().unwrap_or("")
+        String::from_utf8_lossy(&client_side.stderr)
+            .lines()
+            .next()
+            .unwrap_or("")
     );
     if !client_side.status.success() {
         // What the client-side apply leaves does not refuse on its own:
@@ -1193,7 +1196,10 @@ fn documented_installs_work_from_clean_and_half_applied_clusters() {
         std::thread::sleep(Duration::from_secs(2));
         let answer = cp.dry_run_create(&windows_host_network);
         if n(&policies) == 0 {
-            assert!(answer.ok(), "bindings without their policies refused: {answer:?}");
+            assert!(
+                answer.ok(),
+                "bindings without their policies refused: {answer:?}"
+            );
         }
     }
 

@@ -86,9 +86,15 @@ fn chart_and_manifests_name_the_built_image() {
     let script = std::fs::read_to_string(root().join("image/build.sh")).unwrap();
     assert!(script.contains("ghcr.io/winadmit/winadmit:$version"));
     let values = std::fs::read_to_string(root().join("charts/winadmit/values.yaml")).unwrap();
-    assert!(values.contains("repository: ghcr.io/winadmit/winadmit"), "values.yaml");
+    assert!(
+        values.contains("repository: ghcr.io/winadmit/winadmit"),
+        "values.yaml"
+    );
     let chart = std::fs::read_to_string(root().join("charts/winadmit/Chart.yaml")).unwrap();
-    assert!(chart.contains(&format!("appVersion: \"{version}\"")), "Chart.yaml");
+    assert!(
+        chart.contains(&format!("appVersion: \"{version}\"")),
+        "Chart.yaml"
+    );
     let deployment =
         std::fs::read_to_string(root().join("manifests/base/deployment.yaml")).unwrap();
     assert!(
@@ -109,14 +115,20 @@ fn image_builds_pushes_and_its_rootfs_serves_a_review() {
         .arg(&reference)
         .env("CRANE", &crane)
         .stderr(Stdio::inherit()));
-    assert!(built.trim().starts_with(&format!("{reference}@sha256:")), "{built}");
+    assert!(
+        built.trim().starts_with(&format!("{reference}@sha256:")),
+        "{built}"
+    );
 
     // The config, from the registry.
     let config: Value =
         serde_json::from_str(&run(Command::new(&crane).args(["config", &reference]))).unwrap();
     let c = &config["config"];
     assert_eq!(c["User"], "65532:65532", "{config}");
-    assert_eq!(c["Entrypoint"], serde_json::json!(["/usr/local/bin/winadmit"]));
+    assert_eq!(
+        c["Entrypoint"],
+        serde_json::json!(["/usr/local/bin/winadmit"])
+    );
     assert_eq!(c["Cmd"], serde_json::json!(["serve"]));
     assert_eq!(c["Labels"]["org.opencontainers.image.title"], "winadmit");
     assert_eq!(
@@ -149,7 +161,11 @@ fn image_builds_pushes_and_its_rootfs_serves_a_review() {
     std::fs::create_dir(&rootfs).unwrap();
     let tar = work.path().join("fs.tar");
     run(Command::new(&crane).args(["export", &reference]).arg(&tar));
-    run(Command::new("tar").arg("-C").arg(&rootfs).arg("-xf").arg(&tar));
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&rootfs)
+        .arg("-xf")
+        .arg(&tar));
     for shell in ["bin/sh", "bin/bash", "usr/bin/sh", "bin/busybox"] {
         assert!(!rootfs.join(shell).exists(), "the image has {shell}");
     }
