@@ -132,13 +132,17 @@ pub fn patch_generation(data: &[u8]) {
                     namespace_isolation: None,
                     psa_restricted_before_1_25: false,
                     images: None,
+                    nodes: None,
                 },
             );
             if m.is_empty() {
                 continue;
             }
             assert!(
-                eval.target.is_windows() || policy.mutation.infer_from_images,
+                eval.target.is_windows()
+                    || policy.mutation.infer_from_images
+                    || policy.mutation.pin_windows_images
+                    || policy.mutation.pin_linux_images,
                 "patched a workload that does not target Windows: {}",
                 doc.value
             );
