@@ -974,7 +974,7 @@ fn exemptions_and_rule_settings() {
             .as_array()
             .unwrap();
         assert!(
-            exprs.contains(&json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "winadmit"]})),
+            exprs.contains(&json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]})),
             "{b}"
         );
     }
