@@ -102,8 +102,28 @@ fn setups(test: &str) -> &'static Setups {
     let cp = controlplane::shared(test);
     SETUPS.get_or_init(|| {
         let objects = e2e::rendered("base");
-        let webhook = Webhook::start(&e2e::overlay_policy(&objects), &["--cluster-cache", "off"])
-            .adopted_by(cp);
+        // Pinning a workload by its images (mutation.pinWindowsImages,
+        // pinLinuxImages) is not exported (`winadmit admission-policy` says
+        // so): the webhook compared with the policies does not pin either.
+        let no_pinning = std::env::temp_dir().join(format!(
+            "winadmit-e2e-no-pinning-{}.yaml",
+            std::process::id()
+        ));
+        std::fs::write(
+            &no_pinning,
+            "mutation:\n  pinWindowsImages: false\n  pinLinuxImages: false\n",
+        )
+        .unwrap();
+        let webhook = Webhook::start(
+            &e2e::overlay_policy(&objects),
+            &[
+                "--cluster-cache",
+                "off",
+                "--policy",
+                no_pinning.to_str().unwrap(),
+            ],
+        )
+        .adopted_by(cp);
         cp.apply(&e2e::to_list(&e2e::registrations(
             &objects, "webhook", &webhook,
         )));
@@ -1204,20 +1224,32 @@ fn documented_installs_work_from_clean_and_half_applied_clusters() {
     }
 
     // The documented command, from that half-applied state.
-    let documented = cp.kubectl_stdin(&["apply", "--server-side", "-f", "-"], &export);
+    // --force-conflicts: the objects the client-side apply created are
+    // managed by "kubectl-client-side-apply"; without it the server-side
+    // apply stops at that conflict and the policies stay missing.
+    let documented = cp.kubectl_stdin(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &export,
+    );
     assert!(
         documented.status.success(),
-        "winadmit admission-policy | kubectl apply --server-side -f -: {}",
+        "winadmit admission-policy | kubectl apply --server-side --force-conflicts -f -: {}",
         String::from_utf8_lossy(&documented.stderr)
     );
     wait_refused(&cp, &windows_host_network);
 
     // The overlay, as documented, over the same objects.
     let overlay = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays/admission-policy");
-    let kustomize = cp.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    let kustomize = cp.kubectl(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        overlay.to_str().unwrap(),
+    ]);
     assert!(
         kustomize.status.success(),
-        "kubectl apply --server-side -k manifests/overlays/admission-policy: {}",
+        "kubectl apply --server-side --force-conflicts -k manifests/overlays/admission-policy: {}",
         String::from_utf8_lossy(&kustomize.stderr)
     );
     wait_refused(&cp, &windows_host_network);
