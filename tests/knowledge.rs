@@ -3,17 +3,35 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use winadmit::decision::cluster::{WindowsNode, WindowsNodes};
 use winadmit::decision::engine::{Context, evaluate};
 use winadmit::decision::patch::{self, MutationContext};
 use winadmit::decision::policy::Policy;
 use winadmit::decision::view::ObjectView;
 use winadmit::decision::workload::Workload;
 
-/// The patched object, after the mutation a policy asks for.
+/// A cluster whose Windows nodes are Windows Server 2022 (10.0.20348): the
+/// one build `injectWindowsBuild` can pin an ltsc2022 image to (with a
+/// Windows Server 2025 node too, the image would run on both and nothing is
+/// pinned; `patch::tests::windows_build_from_image_facts`).
+fn ws2022_nodes() -> WindowsNodes {
+    let node = WindowsNode::from_object(&json!({"kind": "Node", "metadata": {"name": "win22",
+        "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}))
+    .unwrap();
+    WindowsNodes { nodes: vec![node] }
+}
+
+/// The patched object, after the mutation a policy asks for, on a cluster of
+/// Windows Server 2022 nodes.
 fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
     let view = ObjectView::deserialize(doc).unwrap();
     let workload = Workload::from_view(&view).unwrap();
-    let eval = evaluate(policy, &workload, &Context::default());
+    let nodes = ws2022_nodes();
+    let cx = Context {
+        nodes: Some(&nodes),
+        ..Context::default()
+    };
+    let eval = evaluate(policy, &workload, &cx);
     let m = patch::mutation(
         policy,
         &workload,
@@ -23,7 +41,7 @@ fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
             images: None,
-            nodes: None,
+            nodes: Some(&nodes),
         },
     );
     let mut out = doc.clone();
@@ -122,9 +140,15 @@ fn windows_taint_toleration_is_added_once() {
         "tolerations": [{"key": "os", "operator": "Exists"}], "containers": iis()}));
     assert_eq!(mutated(&p, &tolerated).0, tolerated);
 
-    // Linux pods are never patched.
+    // Linux pods never get the Windows toleration; with Windows nodes in
+    // the cluster, a Linux-only image is pinned to Linux (WIN-LINUX-UNPINNED).
     let linux = pod(json!({"containers": [{"name": "web", "image": "nginx:1.27"}]}));
-    assert_eq!(mutated(&p, &linux).0, linux);
+    let out = mutated(&p, &linux).0;
+    assert_eq!(out["spec"].get("tolerations"), None);
+    assert_eq!(
+        out["spec"]["nodeSelector"],
+        json!({"kubernetes.io/os": "linux"})
+    );
 
     // The policy can keep the rule but not the mutation.
     let no = Policy::from_yaml(
