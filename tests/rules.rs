@@ -540,8 +540,12 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
 
 #[test]
 fn hyperv_runtime_class_relaxes_the_node_build() {
+    // An ltsc2019 image on a Windows Server 2025 node: outside the stable
+    // container ABI's window (10.0.20348 to 10.0.26100), so process
+    // isolation cannot start it; Hyper-V isolation can.
+    let c2019 = "containers:\n- name: app\n  image: mcr.microsoft.com/windows/servercore:ltsc2019";
     let hv_pod = windows_pod(&format!(
-        "  node.kubernetes.io/windows-build: '10.0.26100'\nruntimeClassName: hyperv-2019\n{C}"
+        "  node.kubernetes.io/windows-build: '10.0.26100'\nruntimeClassName: hyperv-2019\n{c2019}"
     ));
     let rule = "WIN-BUILD-NODE-MISMATCH";
     // The RuntimeClass object in the input names a Hyper-V handler.
@@ -1001,16 +1005,27 @@ fn windows_builds_from_facts() {
             .is_empty()
         );
     }
-    let f = with_facts(&selects("10.0.26100", both), None);
+    // ...and a Windows Server 2025 selector: its 10.0.20348 entry runs
+    // there (the stable container ABI).
+    assert!(
+        rules_of(
+            &with_facts(&selects("10.0.26100", both), None),
+            "WIN-BUILD-NODE-MISMATCH"
+        )
+        .is_empty()
+    );
+    // An index with 10.0.17763 only does not.
+    let legacy = "containers:\n- name: a\n  image: contoso/legacy:1";
+    let f = with_facts(&selects("10.0.26100", legacy), None);
     let mismatch: Vec<_> = f
         .iter()
         .filter(|f| f.0 == "WIN-BUILD-NODE-MISMATCH")
         .collect();
     assert_eq!(mismatch.len(), 1, "{f:?}");
     assert!(
-        mismatch[0].2.contains(
-            "has Windows platforms for 10.0.17763 (ltsc2019), 10.0.20348 (ltsc2022) only"
-        ),
+        mismatch[0]
+            .2
+            .contains("has Windows platforms for 10.0.17763 (ltsc2019) only"),
         "{}",
         mismatch[0].2
     );
