@@ -252,6 +252,11 @@ fn check_mixed(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             kept.push(builds);
             continue;
         };
+        // A build set already kept adds nothing (and keeps this linear in
+        // the containers: a pod of thousands has a handful of sets).
+        if kept.contains(&builds) {
+            continue;
+        }
         kept.push(builds);
         if one_host_runs_all(&kept) {
             continue;
@@ -272,9 +277,18 @@ fn check_mixed(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 /// them ([`runs_on`] only narrows as the host grows), so the images' own
 /// builds are the hosts to try.
 pub fn one_host_runs_all(images: &[Vec<Build>]) -> bool {
-    images.iter().flatten().any(|host| {
-        images
-            .iter()
+    // Distinct hosts against distinct build sets: a pod of thousands of
+    // containers has a handful of each, so this stays linear in the
+    // containers (every host against every image was quadratic: 16,000
+    // containers, 256 million comparisons).
+    let mut hosts: Vec<Build> = images.iter().flatten().copied().collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    let mut sets: Vec<&Vec<Build>> = images.iter().collect();
+    sets.sort_unstable();
+    sets.dedup();
+    hosts.iter().any(|host| {
+        sets.iter()
             .all(|builds| builds.iter().any(|b| runs_on(*host, *b)))
     })
 }
