@@ -1091,6 +1091,60 @@ fn command_output_and_exit_codes() {
     );
 }
 
+/// The default exports fit client-side `kubectl apply` (its
+/// last-applied-configuration annotation holds the whole object; the API
+/// server refuses one over 256 KiB), at every target they support and in
+/// strict mode; a policy whose lists make an object larger says so on
+/// stderr and names `kubectl apply --server-side`.
+#[test]
+fn objects_fit_client_side_apply_or_say_so() {
+    let policy = Policy::default_policy();
+    let mut strict = Cluster::default();
+    strict.stance = winadmit::decision::cluster::Stance::Strict;
+    let mut clusters = targets();
+    clusters.push(("strict", strict));
+    clusters.push(("1.34", Cluster::at(KubeVersion::new(1, 34))));
+    for (label, cluster) in clusters {
+        {
+            let Ok(e) = admission_policy::export(&policy, &cluster, None, true) else {
+                continue;
+            };
+            for d in &e.documents {
+                let len = d.to_string().len();
+                assert!(
+                    len <= admission_policy::CLIENT_SIDE_APPLY_BYTES,
+                    "{label}: {} is {len} bytes",
+                    d["metadata"]["name"]
+                );
+            }
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let images: Vec<String> = (0..4000)
+        .map(|i| format!("registry.example.com/team-{i:04}/linux-only-service"))
+        .collect();
+    let file = dir.path().join("policy.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: winadmit.io/v1alpha1\nkind: Policy\nparams:\n  linuxImages: [{}]\n",
+            images.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_winadmit"))
+        .args(["admission-policy", "--policy", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("over 256 KiB") && stderr.contains("kubectl apply --server-side"),
+        "{stderr}"
+    );
+}
+
 /// Every exported object reads as its Kubernetes type and writes back the
 /// same: no unknown or misspelt fields, nothing the API would drop.
 #[test]

@@ -1170,19 +1170,19 @@ fn updates_count_only_what_they_introduce() {
 }
 
 /// The documented installs (docs/admission-policy.md), on an API server of
-/// their own: `winadmit admission-policy | kubectl apply --server-side -f -`
-/// and `kubectl apply --server-side -k manifests/overlays/admission-policy`.
-/// Each is run after a client-side `kubectl apply -f -` (which creates the
-/// bindings but may refuse the policies, whose last-applied annotation is
-/// over 256 KiB): the documented command completes a half-applied install,
-/// and a Windows pod with hostNetwork is then refused. While only the
-/// bindings exist, the pod is not refused by them alone: the test shows the
-/// API server ignores a binding whose policy is missing, which is why the
-/// documented command is the one that must succeed.
+/// their own, one after the other over the same objects: a client-side
+/// `winadmit admission-policy | kubectl apply -f -` (the objects fit its
+/// last-applied-configuration annotation), then
+/// `... | kubectl apply --server-side --force-conflicts -f -` over it (the
+/// command for exports too large for client-side apply: it takes over
+/// the fields the client-side apply owns), then
+/// `kubectl apply --server-side --force-conflicts -k
+/// manifests/overlays/admission-policy`. After each, a Windows pod with
+/// hostNetwork is refused.
 #[test]
-fn documented_installs_work_from_clean_and_half_applied_clusters() {
+fn documented_installs_work_over_each_other() {
     let cp = ControlPlane::start(&controlplane::binaries(
-        "documented_installs_work_from_clean_and_half_applied_clusters",
+        "documented_installs_work_over_each_other",
     ));
     let out = e2e::winadmit(&["admission-policy"]);
     assert!(out.status.success(), "{}", e2e::stderr(&out));
@@ -1195,72 +1195,64 @@ fn documented_installs_work_from_clean_and_half_applied_clusters() {
         json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
     );
 
-    // Half-applied: client-side apply, whatever it manages to create.
-    let client_side = cp.kubectl_stdin(&["apply", "-f", "-"], &export);
-    let bindings = cp.kubectl(&["get", "validatingadmissionpolicybindings", "-o", "name"]);
-    let policies = cp.kubectl(&["get", "validatingadmissionpolicies", "-o", "name"]);
-    let n = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().count();
-    eprintln!(
-        "client-side apply: exit {:?}, {} bindings and {} policies created; {}",
-        client_side.status.code(),
-        n(&bindings),
-        n(&policies),
-        String::from_utf8_lossy(&client_side.stderr)
-            .lines()
-            .next()
-            .unwrap_or("")
-    );
-    if !client_side.status.success() {
-        // What the client-side apply leaves does not refuse on its own:
-        // what the documented command is for.
-        std::thread::sleep(Duration::from_secs(2));
-        let answer = cp.dry_run_create(&windows_host_network);
-        if n(&policies) == 0 {
-            assert!(
-                answer.ok(),
-                "bindings without their policies refused: {answer:?}"
-            );
-        }
-    }
-
-    // The documented command, from that half-applied state.
-    // --force-conflicts: the objects the client-side apply created are
-    // managed by "kubectl-client-side-apply"; without it the server-side
-    // apply stops at that conflict and the policies stay missing.
-    // The API server compiles each policy's CEL when it is stored: on a
-    // loaded machine that can pass its request timeout. The apply is
-    // idempotent, so a timed-out one is asked again (three times at most).
-    let documented = (0..3)
-        .map(|_| {
-            cp.kubectl_stdin(
-                &["apply", "--server-side", "--force-conflicts", "-f", "-"],
-                &export,
-            )
-        })
-        .find(|o| o.status.success() || !String::from_utf8_lossy(&o.stderr).contains("Timeout"))
-        .expect("three answers");
+    let client_side = apply(&cp, &["apply", "-f", "-"], Some(&export));
     assert!(
-        documented.status.success(),
-        "winadmit admission-policy | kubectl apply --server-side --force-conflicts -f -: {}",
-        String::from_utf8_lossy(&documented.stderr)
+        client_side.status.success(),
+        "winadmit admission-policy | kubectl apply -f -: {}",
+        String::from_utf8_lossy(&client_side.stderr)
     );
     wait_refused(&cp, &windows_host_network);
 
-    // The overlay, as documented, over the same objects.
+    let server_side = apply(
+        &cp,
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        Some(&export),
+    );
+    assert!(
+        server_side.status.success(),
+        "winadmit admission-policy | kubectl apply --server-side --force-conflicts -f -: {}",
+        String::from_utf8_lossy(&server_side.stderr)
+    );
+    wait_refused(&cp, &windows_host_network);
+
     let overlay = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/overlays/admission-policy");
-    let kustomize = cp.kubectl(&[
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-k",
-        overlay.to_str().unwrap(),
-    ]);
+    let kustomize = apply(
+        &cp,
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            overlay.to_str().unwrap(),
+        ],
+        None,
+    );
     assert!(
         kustomize.status.success(),
         "kubectl apply --server-side --force-conflicts -k manifests/overlays/admission-policy: {}",
         String::from_utf8_lossy(&kustomize.stderr)
     );
     wait_refused(&cp, &windows_host_network);
+}
+
+/// `kubectl ARGS` (with `input` on stdin), asked again (three times at
+/// most) while the API server answers Timeout: it type-checks each policy's
+/// CEL when it stores it, which on a loaded machine can pass its request
+/// timeout. Every apply here is idempotent.
+fn apply(cp: &ControlPlane, args: &[&str], input: Option<&str>) -> std::process::Output {
+    let mut last = None;
+    for _ in 0..3 {
+        let out = match input {
+            Some(text) => cp.kubectl_stdin(args, text),
+            None => cp.kubectl(args),
+        };
+        let timed_out = String::from_utf8_lossy(&out.stderr).contains("Timeout");
+        if out.status.success() || !timed_out {
+            return out;
+        }
+        last = Some(out);
+    }
+    last.expect("three answers")
 }
 
 /// Waits (30 s at most) until the API server refuses `pod` with WIN-HOSTNETWORK.

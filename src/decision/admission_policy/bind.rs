@@ -1,6 +1,6 @@
 //! Variables bound into one expression, for the places that cannot read a
-//! policy's variables (match conditions) or read them on another object
-//! (`oldObject`).
+//! policy's variables (match conditions), and the policy's variables copied
+//! onto the old object of an UPDATE (`oldObject`).
 
 /// `expr` for a match condition, which cannot read the policy's
 /// variables: each variable it uses (and those they use) is bound once, in
@@ -8,62 +8,85 @@
 /// (`[DEF].map(v_NAME, ...)[0]`), and `variables.NAME` becomes `v_NAME`.
 #[must_use]
 pub fn bind_variables(expr: &str, vars: &[(&'static str, String)]) -> String {
-    bind(expr, vars, false)
+    bind(expr, vars)
 }
 
-/// `expr` evaluated on `oldObject` instead of `object`, with the variables
-/// it uses bound as in [`bind_variables`], each on `oldObject` too.
+/// `expr` evaluated on `oldObject` instead of `object`, reading the old
+/// object's copies of the policy's variables (`variables.old_NAME`, see
+/// [`old_variables`]).
 #[must_use]
-pub fn on_old_object(expr: &str, vars: &[(&'static str, String)]) -> String {
-    bind(expr, vars, true)
+pub fn on_old_object(expr: &str) -> String {
+    rename(&old_object(expr), "variables.old_").1
 }
 
-fn bind(expr: &str, vars: &[(&'static str, String)], old: bool) -> String {
-    const AT: &str = "variables.";
-    // The names `text` reads, and `text` with them renamed (and `object`
-    // read as `oldObject` when `old`).
-    let rename = |text: &str| -> (Vec<String>, String) {
-        let text = if old {
-            old_object(text)
-        } else {
-            text.to_owned()
-        };
-        let mut used = Vec::new();
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text.as_str();
-        while let Some(i) = rest.find(AT) {
-            out.push_str(&rest[..i]);
-            let after = &rest[i + AT.len()..];
-            let len = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            let name = &after[..len];
-            if !used.iter().any(|u| u == name) {
-                used.push(name.to_owned());
+/// The copies on `oldObject` of the variables (of `vars`) that `exprs`
+/// read through [`on_old_object`], and of those they read: each
+/// `(old_NAME, definition)`, in the order of `vars`, to follow them in a
+/// policy's variables. A copy is evaluated only when read: on an UPDATE
+/// whose new object a rule finds something in.
+#[must_use]
+pub fn old_variables(exprs: &[String], vars: &[(&'static str, String)]) -> Vec<(String, String)> {
+    let mut needed: Vec<String> = Vec::new();
+    for e in exprs {
+        for name in rename(e, "").0 {
+            if !needed.contains(&name) {
+                needed.push(name);
             }
-            out.push_str("v_");
-            out.push_str(name);
-            rest = &after[len..];
         }
-        out.push_str(rest);
-        (used, out)
-    };
-    let (mut needed, body) = rename(expr);
-    // Close over the variables' own dependencies (definitions read only
-    // earlier variables).
+    }
+    close_over(&mut needed, vars);
+    vars.iter()
+        .filter(|(name, _)| needed.iter().any(|n| n == name))
+        .map(|(name, def)| (format!("old_{name}"), on_old_object(def)))
+        .collect()
+}
+
+/// Adds to `needed` the variables its variables read (definitions read only
+/// earlier variables).
+fn close_over(needed: &mut Vec<String>, vars: &[(&'static str, String)]) {
     for (name, def) in vars.iter().rev() {
         if needed.iter().any(|n| n == name) {
-            for dep in rename(def).0 {
+            for dep in rename(def, "").0 {
                 if !needed.contains(&dep) {
                     needed.push(dep);
                 }
             }
         }
     }
+}
+
+/// The variables `text` reads (`variables.NAME`), and `text` with each
+/// `variables.` replaced by `to`.
+fn rename(text: &str, to: &str) -> (Vec<String>, String) {
+    const AT: &str = "variables.";
+    let mut used: Vec<String> = Vec::new();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(AT) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + AT.len()..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..len];
+        if !used.iter().any(|u| u == name) {
+            used.push(name.to_owned());
+        }
+        out.push_str(to);
+        out.push_str(name);
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    (used, out)
+}
+
+fn bind(expr: &str, vars: &[(&'static str, String)]) -> String {
+    let (mut needed, body) = rename(expr, "v_");
+    close_over(&mut needed, vars);
     let mut out = body;
     for (name, def) in vars.iter().rev() {
         if needed.iter().any(|n| n == name) {
-            out = format!("[{}].map(v_{name}, {out})[0]", rename(def).1);
+            out = format!("[{}].map(v_{name}, {out})[0]", rename(def, "v_").1);
         }
     }
     out

@@ -1,12 +1,10 @@
 //! The parts of the policy objects: each policy's one validation over its
-//! rules, its variables (with the old object's findings on an UPDATE), its
+//! rules, its variables (one per rule: whether it passes), its
 //! match constraints and bindings.
-
-use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::bind::on_old_object;
+use super::bind::{old_variables, on_old_object};
 use super::cel::cel_str;
 use super::conditions::validation_match_conditions;
 use super::mutation::{mutated, removal_notice};
@@ -15,55 +13,39 @@ use crate::decision::cluster::Cluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy};
 
-/// The API server refuses an expression longer than 100,000 characters:
-/// the old object's findings are split into maps no longer than this.
-const MAX_OLD_CHARS: usize = 80_000;
-
 /// The variables of a validating policy over `group`: the shared ones,
-/// `update`, and the field paths each rule finds on the old object of an
-/// UPDATE, as maps from rule id to paths (`old1`, `old2`...: as few as the
-/// limit on an expression's length allows; empty maps on a CREATE).
+/// `update`, the copies on the old object of those the rules' field paths
+/// read (`old_spec`...), and one per rule saying whether it passes (`ok_WIN_HOSTNETWORK`
+/// for WIN-HOSTNETWORK), read by the policy's one validation and by its
+/// message.
 ///
-/// Each rule's own test is written into the validation and its message,
-/// not into variables of its own: the API server builds every variable of
-/// a policy anew, read or not, for each list of expressions it evaluates
-/// (the match conditions, the validations, the messages), and looks up
-/// each `variables.NAME` it reads with a regular expression
-/// (benches/policy-cel measures it).
-///
-/// Returns the variables and, for each rule, the CEL of its old paths.
+/// One variable per rule keeps each expression short: the API server
+/// type-checks every expression when the policy is stored and when it is
+/// loaded, and the checker's work grows faster than an expression's length
+/// (the rules' tests in one expression made storing a policy cost 7.6 s of
+/// API server CPU; `BenchmarkCompile` in benches/policy-cel measures it).
+/// A variable is evaluated at most once for each list of expressions that
+/// reads it (the validations, the messages).
 pub(super) fn policy_variables(
     shared: &[(&'static str, String)],
     group: &[Validation],
-) -> (Vec<(String, String)>, BTreeMap<&'static str, String>) {
+) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = shared
         .iter()
         .map(|(n, e)| ((*n).to_owned(), e.clone()))
         .collect();
     out.push((UPDATE.0.to_owned(), UPDATE.1.to_owned()));
-    let mut maps: Vec<Vec<String>> = Vec::new();
-    let mut size = MAX_OLD_CHARS;
-    let mut old = BTreeMap::new();
-    for x in group {
-        let entry = format!("{}: {}", cel_str(x.rule), on_old_object(&found(x), shared));
-        if size + entry.len() > MAX_OLD_CHARS {
-            maps.push(Vec::new());
-            size = 0;
-        }
-        size += entry.len() + 2;
-        maps.last_mut().expect("a map was pushed").push(entry);
-        old.insert(
-            x.rule,
-            format!("variables.old{}[{}]", maps.len(), cel_str(x.rule)),
-        );
+    let found: Vec<String> = group.iter().map(found).collect();
+    out.extend(old_variables(&found, shared));
+    for (x, found) in group.iter().zip(&found) {
+        out.push((passes_name(x.rule), passes(x, found)));
     }
-    for (i, entries) in maps.iter().enumerate() {
-        out.push((
-            format!("old{}", i + 1),
-            format!("variables.update ? {{{}}} : {{}}", entries.join(", ")),
-        ));
-    }
-    (out, old)
+    out
+}
+
+/// The name of the variable that says whether `rule` passes.
+fn passes_name(rule: &str) -> String {
+    format!("ok_{}", rule.replace('-', "_"))
 }
 
 /// The request is an UPDATE (with the old object).
@@ -78,26 +60,17 @@ fn found(x: &Validation) -> String {
     format!("{} ? [] : {}", x.unless, x.paths)
 }
 
-/// The paths of `rs` an UPDATE does not count (`/validate` counts only
-/// the findings an update introduces): all of them when the old object had
-/// each (`old`), and on `pods/ephemeralcontainers`, all but the new
-/// ephemeral containers'.
-fn unchanged(rs: &str, old: &str) -> String {
+/// The rule passes: it finds nothing (its linear test), or, on an UPDATE,
+/// nothing the old object did not have (`/validate` counts only the
+/// findings an update introduces). Its field paths, quadratic in the number
+/// of elements, are worked out only when the linear test fails on an
+/// UPDATE, on the old object only then; on `pods/ephemeralcontainers` only
+/// the new ephemeral containers' paths count.
+fn passes(x: &Validation, found: &str) -> String {
+    let old = on_old_object(found);
     format!(
-        "variables.update && (variables.ephemeralUpdate ? {rs}.filter(p, p.startsWith('spec.ephemeralContainers[')) : {rs}).all(p, p in {old})"
-    )
-}
-
-/// The rule passes: it finds nothing (its linear test: the field paths,
-/// quadratic in the number of elements, are worked out only on an UPDATE
-/// and for the message), or, on an UPDATE, nothing the old object did not
-/// have.
-fn passes(x: &Validation, old: &str) -> String {
-    format!(
-        "({}) || (variables.update && [{}].map(rs, {})[0])",
+        "({}) || (variables.update && [{found}].map(rs, [{old}].map(old, (variables.ephemeralUpdate ? rs.filter(p, p.startsWith('spec.ephemeralContainers[')) : rs).all(p, p in old))[0])[0])",
         x.expression,
-        found(x),
-        unchanged("rs", old)
     )
 }
 
@@ -139,19 +112,16 @@ impl Head {
     }
 }
 
-/// The one validation of a policy: every rule of `group` must pass, and
-/// the message names each one that does not. The API server reports only
+/// The one validation of a policy: every rule of `group` must pass (its
+/// variable, [`policy_variables`]), and the message names each one that
+/// does not. The API server reports only
 /// the first validation that denies a request, so one validation per rule
 /// would name one rule of several; and it evaluates every message, failed
 /// or not, so one message costs less than one per rule.
-pub(super) fn combined(
-    group: &[Validation],
-    old: &BTreeMap<&'static str, String>,
-    head: Head,
-) -> Value {
+pub(super) fn combined(group: &[Validation], head: Head) -> Value {
     let expression: Vec<String> = group
         .iter()
-        .map(|x| format!("({})", passes(x, &old[x.rule])))
+        .map(|x| format!("variables.{}", passes_name(x.rule)))
         .collect();
     let pairs: Vec<String> = group
         .iter()
@@ -162,11 +132,10 @@ pub(super) fn combined(
                 .strip_suffix(".'")
                 .map_or_else(|| x.text.clone(), |t| format!("{t}'"));
             format!(
-                "[{}, ({}) ? '' : [{}].map(rs, {} ? '' : rs.join(', ') + {text})[0]]",
+                "[{}, variables.{} ? '' : ({}).join(', ') + {text}]",
                 cel_str(x.rule),
-                x.expression,
+                passes_name(x.rule),
                 found(x),
-                unchanged("rs", &old[x.rule]),
             )
         })
         .collect();
@@ -379,10 +348,10 @@ pub(super) fn validating_documents(
     );
     let mut documents = Vec::new();
     for g in groups {
-        let (vars, old) = policy_variables(shared, &g.validations);
+        let vars = policy_variables(shared, &g.validations);
         let mut validations = Vec::new();
         if !g.validations.is_empty() {
-            validations.push(combined(&g.validations, &old, g.head));
+            validations.push(combined(&g.validations, g.head));
         }
         validations.extend(g.extra.iter().cloned());
         let vars: Vec<Value> = vars

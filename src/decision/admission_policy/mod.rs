@@ -37,7 +37,7 @@ mod mutation;
 mod validations;
 mod variables;
 
-pub use bind::{bind_variables, on_old_object};
+pub use bind::bind_variables;
 pub use cel::{cel_list, cel_str};
 pub use conditions::{match_conditions, mutation_match_conditions, validation_match_conditions};
 pub use mutation::{NODE_SELECTOR, REMOVED_PREFIX};
@@ -108,6 +108,23 @@ pub struct Gap {
 pub struct Exported {
     pub documents: Vec<Value>,
     pub gaps: Vec<Gap>,
+}
+
+/// The largest object client-side `kubectl apply` can write: it copies the
+/// whole object into its `kubectl.kubernetes.io/last-applied-configuration`
+/// annotation, and the API server refuses annotations over 256 KiB in all.
+pub const CLIENT_SIDE_APPLY_BYTES: usize = 256 * 1024;
+
+/// The names of the `documents` too large for client-side `kubectl apply`
+/// ([`CLIENT_SIDE_APPLY_BYTES`], their JSON without spaces): those need
+/// `kubectl apply --server-side`.
+#[must_use]
+pub fn too_large_for_client_side_apply(documents: &[Value]) -> Vec<String> {
+    documents
+        .iter()
+        .filter(|d| d.to_string().len() > CLIENT_SIDE_APPLY_BYTES)
+        .map(|d| d["metadata"]["name"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 /// A 64-bit FNV-1a hash, hex: stable across builds and platforms.

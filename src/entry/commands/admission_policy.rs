@@ -43,6 +43,13 @@ pub fn run(args: AdmissionPolicyArgs) -> anyhow::Result<ExitCode> {
         };
         eprintln!("winadmit: {} {kind}: {}", g.rule, g.reason);
     }
+    let large = admission_policy::too_large_for_client_side_apply(&exported.documents);
+    if !large.is_empty() {
+        eprintln!(
+            "winadmit: {} over 256 KiB, more than client-side `kubectl apply` can store in its last-applied-configuration annotation: apply with `kubectl apply --server-side --force-conflicts -f -`",
+            large.join(", ")
+        );
+    }
     let mut out = admission_policy::header(&cluster, mode, &exported.gaps);
     out.push_str(
         &crate::entry::manifests::to_yaml(&exported.documents)
