@@ -1099,8 +1099,10 @@ fn command_output_and_exit_codes() {
 #[test]
 fn objects_fit_client_side_apply_or_say_so() {
     let policy = Policy::default_policy();
-    let mut strict = Cluster::default();
-    strict.stance = winadmit::decision::cluster::Stance::Strict;
+    let strict = Cluster {
+        stance: winadmit::decision::cluster::Stance::Strict,
+        ..Cluster::default()
+    };
     let mut clusters = targets();
     clusters.push(("strict", strict));
     clusters.push(("1.34", Cluster::at(KubeVersion::new(1, 34))));
