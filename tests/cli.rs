@@ -496,6 +496,101 @@ fn rules_and_explain() {
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("winadmit rules"));
 }
 
+/// `rules` keeps its columns aligned for the longest id and calls a rule
+/// that reports nothing at the default target "silent", as the README does.
+#[test]
+fn rules_columns_align_and_say_silent() {
+    let text = String::from_utf8(winadmit(&["rules"]).stdout).unwrap();
+    let starts: std::collections::BTreeSet<usize> = text
+        .lines()
+        .map(|l| l.find(' ').unwrap() + l[l.find(' ').unwrap()..].find(|c| c != ' ').unwrap())
+        .collect();
+    assert_eq!(starts.len(), 1, "{text}");
+    assert!(text.lines().any(|l| l.contains(" silent ")), "{text}");
+    assert!(!text.lines().any(|l| l.contains(" none ")), "{text}");
+}
+
+/// An unknown id close to one or more rule ids names them.
+#[test]
+fn explain_suggests_close_rule_ids() {
+    for (asked, suggested) in [
+        ("HOSTNETWORK", "WIN-HOSTNETWORK"),
+        ("win-privileged-", "WIN-PRIVILEGED"),
+        ("WIN-PRIVILEGD", "WIN-PRIVILEGED"),
+    ] {
+        let out = winadmit(&["explain", asked]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("did you mean {suggested}")),
+            "{asked}: {err}"
+        );
+    }
+    let err = String::from_utf8_lossy(&winadmit(&["explain", "ZZZZZZZZZZ"]).stderr).into_owned();
+    assert!(!err.contains("did you mean"), "{err}");
+}
+
+/// `report -o FILE` that exits 2 for an input error says why on stderr.
+#[test]
+fn report_to_a_file_says_why_it_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(
+        m.join("bad.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: x\nspec: {}\n",
+    )
+    .unwrap();
+    let html = dir.path().join("report.html");
+    for format in ["html", "json", "text"] {
+        let out = winadmit(&[
+            "report",
+            "--from-file",
+            m.to_str().unwrap(),
+            "--format",
+            format,
+            "-o",
+            html.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("bad.yaml:") && err.contains("invalid YAML"),
+            "{format}: {err}"
+        );
+        assert!(err.contains("1 input error"), "{format}: {err}");
+    }
+}
+
+/// `lint --fix` names each change (file:line: RULE at field), and says so
+/// when nothing could be fixed.
+#[test]
+fn lint_fix_lists_its_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  os: {name: windows}\n  nodeSelector: {kubernetes.io/os: windows}\n  containers:\n  - name: c\n    image: mcr.microsoft.com/windows/nanoserver:ltsc2022\n    securityContext:\n      privileged: true\n      runAsUser: 1000\n",
+    )
+    .unwrap();
+    let p = pod.to_str().unwrap();
+    let err = String::from_utf8(winadmit(&["lint", "--fix", p]).stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "fixed {p}:11: WIN-PRIVILEGED at spec.containers[0].securityContext.privileged"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "fixed {p}:12: WIN-RUNASUSER at spec.containers[0].securityContext.runAsUser"
+        )),
+        "{err}"
+    );
+    let again = String::from_utf8(winadmit(&["lint", "--fix", p]).stderr).unwrap();
+    assert!(again.contains("--fix changed nothing"), "{again}");
+}
+
 #[test]
 fn docs_rules_md_is_generated_from_the_catalogue() {
     let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/rules.md"))

@@ -18,10 +18,15 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
     let out = match args.format {
         RulesFormat::Text => {
             let mut s = String::new();
+            let width = rules::ALL
+                .iter()
+                .map(|r| r.info.id.len())
+                .max()
+                .unwrap_or(0);
             for r in rules::ALL {
                 let _ = writeln!(
                     s,
-                    "{:<28} {:<8} {}",
+                    "{:<width$} {:<8} {}",
                     r.info.id,
                     default_severity(&r.info, &Cluster::default()),
                     r.info.title
@@ -44,9 +49,15 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
 pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let id = args.rule.to_ascii_uppercase();
     let Some(rule) = rules::find(&id) else {
+        let near = suggestions(&id);
         anyhow::bail!(
-            "unknown rule {:?}; run `winadmit rules` for the list",
-            args.rule
+            "unknown rule {:?}{}; run `winadmit rules` for the list",
+            args.rule,
+            if near.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", near.join(", "))
+            }
         );
     };
     std::io::Write::write_all(
@@ -103,8 +114,53 @@ fn reference_targets() -> [(&'static str, Cluster); 4] {
     ]
 }
 
+/// The rule ids close to an unknown `id` (upper case): those containing it
+/// or contained in it, without the `WIN-` prefix and dashes, else those a
+/// few edits away; at most five.
+fn suggestions(id: &str) -> Vec<&'static str> {
+    let bare = |s: &str| s.trim_start_matches("WIN-").replace(['-', '_'], "");
+    let wanted = bare(id);
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let ids = || rules::ALL.iter().map(|r| r.info.id);
+    let mut near: Vec<&'static str> = ids()
+        .filter(|r| {
+            let b = bare(r);
+            b.contains(&wanted) || (b.len() >= 4 && wanted.contains(&b))
+        })
+        .collect();
+    if near.is_empty() {
+        let mut scored: Vec<(usize, &'static str)> = ids()
+            .map(|r| (edits(&bare(r), &wanted), r))
+            .filter(|(d, _)| *d <= 2 + wanted.len() / 5)
+            .collect();
+        scored.sort();
+        near = scored.into_iter().map(|(_, r)| r).collect();
+    }
+    near.truncate(5);
+    near
+}
+
+/// Levenshtein distance between two ASCII strings.
+fn edits(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// A rule's level on `c`; "silent" where it reports nothing there.
 fn level_name(i: &RuleInfo, c: &Cluster) -> &'static str {
-    i.default_level(c).map_or("none", Severity::as_str)
+    i.default_level(c).map_or("silent", Severity::as_str)
 }
 
 /// The severity in the default policy on `cluster`: rules it turns off say so.
