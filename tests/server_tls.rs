@@ -327,6 +327,73 @@ async fn self_signed_quick_start() {
     assert_eq!((status, body.as_str()), (200, "ok\n"));
 }
 
+/// `serve --self-signed` with no other flag: it listens on loopback only
+/// (its certificate names only localhost) and writes its CA into a new
+/// directory under the temp dir that only its user can enter, so no other
+/// user's process can replace the CA a client is told to trust.
+#[test]
+fn self_signed_defaults_stay_on_this_machine_and_this_user() {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--self-signed", "--metrics", "off"])
+        .env("TMPDIR", tmp.path())
+        .env("KUBECONFIG", tmp.path().join("none"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The log (stdout) says where it serves; read it on a thread, so a
+    // server that never says so fails the test after 60 s.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut log = Vec::new();
+    let serving = loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains("is serving") => break Some(line),
+            Ok(line) => log.push(line),
+            Err(_) => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut banner = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut banner)
+        .unwrap();
+    let serving = serving.unwrap_or_else(|| panic!("not serving in 60 s: {log:#?}\n{banner}"));
+    assert!(serving.contains("127.0.0.1:8443"), "{serving}");
+    let dirs: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("ca.pem").is_file())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}\n{banner}");
+    let name = dirs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("winadmit-") && name.len() > "winadmit-".len(),
+        "{name}"
+    );
+    let mode = std::fs::metadata(&dirs[0]).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", dirs[0].display());
+    assert!(
+        banner.contains(&format!("{}/ca.pem", dirs[0].display())),
+        "the CA's path is named on start: {banner}"
+    );
+}
+
 #[tokio::test]
 async fn client_certificates_when_a_client_ca_is_set() {
     let c = certs();

@@ -43,14 +43,10 @@ pub enum ReportExposure {
 /// `winadmit serve`: every flag also reads the environment variable beside it.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to serve HTTPS on.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "WINADMIT_LISTEN",
-        default_value = "0.0.0.0:8443"
-    )]
-    pub listen: SocketAddr,
+    /// Address to serve HTTPS on [default: 0.0.0.0:8443; 127.0.0.1:8443
+    /// with --self-signed, whose certificate names only localhost].
+    #[arg(long, value_name = "ADDR", env = "WINADMIT_LISTEN")]
+    pub listen: Option<SocketAddr>,
     /// PEM certificate chain (reloaded when the file changes).
     #[arg(
         long,
@@ -73,7 +69,8 @@ pub struct ServeArgs {
     /// its CA to --self-signed-dir (for trying the server out).
     #[arg(long, env = "WINADMIT_SELF_SIGNED")]
     pub self_signed: bool,
-    /// Where --self-signed writes ca.pem [default: <temp dir>/winadmit].
+    /// Where --self-signed writes ca.pem [default: a new directory only
+    /// this user can read, <temp dir>/winadmit-XXXXXX, named on start].
     #[arg(long, value_name = "DIR", env = "WINADMIT_SELF_SIGNED_DIR")]
     pub self_signed_dir: Option<PathBuf>,
     /// Require client certificates signed by this PEM CA (the API server's

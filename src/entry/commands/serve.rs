@@ -1,6 +1,7 @@
 //! `winadmit serve`: load and check everything, then bind and serve until
 //! SIGTERM/SIGINT. Glue only: the decision is `admission::review`.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -87,6 +88,13 @@ fn load(args: ServeArgs) -> anyhow::Result<Serving> {
         pol.add_own_namespace(ns)
             .context("cannot start: fix --own-namespace (WINADMIT_NAMESPACE)")?;
     }
+    // A self-signed certificate names only localhost: serve it there
+    // unless asked otherwise.
+    let listen = listen.unwrap_or(if self_signed {
+        SocketAddr::from(([127, 0, 0, 1], 8443))
+    } else {
+        SocketAddr::from(([0, 0, 0, 0], 8443))
+    });
     let certs = if self_signed {
         Certificates::self_signed(self_signed_dir, &provider)?
     } else {
@@ -203,11 +211,31 @@ struct Certificates {
     ca_hint: Option<PathBuf>,
 }
 
+/// Read, write and search for the owner only.
+#[cfg(unix)]
+fn private_dir() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::Permissions::from_mode(0o700)
+}
+
 impl Certificates {
     /// `--self-signed`: a CA and serving certificate made now, the CA
-    /// written to `dir` (default: the temp dir).
+    /// written to `dir`, by default a new directory under the temp dir that
+    /// only this user can read or write (no other user's process can
+    /// replace the CA a client is told to trust).
     fn self_signed(dir: Option<PathBuf>, provider: &CryptoProvider) -> anyhow::Result<Self> {
-        let dir = dir.unwrap_or_else(|| std::env::temp_dir().join("winadmit"));
+        let dir = match dir {
+            Some(d) => d,
+            None => {
+                let mut new = tempfile::Builder::new();
+                new.prefix("winadmit-");
+                #[cfg(unix)]
+                new.permissions(private_dir());
+                new.tempdir()
+                    .context("cannot create a directory for the self-signed CA under the temp dir; pass --self-signed-dir")?
+                    .keep()
+            }
+        };
         let generated = tls::self_signed(&dir, provider)?;
         Ok(Self {
             resolver: Arc::new(CertResolver::new(generated.key)),

@@ -91,6 +91,24 @@ fn documents_and_limits() {
     assert!(e.line >= 1 && !e.message.is_empty(), "{e:?}");
 }
 
+/// An unclosed flow collection followed by more lines is reported at its
+/// bracket, which is where the fix goes, not at the line the parser
+/// stopped on; other errors keep the parser's position.
+#[test]
+fn unclosed_flow_collections_point_at_their_bracket() {
+    let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: x\nspec:\n  containers: []\n";
+    let e = load(text, ParseLimits::for_len(text.len())).unwrap_err();
+    assert_eq!((e.line, e.column), (3, 11), "{e:?}");
+    assert!(e.message.contains("'{' here is not closed"), "{e:?}");
+    assert!(e.message.contains("before line 4"), "{e:?}");
+    let text = "a:\n  b: [1, 2\n  c: 3\n";
+    let e = load(text, ParseLimits::for_len(text.len())).unwrap_err();
+    assert_eq!(e.line, 2, "{e:?}");
+    let text = "a: b: c\n";
+    let e = load(text, ParseLimits::for_len(text.len())).unwrap_err();
+    assert!(!e.message.contains("not closed"), "{e:?}");
+}
+
 /// Positions recorded while building values agree with a separate pass
 /// over the events ([`locate_many`]), for every pointer of every node
 /// and for missing ones, through anchors, merges, duplicates, escaped

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use serde_saphyr::granit_parser::{Event, ScanError, Span};
+use serde_saphyr::granit_parser::{Event, ScanError, Span, StructureStyle};
 
 use super::YamlError;
 
@@ -83,23 +83,21 @@ pub fn walk<'t>(
     visit: &mut impl Visit<'t>,
 ) -> Result<(), YamlError> {
     let mut stack: Vec<Open> = Vec::new();
+    // Where each collection of `stack` starts (line, column), and its
+    // bracket if it is a flow collection.
+    let mut opened: Vec<(u64, u64, Option<char>)> = Vec::new();
     let mut pointer = String::new();
     let mut document = 0;
     for item in events {
         // Matched, not mapped: the event is not moved into a new `Result`.
         let (event, span) = match item {
             Ok(pair) => pair,
-            Err(e) => {
-                return Err(YamlError {
-                    line: e.marker().line() as u64,
-                    column: e.marker().col() as u64 + 1,
-                    message: e.info(),
-                });
-            }
+            Err(e) => return Err(parse_error(&e, opened.last().copied())),
         };
         match &event {
             Event::DocumentStart(..) => {
                 stack.clear();
+                opened.clear();
                 pointer.clear();
                 visit.document_start();
                 continue;
@@ -113,6 +111,7 @@ pub fn walk<'t>(
                 if let Some(Open::Seq { len, .. } | Open::Map { len, .. }) = stack.pop() {
                     pointer.truncate(len);
                 }
+                opened.pop();
                 visit.node(Place::Value, &pointer, &event, &span)?;
                 continue;
             }
@@ -122,19 +121,52 @@ pub fn walk<'t>(
         }
         let place = place_of(stack.last_mut(), &event, &mut pointer);
         visit.node(place, &pointer, &event, &span)?;
+        let (line, column) = (span.start.line() as u64, span.start.col() as u64 + 1);
+        let flow = |style: &StructureStyle, bracket: char| {
+            matches!(style, StructureStyle::Flow).then_some(bracket)
+        };
         match event {
-            Event::SequenceStart(..) => stack.push(Open::Seq {
-                next: 0,
-                len: pointer.len(),
-            }),
-            Event::MappingStart(..) => stack.push(Open::Map {
-                expecting_key: true,
-                len: pointer.len(),
-            }),
+            Event::SequenceStart(style, ..) => {
+                stack.push(Open::Seq {
+                    next: 0,
+                    len: pointer.len(),
+                });
+                opened.push((line, column, flow(&style, '[')));
+            }
+            Event::MappingStart(style, ..) => {
+                stack.push(Open::Map {
+                    expecting_key: true,
+                    len: pointer.len(),
+                });
+                opened.push((line, column, flow(&style, '{')));
+            }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// The parser's error at its position; inside a flow collection opened
+/// on an earlier line (`{a: b` or `[a, b` and more lines: most often a
+/// bracket never closed), at the bracket that opened it, naming where the
+/// parser stopped.
+fn parse_error(e: &ScanError, innermost: Option<(u64, u64, Option<char>)>) -> YamlError {
+    let (line, column) = (e.marker().line() as u64, e.marker().col() as u64 + 1);
+    let message = e.info();
+    match innermost {
+        Some((l, c, Some(bracket))) if l < line => YamlError {
+            line: l,
+            column: c,
+            message: format!(
+                "the '{bracket}' here is not closed before line {line}, column {column}: {message}"
+            ),
+        },
+        _ => YamlError {
+            line,
+            column,
+            message: message.to_owned(),
+        },
+    }
 }
 
 /// The place of a node under `parent`, with `pointer` set to its own.

@@ -185,6 +185,12 @@ pub fn summary_text(s: &ReportSummary) -> String {
         plural(s.infos, "info finding", "info findings"),
         plural(s.input_errors, "input error", "input errors"),
     );
+    if s.errors > 0 && s.verdicts.deny == 0 {
+        let _ = writeln!(
+            out,
+            "no object would be denied (a verdict is after the mutating webhook's patch, in the mode); the exit code, as lint's, follows the errors in the objects as written"
+        );
+    }
     if !s.namespaces.is_empty() {
         let _ = writeln!(out, "\nNamespaces:");
         let mut rows = vec![[
