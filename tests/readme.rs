@@ -169,6 +169,35 @@ fn placeholder_problems(text: &str, tags: &BTreeSet<String>) -> Vec<String> {
     found
 }
 
+/// The version in Cargo.toml, which image/build.sh tags the image with.
+fn winadmit_version() -> String {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    toml.lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("Cargo.toml has a version")
+        .to_owned()
+}
+
+/// The image tag a build-and-install snippet writes (`TAG=...`, kustomize's
+/// `newTag:`) where it is not the version `image/build.sh` builds, by line.
+fn stale_versions(text: &str, version: &str) -> Vec<String> {
+    let tag = regex::Regex::new(r#"(?:^TAG=|newTag:\s*"?)([0-9][0-9A-Za-z.+-]*)"#).unwrap();
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for c in tag.captures_iter(line.trim_start()) {
+            if &c[1] != version {
+                found.push(format!(
+                    "line {}: the image tag {} is not the version in Cargo.toml ({version}): {line}",
+                    n + 1,
+                    &c[1]
+                ));
+            }
+        }
+    }
+    found
+}
+
 fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -237,9 +266,16 @@ fn docs_name_one_home_and_no_placeholder() {
     files.dedup();
     assert!(files.len() > 40, "{files:?}");
     let tags = release_tags();
+    let version = winadmit_version();
     let mut bad = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
+        for problem in stale_versions(&text, &version) {
+            bad.push(format!(
+                "{}: {problem}",
+                f.strip_prefix(root()).unwrap().display()
+            ));
+        }
         for problem in placeholder_problems(&text, &tags) {
             bad.push(format!(
                 "{}: {problem}",
@@ -423,6 +459,13 @@ fn the_doc_checks_find_placeholders_and_broken_links() {
         slug("`winadmit lint` and `winadmit report`"),
         "winadmit-lint-and-winadmit-report"
     );
+    assert_eq!(
+        stale_versions("TAG=0.1.0   # the version", "0.2.0").len(),
+        1
+    );
+    assert_eq!(stale_versions("    newTag: \"0.1.0\"", "0.2.0").len(), 1);
+    assert!(stale_versions("TAG=0.2.0\n    newTag: \"0.2.0\"", "0.2.0").is_empty());
+
     let dir = tempfile::tempdir().unwrap();
     let doc = dir.path().join("a.md");
     let text = "# A\n## Two words\n## Two words\n```\n# not a heading\n[x](missing.md)\n```\n[ok](#two-words-1) [ok](a.md#a) [bad](#not-a-heading) [bad](missing.md) [web](https://example.com/x) `[code](x.md)`\n";
