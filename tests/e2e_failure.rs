@@ -1,5 +1,5 @@
 //! What the real API server does when winadmit cannot answer, as the
-//! manifests' comments and the README's "Failure modes" describe it:
+//! manifests' comments and docs/install.md's "Failure modes" describe it:
 //! `failurePolicy: Fail` (the base install) refuses Windows workloads while
 //! winadmit is down, slower than `timeoutSeconds` or answering garbage;
 //! `Ignore` (the audit overlay) admits them; Linux pods are never affected
@@ -117,7 +117,7 @@ fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
     let (linux, _) = timed_create(cp, &linux_pod(&ns, "linux-down"));
     assert!(linux.status.success(), "{}", stderr(&linux));
 
-    // The README's recovery: label the namespace winadmit.io/ignore=true.
+    // The recovery docs/install.md gives: label the namespace winadmit.io/ignore=true.
     cp.kubectl_ok(&["label", "namespace", &ns, "winadmit.io/ignore=true"]);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -293,7 +293,7 @@ fn garbage_answers_follow_the_failure_policy() {
 }
 
 /// The API server checks winadmit's certificate against the caBundle: with
-/// another CA's bundle every call fails with the x509 error the README's
+/// another CA's bundle every call fails with the x509 error docs/install.md's
 /// troubleshooting names.
 #[test]
 #[cfg_attr(

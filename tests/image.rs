@@ -13,8 +13,8 @@
 //! actionlint checks it.
 //!
 //! The image test builds the `dist` profile (about 10 minutes on 2 cores),
-//! so it is ignored by a plain `cargo test`; `.ci/run` runs it with
-//! `--ignored`. Without Go (crane and actionlint are built from Go modules)
+//! so it is ignored by `cargo test` and by `.ci/run`; run it with
+//! `cargo test --test image -- --ignored`. Without Go (crane and actionlint are built from Go modules)
 //! both are compiled as ignored (build.rs's `no_image_tools`), and run and
 //! fail instead when `WINADMIT_REQUIRE_IMAGE_TOOLS` is set.
 
@@ -104,7 +104,7 @@ fn chart_and_manifests_name_the_built_image() {
 }
 
 #[test]
-#[ignore = "builds the dist binary (about 10 minutes on 2 cores): .ci/run runs it, or `cargo test --test image -- --ignored`"]
+#[ignore = "builds the dist binary (about 10 minutes on 2 cores): `cargo test --test image -- --ignored`"]
 fn image_builds_pushes_and_its_rootfs_serves_a_review() {
     let bin = tools();
     let crane = bin.join("crane");
