@@ -396,6 +396,63 @@ fn a_refused_windows_deployment_makes_no_pod() {
     assert!(nodes.pods(&ns, "app=refused").is_empty());
 }
 
+/// A Windows Server 2025 node pool (build 10.0.26100, containerd 2.2):
+/// a Deployment of a Windows Server 2022 image is admitted and runs on it
+/// (the container ABI is stable from 10.0.20348: a host runs the previous
+/// LTSC's images), while one of a Windows Server 2019 image (10.0.17763,
+/// before the stable ABI: exact build only) is refused and makes no pod.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_windows_server_2025_pool_runs_2022_images_and_refuses_2019_ones() {
+    let nodes =
+        cluster("a_windows_server_2025_pool_runs_2022_images_and_refuses_2019_ones").nodes(&[
+            Node::linux("linux-1"),
+            Node::windows_2025("win25-1"),
+            Node::windows_2025("win25-2"),
+        ]);
+    let ns = namespace(&nodes, "ws2025");
+    let windows = |image: &str| json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": containers(image)});
+    let ltsc2019 = "mcr.microsoft.com/windows/servercore:ltsc2019";
+    // winadmit's cluster cache knows the 2025 nodes, and only them, when
+    // an ltsc2019 pod is refused naming 10.0.26100 alone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let probe = e2e::pod(&ns, "build-probe", windows(ltsc2019));
+    loop {
+        let err = e2e::stderr(&e2e::create(nodes.cp(), &probe, true));
+        if err.contains("WIN-BUILD-NO-NODE")
+            && err.contains(scheduling::WINDOWS_2025_BUILD)
+            && !err.contains(scheduling::WINDOWS_2022_BUILD)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "winadmit never judged an ltsc2019 pod against the 2025 nodes alone: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+
+    let warnings = create(&nodes, &workload("Deployment", &ns, "iis", 3, windows(IIS)));
+    assert!(!warnings.contains("WIN-BUILD"), "{warnings}");
+    let pods = nodes.wait_pods(&ns, "app=iis", 3, &["Running"]);
+    assert!(all_on(&pods, Os::Windows), "pods on {:?}", oses(&pods));
+
+    let out = e2e::create(
+        nodes.cp(),
+        &workload("Deployment", &ns, "old", 2, windows(ltsc2019)),
+        false,
+    );
+    let err = e2e::stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("WIN-BUILD-NO-NODE"),
+        "{err}"
+    );
+    assert!(nodes.pods(&ns, "app=old").is_empty());
+}
+
 /// With winadmit unreachable (its registrations pointing at a closed
 /// port), Linux workloads are still created, scheduled and run: pinned
 /// ones never call it, unpinned ones reach only pin-linux, which ignores

@@ -38,6 +38,8 @@ const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 /// The Windows Server 2022 build the Windows nodes run.
 pub const WINDOWS_2022_BUILD: &str = "10.0.20348";
+/// The Windows Server 2025 build ([`Node::windows_2025`]).
+pub const WINDOWS_2025_BUILD: &str = "10.0.26100";
 
 /// `target/controlplane/kwok`: KWOK and its stages.
 fn kwok_dir() -> PathBuf {
@@ -279,6 +281,17 @@ impl Node {
             json!({"osImage": "Windows Server 2022 Datacenter", "kernelVersion": format!("{WINDOWS_2022_BUILD}.2762")}),
         )
         .label("node.kubernetes.io/windows-build", WINDOWS_2022_BUILD)
+    }
+
+    /// A Windows Server 2025 node (build 10.0.26100, containerd 2.2,
+    /// kubelet v1.37.2), labelled with its build, untainted.
+    pub fn windows_2025(name: &str) -> Self {
+        Self::new(
+            name,
+            Os::Windows,
+            json!({"osImage": "Windows Server 2025 Datacenter", "kernelVersion": format!("{WINDOWS_2025_BUILD}.4061")}),
+        )
+        .label("node.kubernetes.io/windows-build", WINDOWS_2025_BUILD)
     }
 
     fn new(name: &str, os: Os, info: Value) -> Self {
