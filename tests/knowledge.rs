@@ -24,11 +24,15 @@ fn ws2022_nodes() -> WindowsNodes {
 /// The patched object, after the mutation a policy asks for, on a cluster of
 /// Windows Server 2022 nodes.
 fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
+    mutated_on(policy, doc, &ws2022_nodes())
+}
+
+/// [`mutated`] on a cluster of `nodes`.
+fn mutated_on(policy: &Policy, doc: &Value, nodes: &WindowsNodes) -> (Value, Vec<String>) {
     let view = ObjectView::deserialize(doc).unwrap();
     let workload = Workload::from_view(&view).unwrap();
-    let nodes = ws2022_nodes();
     let cx = Context {
-        nodes: Some(&nodes),
+        nodes: Some(nodes),
         ..Context::default()
     };
     let eval = evaluate(policy, &workload, &cx);
@@ -41,7 +45,7 @@ fn mutated(policy: &Policy, doc: &Value) -> (Value, Vec<String>) {
             namespace_isolation: None,
             psa_restricted_before_1_25: false,
             images: None,
-            nodes: Some(&nodes),
+            nodes: Some(nodes),
         },
     );
     let mut out = doc.clone();
@@ -157,4 +161,99 @@ fn windows_taint_toleration_is_added_once() {
     )
     .unwrap();
     assert!(mutated(&no, &doc).0["spec"].get("tolerations").is_none());
+}
+
+/// Windows nodes with `taints` (each `(key, value, effect)`).
+fn tainted(names: &[&str], taints: &[(&str, &str, &str)]) -> WindowsNodes {
+    let taints: Vec<Value> = taints
+        .iter()
+        .map(|(k, v, e)| json!({"key": k, "value": v, "effect": e}))
+        .collect();
+    WindowsNodes {
+        nodes: names
+            .iter()
+            .map(|n| {
+                WindowsNode::from_object(&json!({"kind": "Node",
+                    "metadata": {"name": n, "labels": {"kubernetes.io/os": "windows"}},
+                    "spec": {"taints": taints}}))
+                .unwrap()
+            })
+            .collect(),
+    }
+}
+
+/// The rules' findings (id, message) for `doc` on a cluster of `nodes`.
+fn findings_on(policy: &Policy, doc: &Value, nodes: &WindowsNodes) -> Vec<(String, String)> {
+    let view = ObjectView::deserialize(doc).unwrap();
+    let workload = Workload::from_view(&view).unwrap();
+    let cx = Context {
+        nodes: Some(nodes),
+        ..Context::default()
+    };
+    evaluate(policy, &workload, &cx)
+        .findings
+        .iter()
+        .map(|f| (f.rule.to_owned(), f.message.clone()))
+        .collect()
+}
+
+/// With no `params.windowsTaint`, the taint every Windows node has is the
+/// Windows taint: a Windows pod without its toleration is warned about and
+/// gets it; Kubernetes' own `node.kubernetes.io/*` taints and a taint only
+/// some nodes have are not; a Linux workload that tolerates everything is
+/// warned about.
+#[test]
+fn windows_taint_learnt_from_the_nodes() {
+    let p = Policy::default_policy();
+    let nodes = tainted(
+        &["win-a", "win-b"],
+        &[
+            ("os", "windows", "NoSchedule"),
+            ("node.kubernetes.io/not-ready", "", "NoExecute"),
+            ("dedicated", "batch", "PreferNoSchedule"),
+        ],
+    );
+    let doc = pod(json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "containers": iis()}));
+    let found = findings_on(&p, &doc, &nodes);
+    let taint: Vec<&(String, String)> = found
+        .iter()
+        .filter(|(r, _)| r == "WIN-TAINT-TOLERATION")
+        .collect();
+    assert_eq!(taint.len(), 1, "{found:?}");
+    assert!(
+        taint[0].1.contains("os=windows:NoSchedule") && taint[0].1.contains("win-a"),
+        "{taint:?}"
+    );
+    let (out, _) = mutated_on(&p, &doc, &nodes);
+    assert_eq!(
+        out["spec"]["tolerations"],
+        json!([{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}])
+    );
+
+    // A taint only one node has keeps the pod off that node only.
+    let mut mixed = tainted(&["win-a"], &[("os", "windows", "NoSchedule")]);
+    mixed.nodes.extend(tainted(&["win-b"], &[]).nodes);
+    assert!(
+        !findings_on(&p, &doc, &mixed)
+            .iter()
+            .any(|(r, _)| r == "WIN-TAINT-TOLERATION")
+    );
+
+    // An unpinned workload that tolerates every taint.
+    let agent = pod(json!({"tolerations": [{"operator": "Exists"}],
+        "containers": [{"name": "agent", "image": "example.com/agent:1"}]}));
+    let found = findings_on(&p, &agent, &nodes);
+    assert!(
+        found
+            .iter()
+            .any(|(r, m)| r == "WIN-LINUX-TOLERATES-WINDOWS" && m.contains("os=windows")),
+        "{found:?}"
+    );
+    // Untainted nodes: nothing to tolerate.
+    let plain = tainted(&["win-a"], &[]);
+    assert!(
+        !findings_on(&p, &agent, &plain)
+            .iter()
+            .any(|(r, _)| r.starts_with("WIN-TAINT") || r == "WIN-LINUX-TOLERATES-WINDOWS")
+    );
 }

@@ -3,10 +3,12 @@
 //! narrowed to them.
 
 use super::{Cluster, Observed, Runtime, Source};
+use crate::decision::tolerations::Taint;
 use crate::decision::version::KubeVersion;
 
 /// What winadmit keeps of one Windows node: a small projection of the Node
-/// object (name, the labels scheduling reads, kubelet and runtime versions).
+/// object (name, the labels and taints scheduling reads, kubelet and
+/// runtime versions).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WindowsNode {
     pub name: String,
@@ -17,6 +19,12 @@ pub struct WindowsNode {
     pub containerd_version: Option<KubeVersion>,
     /// containerd's patch release (`22` of `1.7.22`), when it says one.
     pub containerd_patch: Option<u32>,
+    /// The taints that keep pods without a toleration off the node
+    /// (`NoSchedule`, `NoExecute`), less those Kubernetes sets itself on
+    /// any node for a while (`node.kubernetes.io/not-ready`,
+    /// `unreachable`, `unschedulable`... and the cloud provider's
+    /// `node.cloudprovider.kubernetes.io/uninitialized`).
+    pub taints: Vec<Taint>,
 }
 
 /// The AKS node label naming a Windows node's OS release
@@ -80,6 +88,7 @@ impl WindowsNode {
             runtime,
             containerd_version,
             containerd_patch,
+            taints: hard_taints(value),
         })
     }
 
@@ -115,6 +124,34 @@ impl WindowsNode {
         }
         Some(self.containerd_patch? >= 6)
     }
+}
+
+/// The node's `NoSchedule` and `NoExecute` taints an operator set (see
+/// [`WindowsNode::taints`]).
+fn hard_taints(node: &serde_json::Value) -> Vec<Taint> {
+    let Some(list) = node
+        .pointer("/spec/taints")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|t| {
+            let key = t.get("key")?.as_str()?;
+            let effect = t.get("effect")?.as_str()?;
+            let automatic = key.starts_with("node.kubernetes.io/")
+                || key.starts_with("node.cloudprovider.kubernetes.io/");
+            (!automatic && matches!(effect, "NoSchedule" | "NoExecute")).then(|| Taint {
+                key: key.to_owned(),
+                value: t
+                    .get("value")
+                    .and_then(serde_json::Value::as_str)
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned),
+                effect: effect.to_owned(),
+            })
+        })
+        .collect()
 }
 
 /// `containerd://1.7.22` -> (containerd, 1.7); `docker://20.10.9` -> docker.
@@ -179,6 +216,30 @@ impl WindowsNodes {
             container_runtime,
             containerd_version,
         }
+    }
+
+    /// The taints every one of `nodes` has (see [`WindowsNode::taints`]),
+    /// with the first node's name: a pod that tolerates one of them is kept
+    /// off none of the nodes by it; one that tolerates none cannot be
+    /// scheduled onto any. Empty when `nodes` is.
+    #[must_use]
+    pub fn shared_taints<'n>(nodes: &[&'n WindowsNode]) -> Vec<(&'n Taint, &'n str)> {
+        let Some((first, rest)) = nodes.split_first() else {
+            return Vec::new();
+        };
+        first
+            .taints
+            .iter()
+            .filter(|t| rest.iter().all(|n| n.taints.contains(t)))
+            .map(|t| (t, first.name.as_str()))
+            .collect()
+    }
+
+    /// [`Self::shared_taints`] of the nodes a pod with this node selector
+    /// may land on ([`Self::selected_by`]).
+    #[must_use]
+    pub fn taints_for(&self, selector: &[(&str, &str)]) -> Vec<(&Taint, &str)> {
+        Self::shared_taints(&self.selected_by(selector))
     }
 
     /// Every `node.kubernetes.io/windows-build` value (or the build of the

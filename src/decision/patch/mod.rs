@@ -175,14 +175,34 @@ pub fn mutation(
         set_os_name(&mut m, workload, cx.psa_restricted_before_1_25);
     }
     let mut tolerations = settings.tolerations.clone();
-    if settings.tolerate_windows_taint
-        && let Some(taint) = &policy.params.windows_taint
-        && !spec.tolerations.iter().flatten().any(|t| {
-            crate::decision::tolerations::tolerates(t, taint)
-                != crate::decision::tolerations::Tolerates::No
-        })
-    {
-        tolerations.push(taint.toleration());
+    if settings.tolerate_windows_taint {
+        // The policy's Windows taint, else those the Windows nodes the pod
+        // may land on all have (WIN-TAINT-TOLERATION reads the same).
+        let selector: Vec<(&str, &str)> = spec
+            .node_selector
+            .as_ref()
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        let taints: Vec<&crate::decision::tolerations::Taint> = match &policy.params.windows_taint {
+            Some(taint) => vec![taint],
+            None => cx
+                .nodes
+                .map(|n| {
+                    n.taints_for(&selector)
+                        .into_iter()
+                        .map(|(t, _)| t)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        for taint in taints {
+            if !spec.tolerations.iter().flatten().any(|t| {
+                crate::decision::tolerations::tolerates(t, taint)
+                    != crate::decision::tolerations::Tolerates::No
+            }) {
+                tolerations.push(taint.toleration());
+            }
+        }
     }
     add_tolerations(&mut m, workload, spec, &tolerations);
     if settings.inject_windows_build && !eval.hyperv {

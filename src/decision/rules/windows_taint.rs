@@ -13,7 +13,7 @@ pub static MISSING: Rule = Rule {
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
-        what: "When the policy declares the taint of the cluster's Windows nodes (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`; unset by default, and then the rule is silent), a Windows-targeted workload with no toleration for it.",
+        what: "A Windows-targeted workload with no toleration for the taint of the cluster's Windows nodes: the one the policy declares (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`), else, when the Windows nodes are known (the webhook's cluster cache, a live `report`, Node objects in the input), each `NoSchedule` or `NoExecute` taint every Windows node the pod may land on has (Kubernetes' own `node.kubernetes.io/*` taints aside). Silent when neither is known.",
         why: "Tainting Windows nodes keeps workloads that do not select an OS off them. A Windows workload that does not tolerate the taint cannot be scheduled anywhere: Pending forever.",
         source: "Layer: the scheduler, every Kubernetes version: a pod without the toleration is never placed on the tainted Windows nodes (Pending, FailedScheduling); a warning, as the taint is the policy's `params.windowsTaint` or the nodes'. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': taint Windows nodes (e.g. os=windows:NoSchedule) and give Windows pods a matching toleration.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
@@ -33,7 +33,7 @@ pub static LINUX_TOLERATES: Rule = Rule {
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Any,
-        what: "When the policy declares the Windows node taint (`params.windowsTaint`), a workload that does not target Windows but tolerates that taint by its key. A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
+        what: "A workload that does not target Windows but tolerates the Windows node taint by its key: the policy's `params.windowsTaint`, else, when the Windows nodes are known, the `NoSchedule` and `NoExecute` taints every Windows node has (reported when the pod tolerates them all). A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
         why: "The taint is what keeps OS-unaware pods off Windows nodes. A workload that tolerates it and does not pin Linux can land on a Windows node and fail to start; one pinned to Linux gains nothing from the toleration and copies of it spread the mistake.",
         source: "Layer: the scheduler, every Kubernetes version: a Linux pod that tolerates the taint and selects no OS may be placed on a Windows node, where it cannot run. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': the taint keeps Linux pods off Windows nodes unless they tolerate it; Linux pods should select kubernetes.io/os: linux.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
@@ -69,62 +69,102 @@ fn describe(taint: &Taint) -> String {
     }
 }
 
-fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some(taint) = &cx.params.windows_taint else {
-        return;
-    };
-    if best(cx, taint) != Tolerates::No {
-        return;
+/// The Windows node taints a rule judges against, each with what the
+/// message says of where it comes from: the policy's `params.windowsTaint`;
+/// else, when the cluster's Windows nodes are known, the taints every one
+/// of them has (of those the pod's node selector picks, with `selected`).
+fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, String)> {
+    if let Some(taint) = &cx.params.windows_taint {
+        return vec![(
+            taint.clone(),
+            format!("the Windows node taint {}", describe(taint)),
+        )];
     }
-    let path = cx.spec_field(&["tolerations"]);
-    let op = match &cx.spec.tolerations {
-        Some(_) => crate::decision::finding::append_op(&path, taint.toleration()),
-        None => crate::decision::finding::add_op(
-            &path,
-            serde_json::Value::Array(vec![taint.toleration()]),
-        ),
+    let Some(nodes) = cx.nodes else {
+        return Vec::new();
     };
-    let fix = Fix {
-        kind: FixKind::Scheduling,
-        description: format!("tolerate the Windows node taint {}", describe(taint)),
-        ops: vec![op],
+    let selector: Vec<(&str, &str)> = if selected {
+        cx.spec
+            .node_selector
+            .as_ref()
+            .map(|s| s.iter().collect())
+            .unwrap_or_default()
+    } else {
+        Vec::new()
     };
-    out.report_with_fix(
-        path,
-        format!(
-            "no toleration for the Windows node taint {}: the pod cannot be scheduled onto Windows nodes",
-            describe(taint)
-        ),
-        fix,
-    );
+    let several = nodes.selected_by(&selector).len() > 1;
+    nodes
+        .taints_for(&selector)
+        .into_iter()
+        .map(|(taint, node)| {
+            (
+                taint.clone(),
+                format!(
+                    "the taint {} of the Windows nodes (node {node}{})",
+                    describe(taint),
+                    if several { " and the others" } else { "" }
+                ),
+            )
+        })
+        .collect()
+}
+
+fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
+    for (taint, which) in windows_taints(cx, true) {
+        if best(cx, &taint) != Tolerates::No {
+            continue;
+        }
+        let path = cx.spec_field(&["tolerations"]);
+        let op = match &cx.spec.tolerations {
+            Some(_) => crate::decision::finding::append_op(&path, taint.toleration()),
+            None => crate::decision::finding::add_op(
+                &path,
+                serde_json::Value::Array(vec![taint.toleration()]),
+            ),
+        };
+        let fix = Fix {
+            kind: FixKind::Scheduling,
+            description: format!("tolerate the Windows node taint {}", describe(&taint)),
+            ops: vec![op],
+        };
+        out.report_with_fix(
+            path,
+            format!(
+                "no toleration for {which}: the pod cannot be scheduled onto Windows nodes"
+            ),
+            fix,
+        );
+    }
 }
 
 fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some(taint) = &cx.params.windows_taint else {
-        return;
-    };
     if cx.target.is_windows() {
         return;
     }
     let pinned = cx.target.is_linux();
+    let taints = windows_taints(cx, false);
+    // A pod that tolerates none of a taint the Windows nodes share is kept
+    // off them by it.
+    if taints.is_empty() || taints.iter().any(|(t, _)| best(cx, t) == Tolerates::No) {
+        return;
+    }
     for (i, t) in cx.spec.tolerations.iter().flatten().enumerate() {
-        let how = tolerates(t, taint);
-        let message = match (how, pinned) {
-            (Tolerates::ByKey, true) => format!(
-                "tolerates the Windows node taint {} on a Linux workload; the toleration has no use here, remove it",
-                describe(taint)
-            ),
-            (Tolerates::ByKey, false) => format!(
-                "tolerates the Windows node taint {} and nothing pins the pod to Linux: it may be scheduled onto a Windows node",
-                describe(taint)
-            ),
-            (Tolerates::Wildcard, false) => format!(
-                "tolerates every taint, including the Windows node taint {}, and nothing pins the pod to Linux: it may be scheduled onto a Windows node",
-                describe(taint)
-            ),
-            _ => continue,
-        };
-        out.report(cx.spec_field(&["tolerations"]).index(i), message);
+        for (taint, which) in &taints {
+            let message = match (tolerates(t, taint), pinned) {
+                (Tolerates::ByKey, true) => format!(
+                    "tolerates {which} on a Linux workload; the toleration has no use here, remove it"
+                ),
+                (Tolerates::ByKey, false) => format!(
+                    "tolerates {which} and nothing pins the pod to Linux: it may be scheduled onto a Windows node"
+                ),
+                (Tolerates::Wildcard, false) => format!(
+                    "tolerates every taint, including {which}, and nothing pins the pod to Linux: it may be scheduled onto a Windows node"
+                ),
+                _ => continue,
+            };
+            out.report(cx.spec_field(&["tolerations"]).index(i), message);
+            break;
+        }
     }
 }
 
@@ -132,7 +172,7 @@ fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 fn export_missing(cx: &ExportContext<'_>) -> Export {
     let Some(taint) = &cx.policy.params.windows_taint else {
         return Export::Gap(
-            "needs the Windows node taint: set params.windowsTaint (the webhook learns it from the nodes)",
+            "needs the Windows node taint: set params.windowsTaint (the webhook, lint and report also learn it from the Windows nodes they know)",
         );
     };
     let (key, value, effect) = (
