@@ -175,6 +175,19 @@ pub fn settings() -> Vec<Setting> {
             "terminationMessagePath",
             json!({"terminationMessagePath": "/dev/termination-log"}),
         ),
+        // Dropped by the API server while the ContainerStopSignals gate is
+        // off (alpha, off by default from 1.33 to 1.37); with it on, a
+        // Windows pod may use only SIGTERM or SIGKILL.
+        c(
+            "stopSignal",
+            json!({"lifecycle": {"stopSignal": "SIGUSR1"}}),
+        ),
+        // Kept at creation; a Windows pod is refused only when resized
+        // (pods/resize: "windows pods cannot be resized").
+        c(
+            "resizePolicy",
+            json!({"resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}]}),
+        ),
         p(
             "pod resources",
             json!({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}),
