@@ -9,7 +9,8 @@
 //!    version, and every pod winadmit admits accepted through its webhooks;
 //! 2. the webhook's basic flow: a Windows pod with hostNetwork denied, a
 //!    plain one admitted, one with fields Windows ignores patched (and
-//!    refused by the API server without the patch);
+//!    refused by the API server without the patch), and the API server's
+//!    own refusal to resize a Windows pod (`pods/resize`);
 //! 3. the exported policies (`winadmit admission-policy --kubernetes-version
 //!    1.NN`) installed and enforcing. The admissionregistration versions each
 //!    API server serves by default are checked against [`DEFAULT_SERVED`]:
@@ -141,10 +142,6 @@ fn matrix(minor: u32) {
         failures.len(),
         failures.join("\n")
     );
-    if std::env::var_os("WINADMIT_MATRIX_ORACLE_ONLY").is_some() && minor < 36 {
-        eprintln!("{test}: oracle only (WINADMIT_MATRIX_ORACLE_ONLY)");
-        return;
-    }
     webhook_flow(&cp, &version);
     let export_mutating = export(&version, false)
         .iter()
@@ -227,6 +224,24 @@ fn webhook_flow(cp: &ControlPlane, version: &str) {
         stored["spec"]["nodeSelector"],
         json!({"kubernetes.io/os": "windows"}),
         "{version}: the Windows node selector was not added"
+    );
+    // In-place resize: the API server refuses it for a Windows pod by itself
+    // (winadmit has nothing to add).
+    let out = cp.kubectl(&[
+        "patch",
+        "pod",
+        "ignored-fields",
+        "-n",
+        "flow",
+        "--subresource",
+        "resize",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"web","resources":{"limits":{"cpu":"1"}}}]}}"#,
+    ]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("windows pods cannot be resized"),
+        "{version}: resizing a Windows pod: {}",
+        stderr(&out)
     );
     // As written, the API server refuses it: the patch is what admits it.
     cp.namespace("flow-unwatched", &[]);
