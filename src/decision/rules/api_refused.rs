@@ -71,18 +71,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             );
         }
     }
-    let change_policy = spec
-        .security_context
-        .as_ref()
-        .and_then(|sc| sc.se_linux_change_policy.as_deref());
-    if let Some(policy) = change_policy.filter(|p| *p != "Recursive")
-        && (SELINUX_CHANGE_POLICY_KEPT..SELINUX_MOUNT_BY_DEFAULT).contains(&cx.version)
-    {
-        out.report(
-            cx.spec_field(&["securityContext", "seLinuxChangePolicy"]),
-            format!("seLinuxChangePolicy: {policy} is refused by the API server for every new pod before {SELINUX_MOUNT_BY_DEFAULT}: it accepts only Recursive while the SELinuxMount feature gate is off, its default"),
-        );
-    }
+    check_selinux_change_policy(cx, out);
     if spec.host_pid == Some(true) && spec.share_process_namespace == Some(true) {
         out.report(
             cx.spec_field(&["shareProcessNamespace"]),
@@ -134,5 +123,23 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
                 );
             }
         }
+    }
+}
+
+/// `seLinuxChangePolicy` other than `Recursive` while the API server accepts
+/// only `Recursive` by default (1.33 to 1.36).
+fn check_selinux_change_policy(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
+    let change_policy = cx
+        .spec
+        .security_context
+        .as_ref()
+        .and_then(|sc| sc.se_linux_change_policy.as_deref());
+    if let Some(policy) = change_policy.filter(|p| *p != "Recursive")
+        && (SELINUX_CHANGE_POLICY_KEPT..SELINUX_MOUNT_BY_DEFAULT).contains(&cx.version)
+    {
+        out.report(
+            cx.spec_field(&["securityContext", "seLinuxChangePolicy"]),
+            format!("seLinuxChangePolicy: {policy} is refused by the API server for every new pod before {SELINUX_MOUNT_BY_DEFAULT}: it accepts only Recursive while the SELinuxMount feature gate is off, its default"),
+        );
     }
 }
