@@ -2,7 +2,10 @@
 //! v1.37, etcd and kubectl, built from the Go module in `tests/apiserver/`
 //! into `target/controlplane/bin` (`tests/apiserver/build.sh`; about
 //! 5 minutes cold, seconds once Go's caches are warm) and started on loopback
-//! with certificates made here (rcgen).
+//! with certificates made here (rcgen). The version matrix
+//! (`tests/version_matrix.rs`) starts older API servers the same way
+//! ([`apiserver_of`], [`ControlPlane::start_with`]), each built from its
+//! module folder `tests/apiserver/v1.NN/`.
 //!
 //! One control plane per test process, shared by its tests, each working in
 //! namespaces of its own. `tests/apiserver/run.sh` supervises it: it stops
