@@ -83,6 +83,12 @@ pub fn settings() -> Vec<Setting> {
             "pod seLinuxChangePolicy",
             json!({"seLinuxChangePolicy": "MountOption"}),
         ),
+        // Before 1.37 (SELinuxMount off by default) the API server accepts
+        // only this value on a new pod.
+        psc(
+            "pod seLinuxChangePolicy Recursive",
+            json!({"seLinuxChangePolicy": "Recursive"}),
+        ),
         psc(
             "pod seccomp RuntimeDefault",
             json!({"seccompProfile": {"type": "RuntimeDefault"}}),
