@@ -10,7 +10,9 @@
 # after 5 s (an API server left without etcd ignores SIGTERM and spins).
 #
 # Environment: BIN (etcd, kube-apiserver), WORK (pki/ and logs), ETCD_PORT,
-# PEER_PORT, API_PORT.
+# PEER_PORT, API_PORT; APISERVER, another kube-apiserver than BIN's (an older
+# version of the matrix, tests/apiserver/v1.NN/), and APISERVER_FLAGS, more
+# flags for it (feature gates, runtime-config), both optional.
 set -u
 cd "$WORK"
 "$BIN/etcd" --data-dir "$WORK/etcd" \
@@ -21,7 +23,8 @@ cd "$WORK"
 etcd=$!
 
 start_apiserver() {
-  "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" --cert-dir="$WORK/pki" \
+  # shellcheck disable=SC2086 # APISERVER_FLAGS is a list of flags
+  "${APISERVER:-$BIN/kube-apiserver}" ${APISERVER_FLAGS:-} --etcd-servers="http://127.0.0.1:$ETCD_PORT" --cert-dir="$WORK/pki" \
     --tls-cert-file="$WORK/pki/apiserver.crt" --tls-private-key-file="$WORK/pki/apiserver.key" \
     --secure-port="$API_PORT" --bind-address=127.0.0.1 --service-cluster-ip-range=10.0.0.0/24 \
     --allow-privileged=true --disable-admission-plugins=ServiceAccount --authorization-mode=RBAC \

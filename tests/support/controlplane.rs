@@ -2,7 +2,10 @@
 //! v1.37, etcd and kubectl, built from the Go module in `tests/apiserver/`
 //! into `target/controlplane/bin` (`tests/apiserver/build.sh`; about
 //! 5 minutes cold, seconds once Go's caches are warm) and started on loopback
-//! with certificates made here (rcgen).
+//! with certificates made here (rcgen). The version matrix
+//! (`tests/version_matrix.rs`) starts older API servers the same way
+//! ([`apiserver_of`], [`ControlPlane::start_with`]), each built from its
+//! module folder `tests/apiserver/v1.NN/`.
 //!
 //! One control plane per test process, shared by its tests, each working in
 //! namespaces of its own. `tests/apiserver/run.sh` supervises it: it stops
@@ -77,6 +80,40 @@ pub fn binaries(test: &str) -> PathBuf {
     }
 }
 
+/// The minor versions of the version matrix (`tests/version_matrix.rs`):
+/// kube-apiserver 1.34 to 1.36 from their own module folders
+/// (`tests/apiserver/v1.NN/`), 1.37 from `tests/apiserver/`.
+pub const MATRIX: &[u32] = &[34, 35, 36, 37];
+
+/// The directory holding kube-apiserver v1.`minor` (of [`MATRIX`]), built
+/// on first use into `target/controlplane/v1.NN/bin`; etcd and kubectl are
+/// always [`binaries`]'s. An error says why it cannot be built.
+pub fn apiserver_of(minor: u32) -> Result<PathBuf, String> {
+    if minor == 37 {
+        return Ok(bin_dir());
+    }
+    let module = apiserver_module().join(format!("v1.{minor}"));
+    let out_dir = bin_dir().parent().unwrap().join(format!("v1.{minor}/bin"));
+    let out = Command::new(module.join("build.sh"))
+        .arg(&out_dir)
+        .output()
+        .map_err(|e| format!("cannot run {}/build.sh: {e}", module.display()))?;
+    match out.status.code() {
+        Some(0) => Ok(out_dir),
+        Some(3) => Err("go not found on PATH".into()),
+        _ => Err(format!(
+            "tests/apiserver/v1.{minor}/build.sh failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )),
+    }
+}
+
+/// Whether the control plane is required (`WINADMIT_REQUIRE_APISERVER`):
+/// a test that cannot build it then fails instead of skipping.
+pub fn is_required() -> bool {
+    required()
+}
+
 /// kubectl v1.37 from `target/controlplane/bin` when it can be built, else
 /// `kubectl` on PATH (client-only uses: `kubectl kustomize`).
 pub fn kubectl_program() -> PathBuf {
@@ -130,6 +167,13 @@ impl ControlPlane {
     /// A control plane of its own (most tests share [`shared`]'s), for a
     /// test that must start from an empty cluster.
     pub fn start(bin: &Path) -> Self {
+        Self::start_with(bin, &bin.join("kube-apiserver"), &[])
+    }
+
+    /// A control plane of its own whose API server is `apiserver` (another
+    /// version than `bin`'s), started with `flags` added (feature gates,
+    /// runtime-config); etcd and kubectl are `bin`'s.
+    pub fn start_with(bin: &Path, apiserver: &Path, flags: &[&str]) -> Self {
         let work = tempfile::Builder::new()
             .prefix("winadmit-controlplane-")
             .tempdir()
@@ -195,6 +239,8 @@ impl ControlPlane {
             .env("ETCD_PORT", free_port().to_string())
             .env("PEER_PORT", free_port().to_string())
             .env("API_PORT", port.to_string())
+            .env("APISERVER", apiserver)
+            .env("APISERVER_FLAGS", flags.join(" "))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -240,8 +240,8 @@ pub struct PodSecurityContextView<'a> {
     pub fs_group_change_policy: Option<Present>,
     #[serde(rename = "seLinuxOptions")]
     pub se_linux_options: Option<Present>,
-    #[serde(rename = "seLinuxChangePolicy")]
-    pub se_linux_change_policy: Option<Present>,
+    #[serde(rename = "seLinuxChangePolicy", borrow)]
+    pub se_linux_change_policy: Option<Text<'a>>,
     #[serde(borrow)]
     pub seccomp_profile: Option<SeccompView<'a>>,
     pub app_armor_profile: Option<Present>,
