@@ -374,6 +374,17 @@ fn reports_follow_workloads_policy_and_windows_nodes() {
         has(r, "old-image", "WIN-BUILD-NO-NODE")
     });
 
+    // A taint on every Windows node: a workload without its toleration
+    // cannot be scheduled; the taint removed, it can again.
+    cp.kubectl_ok(&["taint", "node", "audit-win-1", "os=windows:NoSchedule"]);
+    wait_results(cp, &audit, ns, "the Windows nodes tainted", |r| {
+        has(r, "clean", "WIN-TAINT-TOLERATION")
+    });
+    cp.kubectl_ok(&["taint", "node", "audit-win-1", "os=windows:NoSchedule-"]);
+    wait_results(cp, &audit, ns, "the taint removed", |r| {
+        !has(r, "clean", "WIN-TAINT-TOLERATION")
+    });
+
     // A policy change, without a restart.
     cp.apply(&windows_deployment(ns, "privileged", LTSC2022, true).to_string());
     wait_results(cp, &audit, ns, "privileged again", |r| {
