@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::decision::engine::Evaluation;
 use crate::decision::finding::{FixKind, PatchOperation};
 use crate::decision::policy::Policy;
+use crate::decision::view::SpecView;
 use crate::decision::workload::Workload;
 
 mod add;
@@ -176,33 +177,7 @@ pub fn mutation(
     }
     let mut tolerations = settings.tolerations.clone();
     if settings.tolerate_windows_taint {
-        // The policy's Windows taint, else those the Windows nodes the pod
-        // may land on all have (WIN-TAINT-TOLERATION reads the same).
-        let selector: Vec<(&str, &str)> = spec
-            .node_selector
-            .as_ref()
-            .map(|s| s.iter().collect())
-            .unwrap_or_default();
-        let taints: Vec<&crate::decision::tolerations::Taint> = match &policy.params.windows_taint {
-            Some(taint) => vec![taint],
-            None => cx
-                .nodes
-                .map(|n| {
-                    n.taints_for(&selector)
-                        .into_iter()
-                        .map(|(t, _)| t)
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        for taint in taints {
-            if !spec.tolerations.iter().flatten().any(|t| {
-                crate::decision::tolerations::tolerates(t, taint)
-                    != crate::decision::tolerations::Tolerates::No
-            }) {
-                tolerations.push(taint.toleration());
-            }
-        }
+        tolerations.extend(windows_taint_tolerations(policy, spec, cx.nodes));
     }
     add_tolerations(&mut m, workload, spec, &tolerations);
     if settings.inject_windows_build && !eval.hyperv {
@@ -220,6 +195,44 @@ pub fn mutation(
         FixKind::Scheduling | FixKind::PinByImages | FixKind::InlineCredentialSpec => false,
     });
     m
+}
+
+/// The tolerations `spec` lacks for the Windows node taints: the policy's
+/// `params.windowsTaint`, else those the Windows nodes the pod may land on
+/// all have (WIN-TAINT-TOLERATION reads the same).
+fn windows_taint_tolerations(
+    policy: &Policy,
+    spec: &SpecView<'_>,
+    nodes: Option<&crate::decision::cluster::WindowsNodes>,
+) -> Vec<Value> {
+    use crate::decision::tolerations::{Taint, Tolerates, tolerates};
+    let selector: Vec<(&str, &str)> = spec
+        .node_selector
+        .as_ref()
+        .map(|s| s.iter().collect())
+        .unwrap_or_default();
+    let taints: Vec<&Taint> = match &policy.params.windows_taint {
+        Some(taint) => vec![taint],
+        None => nodes
+            .map(|n| {
+                n.taints_for(&selector)
+                    .into_iter()
+                    .map(|(t, _)| t)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    taints
+        .into_iter()
+        .filter(|taint| {
+            !spec
+                .tolerations
+                .iter()
+                .flatten()
+                .any(|t| tolerates(t, taint) != Tolerates::No)
+        })
+        .map(Taint::toleration)
+        .collect()
 }
 
 /// The first finding of `rule` that has a fix.
