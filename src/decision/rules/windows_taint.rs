@@ -129,9 +129,7 @@ fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         };
         out.report_with_fix(
             path,
-            format!(
-                "no toleration for {which}: the pod cannot be scheduled onto Windows nodes"
-            ),
+            format!("no toleration for {which}: the pod cannot be scheduled onto Windows nodes"),
             fix,
         );
     }
