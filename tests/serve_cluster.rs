@@ -367,8 +367,10 @@ async fn namespace_labels_and_runtime_classes_come_from_the_cluster() {
             .validate("shop", host_network_spec(windows_selector()))
             .await;
         if r["allowed"] == true {
+            // The fixture's Windows nodes are tainted os=windows:NoSchedule
+            // and the pod does not tolerate it: WIN-TAINT-TOLERATION too.
             assert_eq!(
-                r["auditAnnotations"]["winadmit.io/audit"], "WIN-HOSTNETWORK",
+                r["auditAnnotations"]["winadmit.io/audit"], "WIN-HOSTNETWORK,WIN-TAINT-TOLERATION",
                 "{r}"
             );
             break;
