@@ -155,14 +155,7 @@ fn policy_objects() -> Vec<Value> {
             .any(|d| e2e::kind(d) == "MutatingAdmissionPolicy"),
         "the default export has the MutatingAdmissionPolicy"
     );
-    for d in &mut docs {
-        if e2e::kind(d).ends_with("Binding") {
-            e2e::scope(
-                &mut d["spec"]["matchResources"]["namespaceSelector"],
-                "policy",
-            );
-        }
-    }
+    e2e::scope_bindings(&mut docs, "policy");
     docs
 }
 

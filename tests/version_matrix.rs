@@ -265,14 +265,7 @@ fn export(version: &str, no_mutating: bool) -> Vec<Value> {
     let out = e2e::winadmit(&args);
     assert!(out.status.success(), "winadmit {args:?}: {}", stderr(&out));
     let mut docs = e2e::parse_yaml(&String::from_utf8(out.stdout).unwrap());
-    for d in &mut docs {
-        if e2e::kind(d).ends_with("Binding") {
-            e2e::scope(
-                &mut d["spec"]["matchResources"]["namespaceSelector"],
-                "policy",
-            );
-        }
-    }
+    e2e::scope_bindings(&mut docs, "policy");
     docs
 }
 

@@ -128,11 +128,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
     let narrowed;
     let cluster = match cx.nodes.filter(|n| !n.is_empty()) {
         Some(nodes) => {
-            let selector: Vec<(&str, &str)> = spec
-                .node_selector
-                .as_ref()
-                .map(|s| s.iter().collect())
-                .unwrap_or_default();
+            let selector = spec.node_selector_pairs();
             narrowed = cx
                 .cluster
                 .narrowed(&WindowsNodes::observed(&nodes.selected_by(&selector)));

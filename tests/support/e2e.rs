@@ -176,6 +176,16 @@ fn point_at(config: &mut Value, setup: &str, url_base: &str, ca: &[u8]) {
 }
 
 /// Adds `winadmit-e2e In [setup]` to a namespaceSelector.
+/// Scopes every binding of an exported admission policy (`docs`) to the
+/// namespaces of `setup` ([`scope`]).
+pub fn scope_bindings(docs: &mut [Value], setup: &str) {
+    for d in docs {
+        if kind(d).ends_with("Binding") {
+            scope(&mut d["spec"]["matchResources"]["namespaceSelector"], setup);
+        }
+    }
+}
+
 pub fn scope(selector: &mut Value, setup: &str) {
     if selector.is_null() {
         *selector = json!({});

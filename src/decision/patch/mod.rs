@@ -206,11 +206,7 @@ fn windows_taint_tolerations(
     nodes: Option<&crate::decision::cluster::WindowsNodes>,
 ) -> Vec<Value> {
     use crate::decision::tolerations::{Taint, Tolerates, tolerates};
-    let selector: Vec<(&str, &str)> = spec
-        .node_selector
-        .as_ref()
-        .map(|s| s.iter().collect())
-        .unwrap_or_default();
+    let selector = spec.node_selector_pairs();
     let taints: Vec<&Taint> = match &policy.params.windows_taint {
         Some(taint) => vec![taint],
         None => nodes

@@ -3,6 +3,7 @@
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
+use crate::decision::cluster::WindowsNodes;
 use crate::decision::finding::{Fix, FixKind};
 use crate::decision::tolerations::{Taint, Tolerates, tolerates};
 
@@ -83,18 +84,13 @@ fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, S
     let Some(nodes) = cx.nodes else {
         return Vec::new();
     };
-    let selector: Vec<(&str, &str)> = if selected {
-        cx.spec
-            .node_selector
-            .as_ref()
-            .map(|s| s.iter().collect())
-            .unwrap_or_default()
+    let picked = if selected {
+        nodes.selected_by(&cx.spec.node_selector_pairs())
     } else {
-        Vec::new()
+        nodes.nodes.iter().collect()
     };
-    let several = nodes.selected_by(&selector).len() > 1;
-    nodes
-        .taints_for(&selector)
+    let several = picked.len() > 1;
+    WindowsNodes::shared_taints(&picked)
         .into_iter()
         .map(|(taint, node)| {
             (

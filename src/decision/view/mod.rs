@@ -272,6 +272,18 @@ pub struct SecurityContextView<'a> {
     pub windows_options: Option<WindowsOptionsView<'a>>,
 }
 
+impl SpecView<'_> {
+    /// `nodeSelector` as (key, value) pairs (none when unset), as
+    /// [`crate::decision::cluster::WindowsNodes::selected_by`] reads it.
+    #[must_use]
+    pub fn node_selector_pairs(&self) -> Vec<(&str, &str)> {
+        self.node_selector
+            .as_ref()
+            .map(|s| s.iter().collect())
+            .unwrap_or_default()
+    }
+}
+
 impl SecurityContextView<'_> {
     /// A `procMount` other than the API server's default.
     #[must_use]
