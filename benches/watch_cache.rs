@@ -304,6 +304,7 @@ fn review_reflected(r: &Reflected, ns: &str) -> usize {
             .iter()
             .filter_map(|n| ClusterCache::node_entry(n).map(|(_, n)| n))
             .collect(),
+        ..Default::default()
     };
     usize::from(mode.is_some())
         + usize::from(iso.is_some())

@@ -18,7 +18,10 @@ fn ws2022_nodes() -> WindowsNodes {
     let node = WindowsNode::from_object(&json!({"kind": "Node", "metadata": {"name": "win22",
         "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}))
     .unwrap();
-    WindowsNodes { nodes: vec![node] }
+    WindowsNodes {
+        nodes: vec![node],
+        ..Default::default()
+    }
 }
 
 /// The patched object, after the mutation a policy asks for, on a cluster of
@@ -179,6 +182,7 @@ fn tainted(names: &[&str], taints: &[(&str, &str, &str)]) -> WindowsNodes {
                 .unwrap()
             })
             .collect(),
+        ..Default::default()
     }
 }
 

@@ -390,6 +390,7 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
                         .ok_or_else(|| format!("{}: nodes[{i}] is not a Windows Node", shown(&at)))
                 })
                 .collect::<Result<_, _>>()?,
+            ..Default::default()
         }),
         None => None,
     };

@@ -618,6 +618,7 @@ fn nodes(list: &[(&str, &str, &str, &str)]) -> winadmit::decision::cluster::Wind
                 .unwrap()
             })
             .collect(),
+..Default::default()
     }
 }
 

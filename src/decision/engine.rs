@@ -124,14 +124,14 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         )
     });
     // With the cluster's Windows nodes known, the facts learnt from them
-    // hold for the nodes this pod may land on (its node selector).
+    // hold for the nodes this pod may land on (its node name, selector
+    // and affinity).
     let narrowed;
     let cluster = match cx.nodes.filter(|n| !n.is_empty()) {
         Some(nodes) => {
-            let selector = spec.node_selector_pairs();
             narrowed = cx
                 .cluster
-                .narrowed(&WindowsNodes::observed(&nodes.selected_by(&selector)));
+                .narrowed(&WindowsNodes::observed(&nodes.for_pod(spec)));
             &narrowed
         }
         None => &cx.cluster,
@@ -242,5 +242,26 @@ pub fn target_of(policy: &Policy, spec: &SpecView<'_>, cx: &Context<'_>) -> Targ
         target.windows.retain(|s| *s != targeting::Signal::OsName);
         target.linux.retain(|s| *s != targeting::Signal::OsName);
     }
+    if target.windows.is_empty()
+        && target.linux.is_empty()
+        && let Some(nodes) = windows_only_placement(spec, cx)
+    {
+        target.windows.push(targeting::Signal::Placement { nodes });
+    }
     target
+}
+
+/// The Windows nodes a pod spec that selects no OS admits, when its node
+/// name, selector or affinity admit no other node of all those known (the
+/// cluster's nodes, or the input's Node objects): such a pod can only run
+/// on Windows, and is a Windows pod. `None` when the other nodes are not
+/// known, or the spec constrains nothing, or admits no node or a Linux one.
+fn windows_only_placement(spec: &SpecView<'_>, cx: &Context<'_>) -> Option<Vec<String>> {
+    let nodes = cx.nodes.filter(|n| !n.is_empty() && n.linux_known)?;
+    if !crate::decision::cluster::placement::constrains(spec) {
+        return None;
+    }
+    let admitted = nodes.admitted(spec);
+    (admitted.linux == 0 && !admitted.windows.is_empty())
+        .then(|| admitted.windows.iter().map(|n| (*n).to_owned()).collect())
 }

@@ -84,7 +84,8 @@ matchConditions:
         || (has(p.spec) && [p.spec].exists(s,
         (has(s.nodeSelector) && s.nodeSelector.exists(k,
           ((k == 'kubernetes.io/os' || k == 'beta.kubernetes.io/os') && s.nodeSelector[k] == 'windows')
-          || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'))
+          || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'
+          || k == 'cloud.google.com/gke-os-distribution'))
         || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
         || has(s.runtimeClassName)
         || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
@@ -93,7 +94,8 @@ matchConditions:
             s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
               has(t.matchExpressions) && t.matchExpressions.exists(e,
                 e.key == 'kubernetes.io/os' || e.key == 'beta.kubernetes.io/os'
-                || e.key == 'node.kubernetes.io/windows-build')))
+                || e.key == 'node.kubernetes.io/windows-build' || e.key == 'kubernetes.azure.com/os-sku'
+                || e.key == 'cloud.google.com/gke-os-distribution')))
         || (has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) &&
             v.hostPath.path.matches('^([A-Za-z]:|\\\\|//)')))
         || (has(s.securityContext) && has(s.securityContext.windowsOptions))
@@ -235,7 +237,8 @@ the caBundle.
             || (has(p.spec) && [p.spec].exists(s,
             (has(s.nodeSelector) && s.nodeSelector.exists(k,
               ((k == 'kubernetes.io/os' || k == 'beta.kubernetes.io/os') && s.nodeSelector[k] == 'windows')
-              || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'))
+              || k == 'node.kubernetes.io/windows-build' || k == 'kubernetes.azure.com/os-sku'
+              || k == 'cloud.google.com/gke-os-distribution'))
             || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
             || has(s.runtimeClassName)
             || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
@@ -244,7 +247,8 @@ the caBundle.
                 s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t,
                   has(t.matchExpressions) && t.matchExpressions.exists(e,
                     e.key == 'kubernetes.io/os' || e.key == 'beta.kubernetes.io/os'
-                    || e.key == 'node.kubernetes.io/windows-build')))
+                    || e.key == 'node.kubernetes.io/windows-build' || e.key == 'kubernetes.azure.com/os-sku'
+                    || e.key == 'cloud.google.com/gke-os-distribution')))
             || (has(s.volumes) && s.volumes.exists(v, has(v.hostPath) && has(v.hostPath.path) &&
                 v.hostPath.path.matches('^([A-Za-z]:|\\\\|//)')))
             || (has(s.securityContext) && has(s.securityContext.windowsOptions))

@@ -80,7 +80,7 @@ pub(super) fn linux_signals(policy: &Policy, os_name: bool) -> Vec<String> {
     let terms =
         "s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
     signals.push(format!(
-        "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'linux')))"
+        "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has({terms}) && size({terms}) > 0 && {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && has(r.values) && size(r.values) > 0 && ((r.operator == 'In' && r.values.all(x, x == 'linux')) || (r.operator == 'NotIn' && r.values.all(x, x == 'windows')))))"
     ));
     let classes = policy.runtime_classes.names_for(Os::Linux);
     if !classes.is_empty() {
@@ -97,7 +97,7 @@ pub(super) fn windows_signals(policy: &Policy, os_name: bool) -> Vec<String> {
     let mut signals = vec![
         "has(s.nodeSelector) && ((('kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['kubernetes.io/os'] == 'windows') || (('beta.kubernetes.io/os' in s.nodeSelector) && s.nodeSelector['beta.kubernetes.io/os'] == 'windows') || ('node.kubernetes.io/windows-build' in s.nodeSelector) || (('kubernetes.azure.com/os-sku' in s.nodeSelector) && s.nodeSelector['kubernetes.azure.com/os-sku'] in ".to_owned()
             + &cel_list(crate::decision::targeting::WINDOWS_OS_SKUS)
-            + "))",
+            + ") || (('cloud.google.com/gke-os-distribution' in s.nodeSelector) && s.nodeSelector['cloud.google.com/gke-os-distribution'].startsWith('windows')))",
     ];
     if os_name {
         signals.push("has(s.os) && has(s.os.name) && s.os.name == 'windows'".to_owned());
@@ -106,7 +106,8 @@ pub(super) fn windows_signals(policy: &Policy, os_name: bool) -> Vec<String> {
         "s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
     let has_terms = "has(s.affinity) && has(s.affinity.nodeAffinity) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) && has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)";
     signals.push(format!(
-        "{has_terms} && size({terms}) > 0 && ({terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && r.operator == 'In' && has(r.values) && size(r.values) > 0 && r.values.all(x, x == 'windows'))) || {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key == 'node.kubernetes.io/windows-build' && r.operator in ['In', 'Exists'])))"
+        "{has_terms} && size({terms}) > 0 && ({terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key in ['kubernetes.io/os', 'beta.kubernetes.io/os'] && has(r.values) && size(r.values) > 0 && ((r.operator == 'In' && r.values.all(x, x == 'windows')) || (r.operator == 'NotIn' && r.values.all(x, x == 'linux'))))) || {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.key == 'node.kubernetes.io/windows-build' && r.operator in ['In', 'Exists'])) || {terms}.all(t, has(t.matchExpressions) && t.matchExpressions.exists(r, r.operator == 'In' && has(r.values) && size(r.values) > 0 && ((r.key == 'kubernetes.azure.com/os-sku' && r.values.all(x, x in {skus})) || (r.key == 'cloud.google.com/gke-os-distribution' && r.values.all(x, x.startsWith('windows')))))))",
+        skus = cel_list(crate::decision::targeting::WINDOWS_OS_SKUS)
     ));
     let hp = "(has(c.securityContext) && has(c.securityContext.windowsOptions) && has(c.securityContext.windowsOptions.hostProcess) && c.securityContext.windowsOptions.hostProcess == true)";
     signals.push(format!(

@@ -22,8 +22,9 @@ use crate::decision::targeting::RuntimeClasses;
 use crate::decision::version::KubeVersion;
 
 mod nodes;
+pub mod placement;
 
-pub use nodes::{WindowsNode, WindowsNodes};
+pub use nodes::{KnownNode, LinuxNode, WindowsNode, WindowsNodes};
 
 /// The oldest Kubernetes minor winadmit judges (`--kubernetes-version`).
 pub const OLDEST_VERSION: KubeVersion = KubeVersion::new(1, 14);
@@ -297,7 +298,7 @@ pub fn check_version(v: KubeVersion) -> Result<KubeVersion, UnknownVersion> {
 
 /// The cluster objects a door has seen in its input (lint's and report's
 /// files, the live report's list calls): namespaces with their labels,
-/// RuntimeClasses with handler and scheduling, Windows nodes and gMSA
+/// RuntimeClasses with handler and scheduling, nodes and gMSA
 /// credential specs. One reader for all of them, so every door learns the same facts the same way.
 #[derive(Debug, Clone, Default)]
 pub struct KnownCluster {
@@ -311,7 +312,7 @@ pub struct KnownCluster {
 
 impl KnownCluster {
     /// Learns from a Namespace (its labels), a RuntimeClass (the OS it
-    /// pins, its handler, its build), a Windows Node or a
+    /// pins, its handler, its build), a Node (Windows or not) or a
     /// GMSACredentialSpec. Returns whether the object was one of them.
     pub fn learn(&mut self, value: &serde_json::Value) -> bool {
         let (api_version, kind) = crate::decision::workload::type_of(value).unwrap_or_default();
@@ -334,8 +335,10 @@ impl KnownCluster {
         } else if let Some((name, info)) = RuntimeClasses::info_from_object(value) {
             self.runtime_classes.insert_info(name, info);
             true
-        } else if let Some(node) = WindowsNode::from_object(value) {
-            self.nodes.nodes.push(node);
+        } else if let Some(node) = KnownNode::from_object(value) {
+            // The input's Node objects are the cluster's nodes.
+            self.nodes.push(node);
+            self.nodes.linux_known = true;
             true
         } else if let Some((name, spec)) = crate::decision::gmsa::CredSpec::from_object(value) {
             let facts = self
@@ -358,6 +361,8 @@ impl KnownCluster {
         }
         self.runtime_classes.extend(other.runtime_classes);
         self.nodes.nodes.extend(other.nodes.nodes);
+        self.nodes.linux.extend(other.nodes.linux);
+        self.nodes.linux_known |= other.nodes.linux_known;
         if let Some(other) = other.gmsa {
             match &mut self.gmsa {
                 Some(facts) => facts.specs.extend(other.specs),

@@ -42,9 +42,26 @@ pub fn os_sku_build(sku: &str) -> Option<&'static str> {
     }
 }
 
-impl WindowsNode {
-    /// Reads a Node object (any JSON form of `v1/Node`). `None` for nodes
-    /// that are not labelled `kubernetes.io/os: windows` (or the beta label).
+/// What winadmit keeps of a node that is not a Windows node: what the node
+/// selection of a pod reads (name and labels), so that winadmit can tell a
+/// pod whose constraints admit only Windows nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxNode {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A Node as winadmit keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KnownNode {
+    Windows(WindowsNode),
+    /// Labelled `kubernetes.io/os: linux`, or with no OS label.
+    Linux(LinuxNode),
+}
+
+impl KnownNode {
+    /// Reads a Node object (any JSON form of `v1/Node`); `None` for other
+    /// kinds.
     #[must_use]
     pub fn from_object(value: &serde_json::Value) -> Option<Self> {
         if value.get("kind")?.as_str()? != "Node" {
@@ -59,12 +76,38 @@ impl WindowsNode {
                     .collect()
             })
             .unwrap_or_default();
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let windows = ["kubernetes.io/os", "beta.kubernetes.io/os"]
             .iter()
             .any(|k| labels.get(*k).map(String::as_str) == Some("windows"));
-        if !windows {
-            return None;
+        Some(if windows {
+            Self::Windows(WindowsNode::from_parts(value, name, labels))
+        } else {
+            Self::Linux(LinuxNode { name, labels })
+        })
+    }
+}
+
+impl WindowsNode {
+    /// Reads a Node object (any JSON form of `v1/Node`). `None` for nodes
+    /// that are not labelled `kubernetes.io/os: windows` (or the beta label).
+    #[must_use]
+    pub fn from_object(value: &serde_json::Value) -> Option<Self> {
+        match KnownNode::from_object(value)? {
+            KnownNode::Windows(node) => Some(node),
+            KnownNode::Linux(_) => None,
         }
+    }
+
+    fn from_parts(
+        value: &serde_json::Value,
+        name: String,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> Self {
         let info = |key: &str| {
             value
                 .pointer(&format!("/status/nodeInfo/{key}"))
@@ -77,19 +120,15 @@ impl WindowsNode {
             .and_then(|v| v.strip_prefix("containerd://"))
             .and_then(|v| v.trim_start_matches('v').split(['.', '-', '+']).nth(2))
             .and_then(|p| p.parse().ok());
-        Some(Self {
-            name: value
-                .pointer("/metadata/name")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+        Self {
+            name,
             labels,
             kubelet_version: info("kubeletVersion").and_then(|v| v.parse().ok()),
             runtime,
             containerd_version,
             containerd_patch,
             taints: hard_taints(value),
-        })
+        }
     }
 
     /// The node's `node.kubernetes.io/windows-build` label, else the build
@@ -164,35 +203,31 @@ fn parse_runtime(v: &str) -> (Option<Runtime>, Option<KubeVersion>) {
     }
 }
 
-/// The cluster's Windows nodes, as learnt from the API server or the input.
+/// The cluster's Windows nodes, as learnt from the API server or the input,
+/// and the names and labels of its other nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WindowsNodes {
     pub nodes: Vec<WindowsNode>,
+    /// The nodes that are not Windows nodes.
+    pub linux: Vec<LinuxNode>,
+    /// `linux` is the whole list of them (the input's Node objects are the
+    /// cluster's; the webhook's cache has listed them): only then can a
+    /// node selection that matches only Windows nodes be told.
+    pub linux_known: bool,
 }
 
 impl WindowsNodes {
+    /// No Windows node is known (Linux nodes may be).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
-    /// The nodes a pod with this node selector may land on (all of them
-    /// when none matches, so that a selector typo does not hide the facts).
-    #[must_use]
-    pub fn selected_by<'n>(&'n self, selector: &[(&str, &str)]) -> Vec<&'n WindowsNode> {
-        let matching: Vec<&WindowsNode> = self
-            .nodes
-            .iter()
-            .filter(|n| {
-                selector
-                    .iter()
-                    .all(|(k, v)| n.labels.get(*k).map(String::as_str) == Some(*v))
-            })
-            .collect();
-        if matching.is_empty() {
-            self.nodes.iter().collect()
-        } else {
-            matching
+    /// Keeps a node in the list of its kind.
+    pub fn push(&mut self, node: KnownNode) {
+        match node {
+            KnownNode::Windows(n) => self.nodes.push(n),
+            KnownNode::Linux(n) => self.linux.push(n),
         }
     }
 
@@ -233,13 +268,6 @@ impl WindowsNodes {
             .filter(|t| rest.iter().all(|n| n.taints.contains(t)))
             .map(|t| (t, first.name.as_str()))
             .collect()
-    }
-
-    /// [`Self::shared_taints`] of the nodes a pod with this node selector
-    /// may land on ([`Self::selected_by`]).
-    #[must_use]
-    pub fn taints_for(&self, selector: &[(&str, &str)]) -> Vec<(&Taint, &str)> {
-        Self::shared_taints(&self.selected_by(selector))
     }
 
     /// Every `node.kubernetes.io/windows-build` value (or the build of the
@@ -299,6 +327,8 @@ mod tests {
     #[test]
     fn the_oldest_kubelet_and_the_weakest_runtime_decide() {
         let nodes = WindowsNodes {
+            linux: Vec::new(),
+            linux_known: false,
             nodes: vec![
                 WindowsNode::from_object(&node(
                     "a",
@@ -319,7 +349,9 @@ mod tests {
         );
         assert_eq!(l.container_runtime, Some((Runtime::Docker, "b".into())));
         // A pod that selects pool a sees only node a.
-        let a = nodes.selected_by(&[("pool", "a")]);
+        let spec: crate::decision::view::SpecView<'_> =
+            serde_json::from_str(r#"{"nodeSelector": {"pool": "a"}}"#).unwrap();
+        let a = nodes.for_pod(&spec);
         let l = WindowsNodes::observed(&a);
         assert_eq!(l.container_runtime, Some((Runtime::Containerd, "a".into())));
         assert_eq!(l.containerd_version, Some(KubeVersion::new(1, 7)));

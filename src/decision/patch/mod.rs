@@ -206,12 +206,11 @@ fn windows_taint_tolerations(
     nodes: Option<&crate::decision::cluster::WindowsNodes>,
 ) -> Vec<Value> {
     use crate::decision::tolerations::{Taint, Tolerates, tolerates};
-    let selector = spec.node_selector_pairs();
     let taints: Vec<&Taint> = match &policy.params.windows_taint {
         Some(taint) => vec![taint],
         None => nodes
             .map(|n| {
-                n.taints_for(&selector)
+                crate::decision::cluster::WindowsNodes::shared_taints(&n.for_pod(spec))
                     .into_iter()
                     .map(|(t, _)| t)
                     .collect()
@@ -446,9 +445,11 @@ mod tests {
         };
         let ws2025_and_2019 = crate::decision::cluster::WindowsNodes {
             nodes: vec![node("a", "10.0.26100"), node("b", "10.0.17763")],
+            ..Default::default()
         };
         let ws2025_and_2022 = crate::decision::cluster::WindowsNodes {
             nodes: vec![node("a", "10.0.26100"), node("b", "10.0.20348")],
+            ..Default::default()
         };
         let build_on = |images: &[&str],
                         nodes: Option<&crate::decision::cluster::WindowsNodes>|

@@ -48,21 +48,42 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 
 /// Where a signal is written in the manifest.
 pub(crate) fn signal_path(cx: &RuleContext<'_, '_, '_>, signal: &Signal) -> FieldPath {
-    match signal {
-        Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector"]).map_key(key),
-        Signal::OsName => cx.spec_field(&["os", "name"]),
-        Signal::NodeAffinity => cx.spec_field(&[
+    let affinity = || {
+        cx.spec_field(&[
             "affinity",
             "nodeAffinity",
             "requiredDuringSchedulingIgnoredDuringExecution",
-        ]),
+        ])
+    };
+    let selector_or_affinity = |key: &str| {
+        if cx
+            .spec
+            .node_selector
+            .as_ref()
+            .is_some_and(|s| s.get(key).is_some())
+        {
+            cx.spec_field(&["nodeSelector"]).map_key(key)
+        } else {
+            affinity()
+        }
+    };
+    match signal {
+        Signal::NodeSelector { key } => cx.spec_field(&["nodeSelector"]).map_key(key),
+        Signal::OsName => cx.spec_field(&["os", "name"]),
+        Signal::NodeAffinity => affinity(),
         Signal::RuntimeClass { .. } => cx.spec_field(&["runtimeClassName"]),
         Signal::WindowsBuild => cx
             .spec_field(&["nodeSelector"])
             .map_key(crate::decision::windows_builds::WINDOWS_BUILD_LABEL),
-        Signal::OsSku { .. } => cx
-            .spec_field(&["nodeSelector"])
-            .map_key(crate::decision::targeting::OS_SKU_LABEL),
+        Signal::OsSku { .. } => selector_or_affinity(crate::decision::targeting::OS_SKU_LABEL),
+        Signal::GkeOsDistribution { .. } => {
+            selector_or_affinity(crate::decision::targeting::GKE_OS_LABEL)
+        }
+        Signal::Placement { .. } if cx.spec.node_name.is_some() => cx.spec_field(&["nodeName"]),
+        Signal::Placement { .. } if cx.spec.node_selector.is_some() => {
+            cx.spec_field(&["nodeSelector"])
+        }
+        Signal::Placement { .. } => affinity(),
         Signal::HostProcess => cx.spec_field(&["securityContext", "windowsOptions", "hostProcess"]),
     }
 }

@@ -73,7 +73,8 @@ fn describe(taint: &Taint) -> String {
 /// The Windows node taints a rule judges against, each with what the
 /// message says of where it comes from: the policy's `params.windowsTaint`;
 /// else, when the cluster's Windows nodes are known, the taints every one
-/// of them has (of those the pod's node selector picks, with `selected`).
+/// of them has (of those the pod's node name, selector and affinity admit,
+/// with `selected`).
 fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, String)> {
     if let Some(taint) = &cx.params.windows_taint {
         return vec![(
@@ -85,7 +86,7 @@ fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, S
         return Vec::new();
     };
     let picked = if selected {
-        nodes.selected_by(&cx.spec.node_selector_pairs())
+        nodes.for_pod(cx.spec)
     } else {
         nodes.nodes.iter().collect()
     };

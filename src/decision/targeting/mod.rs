@@ -64,8 +64,17 @@ pub enum Signal {
     /// `node.kubernetes.io/windows-build` in the nodeSelector or in every
     /// required node-affinity term: only Windows nodes carry it.
     WindowsBuild,
-    /// AKS `kubernetes.azure.com/os-sku` with a Windows value.
+    /// AKS `kubernetes.azure.com/os-sku` with a Windows value, in the
+    /// nodeSelector or in every required node-affinity term.
     OsSku { value: String },
+    /// GKE `cloud.google.com/gke-os-distribution` with a Windows value
+    /// (`windows_ltsc`, `windows_sac`), in the nodeSelector or in every
+    /// required node-affinity term.
+    GkeOsDistribution { value: String },
+    /// The pod's node name, node selector or required node affinity admit
+    /// only Windows nodes, of the nodes winadmit knows (the cluster's, or
+    /// the Node objects of the input): these, by name.
+    Placement { nodes: Vec<String> },
     /// `windowsOptions.hostProcess: true` on the pod or a container:
     /// HostProcess exists only on Windows.
     HostProcess,
@@ -80,6 +89,22 @@ impl fmt::Display for Signal {
             Self::RuntimeClass { name } => write!(f, "runtimeClassName {name}"),
             Self::WindowsBuild => f.write_str("node selection on node.kubernetes.io/windows-build"),
             Self::OsSku { value } => write!(f, "nodeSelector kubernetes.azure.com/os-sku {value}"),
+            Self::GkeOsDistribution { value } => {
+                write!(f, "node selection on {GKE_OS_LABEL} {value}")
+            }
+            Self::Placement { nodes } => {
+                let shown: Vec<&str> = nodes.iter().take(3).map(String::as_str).collect();
+                let more = if nodes.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "node name, selector or affinity that only Windows nodes match ({}{more})",
+                    shown.join(", ")
+                )
+            }
             Self::HostProcess => f.write_str("windowsOptions.hostProcess"),
         }
     }
@@ -131,7 +156,11 @@ impl Target {
             .iter()
             .map(|s| match s {
                 // These name their value already, or only exist on Windows.
-                Signal::WindowsBuild | Signal::OsSku { .. } | Signal::HostProcess => s.to_string(),
+                Signal::WindowsBuild
+                | Signal::OsSku { .. }
+                | Signal::GkeOsDistribution { .. }
+                | Signal::Placement { .. }
+                | Signal::HostProcess => s.to_string(),
                 _ => format!("{s}={}", os.as_str()),
             })
             .collect();
@@ -176,8 +205,19 @@ pub fn classify(spec: &SpecView<'_>, runtime_class_os: impl Fn(&str) -> Option<O
     {
         add(Os::Windows, Signal::WindowsBuild);
     }
-    if let Some(value) = selects(OS_SKU_LABEL).filter(|v| WINDOWS_OS_SKUS.contains(&v.as_str())) {
+    let windows_sku = |v: &str| WINDOWS_OS_SKUS.contains(&v);
+    if let Some(value) = selects(OS_SKU_LABEL)
+        .filter(|v| windows_sku(v))
+        .or_else(|| affinity_value(spec, OS_SKU_LABEL, windows_sku))
+    {
         add(Os::Windows, Signal::OsSku { value });
+    }
+    let windows_gke = |v: &str| v.starts_with("windows");
+    if let Some(value) = selects(GKE_OS_LABEL)
+        .filter(|v| windows_gke(v))
+        .or_else(|| affinity_value(spec, GKE_OS_LABEL, windows_gke))
+    {
+        add(Os::Windows, Signal::GkeOsDistribution { value });
     }
     let hp = host_process(spec);
     if hp.pod == Some(true) || hp.any {
@@ -237,6 +277,10 @@ pub const OS_SKU_LABEL: &str = "kubernetes.azure.com/os-sku";
 /// The `kubernetes.azure.com/os-sku` values of Windows node pools.
 pub const WINDOWS_OS_SKUS: &[&str] =
     &["Windows2019", "Windows2022", "Windows2025", "WindowsAnnual"];
+
+/// The GKE node label naming the node image's OS (`cos`, `ubuntu`,
+/// `windows_ltsc`, `windows_sac`).
+pub const GKE_OS_LABEL: &str = "cloud.google.com/gke-os-distribution";
 
 /// Is this a HostProcess pod? Computed once per evaluation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -316,6 +360,32 @@ fn affinity_requires(spec: &SpecView<'_>, key: &str) -> bool {
         })
 }
 
+/// The value every required node-affinity term demands of label `key`
+/// (an `In` requirement whose values all pass `wanted`): the first one.
+fn affinity_value(spec: &SpecView<'_>, key: &str, wanted: impl Fn(&str) -> bool) -> Option<String> {
+    let terms = spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms
+        .as_ref()?;
+    let mut first = None;
+    for term in terms {
+        let req = term.match_expressions.iter().flatten().find(|r| {
+            r.key.as_deref() == Some(key)
+                && r.operator.as_deref() == Some("In")
+                && r.values
+                    .as_ref()
+                    .is_some_and(|v| !v.is_empty() && v.iter().all(|x| wanted(x)))
+        })?;
+        first.get_or_insert_with(|| req.values.iter().flatten().next().map(ToString::to_string));
+    }
+    first.flatten()
+}
+
 /// The OS that every required node-affinity term demands, if they agree.
 fn affinity_os(spec: &SpecView<'_>) -> Option<Os> {
     let terms = spec
@@ -339,16 +409,25 @@ fn affinity_os(spec: &SpecView<'_>) -> Option<Os> {
 }
 
 /// The OS one node-selector term demands: an `In` requirement on the OS
-/// label whose values all name one OS.
+/// label whose values all name one OS, or a `NotIn` whose values all name
+/// the other (every node has the label: the kubelet sets it).
 fn term_os(term: &NodeSelectorTermView<'_>) -> Option<Os> {
     term.match_expressions.as_ref()?.iter().find_map(|req| {
         let key = req.key.as_deref()?;
-        if (key != OS_LABEL && key != BETA_OS_LABEL) || req.operator.as_deref()? != "In" {
+        if key != OS_LABEL && key != BETA_OS_LABEL {
             return None;
         }
         let mut values = req.values.as_ref()?.iter().map(|v| Os::parse(v));
         let first = values.next()??;
-        values.all(|v| v == Some(first)).then_some(first)
+        let one = values.all(|v| v == Some(first));
+        match req.operator.as_deref()? {
+            "In" if one => Some(first),
+            "NotIn" if one => Some(match first {
+                Os::Windows => Os::Linux,
+                Os::Linux => Os::Windows,
+            }),
+            _ => None,
+        }
     })
 }
 

@@ -110,6 +110,9 @@ pub struct SpecView<'a> {
     #[serde(borrow)]
     pub workload_ref: Option<WorkloadRefView<'a>>,
 
+    /// `spec.nodeName`: the pod is bound to this node, past the scheduler.
+    #[serde(borrow)]
+    pub node_name: Option<Text<'a>>,
     #[serde(borrow)]
     pub node_selector: Option<StrMap<'a>>,
     #[serde(borrow)]
@@ -194,6 +197,9 @@ pub struct NodeSelectorView<'a> {
 pub struct NodeSelectorTermView<'a> {
     #[serde(borrow)]
     pub match_expressions: Option<Vec<RequirementView<'a>>>,
+    /// Requirements on the node's fields: only `metadata.name` exists.
+    #[serde(borrow)]
+    pub match_fields: Option<Vec<RequirementView<'a>>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -270,18 +276,6 @@ pub struct SecurityContextView<'a> {
     pub app_armor_profile: Option<Present>,
     #[serde(borrow)]
     pub windows_options: Option<WindowsOptionsView<'a>>,
-}
-
-impl SpecView<'_> {
-    /// `nodeSelector` as (key, value) pairs (none when unset), as
-    /// [`crate::decision::cluster::WindowsNodes::selected_by`] reads it.
-    #[must_use]
-    pub fn node_selector_pairs(&self) -> Vec<(&str, &str)> {
-        self.node_selector
-            .as_ref()
-            .map(|s| s.iter().collect())
-            .unwrap_or_default()
-    }
 }
 
 impl SecurityContextView<'_> {

@@ -44,7 +44,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use tokio::sync::watch;
 
-use crate::decision::cluster::{ClusterView, WindowsNode, WindowsNodes};
+use crate::decision::cluster::{ClusterView, LinuxNode, WindowsNode, WindowsNodes};
 use crate::decision::gmsa::CredSpec;
 use crate::decision::policy::Policy;
 use crate::decision::targeting::{RuntimeClassInfo, RuntimeClasses};
@@ -62,6 +62,10 @@ pub struct Synced {
     pub namespaces: bool,
     pub runtime_classes: bool,
     pub nodes: bool,
+    /// The nodes that are not Windows nodes (not part of [`Synced::all`]:
+    /// until they are listed, no pod is taken for a Windows pod by its
+    /// node selection alone).
+    pub linux_nodes: bool,
     /// GMSACredentialSpecs (watched only with `serve --gmsa`; not part of
     /// [`Synced::all`]).
     pub gmsa: bool,
@@ -84,7 +88,9 @@ pub struct ClusterCache {
     runtime_classes: ArcSwap<RuntimeClasses>,
     /// The cluster's Windows nodes (a small projection of each).
     node_mirror: Mutex<Mirror<WindowsNode>>,
-    /// The published snapshot of `node_mirror`.
+    /// The names and labels of the other nodes (a metadata-only watch).
+    linux_node_mirror: Mutex<Mirror<LinuxNode>>,
+    /// The published snapshot of both node mirrors.
     nodes: ArcSwap<WindowsNodes>,
     /// The cluster's GMSACredentialSpecs (with `serve --gmsa`).
     gmsa_mirror: Mutex<Mirror<CredSpec>>,
@@ -112,6 +118,7 @@ impl ClusterCache {
             runtime_class_mirror: Mutex::new(Mirror::default()),
             runtime_classes: ArcSwap::from_pointee(RuntimeClasses::default()),
             node_mirror: Mutex::new(Mirror::default()),
+            linux_node_mirror: Mutex::new(Mirror::default()),
             nodes: ArcSwap::from_pointee(WindowsNodes::default()),
             gmsa_mirror: Mutex::new(Mirror::default()),
             gmsa_specs: ArcSwap::from_pointee(None),
@@ -209,26 +216,72 @@ impl ClusterCache {
         Some((n.name.clone(), n))
     }
 
-    /// Applies a Node change, publishing a new snapshot when the data
-    /// changed; returns how many Windows nodes are cached.
+    /// What winadmit keeps of a node that is not a Windows node, from its
+    /// metadata: name and labels.
+    #[must_use]
+    pub fn linux_node_entry(
+        node: &kube::core::PartialObjectMeta<Node>,
+    ) -> Option<(String, LinuxNode)> {
+        let name = node.metadata.name.clone()?;
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        Some((name.clone(), LinuxNode { name, labels }))
+    }
+
+    /// Applies a Windows Node change, publishing a new snapshot when the
+    /// data changed; returns how many Windows nodes are cached.
     pub fn apply_node(&self, change: Change<WindowsNode>) -> usize {
         let done = matches!(change, Change::ListDone);
-        let mut m = self
+        let mut windows = self
             .node_mirror
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if m.apply(change) {
-            let snapshot = WindowsNodes {
-                nodes: m.iter().map(|(_, n)| n.clone()).collect(),
-            };
-            self.nodes.store(Arc::new(snapshot));
+        if windows.apply(change) {
+            let linux = self
+                .linux_node_mirror
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.publish_nodes(&windows, &linux);
         }
-        let n = m.len();
-        drop(m);
+        let n = windows.len();
+        drop(windows);
         if done {
             self.synced.send_modify(|s| s.nodes = true);
         }
         n
+    }
+
+    /// Applies a change of another node, publishing a new snapshot when
+    /// the data changed; returns how many such nodes are cached.
+    pub fn apply_linux_node(&self, change: Change<LinuxNode>) -> usize {
+        let done = matches!(change, Change::ListDone);
+        // The same lock order as `apply_node`: Windows, then the others.
+        let windows = self
+            .node_mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut linux = self
+            .linux_node_mirror
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if linux.apply(change) {
+            self.publish_nodes(&windows, &linux);
+        }
+        let n = linux.len();
+        drop((linux, windows));
+        if done {
+            self.synced.send_modify(|s| s.linux_nodes = true);
+        }
+        n
+    }
+
+    /// Publishes both node mirrors (locked by the caller) as one snapshot.
+    fn publish_nodes(&self, windows: &Mirror<WindowsNode>, linux: &Mirror<LinuxNode>) {
+        let snapshot = WindowsNodes {
+            nodes: windows.iter().map(|(_, n)| n.clone()).collect(),
+            linux: linux.iter().map(|(_, n)| n.clone()).collect(),
+            linux_known: linux.is_synced(),
+        };
+        self.nodes.store(Arc::new(snapshot));
     }
 
     /// Applies a GMSACredentialSpec change, publishing a new snapshot once

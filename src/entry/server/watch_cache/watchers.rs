@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -26,6 +28,9 @@ pub enum Watched {
     RuntimeClasses,
     /// Windows nodes only (label selector `kubernetes.io/os=windows`).
     Nodes,
+    /// The metadata (name, labels) of the other nodes (label selector
+    /// `kubernetes.io/os!=windows`).
+    LinuxNodes,
     /// `gmsacredentialspecs.windows.k8s.io` (with `serve --gmsa`).
     GmsaCredentialSpecs,
 }
@@ -37,7 +42,7 @@ impl Watched {
         match self {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses.node.k8s.io",
-            Self::Nodes => "nodes",
+            Self::Nodes | Self::LinuxNodes => "nodes",
             Self::GmsaCredentialSpecs => "gmsacredentialspecs.windows.k8s.io",
         }
     }
@@ -48,6 +53,7 @@ impl Watched {
             Self::Namespaces => "namespaces",
             Self::RuntimeClasses => "runtimeclasses",
             Self::Nodes => "nodes",
+            Self::LinuxNodes => "linux_nodes",
             Self::GmsaCredentialSpecs => "gmsacredentialspecs",
         }
     }
@@ -63,6 +69,9 @@ impl Watched {
             }
             Self::Nodes => {
                 "verdicts use the flags', the policy's or the default Kubernetes version and runtime, and no Windows builds are known, until this succeeds"
+            }
+            Self::LinuxNodes => {
+                "no pod is taken for a Windows pod by a node name, selector or affinity that only Windows nodes match, until this succeeds"
             }
             Self::GmsaCredentialSpecs => {
                 "each review reads the credential specs it names with a get until this succeeds"
@@ -125,7 +134,8 @@ pub fn spawn(
         let api: Api<Namespace> = Api::all(client.clone());
         tokio::spawn(async move {
             let c = Arc::clone(&cache);
-            run(api, Watched::Namespaces, &metrics, deadlines, move |ev| {
+            let start = objects(api, Watched::Namespaces, deadlines);
+            run(start, Watched::Namespaces, &metrics, deadlines, move |ev| {
                 Change::from_event(ev, |ns| c.namespace_entry(ns)).map(|ch| c.apply_namespace(ch))
             })
             .await;
@@ -137,7 +147,7 @@ pub fn spawn(
         let api: Api<RuntimeClass> = Api::all(client.clone());
         tokio::spawn(async move {
             run(
-                api,
+                objects(api, Watched::RuntimeClasses, deadlines),
                 Watched::RuntimeClasses,
                 &metrics,
                 deadlines,
@@ -149,13 +159,52 @@ pub fn spawn(
             .await;
         });
     }
-    let api: Api<Node> = Api::all(client);
+    {
+        let cache = Arc::clone(&cache);
+        let metrics = metrics.clone();
+        let api: Api<Node> = Api::all(client.clone());
+        tokio::spawn(async move {
+            let start = objects(api, Watched::Nodes, deadlines);
+            run(start, Watched::Nodes, &metrics, deadlines, move |ev| {
+                Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
+            })
+            .await;
+        });
+    }
+    // The other nodes: their metadata only (name and labels), so memory
+    // and decoding stay small in big clusters.
+    let api: Api<PartialObjectMeta<Node>> = Api::all(client);
     tokio::spawn(async move {
-        run(api, Watched::Nodes, &metrics, deadlines, move |ev| {
-            Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
+        let start = objects(api, Watched::LinuxNodes, deadlines);
+        run(start, Watched::LinuxNodes, &metrics, deadlines, move |ev| {
+            Change::from_event(ev, ClusterCache::linux_node_entry)
+                .map(|ch| cache.apply_linux_node(ch))
         })
         .await;
     });
+}
+
+/// Starts a watch of the objects of `api`: for [`Watched::Nodes`], the
+/// Windows nodes only; for [`Watched::LinuxNodes`] (an `Api` of
+/// `PartialObjectMeta`, a metadata-only watch), the others.
+fn objects<K>(
+    api: Api<K>,
+    what: Watched,
+    deadlines: Deadlines,
+) -> impl Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    move || {
+        let config = watcher::Config::default().timeout(deadlines.watch_seconds);
+        let config = match what {
+            Watched::Nodes => config.labels("kubernetes.io/os=windows"),
+            Watched::LinuxNodes => config.labels("kubernetes.io/os!=windows"),
+            _ => config,
+        };
+        watcher(api.clone(), config).boxed()
+    }
 }
 
 /// A `GMSACredentialSpec` as the watch reads it: its name and contents.
@@ -216,7 +265,7 @@ pub fn spawn_gmsa(
     let api: Api<GmsaCredentialSpecObject> = Api::all(client);
     tokio::spawn(async move {
         run(
-            api,
+            objects(api, Watched::GmsaCredentialSpecs, deadlines),
             Watched::GmsaCredentialSpecs,
             &metrics,
             deadlines,
@@ -231,32 +280,21 @@ pub fn spawn_gmsa(
 
 /// One watcher loop: events into `apply` (which returns the object count),
 /// errors logged once per distinct failure and retried with backoff.
+///
+/// `start` opens the list-then-watch stream. The API server ends each watch
+/// after `watch_seconds`, so a healthy watch is never silent for the read
+/// deadline; a silent server is cut off. The stream has no backoff of the
+/// watcher's own: it resets on every event, so a list whose first page
+/// succeeds and whose second fails (an endless continue token) would be
+/// retried every 0.8 s. This loop backs off instead, and resets only once a
+/// list is complete or a watch delivers.
 async fn run<K>(
-    api: Api<K>,
+    start: impl Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     what: Watched,
     metrics: &ClusterMetrics,
     deadlines: Deadlines,
     mut apply: impl FnMut(watcher::Event<K>) -> Option<usize>,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default,
-{
-    // The API server ends each watch after `watch_seconds`, so a healthy
-    // watch is never silent for the read deadline; a silent server is cut off.
-    // Nodes: only the Windows ones, so memory stays small in big clusters.
-    let start = || {
-        let config = watcher::Config::default().timeout(deadlines.watch_seconds);
-        let config = match what {
-            Watched::Nodes => config.labels("kubernetes.io/os=windows"),
-            _ => config,
-        };
-        // No backoff of the watcher's own: it resets on every event, so a
-        // list whose first page succeeds and whose second fails (an endless
-        // continue token) would be retried every 0.8 s. This loop backs
-        // off instead, and resets only once a list is complete or a watch
-        // delivers.
-        watcher(api.clone(), config).boxed()
-    };
+) {
     let mut stream = start();
     let mut log = Progress::new(what, metrics);
     let mut relist = watcher::DefaultBackoff::default();
