@@ -635,6 +635,35 @@ mod tests {
             .unwrap();
     }
 
+    /// The other nodes are known once their first list completes (even an
+    /// empty one), and each snapshot holds both kinds.
+    #[test]
+    fn the_other_nodes_are_known_once_listed() {
+        let c = cache();
+        let win = WindowsNode {
+            name: "win-1".into(),
+            ..WindowsNode::default()
+        };
+        let linux = |name: &str| LinuxNode {
+            name: name.into(),
+            ..LinuxNode::default()
+        };
+        c.apply_node(Change::Relist);
+        c.apply_node(Change::Listed("win-1".into(), win));
+        c.apply_node(Change::ListDone);
+        assert!(!c.nodes().unwrap().linux_known);
+        c.apply_linux_node(Change::Relist);
+        c.apply_linux_node(Change::Listed("l-1".into(), linux("l-1")));
+        assert!(!c.nodes().unwrap().linux_known, "a list in progress");
+        c.apply_linux_node(Change::ListDone);
+        let snapshot = c.nodes().unwrap();
+        assert!(snapshot.linux_known && snapshot.linux.len() == 1 && snapshot.nodes.len() == 1);
+        c.apply_linux_node(Change::Deleted("l-1".into()));
+        c.apply_node(Change::Applied("win-2".into(), WindowsNode::default()));
+        let snapshot = c.nodes().unwrap();
+        assert!(snapshot.linux.is_empty() && snapshot.nodes.len() == 2 && snapshot.linux_known);
+    }
+
     #[test]
     fn the_policy_decides_which_labels_are_kept() {
         let mut p = Policy::default_policy();
