@@ -16,17 +16,23 @@ use winadmit::decision::policy::Policy;
 use winadmit::decision::view::ObjectView;
 use winadmit::decision::workload::Workload;
 
+#[path = "support/ways.rs"]
+mod ways;
+
+use ways::{both_sides_ways, windows_only_ways};
+
 /// An image whose name says nothing of its OS.
 const APP: &str = "registry.example/app:1";
 
 /// Two Linux and two Windows nodes, as the pools of managed clusters label
 /// them; the Windows nodes tainted.
 fn node_objects() -> Vec<Value> {
-    let node = |name: &str, os: &str, pool: &str, sku: &str, gke: &str| {
-        let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
-            "kubernetes.io/os": os, "kubernetes.io/hostname": name, "agentpool": pool,
-            "kubernetes.azure.com/os-sku": sku, "cloud.google.com/gke-os-distribution": gke,
-            "env": "prod"}}});
+    let node = |name: &str, os: &str, pool: &str| {
+        let mut labels = json!({"kubernetes.io/os": os, "kubernetes.io/hostname": name});
+        for (k, v) in ways::pool_labels(pool) {
+            labels[k] = json!(v);
+        }
+        let mut n = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}});
         if os == "windows" {
             n["spec"] =
                 json!({"taints": [{"key": "os", "value": "windows", "effect": "NoSchedule"}]});
@@ -34,10 +40,10 @@ fn node_objects() -> Vec<Value> {
         n
     };
     vec![
-        node("linux-1", "linux", "sys", "Ubuntu", "cos"),
-        node("linux-2", "linux", "sys", "Ubuntu", "cos"),
-        node("win22-1", "windows", "win22", "Windows2022", "windows_ltsc"),
-        node("win22-2", "windows", "win22", "Windows2022", "windows_ltsc"),
+        node("linux-1", "linux", "sys"),
+        node("linux-2", "linux", "sys"),
+        node("win22-1", "windows", "win22"),
+        node("win22-2", "windows", "win22"),
     ]
 }
 
@@ -48,70 +54,6 @@ fn nodes() -> WindowsNodes {
     }
     n.linux_known = true;
     n
-}
-
-fn required(expressions: Value) -> Value {
-    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [expressions]}}})
-}
-
-/// The ways whose constraints admit only the Windows nodes, each a pod
-/// spec fragment.
-fn windows_only_ways() -> Vec<(&'static str, Value)> {
-    vec![
-        ("nodeName", json!({"nodeName": "win22-1"})),
-        (
-            "hostname selector",
-            json!({"nodeSelector": {"kubernetes.io/hostname": "win22-2"}}),
-        ),
-        (
-            "pool label",
-            json!({"nodeSelector": {"agentpool": "win22"}}),
-        ),
-        (
-            "GKE OS label",
-            json!({"nodeSelector": {"cloud.google.com/gke-os-distribution": "windows_ltsc"}}),
-        ),
-        (
-            "matchFields",
-            json!({"affinity": required(json!({"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": ["win22-1", "win22-2"]}]}))}),
-        ),
-        (
-            "AKS os-sku affinity",
-            json!({"affinity": required(json!({"matchExpressions": [
-                {"key": "kubernetes.azure.com/os-sku", "operator": "In", "values": ["Windows2022"]}]}))}),
-        ),
-        (
-            "os NotIn [linux]",
-            json!({"affinity": required(json!({"matchExpressions": [
-                {"key": "kubernetes.io/os", "operator": "NotIn", "values": ["linux"]}]}))}),
-        ),
-    ]
-}
-
-/// The ways that admit both kinds of node.
-fn both_sides_ways() -> Vec<(&'static str, Value)> {
-    vec![
-        (
-            "preferred affinity only",
-            json!({"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "preference": {"matchExpressions": [
-                    {"key": "kubernetes.io/os", "operator": "In", "values": ["windows"]}]}}]}}}),
-        ),
-        (
-            "toleration of the Windows taint",
-            json!({"tolerations": [{"key": "os", "operator": "Equal", "value": "windows", "effect": "NoSchedule"}]}),
-        ),
-        (
-            "tolerates everything",
-            json!({"tolerations": [{"operator": "Exists"}]}),
-        ),
-        ("no selector at all", json!({})),
-        (
-            "a label every node has",
-            json!({"nodeSelector": {"env": "prod"}}),
-        ),
-    ]
 }
 
 fn pod(fragment: &Value, image: &str, host_network: bool) -> Value {

@@ -19,6 +19,8 @@ mod e2e;
 mod scheduling;
 #[path = "server_support/mod.rs"]
 mod server;
+#[path = "support/ways.rs"]
+mod ways;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -524,4 +526,140 @@ fn linux_workloads_are_unaffected_with_winadmit_down() {
         "mutatingwebhookconfiguration,validatingwebhookconfiguration",
         "winadmit-down",
     ]);
+}
+
+/// A pool node of `tests/support/ways.rs`: its pool's labels, and the
+/// Windows ones tainted.
+fn pool_node(node: Node, pool: &str) -> Node {
+    let mut node = ways::pool_labels(pool)
+        .into_iter()
+        .fold(node, |n, (k, v)| n.label(k, v));
+    if pool == "win22" {
+        node = node.taint("os", "windows", "NoSchedule");
+    }
+    node
+}
+
+/// Waits (20 s at most) until winadmit's cluster cache knows every node: a
+/// dry-run pod bound by name to a Windows node comes back with the Windows
+/// node selector.
+fn until_winadmit_knows_every_node(nodes: &Nodes, ns: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let probe = e2e::pod(
+        ns,
+        "nodes-probe",
+        json!({"nodeName": "win22-1", "containers": containers("registry.example/app:1")}),
+    );
+    loop {
+        let out = e2e::create(nodes.cp(), &probe, true);
+        let pod: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if pod["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "winadmit never took a pod bound to a Windows node for a Windows pod: {}",
+            e2e::stderr(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Every way a pod reaches a Windows node (`tests/support/ways.rs`), with
+/// an image whose name says nothing of its OS. The seven that admit only
+/// Windows nodes: with `hostNetwork` refused (WIN-HOSTNETWORK) and no pod;
+/// without it, admitted with the Windows node selector and the taint's
+/// toleration, every pod running on a Windows node. The ones that admit
+/// both kinds (preferred affinity only, a toleration of the Windows taint
+/// or of every taint, no selector, a label every node has), with nginx:
+/// pinned to Linux, every pod on a Linux node; a DaemonSet with no
+/// selector has one pod on each Linux node and none on a Windows node.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn every_way_onto_a_windows_node_is_judged() {
+    let nodes = cluster("every_way_onto_a_windows_node_is_judged").nodes(&[
+        pool_node(Node::linux("linux-1"), "sys"),
+        pool_node(Node::linux("linux-2"), "sys"),
+        pool_node(Node::windows("win22-1"), "win22"),
+        pool_node(Node::windows("win22-2"), "win22"),
+    ]);
+    let ns = namespace(&nodes, "every-way");
+    until_winadmit_knows_every_node(&nodes, &ns);
+    let app = |fragment: &Value, image: &str, host_network: bool| {
+        let mut spec = fragment.clone();
+        spec["containers"] = containers(image);
+        if host_network {
+            spec["hostNetwork"] = json!(true);
+        }
+        spec
+    };
+    let only = ways::windows_only_ways();
+    for (i, (way, fragment)) in only.iter().enumerate() {
+        let refused = workload(
+            "Deployment",
+            &ns,
+            &format!("refused-{i}"),
+            1,
+            app(fragment, "registry.example/app:1", true),
+        );
+        let out = e2e::create(nodes.cp(), &refused, false);
+        let err = e2e::stderr(&out);
+        assert!(
+            !out.status.success() && err.contains("WIN-HOSTNETWORK"),
+            "{way}: {err}"
+        );
+        let admitted = workload(
+            "Deployment",
+            &ns,
+            &format!("windows-{i}"),
+            2,
+            app(fragment, "registry.example/app:1", false),
+        );
+        create(&nodes, &admitted);
+    }
+    let both = ways::both_sides_ways();
+    for (i, (_, fragment)) in both.iter().enumerate() {
+        create(
+            &nodes,
+            &workload(
+                "Deployment",
+                &ns,
+                &format!("both-{i}"),
+                2,
+                app(fragment, "nginx:1.27", true),
+            ),
+        );
+    }
+    create(
+        &nodes,
+        &workload(
+            "DaemonSet",
+            &ns,
+            "daemon",
+            0,
+            app(&json!({}), "nginx:1.27", false),
+        ),
+    );
+    for (i, (way, _)) in only.iter().enumerate() {
+        let pods = nodes.wait_pods(&ns, &format!("app=windows-{i}"), 2, &["Running"]);
+        assert!(
+            all_on(&pods, Os::Windows),
+            "{way}: pods on {:?}",
+            oses(&pods)
+        );
+        assert!(
+            nodes.pods(&ns, &format!("app=refused-{i}")).is_empty(),
+            "{way}"
+        );
+    }
+    for (i, (way, _)) in both.iter().enumerate() {
+        let pods = nodes.wait_pods(&ns, &format!("app=both-{i}"), 2, &["Running"]);
+        assert!(all_on(&pods, Os::Linux), "{way}: pods on {:?}", oses(&pods));
+    }
+    let daemons = nodes.wait_pods(&ns, "app=daemon", 2, &["Running"]);
+    let on: BTreeSet<_> = daemons.iter().filter_map(|p| p.node.clone()).collect();
+    assert_eq!(on, nodes.of(Os::Linux).into_iter().collect());
 }
