@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::decision::cluster::{ClusterView as _, WindowsNode};
+use crate::decision::cluster::{ClusterView as _, LinuxNode, WindowsNode};
 use crate::entry::server::watch_cache::ClusterCache;
 
 use super::store::Store;
@@ -22,6 +22,9 @@ pub struct Uses {
     /// A workload targets Windows: the Windows nodes (builds, runtime,
     /// versions) decide some of its rules.
     pub windows: bool,
+    /// A workload chooses its nodes by name, selector or affinity: the
+    /// nodes decide whether it is a Windows pod.
+    pub placement: bool,
     /// A workload names a `runtimeClassName`.
     pub runtime_class: bool,
     /// A workload names a `gmsaCredentialSpecName`.
@@ -34,6 +37,11 @@ impl Uses {
     pub fn of(objects: &[Arc<Value>], windows: bool) -> Self {
         Self {
             windows,
+            placement: objects.iter().any(|o| {
+                ["nodeName", "nodeSelector", "nodeSelectorTerms"]
+                    .iter()
+                    .any(|k| has_key(o, k))
+            }),
             runtime_class: objects.iter().any(|o| has_key(o, "runtimeClassName")),
             gmsa: objects.iter().any(|o| has_key(o, "gmsaCredentialSpecName")),
         }
@@ -51,7 +59,7 @@ fn has_key(v: &Value, key: &str) -> bool {
 /// The facts the last pass judged with.
 #[derive(Default)]
 pub struct Seen {
-    nodes: Option<Vec<WindowsNode>>,
+    nodes: Option<(Vec<WindowsNode>, Vec<LinuxNode>)>,
     runtime_classes: Option<Arc<crate::decision::targeting::RuntimeClasses>>,
     gmsa: Option<Arc<Option<BTreeMap<String, crate::decision::gmsa::CredSpec>>>>,
     labels: BTreeMap<String, Vec<Option<String>>>,
@@ -76,16 +84,23 @@ impl Seen {
                     .map(|(ns, _)| ns.as_str()),
             );
         };
-        let mut nodes: Vec<WindowsNode> =
-            cache.nodes().map(|n| n.nodes.clone()).unwrap_or_default();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        if self.nodes.as_ref() != Some(&nodes) {
-            if self.nodes.is_some() {
-                mark(|u| u.windows);
+        let snapshot = cache.nodes().unwrap_or_default();
+        let mut windows = snapshot.nodes.clone();
+        windows.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut linux = snapshot.linux.clone();
+        linux.sort_by(|a, b| a.name.cmp(&b.name));
+        match &self.nodes {
+            Some((w, _)) if *w != windows => {
+                mark(|u| u.windows || u.placement);
                 changed.push("Windows nodes");
             }
-            self.nodes = Some(nodes);
+            Some((_, l)) if *l != linux => {
+                mark(|u| u.placement);
+                changed.push("nodes");
+            }
+            _ => {}
         }
+        self.nodes = Some((windows, linux));
         let rc = cache.runtime_class_snapshot();
         if !self
             .runtime_classes
