@@ -663,3 +663,73 @@ fn every_way_onto_a_windows_node_is_judged() {
     let on: BTreeSet<_> = daemons.iter().filter_map(|p| p.node.clone()).collect();
     assert_eq!(on, nodes.of(Os::Linux).into_iter().collect());
 }
+
+/// A DaemonSet created where winadmit does not act (a namespace outside its
+/// registrations, as before an install): nginx with no OS selector has a
+/// pod on every node. The live report names the pods running on the
+/// Windows nodes (their image has no Windows variant: WIN-LINUX-IMAGE),
+/// each with the node it runs on, and says the DaemonSet should select
+/// Linux (WIN-LINUX-UNPINNED); the pods on Linux nodes are folded into it.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
+    let nodes = mixed("the_live_report_names_pods_running_on_a_node_of_the_wrong_os");
+    let ns = "before-winadmit";
+    nodes
+        .cp()
+        .kubectl(&["delete", "namespace", ns, "--wait=true"]);
+    nodes.cp().namespace(ns, &[]);
+    let spec = json!({"containers": containers("nginx:1.27")});
+    create(&nodes, &workload("DaemonSet", ns, "agent", 0, spec));
+    let pods = nodes.wait_pods(ns, "app=agent", 4, &["Running"]);
+    assert_eq!(oses(&pods).len(), 2, "pods on {:?}", oses(&pods));
+    let out = std::process::Command::new(e2e::BIN)
+        .args(["report", "--kubeconfig"])
+        .arg(&nodes.cp().kubeconfig)
+        .args(["-n", ns, "--format", "json", "--quiet"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", e2e::stderr(&out)));
+    let objects = report["objects"].as_array().unwrap();
+    let rules_of = |o: &Value| -> Vec<String> {
+        o["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for win in nodes.of(Os::Windows) {
+        let pod = pods
+            .iter()
+            .find(|p| p.node.as_deref() == Some(&win))
+            .unwrap();
+        let o = objects
+            .iter()
+            .find(|o| o["name"] == pod.name.as_str())
+            .unwrap_or_else(|| panic!("pod {} on {win} not in the report: {report:#}", pod.name));
+        assert!(rules_of(o).contains(&"WIN-LINUX-IMAGE".to_owned()), "{o:#}");
+        assert!(o["targetReason"].to_string().contains(&win), "{o:#}");
+    }
+    for linux in nodes.of(Os::Linux) {
+        let pod = pods
+            .iter()
+            .find(|p| p.node.as_deref() == Some(&linux))
+            .unwrap();
+        assert!(
+            !objects.iter().any(|o| o["name"] == pod.name.as_str()),
+            "{linux}: {report:#}"
+        );
+    }
+    let ds = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    assert!(
+        rules_of(ds).contains(&"WIN-LINUX-UNPINNED".to_owned()),
+        "{ds:#}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", e2e::stderr(&out));
+}
