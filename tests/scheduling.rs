@@ -733,3 +733,103 @@ fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", e2e::stderr(&out));
 }
+
+/// The pin-linux registration's rules (`[]` while winadmit has it off).
+fn pin_linux_rules(nodes: &Nodes, configuration: &str) -> Value {
+    let c: Value = serde_json::from_str(&nodes.cp().kubectl_ok(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        configuration,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    c["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "pin-linux.winadmit.io")
+        // The API server leaves an empty list out.
+        .map(|h| h.get("rules").cloned().unwrap_or_else(|| json!([])))
+        .unwrap_or_default()
+}
+
+/// Waits (30 s at most) until the pin-linux registration is on or off.
+fn until_pin_linux(nodes: &Nodes, configuration: &str, on: bool, webhook: &e2e::Webhook) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pin_linux_rules(nodes, configuration)
+        .as_array()
+        .is_some_and(Vec::is_empty)
+        == on
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pin-linux.winadmit.io never turned {}; winadmit's log:\n{}",
+            if on { "on" } else { "off" },
+            webhook.server.all_logs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// `serve --manage-pin-linux`: in a cluster with no Windows nodes the
+/// pin-linux registration matches nothing, so a Linux pod that selects no
+/// OS never reaches winadmit; once a Windows node joins it is back with
+/// the rules it was installed with, and pins nginx to Linux.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
+    let test = "a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux";
+    let setup = "pinlinux";
+    let configuration = format!("winadmit-{setup}");
+    let cluster = scheduling::shared(test);
+    let installed = {
+        let linux_only = cluster.nodes(&[Node::linux("linux-1")]);
+        let webhook = scheduling::install_winadmit_with(
+            cluster.cp,
+            "base",
+            setup,
+            &["--manage-pin-linux", &configuration],
+        );
+        let rules = e2e::rendered("base")
+            .iter()
+            .filter(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .flat_map(|o| o["webhooks"].as_array().unwrap().clone())
+            .find(|h| h["name"] == "pin-linux.winadmit.io")
+            .unwrap()["rules"]
+            .clone();
+        until_pin_linux(&linux_only, &configuration, false, &webhook);
+        let ns = "pin-linux-off";
+        cluster
+            .cp
+            .kubectl(&["delete", "namespace", ns, "--wait=true"]);
+        cluster.cp.namespace(ns, &[("winadmit-e2e", setup)]);
+        let nginx = json!({"containers": containers("nginx:1.27")});
+        create(&linux_only, &workload("Deployment", ns, "unseen", 1, nginx));
+        linux_only.wait_pods(ns, "app=unseen", 1, &["Running"]);
+        assert!(
+            webhook.reviews_of("unseen").is_empty(),
+            "{:#?}",
+            webhook.reviews_of("unseen")
+        );
+        (webhook, rules)
+    };
+    let (_webhook, rules) = installed;
+    let nodes = cluster.nodes(&[Node::linux("linux-1"), Node::windows("win22-1")]);
+    until_pin_linux(&nodes, &configuration, true, &_webhook);
+    assert_eq!(pin_linux_rules(&nodes, &configuration), rules);
+    let ns = "pin-linux-on";
+    nodes
+        .cp()
+        .kubectl(&["delete", "namespace", ns, "--wait=true"]);
+    nodes.cp().namespace(ns, &[("winadmit-e2e", setup)]);
+    let nginx = json!({"containers": containers("nginx:1.27")});
+    create(&nodes, &workload("Deployment", ns, "pinned", 1, nginx));
+    assert_eq!(
+        template_selector(&nodes, "deployment", ns, "pinned"),
+        json!({"kubernetes.io/os": "linux"})
+    );
+}

@@ -473,8 +473,28 @@ pub fn install_winadmit(
     overlay: &str,
     setup: &str,
 ) -> super::e2e::Webhook {
+    install_winadmit_with(cp, overlay, setup, &[])
+}
+
+/// [`install_winadmit`] with `extra` arguments to `winadmit serve`; the
+/// install's ClusterRole names the setup's MutatingWebhookConfiguration
+/// (`winadmit-<setup>`) where it names winadmit's own.
+pub fn install_winadmit_with(
+    cp: &'static ControlPlane,
+    overlay: &str,
+    setup: &str,
+    extra: &[&str],
+) -> super::e2e::Webhook {
     use super::e2e;
-    let objects = e2e::rendered(overlay);
+    let mut objects = e2e::rendered(overlay);
+    for o in &mut objects {
+        let rules = o.get_mut("rules").and_then(Value::as_array_mut);
+        for rule in rules.into_iter().flatten() {
+            if rule["resourceNames"] == json!(["winadmit"]) {
+                rule["resourceNames"] = json!([format!("winadmit-{setup}")]);
+            }
+        }
+    }
     let rbac: Vec<Value> = objects
         .iter()
         .filter(|o| {
@@ -493,16 +513,14 @@ pub fn install_winadmit(
     cp.apply(&e2e::to_list(&rbac));
     let dir = tempfile::tempdir().unwrap().keep();
     let kubeconfig = cp.service_account_kubeconfig(&dir, "winadmit", "winadmit");
-    let webhook = e2e::Webhook::start(
-        &e2e::overlay_policy(&objects),
-        &[
-            "--cluster-cache",
-            "on",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    )
-    .adopted_by(cp);
+    let mut args = vec![
+        "--cluster-cache",
+        "on",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let webhook = e2e::Webhook::start(&e2e::overlay_policy(&objects), &args).adopted_by(cp);
     cp.apply(&e2e::to_list(&e2e::registrations(
         &objects, setup, &webhook,
     )));

@@ -218,6 +218,12 @@ pub struct ClusterCacheArgs {
     /// configuration (see --cluster-cache).
     #[arg(long, value_enum, value_name = "MODE", env = "WINADMIT_GMSA", default_value_t = GmsaMode::Off)]
     pub gmsa: GmsaMode,
+    /// The MutatingWebhookConfiguration whose pin-linux.winadmit.io
+    /// webhook winadmit turns off while the cluster has no Windows nodes
+    /// (so that no pod is sent to it) and on when one joins. Needs the
+    /// cluster cache, and get and update on that configuration.
+    #[arg(long, value_name = "NAME", env = "WINADMIT_MANAGE_PIN_LINUX")]
+    pub manage_pin_linux: Option<String>,
 }
 
 /// `winadmit serve --registry`: image facts from the registries, cached.

@@ -18,6 +18,7 @@ use crate::entry::server::{self, Limits, ServerState};
 
 mod cluster_cache;
 mod listeners;
+mod pin_linux;
 
 use listeners::Serving;
 

@@ -31,6 +31,8 @@ pub struct Prepared {
     gmsa: GmsaMode,
     /// `--registry-pull-secrets`: the image cache reads pods' Secrets.
     pull_secrets: bool,
+    /// `--manage-pin-linux`.
+    manage_pin_linux: Option<String>,
 }
 
 /// Finds the cluster configuration for `--cluster-cache`. `None`: run
@@ -53,6 +55,7 @@ pub fn prepare(
         cluster_cache_max_response_bytes,
         cluster_cache_max_pages,
         gmsa,
+        manage_pin_linux,
     } = args;
     if pull_secrets && mode == ClusterCacheMode::Off {
         tracing::info!(
@@ -85,6 +88,7 @@ pub fn prepare(
         watch: mode != ClusterCacheMode::Off,
         gmsa,
         pull_secrets,
+        manage_pin_linux,
     }))
 }
 
@@ -173,6 +177,7 @@ impl Prepared {
             watch,
             gmsa,
             pull_secrets,
+            manage_pin_linux,
         } = self;
         let mut config = config;
         // Every call has deadlines: a silent or trickling API server makes
@@ -202,6 +207,9 @@ impl Prepared {
             server = %server,
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
         );
+        if let Some(name) = manage_pin_linux {
+            super::pin_linux::spawn(client.clone(), Arc::clone(&cache), name);
+        }
         watch_cache::spawn(
             client,
             Arc::clone(&cache),
