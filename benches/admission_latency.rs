@@ -17,6 +17,9 @@
 //!   install's policy, both registrations or one;
 //! - `winadmit-mixed`: the base install again, with winadmit's cluster
 //!   cache on and a Windows Node in the cluster;
+//! - `winadmit-no-windows`: the base install with `pin-linux.winadmit.io`
+//!   as `serve --manage-pin-linux` leaves it in a cluster without Windows
+//!   nodes (no rules: the API server calls it for nothing);
 //! - `policies`: the exported ValidatingAdmissionPolicy and
 //!   MutatingAdmissionPolicy (`winadmit admission-policy`);
 //! - `kyverno`, `gatekeeper`: Kyverno and OPA Gatekeeper out of cluster
@@ -89,6 +92,11 @@ const SETUPS: &[Setup] = &[
     Setup {
         name: "winadmit-mixed",
         what: "winadmit `/validate` + `/mutate` (the base install) with a Windows node in its cluster cache",
+        refuses: true,
+    },
+    Setup {
+        name: "winadmit-no-windows",
+        what: "winadmit `/validate` + `/mutate` (the base install) as `--manage-pin-linux` leaves it in a cluster without Windows nodes",
         refuses: true,
     },
     Setup {
@@ -510,7 +518,7 @@ impl Installed {
     /// The process that answers `setup`'s reviews besides the API server.
     fn webhook_pid(&self, setup: &Setup) -> Option<u32> {
         match setup.name {
-            "winadmit" | "one-call" | "validate" | "mutate" => {
+            "winadmit" | "winadmit-no-windows" | "one-call" | "validate" | "mutate" => {
                 Some(self.winadmit.server.child.id())
             }
             "winadmit-mixed" => self.mixed.as_ref().map(|w| w.server.child.id()),
@@ -565,6 +573,20 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
         let ns = ns(setup);
         match setup.name {
             "winadmit" => registrations.extend(e2e::registrations(&objects, &ns, &winadmit)),
+            "winadmit-no-windows" => {
+                let mut hooks = e2e::registrations(&objects, &ns, &winadmit);
+                for c in &mut hooks {
+                    let pin_linux = c["webhooks"]
+                        .as_array_mut()
+                        .into_iter()
+                        .flatten()
+                        .filter(|h| h["name"] == "pin-linux.winadmit.io");
+                    for h in pin_linux {
+                        h["rules"] = json!([]);
+                    }
+                }
+                registrations.extend(hooks);
+            }
             "winadmit-mixed" => {
                 let mixed = mixed.as_ref().unwrap();
                 registrations.extend(e2e::registrations(&objects, &ns, mixed));
