@@ -796,14 +796,20 @@ fn check_wiring(name: &str, objects: &[Value]) {
     }
     let mwh = webhook(objects, "MutatingWebhookConfiguration");
     assert_eq!(mwh["reinvocationPolicy"], "IfNeeded");
-    // The Linux side can never block anything, and is scoped like the rest.
+    // The Linux side fails open, calls what the mutating registration calls
+    // (`/admit` in the one-call install, where no validating registration
+    // judges a pod it pins to Windows), and is scoped like the rest.
     if let Some(pin) = pin_linux(objects) {
         assert_eq!(pin["failurePolicy"], "Ignore", "{name}: pin-linux");
         assert!(
             pin["timeoutSeconds"].as_i64().unwrap() <= 2,
             "{name}: pin-linux"
         );
-        assert_eq!(pin["clientConfig"]["service"]["path"], "/mutate", "{name}");
+        assert_eq!(
+            pin["clientConfig"]["service"]["path"],
+            mwh["clientConfig"]["service"]["path"],
+            "{name}"
+        );
         assert_eq!(pin["clientConfig"]["service"]["namespace"], ns, "{name}");
         assert_eq!(pin["namespaceSelector"], mwh["namespaceSelector"], "{name}");
         assert_eq!(

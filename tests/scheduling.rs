@@ -833,3 +833,65 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
         json!({"kubernetes.io/os": "linux"})
     );
 }
+
+/// The one-call install (one mutating registration calling `/admit`):
+/// a pod bound to a Windows node by name, with `hostNetwork`, is refused
+/// by `pin-linux.winadmit.io`, which calls `/admit` there; without
+/// `hostNetwork` it is pinned to Windows and runs there.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn the_one_call_install_judges_a_pod_bound_to_a_windows_node() {
+    let test = "the_one_call_install_judges_a_pod_bound_to_a_windows_node";
+    let setup = "onecall";
+    let cluster = scheduling::shared(test);
+    let _webhook = scheduling::install_winadmit(cluster.cp, "one-call", setup);
+    let nodes = cluster.nodes(&[Node::linux("linux-1"), Node::windows("win22-1")]);
+    let ns = "one-call-placement";
+    nodes
+        .cp()
+        .kubectl(&["delete", "namespace", ns, "--wait=true"]);
+    nodes.cp().namespace(ns, &[("winadmit-e2e", setup)]);
+    let bound = |host_network: bool| {
+        let mut spec =
+            json!({"nodeName": "win22-1", "containers": containers("registry.example/app:1")});
+        if host_network {
+            spec["hostNetwork"] = json!(true);
+        }
+        spec
+    };
+    // The cache knows both nodes once a bound pod comes back pinned.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = e2e::create(nodes.cp(), &e2e::pod(ns, "probe", bound(false)), true);
+        let pod: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if pod["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            e2e::stderr(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = e2e::create(
+        nodes.cp(),
+        &workload("Deployment", ns, "refused", 1, bound(true)),
+        false,
+    );
+    let err = e2e::stderr(&out);
+    assert!(
+        !out.status.success() && err.contains("WIN-HOSTNETWORK"),
+        "{err}"
+    );
+    create(
+        &nodes,
+        &workload("Deployment", ns, "admitted", 1, bound(false)),
+    );
+    let pods = nodes.wait_pods(ns, "app=admitted", 1, &["Running"]);
+    assert!(all_on(&pods, Os::Windows), "pods on {:?}", oses(&pods));
+    assert!(nodes.pods(ns, "app=refused").is_empty());
+}

@@ -138,14 +138,15 @@ clientConfig:
 {{/*
 The pin-linux.winadmit.io registration of the mutating configuration
 (manifests/base/webhooks.yaml explains it): the Linux side of a mixed
-cluster, which can never block anything. Arguments: the root context and
+cluster, failing open. With webhook.oneCall it calls /admit
+(manifests/components/one-call says why). Arguments: the root context and
 the caBundle.
 */}}
 {{- define "winadmit.pinLinux" -}}
 {{- $root := index . 0 -}}
 {{- $caBundle := index . 1 -}}
 - name: pin-linux.winadmit.io
-  {{- include "winadmit.clientConfig" (list $root "/mutate" $caBundle) | nindent 2 }}
+  {{- include "winadmit.clientConfig" (list $root (ternary "/admit" "/mutate" $root.Values.webhook.oneCall) $caBundle) | nindent 2 }}
   rules:
     - apiGroups: [""]
       apiVersions: ["v1"]
