@@ -806,8 +806,7 @@ fn check_wiring(name: &str, objects: &[Value]) {
             "{name}: pin-linux"
         );
         assert_eq!(
-            pin["clientConfig"]["service"]["path"],
-            mwh["clientConfig"]["service"]["path"],
+            pin["clientConfig"]["service"]["path"], mwh["clientConfig"]["service"]["path"],
             "{name}"
         );
         assert_eq!(pin["clientConfig"]["service"]["namespace"], ns, "{name}");
