@@ -81,7 +81,10 @@ fn workloads() -> Vec<(&'static str, Value)> {
                 json!({"containers": [{"name": "app", "image": LTSC2022, "securityContext": privileged}]}),
             ),
         ),
-        ("host-network", windows(LTSC2022, json!({"hostNetwork": true}))),
+        (
+            "host-network",
+            windows(LTSC2022, json!({"hostNetwork": true})),
+        ),
         // An ltsc2019 image: no Windows Server 2019 node to run it.
         ("legacy", windows(LTSC2019, json!({}))),
         // An ltsc2022 image: clean while the pool is Windows Server 2022.
@@ -212,7 +215,11 @@ fn add_node(nodes: &Nodes, node: &Node) {
     ]);
     let deadline = Instant::now() + Duration::from_secs(60);
     let jsonpath = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
-    while cp.kubectl_ok(&["get", "node", &node.name, "-o", jsonpath]).trim() != "True" {
+    while cp
+        .kubectl_ok(&["get", "node", &node.name, "-o", jsonpath])
+        .trim()
+        != "True"
+    {
         assert!(Instant::now() < deadline, "{} not Ready", node.name);
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -225,9 +232,17 @@ fn add_node(nodes: &Nodes, node: &Node) {
 /// new nodes. The ltsc2022 image now has no node; the ltsc2019 one has.
 fn replace_windows_pool(nodes: &mut Nodes, audit: &Audit) -> Duration {
     let new = [Node::windows_2019("win19-1"), Node::windows_2019("win19-2")];
+    let joining = Instant::now();
     for node in &new {
         add_node(nodes, node);
     }
+    follow(
+        nodes,
+        audit,
+        "Windows Server 2019 nodes joined (created to reports)",
+        joining,
+        |r| !has(r, "legacy", "WIN-BUILD-NO-NODE"),
+    );
     let old = nodes.of(Os::Windows);
     let changed = Instant::now();
     for name in &old {
@@ -290,7 +305,9 @@ fn restart_apiserver(nodes: &Nodes, audit: &mut Audit) -> (Duration, Duration) {
     let stopped = Instant::now();
     cp.restart_apiserver();
     let restart = stopped.elapsed();
-    println!("audit through the scheduling cluster: API server restart (stop to ready): {restart:.1?}");
+    println!(
+        "audit through the scheduling cluster: API server restart (stop to ready): {restart:.1?}"
+    );
     assert!(audit.alive(), "the audit exited:\n{}", audit.logs());
     let fixed = windows(LTSC2022, json!({}));
     let changed = Instant::now();
@@ -361,5 +378,7 @@ fn the_audit_follows_workloads_policy_node_pool_and_apiserver_restart() {
     gauges_equal_reports(&nodes, &audit);
 
     audit.kill();
-    nodes.cp().kubectl(&["delete", "namespace", NS, "--wait=false"]);
+    nodes
+        .cp()
+        .kubectl(&["delete", "namespace", NS, "--wait=false"]);
 }
