@@ -216,8 +216,9 @@ fn reports_bytes(cp: &controlplane::ControlPlane) -> (usize, usize, usize) {
 }
 
 /// KWOK, built by `tests/kwok/build.sh` when missing, managing the nodes
-/// annotated `kwok.x-k8s.io/node: fake` (the scheduling cluster's flags).
-fn start_kwok(cp: &controlplane::ControlPlane) {
+/// annotated `kwok.x-k8s.io/node: fake` (the scheduling cluster's flags);
+/// the control plane's supervisor stops it.
+fn start_kwok(cp: &controlplane::ControlPlane) -> std::process::Child {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("target/controlplane/kwok");
     let built = Command::new(root.join("tests/kwok/build.sh"))
@@ -241,6 +242,7 @@ fn start_kwok(cp: &controlplane::ControlPlane) {
         .spawn()
         .unwrap();
     cp.adopt(child.id());
+    child
 }
 
 /// `n` Windows Server 2022 nodes KWOK manages, room for `pods` pods in
@@ -350,8 +352,8 @@ fn main() {
     ]);
     cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2022", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}).to_string());
     let kwok = std::env::args().any(|a| a == "--kwok");
+    let _kwok = kwok.then(|| start_kwok(cp));
     let nodes = if kwok {
-        start_kwok(cp);
         kwok_nodes(cp, 20, pods)
     } else {
         Vec::new()
