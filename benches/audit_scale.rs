@@ -12,11 +12,23 @@
 //! node of build 10.0.17763 joining to the reports no longer holding
 //! WIN-BUILD-NO-NODE.
 //!
-//!     cargo bench --bench audit_scale -- [NAMESPACES] [WORKLOADS] [PODS]
+//! With `--kwok`, the pods are on simulated nodes: KWOK v0.8.0
+//! (`tests/kwok/build.sh`, as the scheduling cluster of
+//! `tests/support/scheduling.rs` runs it) manages 20 Windows Server 2022
+//! nodes, each pod is bound to one of them (`spec.nodeName`, round robin:
+//! the scheduler and the controller manager do not run, they would manage
+//! the hand-made ReplicaSets), and the audit starts once KWOK reports every
+//! pod Running, so the pods carry a kubelet's status. Also measured then:
+//! the API server's CPU time while the first audit runs and its resident
+//! memory, and the audit's report writes (`winadmit_audit_report_writes_total`).
+//!
+//!     cargo bench --bench audit_scale -- [--kwok] [NAMESPACES] [WORKLOADS] [PODS]
 //!
 //! (default 100 1000 10000; the audit binary is `target/release/winadmit`
 //! when it exists, else the debug one: say which with AUDIT_BIN).
 
+#[path = "../tests/support/audit.rs"]
+mod audit;
 #[path = "../tests/support/controlplane.rs"]
 mod controlplane;
 
@@ -76,7 +88,14 @@ fn owner(kind: &str, name: &str, uid: &str) -> Value {
     json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}])
 }
 
-fn create(cp: &controlplane::ControlPlane, namespaces: usize, workloads: usize, pods: usize) {
+fn create(
+    cp: &controlplane::ControlPlane,
+    namespaces: usize,
+    workloads: usize,
+    pods: usize,
+    nodes: &[String],
+) {
+    let mut placed = 0usize;
     let per_ns = workloads.div_ceil(namespaces);
     let pods_per = pods / workloads.max(1);
     for n in 0..namespaces {
@@ -105,7 +124,7 @@ fn create(cp: &controlplane::ControlPlane, namespaces: usize, workloads: usize, 
             .collect();
         cp.kubectl_stdin(&["create", "-f", "-"], &list(sets));
         let r = uids(cp, "replicasets", &ns);
-        let pods: Vec<Value> = names
+        let mut pods: Vec<Value> = names
             .iter()
             .enumerate()
             .flat_map(|(i, name)| {
@@ -121,6 +140,12 @@ fn create(cp: &controlplane::ControlPlane, namespaces: usize, workloads: usize, 
                 })
             })
             .collect();
+        if !nodes.is_empty() {
+            for pod in &mut pods {
+                pod["spec"]["nodeName"] = nodes[placed % nodes.len()].clone().into();
+                placed += 1;
+            }
+        }
         for chunk in pods.chunks(500) {
             cp.kubectl_stdin(&["create", "-f", "-"], &list(chunk.to_vec()));
         }
@@ -190,6 +215,125 @@ fn reports_bytes(cp: &controlplane::ControlPlane) -> (usize, usize, usize) {
     )
 }
 
+/// KWOK, built by `tests/kwok/build.sh` when missing, managing the nodes
+/// annotated `kwok.x-k8s.io/node: fake` (the scheduling cluster's flags);
+/// the control plane's supervisor stops it.
+fn start_kwok(cp: &controlplane::ControlPlane) -> std::process::Child {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("target/controlplane/kwok");
+    let built = Command::new(root.join("tests/kwok/build.sh"))
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(built.success(), "tests/kwok/build.sh failed");
+    let log = std::fs::File::create(cp.work.join("kwok.err.log")).unwrap();
+    let child = Command::new(dir.join("kwok"))
+        .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
+        .args([
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            "--cidr=10.244.0.0/16",
+            "--node-ip=10.0.0.10",
+        ])
+        .arg(format!("--config={}", dir.join("stages.yaml").display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    cp.adopt(child.id());
+    child
+}
+
+/// `n` Windows Server 2022 nodes KWOK manages, room for `pods` pods in
+/// all; their names once every one is Ready.
+fn kwok_nodes(cp: &controlplane::ControlPlane, n: usize, pods: usize) -> Vec<String> {
+    let capacity = json!({"cpu": "256", "memory": "1Ti", "pods": (pods / n + 10).to_string()});
+    let names: Vec<String> = (0..n).map(|i| format!("kwok-win22-{i:02}")).collect();
+    for name in &names {
+        cp.apply(&json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"kubernetes.io/os": "windows", "kubernetes.io/arch": "amd64",
+                    "kubernetes.io/hostname": name, "node.kubernetes.io/windows-build": "10.0.20348"}}})
+        .to_string());
+        let status = json!({"status": {"capacity": capacity, "allocatable": capacity, "nodeInfo": {
+            "architecture": "amd64", "operatingSystem": "windows", "kubeletVersion": "v1.37.2",
+            "containerRuntimeVersion": "containerd://2.2.1", "osImage": "Windows Server 2022 Datacenter",
+            "kernelVersion": "10.0.20348.2762", "bootID": "", "machineID": "", "systemUUID": "",
+            "kubeProxyVersion": ""}}});
+        cp.kubectl_ok(&[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ]);
+    }
+    let started = Instant::now();
+    loop {
+        let ready = cp.kubectl_ok(&["get", "nodes", "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}"]);
+        if ready.lines().filter(|l| l.trim() == "True").count() >= n {
+            return names;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "KWOK nodes not Ready"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits until `pods` pods are Running (KWOK's status).
+fn wait_running(cp: &controlplane::ControlPlane, pods: usize) {
+    let started = Instant::now();
+    loop {
+        let out = cp.kubectl_ok(&[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "name",
+            "--chunk-size=5000",
+        ]);
+        let running = out.lines().count();
+        if running >= pods {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "{running} of {pods} pods Running after an hour"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The kube-apiserver serving `cp`'s port (its command line names it).
+fn apiserver_pid(cp: &controlplane::ControlPlane) -> Option<u32> {
+    let port = format!("--secure-port={}", cp.port);
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd);
+        (cmd.contains("kube-apiserver") && cmd.split('\0').any(|a| a == port)).then_some(pid)
+    })
+}
+
+/// VmRSS KiB of a process.
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("VmRSS:")
+                .map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0)
+}
+
 fn main() {
     let namespaces = arg(1, 100);
     let workloads = arg(2, 1000);
@@ -207,12 +351,28 @@ fn main() {
         "crd/clusterreports.openreports.io",
     ]);
     cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2022", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}).to_string());
+    let kwok = std::env::args().any(|a| a == "--kwok");
+    let _kwok = kwok.then(|| start_kwok(cp));
+    let nodes = if kwok {
+        kwok_nodes(cp, 20, pods)
+    } else {
+        Vec::new()
+    };
     let started = Instant::now();
-    create(cp, namespaces, workloads, pods);
+    create(cp, namespaces, workloads, pods, &nodes);
     eprintln!(
         "created {namespaces} namespaces, {workloads} Deployments and ReplicaSets, {pods} Pods in {:.1?}",
         started.elapsed()
     );
+    if kwok {
+        wait_running(cp, pods);
+        eprintln!(
+            "every pod Running (KWOK) {:.1?} after the first create",
+            started.elapsed()
+        );
+    }
+    let apiserver = apiserver_pid(cp).expect("the kube-apiserver process");
+    let apiserver_before = usage(apiserver).0;
 
     let release = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/winadmit");
     let debug = concat!(env!("CARGO_MANIFEST_DIR"), "/target/debug/winadmit");
@@ -277,6 +437,17 @@ fn main() {
         hwm as f64 / 1024.0
     );
     println!("reports: {n} Reports, {bytes} bytes in all, the largest {largest} bytes");
+    let writes = audit::http_get(&format!("http://127.0.0.1:{port}/metrics"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("winadmit_audit_report_writes_total"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>();
+    println!(
+        "report writes: {writes}; API server while the first audit ran: {:.2} s CPU, {:.1} MiB resident at its end",
+        usage(apiserver).0 - apiserver_before,
+        rss(apiserver) as f64 / 1024.0
+    );
 
     let changed = Instant::now();
     cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2019", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.17763"}}}).to_string());

@@ -14,20 +14,20 @@
 //! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
+#[path = "support/audit.rs"]
+mod audit;
 #[path = "support/controlplane.rs"]
 mod controlplane;
 
-use std::io::{BufRead as _, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::Command;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use audit::{Audit, BIN, has, pairs, results};
 use controlplane::ControlPlane;
 
-const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
 /// How long a report may take to follow a change in these tests (an
 /// audit pass every 200 ms; a bound, not a measurement).
 const FOLLOW: Duration = Duration::from_secs(30);
@@ -36,136 +36,9 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The control plane with the report CRDs installed.
 fn cluster() -> &'static ControlPlane {
-    static READY: OnceLock<()> = OnceLock::new();
     let cp = controlplane::shared("e2e_audit");
-    READY.get_or_init(|| {
-        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/winadmit/files/crds");
-        cp.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
-        for crd in [
-            "reports.openreports.io",
-            "clusterreports.openreports.io",
-            "policyreports.wgpolicyk8s.io",
-            "clusterpolicyreports.wgpolicyk8s.io",
-        ] {
-            cp.kubectl_ok(&[
-                "wait",
-                "--for",
-                "condition=established",
-                "--timeout",
-                "60s",
-                &format!("crd/{crd}"),
-            ]);
-        }
-    });
+    audit::install_report_crds(cp);
     cp
-}
-
-/// A running `winadmit audit`, its log lines kept.
-struct Audit {
-    child: Child,
-    metrics: String,
-    logs: Arc<Mutex<Vec<String>>>,
-}
-
-impl Audit {
-    fn start(cp: &ControlPlane, policy: &Path, extra: &[&str]) -> Self {
-        let port = controlplane::free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(BIN)
-            .args(["audit", "--kubeconfig"])
-            .arg(&cp.kubeconfig)
-            .arg("--policy")
-            .arg(policy)
-            .args([
-                "--audit-interval",
-                "200ms",
-                "--policy-reload-interval",
-                "200ms",
-                "--metrics-listen",
-                &listen,
-                "--log-format",
-                "json",
-                "--gmsa",
-                "off",
-            ])
-            .args(extra)
-            .env_remove("KUBECONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        cp.adopt(child.id());
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        for pipe in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let sink = Arc::clone(&logs);
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    sink.lock().unwrap().push(line);
-                }
-            });
-        }
-        Self {
-            child,
-            metrics: format!("http://{listen}/metrics"),
-            logs,
-        }
-    }
-
-    fn logs(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
-    }
-
-    /// The exposition, parsed to (name{labels}, value).
-    fn metrics(&self) -> Vec<(String, f64)> {
-        let Ok(text) = http_get(&self.metrics) else {
-            return Vec::new();
-        };
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_owned(), v.parse().ok()?))
-            })
-            .collect()
-    }
-
-    fn metric(&self, name: &str) -> f64 {
-        self.metrics()
-            .into_iter()
-            .filter(|(k, _)| k == name || k.starts_with(&format!("{name}{{")))
-            .map(|(_, v)| v)
-            .sum()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Audit {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A plain HTTP GET (the metrics listener), without a client crate.
-fn http_get(url: &str) -> std::io::Result<String> {
-    use std::io::{Read as _, Write as _};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (addr, path) = rest.split_once('/').unwrap();
-    let mut s = std::net::TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET /{path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default())
 }
 
 fn windows_deployment(ns: &str, name: &str, image: &str, privileged: bool) -> Value {
@@ -191,49 +64,6 @@ fn node(name: &str, build: &str) -> Value {
 
 const LTSC2019: &str = "mcr.microsoft.com/windows/servercore:ltsc2019";
 const LTSC2022: &str = "mcr.microsoft.com/windows/servercore:ltsc2022";
-
-/// The results of namespace `ns`'s reports: (workload, rule) -> result.
-fn results(cp: &ControlPlane, ns: &str) -> Option<Vec<Value>> {
-    let out = cp.kubectl(&["get", "reports.openreports.io", "-n", ns, "-o", "json"]);
-    if !out.status.success() {
-        return None;
-    }
-    let list: Value = serde_json::from_slice(&out.stdout).ok()?;
-    let items = list["items"].as_array()?;
-    if items.is_empty() {
-        return None;
-    }
-    Some(
-        items
-            .iter()
-            .flat_map(|r| r["results"].as_array().cloned().unwrap_or_default())
-            .collect(),
-    )
-}
-
-/// (workload name, rule) pairs of `results`.
-fn pairs(results: &[Value]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = results
-        .iter()
-        .map(|r| {
-            (
-                r["resources"][0]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                r["rule"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn has(results: &[Value], workload: &str, rule: &str) -> bool {
-    pairs(results)
-        .iter()
-        .any(|(w, r)| w == workload && r == rule)
-}
 
 /// Waits until `ns`'s results satisfy `ok`.
 fn wait_results(

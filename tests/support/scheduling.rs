@@ -13,7 +13,8 @@
 //! - [`Cluster::nodes`]: makes the declared [`Node`]s the cluster's only
 //!   simulated nodes, Ready, and holds the cluster for the test (tests of
 //!   one process take turns: nodes are cluster-wide);
-//! - [`Node::linux`], [`Node::windows`] (Windows Server 2022), with
+//! - [`Node::linux`], [`Node::windows`] (Windows Server 2022),
+//!   [`Node::windows_2025`], [`Node::windows_2019`], with
 //!   [`Node::label`] and [`Node::taint`];
 //! - [`Nodes::wait_pods`] / [`Nodes::pods`]: the pods of a namespace with
 //!   their node, its OS and their phase.
@@ -40,6 +41,8 @@ const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 pub const WINDOWS_2022_BUILD: &str = "10.0.20348";
 /// The Windows Server 2025 build ([`Node::windows_2025`]).
 pub const WINDOWS_2025_BUILD: &str = "10.0.26100";
+/// The Windows Server 2019 build ([`Node::windows_2019`]).
+pub const WINDOWS_2019_BUILD: &str = "10.0.17763";
 
 /// `target/controlplane/kwok`: KWOK and its stages.
 fn kwok_dir() -> PathBuf {
@@ -292,6 +295,17 @@ impl Node {
             json!({"osImage": "Windows Server 2025 Datacenter", "kernelVersion": format!("{WINDOWS_2025_BUILD}.4061")}),
         )
         .label("node.kubernetes.io/windows-build", WINDOWS_2025_BUILD)
+    }
+
+    /// A Windows Server 2019 node (build 10.0.17763, containerd 2.2,
+    /// kubelet v1.37.2), labelled with its build, untainted.
+    pub fn windows_2019(name: &str) -> Self {
+        Self::new(
+            name,
+            Os::Windows,
+            json!({"osImage": "Windows Server 2019 Datacenter", "kernelVersion": format!("{WINDOWS_2019_BUILD}.7009")}),
+        )
+        .label("node.kubernetes.io/windows-build", WINDOWS_2019_BUILD)
     }
 
     fn new(name: &str, os: Os, info: Value) -> Self {
