@@ -19,7 +19,7 @@ use crate::decision::view::{NodeSelectorTermView, RequirementView, SpecView};
 pub fn constrains(spec: &SpecView<'_>) -> bool {
     spec.node_name.as_deref().is_some_and(|n| !n.is_empty())
         || spec.node_selector.as_ref().is_some_and(|s| !s.is_empty())
-        || required_terms(spec).is_some()
+        || spec.required_node_terms().is_some()
 }
 
 /// Does the pod spec admit the node `name` with `labels`?
@@ -35,7 +35,8 @@ pub fn admits(spec: &SpecView<'_>, name: &str, labels: &BTreeMap<String, String>
             .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v))
     });
     selected
-        && required_terms(spec)
+        && spec
+            .required_node_terms()
             .is_none_or(|terms| terms.iter().any(|t| term_admits(t, name, labels)))
 }
 
@@ -83,20 +84,6 @@ impl WindowsNodes {
                 .count(),
         }
     }
-}
-
-/// The terms of the required node affinity, when it has any (an empty
-/// list is refused by the API server; read as no constraint).
-fn required_terms<'s>(spec: &'s SpecView<'_>) -> Option<&'s [NodeSelectorTermView<'s>]> {
-    spec.affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms
-        .as_deref()
-        .filter(|t| !t.is_empty())
 }
 
 /// A term admits a node when every requirement holds; a term with none

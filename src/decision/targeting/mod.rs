@@ -339,39 +339,20 @@ pub fn host_process(spec: &SpecView<'_>) -> HostProcess {
 
 /// Does every required node-affinity term ask for `key` (`In` or `Exists`)?
 fn affinity_requires(spec: &SpecView<'_>, key: &str) -> bool {
-    let Some(terms) = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .and_then(|r| r.node_selector_terms.as_ref())
-    else {
-        return false;
-    };
-    !terms.is_empty()
-        && terms.iter().all(|term| {
+    spec.required_node_terms().is_some_and(|terms| {
+        terms.iter().all(|term| {
             term.match_expressions.iter().flatten().any(|req| {
                 req.key.as_deref() == Some(key)
                     && matches!(req.operator.as_deref(), Some("In" | "Exists"))
             })
         })
+    })
 }
 
 /// The value every required node-affinity term demands of label `key`
 /// (an `In` requirement whose values all pass `wanted`): the first one.
 fn affinity_value(spec: &SpecView<'_>, key: &str, wanted: impl Fn(&str) -> bool) -> Option<String> {
-    let terms = spec
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms
-        .as_ref()?;
+    let terms = spec.required_node_terms()?;
     let mut first = None;
     for term in terms {
         let req = term.match_expressions.iter().flatten().find(|r| {
@@ -388,15 +369,7 @@ fn affinity_value(spec: &SpecView<'_>, key: &str, wanted: impl Fn(&str) -> bool)
 
 /// The OS that every required node-affinity term demands, if they agree.
 fn affinity_os(spec: &SpecView<'_>) -> Option<Os> {
-    let terms = spec
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms
-        .as_ref()?;
+    let terms = spec.required_node_terms()?;
     let mut found = None;
     for term in terms {
         let os = term_os(term)?;

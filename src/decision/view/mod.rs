@@ -278,6 +278,23 @@ pub struct SecurityContextView<'a> {
     pub windows_options: Option<WindowsOptionsView<'a>>,
 }
 
+impl<'a> SpecView<'a> {
+    /// The terms of the required node affinity, when it has any (an empty
+    /// list is refused by the API server; read as no constraint).
+    #[must_use]
+    pub fn required_node_terms(&self) -> Option<&[NodeSelectorTermView<'a>]> {
+        self.affinity
+            .as_ref()?
+            .node_affinity
+            .as_ref()?
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?
+            .node_selector_terms
+            .as_deref()
+            .filter(|t| !t.is_empty())
+    }
+}
+
 impl SecurityContextView<'_> {
     /// A `procMount` other than the API server's default.
     #[must_use]
