@@ -199,32 +199,6 @@ fn first_audit(nodes: &Nodes, audit: &Audit, started: Instant) {
     assert_eq!(rs.lines().count(), workloads().len(), "{rs}");
 }
 
-/// A Node with `node`'s labels and status, Ready (KWOK's) within 60 s.
-fn add_node(nodes: &Nodes, node: &Node) {
-    let cp = nodes.cp();
-    cp.apply(&node.object().to_string());
-    let status = json!({"status": node.object()["status"]}).to_string();
-    cp.kubectl_ok(&[
-        "patch",
-        "node",
-        &node.name,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &status,
-    ]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let jsonpath = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
-    while cp
-        .kubectl_ok(&["get", "node", &node.name, "-o", jsonpath])
-        .trim()
-        != "True"
-    {
-        assert!(Instant::now() < deadline, "{} not Ready", node.name);
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
 /// The Windows Server 2022 pool replaced by a Windows Server 2019 one while
 /// the workloads run: the new nodes join, the old ones are deleted with
 /// their pods (as a drained, deleted node pool leaves them), the
@@ -232,10 +206,9 @@ fn add_node(nodes: &Nodes, node: &Node) {
 /// new nodes. The ltsc2022 image now has no node; the ltsc2019 one has.
 fn replace_windows_pool(nodes: &mut Nodes, audit: &Audit) -> Duration {
     let new = [Node::windows_2019("win19-1"), Node::windows_2019("win19-2")];
+    let old = nodes.of(Os::Windows);
     let joining = Instant::now();
-    for node in &new {
-        add_node(nodes, node);
-    }
+    nodes.join(&new);
     follow(
         nodes,
         audit,
@@ -243,24 +216,8 @@ fn replace_windows_pool(nodes: &mut Nodes, audit: &Audit) -> Duration {
         joining,
         |r| !has(r, "legacy", "WIN-BUILD-NO-NODE"),
     );
-    let old = nodes.of(Os::Windows);
     let changed = Instant::now();
-    for name in &old {
-        let cp = nodes.cp();
-        cp.kubectl_ok(&["delete", "node", name, "--wait=false"]);
-        let selector = format!("spec.nodeName={name}");
-        cp.kubectl(&[
-            "delete",
-            "pods",
-            "-A",
-            "--force",
-            "--grace-period=0",
-            "--field-selector",
-            &selector,
-        ]);
-    }
-    nodes.nodes.retain(|n| !old.contains(&n.name));
-    nodes.nodes.extend(new);
+    nodes.remove(&old);
     let (_, took) = follow(
         nodes,
         audit,

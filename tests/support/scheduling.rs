@@ -174,44 +174,65 @@ impl Cluster {
             .turn
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let cp = self.cp;
         let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
         let existing: Value =
-            serde_json::from_str(&cp.kubectl_ok(&["get", "nodes", "-o", "json"])).unwrap();
+            serde_json::from_str(&self.cp.kubectl_ok(&["get", "nodes", "-o", "json"])).unwrap();
         for n in existing["items"].as_array().into_iter().flatten() {
             let name = n["metadata"]["name"].as_str().unwrap_or_default();
             if !names.contains(&name) {
-                cp.kubectl_ok(&["delete", "node", name, "--wait=false"]);
-                // Pods bound to a node that is gone would count elsewhere.
-                cp.kubectl(&[
-                    "delete",
-                    "pods",
-                    "-A",
-                    "--force",
-                    "--grace-period=0",
-                    "--field-selector",
-                    &format!("spec.nodeName={name}"),
-                ]);
+                self.remove_node(name);
             }
         }
         for node in nodes {
-            cp.apply(&node.object().to_string());
-            // The status (nodeInfo, capacity) is a subresource.
-            let status = json!({"status": node.object()["status"]}).to_string();
-            cp.kubectl_ok(&[
-                "patch",
-                "node",
-                &node.name,
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                &status,
-            ]);
+            self.register(node);
         }
+        self.wait_ready(&names);
+        Nodes {
+            cluster: self,
+            nodes: nodes.to_vec(),
+            _turn: turn,
+        }
+    }
+
+    /// Creates (or updates) the Node object of `node`, with its status
+    /// (nodeInfo, capacity: a subresource).
+    fn register(&self, node: &Node) {
+        self.cp.apply(&node.object().to_string());
+        let status = json!({"status": node.object()["status"]}).to_string();
+        self.cp.kubectl_ok(&[
+            "patch",
+            "node",
+            &node.name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status,
+        ]);
+    }
+
+    /// Deletes node `name` and the pods bound to it (pods bound to a node
+    /// that is gone would count elsewhere; a drained, deleted node pool
+    /// leaves none either).
+    fn remove_node(&self, name: &str) {
+        self.cp
+            .kubectl_ok(&["delete", "node", name, "--wait=false"]);
+        self.cp.kubectl(&[
+            "delete",
+            "pods",
+            "-A",
+            "--force",
+            "--grace-period=0",
+            "--field-selector",
+            &format!("spec.nodeName={name}"),
+        ]);
+    }
+
+    /// Waits (60 s at most) until the nodes `names` are Ready (KWOK's).
+    fn wait_ready(&self, names: &[&str]) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let ready = names.iter().all(|n| {
-                let out = cp.kubectl(&[
+                let out = self.cp.kubectl(&[
                     "get",
                     "node",
                     n,
@@ -221,7 +242,7 @@ impl Cluster {
                 String::from_utf8_lossy(&out.stdout).trim() == "True"
             });
             if ready {
-                break;
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -229,11 +250,6 @@ impl Cluster {
                 self.log_tail("kwok.err")
             );
             std::thread::sleep(Duration::from_millis(250));
-        }
-        Nodes {
-            cluster: self,
-            nodes: nodes.to_vec(),
-            _turn: turn,
         }
     }
 
@@ -397,6 +413,25 @@ pub struct Nodes {
 impl Nodes {
     pub fn cp(&self) -> &'static ControlPlane {
         self.cluster.cp
+    }
+
+    /// Adds `new` to the cluster while its workloads run, and waits until
+    /// they are Ready.
+    pub fn join(&mut self, new: &[Node]) {
+        for node in new {
+            self.cluster.register(node);
+        }
+        let names: Vec<&str> = new.iter().map(|n| n.name.as_str()).collect();
+        self.cluster.wait_ready(&names);
+        self.nodes.extend(new.iter().cloned());
+    }
+
+    /// Deletes the nodes `names` and the pods bound to them.
+    pub fn remove(&mut self, names: &[String]) {
+        for name in names {
+            self.cluster.remove_node(name);
+        }
+        self.nodes.retain(|n| !names.contains(&n.name));
     }
 
     /// The names of the declared nodes of `os`.
