@@ -256,20 +256,12 @@ fn kwok_nodes(cp: &controlplane::ControlPlane, n: usize, pods: usize) -> Vec<Str
                 "labels": {"kubernetes.io/os": "windows", "kubernetes.io/arch": "amd64",
                     "kubernetes.io/hostname": name, "node.kubernetes.io/windows-build": "10.0.20348"}}})
         .to_string());
-        let status = json!({"status": {"capacity": capacity, "allocatable": capacity, "nodeInfo": {
+        let status = json!({"capacity": capacity, "allocatable": capacity, "nodeInfo": {
             "architecture": "amd64", "operatingSystem": "windows", "kubeletVersion": "v1.37.2",
             "containerRuntimeVersion": "containerd://2.2.1", "osImage": "Windows Server 2022 Datacenter",
             "kernelVersion": "10.0.20348.2762", "bootID": "", "machineID": "", "systemUUID": "",
-            "kubeProxyVersion": ""}}});
-        cp.kubectl_ok(&[
-            "patch",
-            "node",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ]);
+            "kubeProxyVersion": ""}});
+        cp.set_node_status(name, &status);
     }
     let started = Instant::now();
     loop {

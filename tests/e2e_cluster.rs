@@ -323,21 +323,13 @@ fn windows_nodes_and_an_api_server_restart() {
                     "metadata": {"name": name, "labels": {"kubernetes.io/os": "windows"}}})
             .to_string(),
         );
-        let status = json!({"status": {"nodeInfo": {
+        let status = json!({"nodeInfo": {
             "kubeletVersion": kubelet, "containerRuntimeVersion": "containerd://1.7.20",
             "kubeProxyVersion": "", "operatingSystem": "windows", "architecture": "amd64",
             "osImage": "Windows Server 2022 Datacenter", "kernelVersion": "10.0.20348.2527",
             "machineID": "", "systemUUID": "", "bootID": ""
-        }}});
-        s.cp.kubectl_ok(&[
-            "patch",
-            "node",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status.to_string(),
-        ]);
+        }});
+        s.cp.set_node_status(name, &status);
     };
     node("akswin-old", "v1.26.3");
     let answer = eventually(s.cp, &obj, "a 1.26 Windows node", Answer::ok);

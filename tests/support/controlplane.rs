@@ -364,6 +364,21 @@ impl ControlPlane {
         path
     }
 
+    /// Sets the status of Node `name` (nodeInfo, capacity...: a
+    /// subresource, which `apply` does not write); must succeed.
+    pub fn set_node_status(&self, name: &str, status: &serde_json::Value) {
+        let patch = serde_json::json!({"status": status}).to_string();
+        self.kubectl_ok(&[
+            "patch",
+            "node",
+            name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ]);
+    }
+
     /// `kubectl apply --server-side -f -` of JSON or YAML objects; must succeed.
     pub fn apply(&self, objects: &str) {
         let out = self.kubectl_stdin(
