@@ -198,16 +198,8 @@ impl Cluster {
     /// (nodeInfo, capacity: a subresource).
     fn register(&self, node: &Node) {
         self.cp.apply(&node.object().to_string());
-        let status = json!({"status": node.object()["status"]}).to_string();
-        self.cp.kubectl_ok(&[
-            "patch",
-            "node",
-            &node.name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &status,
-        ]);
+        self.cp
+            .set_node_status(&node.name, &node.object()["status"]);
     }
 
     /// Deletes node `name` and the pods bound to it (pods bound to a node
@@ -525,9 +517,7 @@ pub fn install_winadmit(
     install_winadmit_with(cp, overlay, setup, &[])
 }
 
-/// [`install_winadmit`] with `extra` arguments to `winadmit serve`; the
-/// install's ClusterRole names the setup's MutatingWebhookConfiguration
-/// (`winadmit-<setup>`) where it names winadmit's own.
+/// [`install_winadmit`] with `extra` arguments to `winadmit serve`.
 pub fn install_winadmit_with(
     cp: &'static ControlPlane,
     overlay: &str,
@@ -535,15 +525,7 @@ pub fn install_winadmit_with(
     extra: &[&str],
 ) -> super::e2e::Webhook {
     use super::e2e;
-    let mut objects = e2e::rendered(overlay);
-    for o in &mut objects {
-        let rules = o.get_mut("rules").and_then(Value::as_array_mut);
-        for rule in rules.into_iter().flatten() {
-            if rule["resourceNames"] == json!(["winadmit"]) {
-                rule["resourceNames"] = json!([format!("winadmit-{setup}")]);
-            }
-        }
-    }
+    let objects = e2e::rendered(overlay);
     let rbac: Vec<Value> = objects
         .iter()
         .filter(|o| {
@@ -560,6 +542,23 @@ pub fn install_winadmit_with(
         .cloned()
         .collect();
     cp.apply(&e2e::to_list(&rbac));
+    // The install's ClusterRole names winadmit's own configuration; every
+    // setup shares it, so each gets a role of its own for its
+    // configuration (`winadmit-<setup>`).
+    let own = format!("winadmit-{setup}");
+    cp.apply(
+        &e2e::to_list(&[
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": own},
+                "rules": [{"apiGroups": ["admissionregistration.k8s.io"],
+                    "resources": ["mutatingwebhookconfigurations"],
+                    "resourceNames": [own], "verbs": ["get", "update"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": own},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": own},
+                "subjects": [{"kind": "ServiceAccount", "name": "winadmit", "namespace": "winadmit"}]}),
+        ]),
+    );
     let dir = tempfile::tempdir().unwrap().keep();
     let kubeconfig = cp.service_account_kubeconfig(&dir, "winadmit", "winadmit");
     let mut args = vec![
