@@ -50,7 +50,7 @@ const FIXTURES: &[(&str, Endpoint)] = &[
 /// `/mutate` of a clean pod add `spec.os`).
 fn admission() -> Admission {
     let policy = match std::env::args().nth(2) {
-        Some(path) => Policy::load(&[path.into()]).expect("the policy file"),
+        Some(path) => winadmit::input::policy::load(&[path.into()]).expect("the policy file"),
         None => Policy::default_policy(),
     };
     Admission {

@@ -446,7 +446,8 @@ fn load_policy(objects: &[Value]) -> Policy {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("policy.yaml");
     std::fs::write(&path, text).unwrap();
-    Policy::load(&[path]).unwrap_or_else(|e| panic!("the ConfigMap's policy does not load: {e}"))
+    winadmit::input::policy::load(&[path])
+        .unwrap_or_else(|e| panic!("the ConfigMap's policy does not load: {e}"))
 }
 
 /// Deserializes into the k8s-openapi type and back; a field the type does
@@ -1352,7 +1353,7 @@ fn match_conditions_never_skip_what_winadmit_acts_on() {
 
     let corpus = corpus_location::corpus_dir("match_conditions_never_skip_what_winadmit_acts_on");
     let program = match_condition();
-    let policy = Policy::load(&[]).unwrap();
+    let policy = Policy::default_policy();
     let cx = Context::default();
     let (mut acted_on, mut skipped) = (0, 0);
     let mut missed = Vec::new();

@@ -10,7 +10,7 @@ fn load(text: &str) -> Result<Policy, String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("policy.yaml");
     std::fs::write(&path, text).unwrap();
-    Policy::load(std::slice::from_ref(&path)).map_err(|e| {
+    winadmit::input::policy::load(std::slice::from_ref(&path)).map_err(|e| {
         let message = e.to_string();
         message.replace(&path.display().to_string(), "policy.yaml")
     })
@@ -89,7 +89,7 @@ fn valid_taints_and_tolerations_load() {
     assert_eq!(p.params.windows_taint.unwrap().effect, "NoSchedule");
     // The shipped default policy still loads as a file.
     let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("policies/default.yaml");
-    Policy::load(&[default]).unwrap();
+    winadmit::input::policy::load(&[default]).unwrap();
 }
 
 /// Every value `/mutate` writes from the policy (tolerations, the

@@ -154,7 +154,7 @@ fn resolve_and_lint(registry: &Registry, digests: &BTreeMap<String, String>) {
         "one image is missing: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let known = winadmit::decision::images::KnownImages::read(Path::new(&facts)).unwrap();
+    let known = winadmit::input::facts::read(Path::new(&facts)).unwrap();
     for (image, digest) in digests {
         let f = known
             .facts(image)

@@ -3,7 +3,8 @@
 //! `os.features`), from its image index or its single manifest's config.
 //!
 //! The facts are resolved before the decision (by the registry resolver,
-//! or read from an image facts file with `--image-facts`) and passed in
+//! or read from an image facts file with `--image-facts` by
+//! `crate::input::facts`) and passed in
 //! through [`crate::decision::engine::Context::images`], like the cluster's nodes:
 //! the decision itself stays pure. An image without facts is judged by its
 //! name, as before; an image whose lookup failed is judged by its name too,
@@ -24,7 +25,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -200,22 +200,6 @@ impl KnownImages {
 
     pub fn insert(&mut self, image: impl Into<String>, lookup: Lookup) {
         self.images.insert(image.into(), lookup);
-    }
-
-    /// Reads an image facts file.
-    ///
-    /// # Errors
-    /// The file cannot be read, is not JSON of the format above, or holds a
-    /// value out of place; the error names the file and the field.
-    pub fn read(path: &Path) -> Result<Self, FactsFileError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FactsFileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text).map_err(|message| FactsFileError::Invalid {
-            path: path.to_owned(),
-            message,
-        })
     }
 
     /// Parses the text of an image facts file.
@@ -424,21 +408,6 @@ struct Entry {
     /// Why the lookup failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unknown: Option<String>,
-}
-
-/// An image facts file failed to load.
-#[derive(Debug, thiserror::Error)]
-pub enum FactsFileError {
-    #[error("cannot read image facts file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "invalid image facts file {path}: {message} (expected {{\"images\": {{\"<image>\": {{\"digest\": \"sha256:...\", \"platforms\": [{{\"os\": ..., \"architecture\": ...}}]}}}}}}, as `winadmit images resolve` writes)"
-    )]
-    Invalid { path: PathBuf, message: String },
 }
 
 #[cfg(test)]

@@ -43,10 +43,14 @@ impl Policy {
     /// Layers one policy file over the current settings: each key the file
     /// sets replaces (or, for `rules`, `params` and `mutation`, merges into)
     /// what is there.
-    pub(super) fn layer(&mut self, path: &Path, text: &str) -> Result<(), PolicyError> {
+    ///
+    /// # Errors
+    /// The text is not a valid policy; an error found after parsing is a
+    /// [`PolicyError::AtKey`].
+    pub fn layer(&mut self, path: &Path, text: &str) -> Result<(), PolicyError> {
         let file = parse_file(path, text)?;
         // Errors found after parsing, at the key they concern.
-        let at = |pointer: &str, message: String| located(path, text, pointer, message);
+        let at = |pointer: &str, message: String| located(path, pointer, message);
         let PolicyFile {
             api_version,
             kind,

@@ -1,11 +1,11 @@
-//! Loading policy files: which files a `--policy` argument names, and
-//! errors in the project's words at the file, line and column they concern.
+//! Errors of a policy file in the project's words: at the line and column
+//! the YAML parser reports, or at the key (a JSON Pointer) a check after
+//! parsing concerns; and the checks of `mutation.tolerations`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::PolicyError;
 use crate::decision::tolerations::{TAINT_EFFECTS, TOLERATION_OPERATORS};
-use crate::input::source;
 
 /// A YAML error in the project's words, at its line and column: one
 /// document per policy file, each key once. `None`: no position known.
@@ -42,24 +42,13 @@ pub(super) fn parse_error(path: &Path, e: &serde_saphyr::Error) -> Option<Policy
     })
 }
 
-/// An error at the key a JSON Pointer names in the policy text (or its
-/// deepest existing ancestor); without a position if none is found.
-pub(super) fn located(path: &Path, text: &str, pointer: &str, message: String) -> PolicyError {
-    match crate::input::yaml::locate_many(text, &[(0, pointer)])
-        .first()
-        .copied()
-        .flatten()
-    {
-        Some(pos) => PolicyError::At {
-            path: path.to_owned(),
-            line: pos.line,
-            column: pos.column,
-            message,
-        },
-        None => PolicyError::Invalid {
-            path: path.to_owned(),
-            message,
-        },
+/// An error at the key a JSON Pointer names in the policy text: the reader
+/// of policy files (`crate::input::policy`) finds its line and column.
+pub(super) fn located(path: &Path, pointer: &str, message: String) -> PolicyError {
+    PolicyError::AtKey {
+        path: path.to_owned(),
+        pointer: pointer.to_owned(),
+        message,
     }
 }
 
@@ -178,97 +167,4 @@ fn check_toleration_values(
         ));
     }
     Ok(())
-}
-
-/// A policy file's text, read with the limits manifests have: a regular
-/// file (symbolic links followed) of at most [`source::MAX_FILE_BYTES`],
-/// UTF-8 without NUL bytes (a byte-order mark is dropped). A FIFO, socket
-/// or device is refused before it is opened: opening a FIFO blocks until
-/// something writes to it, and a device such as `/dev/zero` never ends.
-/// The read stops at the limit even when the file grows meanwhile.
-pub(super) fn read_policy_file(path: &Path) -> Result<String, PolicyError> {
-    use std::io::Read as _;
-    use std::os::unix::fs::FileTypeExt as _;
-    let read = |source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let invalid = |message: String| PolicyError::Invalid {
-        path: path.to_owned(),
-        message,
-    };
-    let limit_mib = source::MAX_FILE_BYTES / (1024 * 1024);
-    let meta = std::fs::metadata(path).map_err(read)?;
-    let t = meta.file_type();
-    if !t.is_file() {
-        let what = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() || t.is_block_device() {
-            "a device"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
-        };
-        return Err(invalid(format!(
-            "{what}, not a regular file: write the policy to a file and give that to --policy"
-        )));
-    }
-    if meta.len() > source::MAX_FILE_BYTES as u64 {
-        return Err(invalid(format!(
-            "file is {} MiB, over the {limit_mib} MiB limit for policy files",
-            meta.len() / (1024 * 1024)
-        )));
-    }
-    let file = std::fs::File::open(path).map_err(read)?;
-    let limit = source::MAX_FILE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes).map_err(read)?;
-    if bytes.len() as u64 >= limit {
-        return Err(invalid(format!(
-            "file is over the {limit_mib} MiB limit for policy files (read stopped there)"
-        )));
-    }
-    match source::decode(&bytes) {
-        Ok(text) => Ok(text.to_owned()),
-        Err(e) => Err(match e.line {
-            Some(line) => PolicyError::At {
-                path: path.to_owned(),
-                line,
-                column: e.column.unwrap_or(1),
-                message: e.message.replace("not a manifest", "not a policy"),
-            },
-            None => invalid(e.message.replace("for manifests", "for policy files")),
-        }),
-    }
-}
-
-/// The files a `--policy` argument names: the file itself, or a directory's
-/// `.yaml`/`.yml` files in name order.
-pub(super) fn policy_files(path: &Path) -> Result<Vec<PathBuf>, PolicyError> {
-    let meta = std::fs::metadata(path).map_err(|source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let read = |source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(read)? {
-        let p = entry.map_err(read)?.path();
-        if p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
-            files.push(p);
-        }
-    }
-    if files.is_empty() {
-        return Err(PolicyError::EmptyDir {
-            path: path.to_owned(),
-        });
-    }
-    files.sort();
-    Ok(files)
 }

@@ -27,10 +27,10 @@ mod file;
 mod layer;
 mod load;
 
-use load::{policy_files, read_policy_file};
-
 /// The embedded default policy.
 pub const DEFAULT_POLICY: &str = include_str!("../../../policies/default.yaml");
+/// The name errors and notices give the embedded default policy.
+pub const DEFAULT_POLICY_NAME: &str = "<built-in policies/default.yaml>";
 
 /// Annotation prefix by which a workload opts out of one rule, with the
 /// reason as its value: `winadmit.io/skip.WIN-SUBPATH: "containerd 1.7 mounts subPath fine"`.
@@ -244,6 +244,14 @@ pub enum PolicyError {
         column: u64,
         message: String,
     },
+    /// A problem at a key, named by its JSON Pointer, before the reader of
+    /// the file found its line and column.
+    #[error("invalid policy {path}: {message} (at {pointer})")]
+    AtKey {
+        path: PathBuf,
+        pointer: String,
+        message: String,
+    },
     #[error("policy directory {path} holds no .yaml or .yml files")]
     EmptyDir { path: PathBuf },
 }
@@ -314,32 +322,16 @@ impl Policy {
     /// Never in a released binary: a test loads the embedded file.
     #[must_use]
     pub fn default_policy() -> Self {
-        Self::load(&[]).expect("the embedded default policy is valid")
-    }
-
-    /// The default policy with these files or directories layered over it.
-    ///
-    /// # Errors
-    /// A file cannot be read or is not a valid policy.
-    pub fn load(paths: &[PathBuf]) -> Result<Self, PolicyError> {
-        let mut files = vec![(
-            PathBuf::from("<built-in policies/default.yaml>"),
-            DEFAULT_POLICY.to_owned(),
-        )];
-        for path in paths {
-            for file in policy_files(path)? {
-                let text = read_policy_file(&file)?;
-                files.push((file, text));
-            }
-        }
         let mut policy = Self::empty();
-        for (path, text) in &files {
-            policy.layer(path, text)?;
-        }
-        Ok(policy)
+        policy
+            .layer(Path::new(DEFAULT_POLICY_NAME), DEFAULT_POLICY)
+            .expect("the embedded default policy is valid");
+        policy
     }
 
-    /// Parses a policy from text layered over the default (for tests and `/report`).
+    /// Parses a policy from text layered over the default. An error at a
+    /// key names its JSON Pointer; `crate::input::policy::from_yaml` gives
+    /// its line and column instead.
     ///
     /// # Errors
     /// The text is not a valid policy.
@@ -611,7 +603,7 @@ mod tests {
                 .is_windows_image("mcr.microsoft.com/windows/servercore:ltsc2022")
         );
         assert!(p.params.is_linux_image("nginx:1.27"));
-        let cleared = Policy::load(&[]).unwrap();
+        let cleared = Policy::default_policy();
         assert!(cleared.params.windows_taint.is_none());
         let e = Policy::from_yaml("p", "params:\n  windowsTaint: {key: os}\n")
             .unwrap_err()

@@ -35,7 +35,7 @@ pub fn load_policy(
     ),
     crate::decision::policy::PolicyError,
 > {
-    let pol = crate::decision::policy::Policy::load(&args.policy)?;
+    let pol = crate::input::policy::load(&args.policy)?;
     for notice in &pol.notices {
         eprintln!("winadmit: {notice}");
     }
@@ -54,9 +54,8 @@ pub fn load_policy(
 /// the file and the field).
 pub fn load_image_facts(
     path: Option<&std::path::Path>,
-) -> Result<Option<crate::decision::images::KnownImages>, crate::decision::images::FactsFileError> {
-    path.map(crate::decision::images::KnownImages::read)
-        .transpose()
+) -> Result<Option<crate::decision::images::KnownImages>, crate::input::facts::FactsFileError> {
+    path.map(crate::input::facts::read).transpose()
 }
 
 /// Standard output for reports: when the reader has gone (`winadmit lint
