@@ -6,10 +6,10 @@
 //!
 //! - [`decision`]: the pure decision. [`decision::decide::decide`] is the
 //!   one decision every entry point calls: the rules over a workload, the
-//!   verdict and the JSON Patch. No network, no async, no clock. It imports
-//!   only itself and [`input`].
+//!   verdict and the JSON Patch. No files, no network, no processes, no
+//!   async, no clock: it receives values, and imports only itself.
 //! - [`input`]: readers of input: YAML with positions, manifest files and
-//!   streams, image facts from OCI registries. They import only
+//!   streams, policy files, image facts files and OCI registries. They import only
 //!   [`decision`] and each other.
 //! - [`render`]: `lint`'s output formats (text, JSON, SARIF, JUnit) and
 //!   the escaping and colouring they share. They import [`decision`],

@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use super::body::{FeedError, feed_yaml, input_problem};
-use super::run::Driver;
+use super::driver::Driver;
 use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, ReportBuilder};
 use crate::input::source::{Input, Inputs, Text};

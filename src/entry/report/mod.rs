@@ -57,6 +57,7 @@ use crate::render::{InputProblem, LintFinding};
 
 pub mod body;
 mod builder;
+pub mod driver;
 mod files;
 mod fold;
 pub mod format;
@@ -68,7 +69,8 @@ pub use crate::input::source::json as stream;
 
 pub use crate::decision::decide::Verdict;
 pub use builder::{Added, MAX_INPUT_PROBLEMS, ReportBuilder};
-pub use run::{Driver, ImageLookups, Input, Progress, run};
+pub use driver::{Driver, ImageLookups, Input, Progress};
+pub use run::run;
 pub use why::op_name;
 
 /// Where an object came from, for the `file`/`line`/`column`/`document`

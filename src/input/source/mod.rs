@@ -28,6 +28,15 @@ use std::fmt;
 use serde_json::Value;
 
 /// Largest file `lint` reads, so one huge file cannot exhaust memory.
+/// The kinds [`crate::decision::cluster::KnownCluster::learn`] learns from: a text that names none
+/// of them is not parsed for them.
+pub const CLUSTER_KINDS: [&str; 4] = [
+    "Namespace",
+    "RuntimeClass",
+    "Node",
+    crate::decision::gmsa::KIND,
+];
+
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;
 /// Deepest nesting accepted; real manifests stay under 30.
 pub const MAX_DEPTH: usize = 128;

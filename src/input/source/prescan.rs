@@ -12,15 +12,6 @@ use std::path::Path;
 use crate::decision::cluster::KnownCluster;
 use crate::decision::policy::Policy;
 
-/// The kinds [`KnownCluster::learn`] learns from: a text that names none
-/// of them is not parsed for them.
-pub const CLUSTER_KINDS: [&str; 4] = [
-    "Namespace",
-    "RuntimeClass",
-    "Node",
-    crate::decision::gmsa::KIND,
-];
-
 /// Learns the cluster objects of a text (see the module docs; `List`
 /// items are expanded). Nothing is learnt from a text that does not
 /// parse. A JSON text is read with the JSON reader's quick pass (the
@@ -29,7 +20,7 @@ pub const CLUSTER_KINDS: [&str; 4] = [
 /// retry's change ([`super::for_each_document_in`]).
 pub fn cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
     // Texts that name none of the kinds are not parsed twice.
-    if !CLUSTER_KINDS.iter().any(|kind| text.contains(kind)) {
+    if !super::CLUSTER_KINDS.iter().any(|kind| text.contains(kind)) {
         return;
     }
     if super::looks_like_json(text.as_bytes()) {

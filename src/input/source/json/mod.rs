@@ -62,7 +62,7 @@ pub fn for_each_object<R: BufRead>(
 }
 
 /// A quick first pass: hands over only the objects of
-/// [`super::prescan::CLUSTER_KINDS`], skipping the bodies of all other list
+/// [`super::CLUSTER_KINDS`], skipping the bodies of all other list
 /// items without building them.
 ///
 /// # Errors
@@ -75,7 +75,7 @@ pub fn for_each_context_object<R: BufRead>(
 }
 
 fn is_cluster_kind(kind: Option<&str>) -> bool {
-    kind.is_some_and(|k| super::prescan::CLUSTER_KINDS.contains(&k))
+    kind.is_some_and(|k| super::CLUSTER_KINDS.contains(&k))
 }
 
 fn read_values<R: BufRead>(
