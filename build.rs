@@ -14,8 +14,8 @@
 //! - `no_chromium`: no headless Chromium on `PATH` for the HTML report test;
 //! - `no_registry`: Debian's `docker-registry` (the CNCF distribution
 //!   registry) or `htpasswd` is not on `PATH`, for the registry tests
-//!   (`tests/registry.rs`);
-//! - `no_image_tools`: Go is missing, so `tests/image.rs` cannot build crane
+//!   (`tests/webhook/registry.rs`);
+//! - `no_image_tools`: Go is missing, so `tests/webhook/image.rs` cannot build crane
 //!   and actionlint (`tests/image/build.sh`).
 //!
 //! Each is checked when the tests are built. Setting the matching

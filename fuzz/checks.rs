@@ -1,5 +1,5 @@
 //! The checks behind each fuzz target, shared by the libFuzzer binaries in
-//! `fuzz/fuzz_targets/` and by `tests/fuzz_regressions.rs`, which replays
+//! `fuzz/fuzz_targets/` and by `tests/verdicts/fuzz_regressions.rs`, which replays
 //! every committed input under `tests/fixtures/fuzz-regressions/<target>/`
 //! in a normal `cargo test`. A check panics when an invariant breaks; any
 //! input is allowed to be refused with an error.

@@ -8,7 +8,7 @@
 # (git-ignored, capped by -max_len). A crash leaves its input in
 # fuzz/artifacts/<target>/: commit it under
 # tests/fixtures/fuzz-regressions/<target>/ with the fix, and
-# tests/fuzz_regressions.rs replays it in `cargo test`.
+# tests/verdicts/fuzz_regressions.rs replays it in `cargo test`.
 # Set FUZZ_CLEAN=1 to delete fuzz/target afterwards (it is ~1 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1428,7 +1428,7 @@ fn cel_evaluator_errors_on_absent_fields() {
     assert!(matches!(guarded.execute(&cx), Ok(cel::Value::Bool(false))));
 }
 
-/// The image (image/build.sh, built and run by tests/image.rs) has what
+/// The image (image/build.sh, built and run by tests/webhook/image.rs) has what
 /// the Deployment relies on: its user, entrypoint and port.
 #[test]
 fn image_fits_the_deployment() {

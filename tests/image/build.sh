@@ -3,7 +3,7 @@
 # OCI images) and actionlint v1.7.12 (checks .github/workflows) from this Go
 # module into OUT (default: $CARGO_TARGET_DIR/image/bin, or
 # target/image/bin), unless they are already there (tests/go-build.sh).
-# image/build.sh uses crane; tests/image.rs uses both.
+# image/build.sh uses crane; tests/webhook/image.rs uses both.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 exec "$here/../go-build.sh" "$here" \

@@ -4,7 +4,7 @@
 # (default: charts/winadmit/files/crds):
 #   openreports.io/v1alpha1: github.com/openreports/reports-api v0.2.1, config/crd/
 #   wgpolicyk8s.io/v1alpha2: github.com/kyverno/kyverno v1.19.1, config/crds/policyreport/
-# tests/audit_crds.rs runs it into a scratch folder and compares with the
+# tests/lint_report/audit_crds.rs runs it into a scratch folder and compares with the
 # chart's copies. Exits 3 when go is not on PATH.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

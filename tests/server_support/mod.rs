@@ -1,5 +1,5 @@
-//! Helpers for the real-process server tests (`tests/server_tls.rs`,
-//! `tests/server_hardening.rs`): rcgen certificates, a running
+//! Helpers for the real-process server tests (`tests/webhook/server_tls.rs`,
+//! `tests/hardening/server_hardening.rs`): rcgen certificates, a running
 //! `winadmit serve` with its logs, and rustls + hyper clients.
 #![allow(dead_code)]
 

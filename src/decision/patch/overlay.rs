@@ -14,7 +14,7 @@
 //! target the JSON Patch would not find is declined too, so the tree
 //! reports it as it always has.
 //!
-//! `tests/settle_on_view.rs` compares both ways over generated pods and
+//! `tests/verdicts/settle_on_view.rs` compares both ways over generated pods and
 //! the corpus.
 
 use std::borrow::Cow;

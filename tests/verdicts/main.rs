@@ -1,0 +1,36 @@
+//! Rules and verdicts: each rule, the decision and its targeting, the policy file, the CEL literals, the corpus's labels, and the entry points agreeing on every verdict.
+//!
+//! One test binary; each module is one subject, and the support code
+//! they share is declared here once.
+
+#[allow(dead_code, unused_imports)]
+#[path = "../support/admission.rs"]
+mod admission;
+#[allow(dead_code, unused_imports)]
+#[path = "../support/corpus_dir.rs"]
+mod corpus_dir;
+#[allow(dead_code, unused_imports)]
+#[path = "../report_support/fake_api.rs"]
+mod fake_api;
+#[allow(dead_code, unused_imports)]
+#[path = "../../fuzz/checks.rs"]
+mod fuzz_checks;
+#[allow(dead_code, unused_imports)]
+#[path = "../support/ways.rs"]
+mod ways;
+
+mod cel_literals;
+mod corpus;
+mod custom_resources;
+mod decide;
+mod doors_agree;
+mod fuzz_regressions;
+mod knowledge;
+mod mutate_api_valid;
+mod one_reader;
+mod placement;
+mod policy_strict;
+mod review_shapes;
+mod rules;
+mod settle_on_view;
+mod user_words;
