@@ -3,10 +3,8 @@
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.
 
-#[allow(dead_code, unused_imports)]
 #[path = "../support/corpus_dir.rs"]
 mod corpus_dir;
-#[allow(dead_code, unused_imports)]
 #[path = "../report_support/mod.rs"]
 mod report_support;
 

@@ -3,19 +3,17 @@
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.
 
-#[allow(dead_code, unused_imports)]
 #[path = "../support/admission.rs"]
 mod admission;
-#[allow(dead_code, unused_imports)]
 #[path = "../support/corpus_dir.rs"]
 mod corpus_dir;
-#[allow(dead_code, unused_imports)]
+#[allow(dead_code)]
 #[path = "../report_support/fake_api.rs"]
 mod fake_api;
-#[allow(dead_code, unused_imports)]
+#[allow(dead_code)]
 #[path = "../../fuzz/checks.rs"]
 mod fuzz_checks;
-#[allow(dead_code, unused_imports)]
+#[allow(dead_code)]
 #[path = "../support/ways.rs"]
 mod ways;
 

@@ -3,16 +3,12 @@
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.
 
-#[allow(dead_code, unused_imports)]
 #[path = "../support/admission.rs"]
 mod admission;
-#[allow(dead_code, unused_imports)]
 #[path = "../support/registry.rs"]
 mod registry_support;
-#[allow(dead_code, unused_imports)]
 #[path = "../report_support/mod.rs"]
 mod report_support;
-#[allow(dead_code, unused_imports)]
 #[path = "../server_support/mod.rs"]
 mod server_support;
 
