@@ -5,7 +5,7 @@
 //! - `no_control_plane`: Go is missing, so the end-to-end tests
 //!   (`tests/e2e_*.rs`) cannot build kube-apiserver, etcd and kubectl
 //!   (`tests/apiserver/build.sh`);
-//! - `no_helm`: Go is missing, so the chart tests (`tests/helm.rs`) cannot
+//! - `no_helm`: Go is missing, so the chart tests (`tests/install/helm.rs`) cannot
 //!   build helm (`tests/helm/build.sh`);
 //! - `no_kubectl`: neither Go (to build kubectl v1.37) nor a `kubectl` on
 //!   `PATH`, for the kustomize tests;

@@ -2,7 +2,7 @@
 //!
 //! kustomize is the only renderer of `manifests/`: `manifests/rendered/`
 //! holds the output of `kubectl kustomize` for the base install and every
-//! overlay, committed, and `tests/manifests.rs` checks each file still
+//! overlay, committed, and `tests/install/manifests.rs` checks each file still
 //! equals what kubectl renders today (`WINADMIT_UPDATE_RENDERS=1` rewrites
 //! them). Those files are embedded here; [`customize`] parses one and
 //! applies the `winadmit manifests` options (the self-signed certificates,

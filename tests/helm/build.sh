@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds helm v3.22.0 from this Go module (go.mod's `tool` line) into OUT
 # (default: $CARGO_TARGET_DIR/helm/bin, or target/helm/bin), unless it is
-# already there (tests/go-build.sh). The chart tests (tests/helm.rs) run it
+# already there (tests/go-build.sh). The chart tests (tests/install/helm.rs) run it
 # against the control plane of tests/apiserver/. About 6 minutes with cold
 # Go caches on 2 cores; 11 s once they are warm.
 set -euo pipefail

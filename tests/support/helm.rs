@@ -1,4 +1,4 @@
-//! helm v3.22 for the chart tests (`tests/helm.rs`), built from the Go
+//! helm v3.22 for the chart tests (`tests/install/helm.rs`), built from the Go
 //! module in `tests/helm/` into `target/helm/bin` (`tests/helm/build.sh`;
 //! stamped, so it rebuilds only when the module or the script change).
 //!

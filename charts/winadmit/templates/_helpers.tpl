@@ -1,7 +1,7 @@
 {{/*
 The objects are named `winadmit`, like the kustomize install: one release per
 cluster (the webhook configurations and the ClusterRole are cluster-wide).
-tests/helm.rs renders this chart and manifests/ for the same settings and
+tests/install/helm.rs renders this chart and manifests/ for the same settings and
 compares them object by object.
 */}}
 

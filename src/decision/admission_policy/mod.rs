@@ -5,7 +5,7 @@
 //! what could not be exported (and why). Each rule writes its own export
 //! in its file ([`crate::decision::rules::Rule::export`], in the vocabulary of
 //! [`cel`]); this module walks [`crate::decision::rules::ALL`] and assembles the
-//! exports into policies. `tests/admission_policy.rs` evaluates them on the
+//! exports into policies. `tests/install/admission_policy.rs` evaluates them on the
 //! corpus and checks it agrees with [`crate::decision::engine::evaluate`];
 //! `tests/e2e_admission_policy.rs` checks that a real API server enforcing
 //! them gives what it gives with the webhook.

@@ -7,8 +7,7 @@
 //! PrometheusRule's expressions as rendered, the dashboard ConfigMap, the
 //! CRDs of the chosen report API and the audit's RBAC.
 
-#[path = "support/helm.rs"]
-mod helm;
+use crate::helm_support as helm;
 
 use std::collections::BTreeSet;
 use std::path::Path;

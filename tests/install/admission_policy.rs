@@ -30,10 +30,8 @@ use winadmit::decision::version::KubeVersion;
 use winadmit::decision::view::ObjectView;
 use winadmit::decision::workload::{Kind, Workload};
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/corpus_dir.rs"]
-mod corpus_location;
+use crate::controlplane;
+use crate::corpus_dir as corpus_location;
 
 /// The CEL environment: the standard library plus the Kubernetes functions
 /// the export uses.

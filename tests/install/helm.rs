@@ -23,14 +23,10 @@
 //! (and, for the cluster tests, `WINADMIT_REQUIRE_APISERVER`) is set, as
 //! `.ci/run` does.
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/helm.rs"]
-mod helm;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::controlplane;
+use crate::e2e;
+use crate::helm_support as helm;
+use crate::server;
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -123,7 +119,7 @@ fn chart_admission_policies_are_current() {
         }
         assert!(
             read(&path) == fresh,
-            "{} is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test helm chart_admission_policies_are_current",
+            "{} is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test install helm::chart_admission_policies_are_current",
             path.display()
         );
     }
@@ -136,7 +132,7 @@ fn chart_admission_policies_are_current() {
 
 /// The chart's `may-target-windows` expression (written once, in
 /// `_helpers.tpl`, for both webhooks) is the text of
-/// `manifests/base/webhooks.yaml`, which tests/manifests.rs evaluates against
+/// `manifests/base/webhooks.yaml`, which tests/install/manifests.rs evaluates against
 /// the corpus and generated objects. Checked without helm; with helm,
 /// `helm_template_equals_kustomize` compares every object.
 #[test]
@@ -241,7 +237,7 @@ fn leaves(prefix: &str, value: &Value, out: &mut Vec<String>) {
     }
 }
 
-const VALUES_BEGIN: &str = "<!-- values: generated from values.yaml by tests/helm.rs -->\n";
+const VALUES_BEGIN: &str = "<!-- values: generated from values.yaml by tests/install/helm.rs -->\n";
 const VALUES_END: &str = "<!-- end of values -->\n";
 
 fn values_table(rows: &[ValueDoc]) -> String {
@@ -303,7 +299,7 @@ fn chart_readme_lists_every_value() {
     }
     assert!(
         readme[start..end] == table,
-        "charts/winadmit/README.md's values table is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test helm chart_readme_lists_every_value\nexpected:\n{table}"
+        "charts/winadmit/README.md's values table is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test install helm::chart_readme_lists_every_value\nexpected:\n{table}"
     );
 }
 

@@ -11,10 +11,8 @@
 //! set (CI sets it), in which case they fail. The other tests read the
 //! committed renders through `winadmit manifests` and need no kubectl.
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/corpus_dir.rs"]
-mod corpus_location;
+use crate::controlplane;
+use crate::corpus_dir as corpus_location;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -334,7 +332,7 @@ fn committed_renders_equal_kubectl_kustomize() {
     }
     assert!(
         stale.is_empty(),
-        "stale renders {stale:#?}: run `WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test manifests committed_renders_equal_kubectl_kustomize` and rebuild"
+        "stale renders {stale:#?}: run `WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test install manifests::committed_renders_equal_kubectl_kustomize` and rebuild"
     );
 }
 
