@@ -15,7 +15,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -24,11 +24,12 @@ use super::controlplane::{self, ControlPlane};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
 
-/// Installs the report CRDs of the chart in `cp` (once a process) and
-/// waits until they are established.
+/// Installs the report CRDs of the chart in `cp` (once per control plane)
+/// and waits until they are established.
 pub fn install_report_crds(cp: &ControlPlane) {
-    static READY: OnceLock<()> = OnceLock::new();
-    READY.get_or_init(|| {
+    let key: &'static str =
+        Box::leak(format!("report CRDs in {}", cp.work.display()).into_boxed_str());
+    controlplane::once_per::<()>(key).get_or_init(|| {
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/winadmit/files/crds");
         cp.kubectl_ok(&["apply", "--server-side", "-f", crds.to_str().unwrap()]);
         for crd in [

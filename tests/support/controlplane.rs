@@ -146,10 +146,46 @@ pub struct ControlPlane {
     supervisor: Mutex<(Child, Option<ChildStdin>)>,
 }
 
-/// The process's control plane, started on first use.
+/// The control plane of the calling test file, started on first use: the
+/// tests of one file share it, and each file of a test binary has its
+/// own, so that what one file installs (webhooks, CRDs, nodes) is never
+/// seen by another's tests.
+#[track_caller]
 pub fn shared(test: &str) -> &'static ControlPlane {
-    static CP: OnceLock<ControlPlane> = OnceLock::new();
-    CP.get_or_init(|| ControlPlane::start(&binaries(test)))
+    let file = std::panic::Location::caller().file();
+    shared_by(file, test)
+}
+
+/// The control plane kept under `key` (a test file's path), started on
+/// first use.
+pub fn shared_by(key: &'static str, test: &str) -> &'static ControlPlane {
+    once_per(key).get_or_init(|| ControlPlane::start(&binaries(test)))
+}
+
+/// A value per key for the whole process, each started once.
+pub fn once_per<T: Send + Sync + 'static>(key: &'static str) -> &'static OnceLock<T> {
+    static CELLS: Mutex<
+        Vec<(
+            &'static str,
+            std::any::TypeId,
+            &'static (dyn std::any::Any + Send + Sync),
+        )>,
+    > = Mutex::new(Vec::new());
+    let mut cells = CELLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ty = std::any::TypeId::of::<T>();
+    let found = cells
+        .iter()
+        .find(|(k, t, _)| *k == key && *t == ty)
+        .map(|(_, _, c)| *c);
+    let cell = found.unwrap_or_else(|| {
+        let cell: &'static OnceLock<T> = Box::leak(Box::new(OnceLock::new()));
+        cells.push((key, ty, cell));
+        cell
+    });
+    cell.downcast_ref::<OnceLock<T>>()
+        .expect("one type per key and type id")
 }
 
 fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {

@@ -91,12 +91,14 @@ pub struct Cluster {
     _children: Vec<Child>,
 }
 
-/// The process's scheduling cluster, started on first use (a few seconds
-/// once the binaries are built).
+/// The scheduling cluster of the calling test file, started on first use
+/// (a few seconds once the binaries are built) on that file's control
+/// plane.
+#[track_caller]
 pub fn shared(test: &str) -> &'static Cluster {
-    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
-    let cp = controlplane::shared(test);
-    CLUSTER.get_or_init(|| Cluster::start(test, cp))
+    let file = std::panic::Location::caller().file();
+    let cp = controlplane::shared_by(file, test);
+    controlplane::once_per(file).get_or_init(|| Cluster::start(test, cp))
 }
 
 impl Cluster {

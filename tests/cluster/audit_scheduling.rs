@@ -19,16 +19,8 @@
 //! Without Go the test is ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
-#[path = "support/audit.rs"]
-mod audit;
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/scheduling.rs"]
-mod scheduling;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::audit;
+use crate::scheduling_kit as scheduling;
 
 use std::time::{Duration, Instant};
 

@@ -14,10 +14,8 @@
 //! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
-#[path = "support/audit.rs"]
-mod audit;
-#[path = "support/controlplane.rs"]
-mod controlplane;
+use crate::audit;
+use crate::controlplane;
 
 use std::process::Command;
 use std::sync::Mutex;

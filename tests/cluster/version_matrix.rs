@@ -24,14 +24,9 @@
 //! or fails the test when `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run`).
 //! Without Go the tests are ignored, with the reason (`build.rs`).
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/oracle.rs"]
-mod oracle;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::controlplane;
+use crate::e2e;
+use crate::oracle;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

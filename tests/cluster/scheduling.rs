@@ -11,16 +11,10 @@
 //! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/scheduling.rs"]
-mod scheduling;
-#[path = "server_support/mod.rs"]
-mod server;
-#[path = "support/ways.rs"]
-mod ways;
+use crate::controlplane;
+use crate::e2e;
+use crate::scheduling_kit as scheduling;
+use crate::ways;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;

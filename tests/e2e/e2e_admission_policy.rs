@@ -21,14 +21,9 @@
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it); without the
 //! corpus, its corpus test is ignored too.
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/corpus_dir.rs"]
-mod corpus_dir;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::controlplane;
+use crate::corpus_dir;
+use crate::e2e;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -13,12 +13,9 @@
 //! Without Go the tests are ignored, with the reason (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::controlplane;
+use crate::e2e;
+use crate::server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -17,16 +17,9 @@
 //! a node label no declared node has) and CronJobs (their schedule decides
 //! when a pod appears).
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/corpus_dir.rs"]
-mod corpus_dir;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/scheduling.rs"]
-mod scheduling;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::corpus_dir;
+use crate::e2e;
+use crate::scheduling_kit as scheduling;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -10,14 +10,9 @@
 
 #![cfg_attr(any(no_control_plane, no_registry), allow(dead_code, unused_imports))]
 
-#[path = "support/controlplane.rs"]
-mod controlplane;
-#[path = "support/e2e.rs"]
-mod e2e;
-#[path = "support/registry.rs"]
-mod registry_support;
-#[path = "server_support/mod.rs"]
-mod server;
+use crate::controlplane;
+use crate::e2e;
+use crate::registry_support;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
