@@ -3,7 +3,7 @@
 //! shows as passed:
 //!
 //! - `no_control_plane`: Go is missing, so the end-to-end tests
-//!   (`tests/e2e_*.rs`) cannot build kube-apiserver, etcd and kubectl
+//!   (`tests/e2e/`, `tests/cluster/`) cannot build kube-apiserver, etcd and kubectl
 //!   (`tests/apiserver/build.sh`);
 //! - `no_helm`: Go is missing, so the chart tests (`tests/install/helm.rs`) cannot
 //!   build helm (`tests/helm/build.sh`);

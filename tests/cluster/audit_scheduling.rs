@@ -13,7 +13,7 @@
 //! the gauges equal the reports at the end.
 //!
 //! Each step prints the time from the change to the reports reflecting it
-//! (`cargo test --test audit_scheduling -- --nocapture`; the numbers are in
+//! (`cargo test --test cluster -- --nocapture`; the numbers are in
 //! docs/BENCHMARKS.md). The waits are bounded by [`FOLLOW`], not timed.
 //!
 //! Without Go the test is ignored, with the reason (`build.rs`), unless

@@ -3,7 +3,7 @@
 //! into `target/controlplane/bin` (`tests/apiserver/build.sh`; about
 //! 5 minutes cold, seconds once Go's caches are warm) and started on loopback
 //! with certificates made here (rcgen). The version matrix
-//! (`tests/version_matrix.rs`) starts older API servers the same way
+//! (`tests/cluster/version_matrix.rs`) starts older API servers the same way
 //! ([`apiserver_of`], [`ControlPlane::start_with`]), each built from its
 //! module folder `tests/apiserver/v1.NN/`.
 //!
@@ -80,7 +80,7 @@ pub fn binaries(test: &str) -> PathBuf {
     }
 }
 
-/// The minor versions of the version matrix (`tests/version_matrix.rs`):
+/// The minor versions of the version matrix (`tests/cluster/version_matrix.rs`):
 /// kube-apiserver 1.34 to 1.36 from their own module folders
 /// (`tests/apiserver/v1.NN/`), 1.37 from `tests/apiserver/`.
 pub const MATRIX: &[u32] = &[34, 35, 36, 37];

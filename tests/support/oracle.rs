@@ -1,5 +1,5 @@
-//! The oracle of generated Windows pods (`tests/e2e_oracle.rs`, and each
-//! API server of `tests/version_matrix.rs`): pods with each setting winadmit
+//! The oracle of generated Windows pods (`tests/e2e/e2e_oracle.rs`, and each
+//! API server of `tests/cluster/version_matrix.rs`): pods with each setting winadmit
 //! has a rule for, alone and in pairs, under `spec.os.name: windows` and
 //! under the Windows node selector, sent to a real API server without a
 //! webhook and through winadmit's webhooks, and compared with what

@@ -3,7 +3,7 @@
 //! Windows pod (and gets the Windows node selector); one that admits both
 //! kinds is judged as a pod that selects no OS. The same through `lint`
 //! with Node objects in its input. Where the pods then land is shown by
-//! `tests/scheduling.rs` (`every_way_onto_a_windows_node_is_judged`).
+//! `tests/cluster/scheduling.rs` (`every_way_onto_a_windows_node_is_judged`).
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@
 //! [`cel`]); this module walks [`crate::decision::rules::ALL`] and assembles the
 //! exports into policies. `tests/install/admission_policy.rs` evaluates them on the
 //! corpus and checks it agrees with [`crate::decision::engine::evaluate`];
-//! `tests/e2e_admission_policy.rs` checks that a real API server enforcing
+//! `tests/e2e/e2e_admission_policy.rs` checks that a real API server enforcing
 //! them gives what it gives with the webhook.
 //!
 //! CEL cost: every validation is a fixed number of `.exists()` over one

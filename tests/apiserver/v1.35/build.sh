@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver v1.35.4 (the version matrix of tests/version_matrix.rs)
+# Builds kube-apiserver v1.35.4 (the version matrix of tests/cluster/version_matrix.rs)
 # from this Go module into OUT (default: target/controlplane/v1.35/bin), unless
 # it is already there (tests/go-build.sh). etcd and kubectl come from the
 # v1.37 build of tests/apiserver/build.sh.
