@@ -1,7 +1,7 @@
 //! winadmit: the admission webhook and policy validator that makes Windows
 //! nodes in Kubernetes safe to use.
 //!
-//! The source tree has one folder per layer; `tests/project/layers.rs` checks that
+//! The source tree has one folder per layer; `tests/verdicts/layers.rs` checks that
 //! each imports only what its layer may:
 //!
 //! - [`decision`]: the pure decision. [`decision::decide::decide`] is the

@@ -2,9 +2,9 @@
 //!
 //! kustomize is the only renderer of `manifests/`: `manifests/rendered/`
 //! holds the output of `kubectl kustomize` for the base install and every
-//! overlay, committed, and `tests/install/manifests.rs` checks each file still
-//! equals what kubectl renders today (`WINADMIT_UPDATE_RENDERS=1` rewrites
-//! them). Those files are embedded here; [`customize`] parses one and
+//! overlay, committed, and `tests/install/generated.rs` checks each file
+//! still equals what kubectl renders today (`WINADMIT_REGENERATE=1`
+//! rewrites them). Those files are embedded here; [`customize`] parses one and
 //! applies the `winadmit manifests` options (the self-signed certificates,
 //! namespace, image, caBundle) to it. Pure: the caller reads any files.
 //!

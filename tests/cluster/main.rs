@@ -1,4 +1,7 @@
-//! Where pods land: the scheduling cluster (kube-scheduler, kube-controller-manager and KWOK's simulated nodes on a real kube-apiserver), the corpus scheduled, the audit following node pool changes, and the older API server versions.
+//! Where pods land: the scheduling cluster (kube-scheduler, kube-
+//! controller-manager and KWOK's simulated nodes on a real kube-apiserver),
+//! the corpus scheduled, the audit following node pool changes, and the
+//! older API server versions.
 //!
 //! One test binary; each module is one subject, with a control plane of
 //! its own (`controlplane::shared` is per test file), and the support code

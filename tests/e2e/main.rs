@@ -1,4 +1,7 @@
-//! The webhooks through a real kube-apiserver v1.37 (`support/controlplane.rs`): `winadmit serve` registered as the install registers it, kubectl showing what a user sees, gMSA, failure policies, the registry, the exported admission policies, and `winadmit audit`.
+//! The webhooks through a real kube-apiserver v1.37
+//! (`support/controlplane.rs`): `winadmit serve` registered as the install
+//! registers it, kubectl showing what a user sees, gMSA, failure policies,
+//! the registry, the exported admission policies, and `winadmit audit`.
 //!
 //! One test binary; each module is one subject, with a control plane of
 //! its own (`controlplane::shared` is per test file), and the support code

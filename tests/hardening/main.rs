@@ -1,4 +1,5 @@
-//! Hardening: hostile clients, limits on every input, a hostile registry and API server, deadlines, and the soak (`-- --ignored soak`).
+//! Hardening: hostile clients, limits on every input, a hostile registry
+//! and API server, deadlines, and the soak (`-- --ignored soak`).
 //!
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.

@@ -13,7 +13,7 @@
 //! patch for the same rules.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cel::objects::Value as CelValue;
@@ -844,38 +844,28 @@ fn export_shape() {
     }
 }
 
-#[test]
-fn default_export_snapshot() {
+/// The export of the default policy for the newest Kubernetes, with the
+/// mutating policies (`tests/install/default-export.yaml`), and the
+/// admission-policy overlay's file (`--no-mutating`).
+pub fn default_exports() -> Vec<(PathBuf, String)> {
     let policy = Policy::default_policy();
     let cluster = Cluster::default();
-    let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
-    let mut out = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
-    out.push_str(&winadmit::entry::manifests::to_yaml(&e.documents).unwrap());
-    insta::assert_snapshot!("default_export", out);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        (root.join("tests/install/default-export.yaml"), true),
+        (root.join(OVERLAY).join("admission-policy.yaml"), false),
+    ]
+    .into_iter()
+    .map(|(path, mutating)| {
+        let e = admission_policy::export(&policy, &cluster, None, mutating).unwrap();
+        let mut out = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
+        out.push_str(&winadmit::entry::manifests::to_yaml(&e.documents).unwrap());
+        (path, out)
+    })
+    .collect()
 }
 
 const OVERLAY: &str = "manifests/overlays/admission-policy";
-
-/// The committed overlay is the current export (`--no-mutating`, default
-/// policy, newest Kubernetes).
-#[test]
-fn overlay_file_is_current() {
-    let policy = Policy::default_policy();
-    let cluster = Cluster::default();
-    let e = admission_policy::export(&policy, &cluster, None, false).unwrap();
-    let mut want = admission_policy::header(&cluster, Mode::Enforce, &e.gaps);
-    want.push_str(&winadmit::entry::manifests::to_yaml(&e.documents).unwrap());
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(OVERLAY)
-        .join("admission-policy.yaml");
-    let got = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        got == want,
-        "{} is stale: run `cargo run -- admission-policy --no-mutating > {}`",
-        path.display(),
-        path.display()
-    );
-}
 
 /// `kubectl kustomize` renders the overlay, and `winadmit manifests
 /// --overlay admission-policy` gives the same objects: policies and

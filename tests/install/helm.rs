@@ -53,12 +53,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `WINADMIT_UPDATE_RENDERS=1` rewrites generated files instead of
-/// comparing them (as for `manifests/rendered/`).
-fn update_renders() -> bool {
-    std::env::var_os("WINADMIT_UPDATE_RENDERS").is_some()
-}
-
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -95,39 +89,27 @@ fn chart_versions_are_the_crate_version() {
 }
 
 /// `files/admission-policy/<mode>.yaml`, which the chart installs with
-/// `admissionPolicy.enabled`, is what `winadmit admission-policy
-/// --no-mutating --mode <mode>` prints today, and the enforce one is the
-/// admission-policy overlay's file. `WINADMIT_UPDATE_RENDERS=1` rewrites them.
-#[test]
-fn chart_admission_policies_are_current() {
+/// `admissionPolicy.enabled`, as `winadmit admission-policy --no-mutating
+/// --mode <mode>` prints it today (the enforce one is also the
+/// admission-policy overlay's file).
+pub fn chart_admission_policies() -> Vec<(PathBuf, String)> {
     let dir = helm::chart().join("files/admission-policy");
-    for mode in ["enforce", "warn", "audit"] {
-        let out = std::process::Command::new(BIN)
-            .args(["admission-policy", "--no-mutating", "--mode", mode])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let fresh = String::from_utf8(out.stdout).unwrap();
-        let path = dir.join(format!("{mode}.yaml"));
-        if update_renders() {
-            std::fs::write(&path, &fresh).unwrap();
-            continue;
-        }
-        assert!(
-            read(&path) == fresh,
-            "{} is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test install helm::chart_admission_policies_are_current",
-            path.display()
-        );
-    }
-    assert_eq!(
-        read(&dir.join("enforce.yaml")),
-        read(&root().join("manifests/overlays/admission-policy/admission-policy.yaml")),
-        "the chart's enforce policies differ from manifests/overlays/admission-policy"
-    );
+    ["enforce", "warn", "audit"]
+        .into_iter()
+        .map(|mode| {
+            let out = std::process::Command::new(BIN)
+                .args(["admission-policy", "--no-mutating", "--mode", mode])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let fresh = String::from_utf8(out.stdout).unwrap();
+            (dir.join(format!("{mode}.yaml")), fresh)
+        })
+        .collect()
 }
 
 /// The chart's `may-target-windows` expression (written once, in
@@ -251,8 +233,8 @@ fn values_table(rows: &[ValueDoc]) -> String {
 }
 
 /// Every value in values.yaml is documented (`# --`), and the chart's
-/// README lists each with its default: the table between the markers is
-/// generated from values.yaml (`WINADMIT_UPDATE_RENDERS=1` rewrites it).
+/// README lists each with its default (the table between the markers is
+/// generated from values.yaml: `generated.rs`).
 #[test]
 fn chart_readme_lists_every_value() {
     let text = read(&helm::chart().join("values.yaml"));
@@ -279,6 +261,14 @@ fn chart_readme_lists_every_value() {
             r.key
         );
     }
+}
+
+/// The chart's README with the table between the markers as values.yaml
+/// gives it today.
+pub fn chart_readme_with_values_table() -> (PathBuf, String) {
+    let text = read(&helm::chart().join("values.yaml"));
+    let values: Value = serde_saphyr::from_str(&text).unwrap();
+    let rows = documented_values(&text, &values);
     let path = helm::chart().join("README.md");
     let readme = read(&path);
     let start = readme
@@ -289,18 +279,8 @@ fn chart_readme_lists_every_value() {
         .find(VALUES_END)
         .expect("README.md has the end-of-values marker");
     let table = values_table(&rows);
-    if update_renders() {
-        std::fs::write(
-            &path,
-            format!("{}{table}{}", &readme[..start], &readme[end..]),
-        )
-        .unwrap();
-        return;
-    }
-    assert!(
-        readme[start..end] == table,
-        "charts/winadmit/README.md's values table is stale: WINADMIT_UPDATE_RENDERS=1 cargo test --locked --test install helm::chart_readme_lists_every_value\nexpected:\n{table}"
-    );
+    let fresh = format!("{}{table}{}", &readme[..start], &readme[end..]);
+    (path, fresh)
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Installing winadmit: the manifests and their kustomize overlays, the
 //! Helm chart against a real kube-apiserver, the exported admission
-//! policies, and the chart's alerts and dashboard.
+//! policies, the chart's alerts and dashboard, the documents a user
+//! follows, and every file generated from the code.
 //!
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once. The chart's tests share one control
@@ -19,5 +20,7 @@ mod server;
 
 mod admission_policy;
 mod audit_monitoring;
+mod generated;
 mod helm;
 mod manifests;
+mod readme;

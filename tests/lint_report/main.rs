@@ -1,4 +1,5 @@
-//! `winadmit lint`, `--fix` and `report`: the command line, the output formats, files and streams, and the live report against a fake API.
+//! `winadmit lint`, `--fix` and `report`: the command line, the output
+//! formats, files and streams, and the live report against a fake API.
 //!
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.

@@ -1,4 +1,6 @@
-//! Rules and verdicts: each rule, the decision and its targeting, the policy file, the CEL literals, the corpus's labels, and the entry points agreeing on every verdict.
+//! Rules and verdicts: each rule, the decision and its targeting, the
+//! policy file, the CEL literals, the corpus's labels, the entry points
+//! agreeing on every verdict, and the layers of `src/`.
 //!
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.
@@ -24,6 +26,7 @@ mod decide;
 mod doors_agree;
 mod fuzz_regressions;
 mod knowledge;
+mod layers;
 mod mutate_api_valid;
 mod one_reader;
 mod placement;

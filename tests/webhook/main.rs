@@ -1,4 +1,5 @@
-//! The webhook server: routes, TLS and certificates, the JSON Patch, the watch cache, and image facts from a real registry.
+//! The webhook server: routes, TLS and certificates, the JSON Patch, the
+//! watch cache, and image facts from a real registry.
 //!
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.

@@ -10,8 +10,8 @@
 //! explain`, `winadmit rules` and `docs/rules.md` are rendered from the
 //! info.
 //!
-//! Adding a rule: its file, its line in the `rules!` list below, and
-//! its cases in `tests/fixtures/rules/<ID>/` (see the README there).
+//! Adding a rule: its file, its `mod` line and its entry in [`ALL`] below,
+//! and its cases in `tests/fixtures/rules/<ID>/` (see the README there).
 
 use crate::decision::admission_policy::cel::{Export, ExportContext};
 use crate::decision::cluster::Cluster;
@@ -148,77 +148,140 @@ pub struct Rule {
     pub export: fn(&ExportContext<'_>) -> Export,
 }
 
-/// Declares each rule module once, with its rules in evaluation order:
-/// `module: RULE, ...;` becomes `mod module;` and the entries of [`ALL`].
-macro_rules! rules {
-    ($($vis:vis $module:ident: $($rule:ident),+;)+) => {
-        $($vis mod $module;)+
+// One file per rule module; `ALL` below lists their rules in evaluation
+// order.
+mod affinity_conflict;
+mod allow_privilege_escalation;
+mod api_refused;
+mod apiserver_os_fields;
+mod apparmor;
+mod capabilities;
+mod default_mode;
+mod dns_hostnet;
+mod dns_searches;
+mod emptydir_memory;
+mod fs_group;
+mod gmsa_authz_unknown;
+mod gmsa_contents_mismatch;
+mod gmsa_contents_without_name;
+mod gmsa_inline;
+mod gmsa_no_credspec;
+mod gmsa_not_authorized;
+mod gmsa_not_found;
+mod gmsa_update;
+mod host_namespaces;
+mod host_network;
+mod host_path_os;
+mod hostprocess;
+mod hostprocess_advice;
+mod hugepages;
+pub mod hyperv;
+mod hyperv_annotation;
+mod image_arch;
+mod image_facts_unknown;
+mod image_windows_only;
+mod linux_image;
+mod linux_unpinned;
+mod linux_windows_options;
+mod memory_limits;
+mod mixed_os;
+mod mount_propagation;
+mod nfs;
+mod nonroot_admin;
+mod os_spec;
+mod pod_resources;
+mod privileged;
+mod proc_mount;
+mod readonly_rootfs;
+mod run_as;
+mod seccomp;
+mod secret_volume;
+mod selinux;
+pub mod service_affinity;
+mod subpath;
+mod supplemental_groups;
+mod sysctls;
+mod termination_message;
+mod unpinned_image;
+mod volume_devices;
+pub mod windows_build;
+mod windows_options_format;
+pub mod windows_taint;
 
-        /// Every rule, in evaluation order. The API server mirror runs last
-        /// (it reports a field whatever other rule reports it too).
-        pub static ALL: &[&Rule] = &[$($(&$module::$rule,)+)+];
-    };
-}
-
-rules! {
-    affinity_conflict: RULE;
-    os_spec: RULE;
-    unpinned_image: RULE;
-    image_windows_only: WINDOWS_ONLY;
-    image_arch: RULE;
-    linux_windows_options: RULE, IGNORED;
-    privileged: RULE;
-    run_as: RUN_AS_USER, RUN_AS_GROUP;
-    host_network: RULE;
-    host_namespaces: HOST_PID, HOST_IPC, SHARE_PROCESS_NAMESPACE;
-    subpath: RULE;
-    emptydir_memory: RULE;
-    selinux: RULE;
-    seccomp: RULE;
-    apparmor: RULE;
-    capabilities: RULE;
-    allow_privilege_escalation: RULE;
-    proc_mount: RULE;
-    readonly_rootfs: RULE;
-    supplemental_groups: RULE;
-    sysctls: RULE;
-    fs_group: FS_GROUP, FS_GROUP_CHANGE_POLICY;
-    volume_devices: RULE;
-    pod_resources: RULE;
-    hugepages: RULE;
-    mount_propagation: RULE;
-    dns_hostnet: RULE;
-    nfs: RULE;
-    hostprocess: RULE;
-    hostprocess_advice: REDUNDANT, USER, NON_ROOT;
-    windows_options_format: RULE;
-    gmsa_not_found: RULE;
-    gmsa_no_credspec: RULE;
-    gmsa_not_authorized: RULE;
-    gmsa_authz_unknown: RULE;
-    gmsa_contents_without_name: RULE;
-    gmsa_contents_mismatch: RULE;
-    gmsa_inline: RULE;
-    gmsa_update: RULE;
-    nonroot_admin: RULE;
-    pub hyperv: RULE;
-    termination_message: RULE;
-    default_mode: RULE;
-    mixed_os: RULE;
-    linux_image: LISTED, TAG_WORD;
-    linux_unpinned: RULE;
-    image_facts_unknown: RULE;
-    pub windows_build: MIXED, NODE_MISMATCH, NO_NODE;
-    hyperv_annotation: RULE;
-    pub windows_taint: MISSING, LINUX_TOLERATES;
-    memory_limits: RULE;
-    host_path_os: LINUX_PATH, LINUX_DEVICE, WINDOWS_PATH;
-    secret_volume: RULE;
-    dns_searches: RULE;
-    pub service_affinity: RULE;
-    api_refused: RULE;
-    apiserver_os_fields: RULE;
-}
+/// Every rule, in evaluation order. The API server mirror runs last (it
+/// reports a field whatever other rule reports it too).
+pub static ALL: &[&Rule] = &[
+    &affinity_conflict::RULE,
+    &os_spec::RULE,
+    &unpinned_image::RULE,
+    &image_windows_only::WINDOWS_ONLY,
+    &image_arch::RULE,
+    &linux_windows_options::RULE,
+    &linux_windows_options::IGNORED,
+    &privileged::RULE,
+    &run_as::RUN_AS_USER,
+    &run_as::RUN_AS_GROUP,
+    &host_network::RULE,
+    &host_namespaces::HOST_PID,
+    &host_namespaces::HOST_IPC,
+    &host_namespaces::SHARE_PROCESS_NAMESPACE,
+    &subpath::RULE,
+    &emptydir_memory::RULE,
+    &selinux::RULE,
+    &seccomp::RULE,
+    &apparmor::RULE,
+    &capabilities::RULE,
+    &allow_privilege_escalation::RULE,
+    &proc_mount::RULE,
+    &readonly_rootfs::RULE,
+    &supplemental_groups::RULE,
+    &sysctls::RULE,
+    &fs_group::FS_GROUP,
+    &fs_group::FS_GROUP_CHANGE_POLICY,
+    &volume_devices::RULE,
+    &pod_resources::RULE,
+    &hugepages::RULE,
+    &mount_propagation::RULE,
+    &dns_hostnet::RULE,
+    &nfs::RULE,
+    &hostprocess::RULE,
+    &hostprocess_advice::REDUNDANT,
+    &hostprocess_advice::USER,
+    &hostprocess_advice::NON_ROOT,
+    &windows_options_format::RULE,
+    &gmsa_not_found::RULE,
+    &gmsa_no_credspec::RULE,
+    &gmsa_not_authorized::RULE,
+    &gmsa_authz_unknown::RULE,
+    &gmsa_contents_without_name::RULE,
+    &gmsa_contents_mismatch::RULE,
+    &gmsa_inline::RULE,
+    &gmsa_update::RULE,
+    &nonroot_admin::RULE,
+    &hyperv::RULE,
+    &termination_message::RULE,
+    &default_mode::RULE,
+    &mixed_os::RULE,
+    &linux_image::LISTED,
+    &linux_image::TAG_WORD,
+    &linux_unpinned::RULE,
+    &image_facts_unknown::RULE,
+    &windows_build::MIXED,
+    &windows_build::NODE_MISMATCH,
+    &windows_build::NO_NODE,
+    &hyperv_annotation::RULE,
+    &windows_taint::MISSING,
+    &windows_taint::LINUX_TOLERATES,
+    &memory_limits::RULE,
+    &host_path_os::LINUX_PATH,
+    &host_path_os::LINUX_DEVICE,
+    &host_path_os::WINDOWS_PATH,
+    &secret_volume::RULE,
+    &dns_searches::RULE,
+    &service_affinity::RULE,
+    &api_refused::RULE,
+    &apiserver_os_fields::RULE,
+];
 
 /// Advice rules that `policies/default.yaml` turns off (enable them in a
 /// policy file); every other rule is on in the default policy.
