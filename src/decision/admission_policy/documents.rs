@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::bind::{old_variables, on_old_object};
 use super::cel::cel_str;
 use super::conditions::validation_match_conditions;
-use super::mutation::{mutated, removal_notice};
+use super::removals::{mutated, removal_notice};
 use super::{GROUP, Validation};
 use crate::decision::cluster::Cluster;
 use crate::decision::finding::Severity;

@@ -34,13 +34,16 @@ mod conditions;
 mod documents;
 mod images;
 mod mutation;
+mod removals;
+mod signals;
 mod validations;
 mod variables;
 
 pub use bind::bind_variables;
 pub use cel::{cel_list, cel_str};
 pub use conditions::{match_conditions, mutation_match_conditions, validation_match_conditions};
-pub use mutation::{NODE_SELECTOR, REMOVED_PREFIX};
+pub use mutation::NODE_SELECTOR;
+pub use removals::REMOVED_PREFIX;
 pub use validations::validations;
 pub use variables::variables;
 

@@ -4,12 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::bind::bind_variables;
 use super::cel::{Removal, cel_str};
 use super::conditions::mutation_match_conditions;
 use super::documents::{mutation_match_constraints, named, namespace_selector, one_condition};
-use super::validations::validations;
-use super::variables::{any_of, variables};
+use super::removals::{REMOVED_PREFIX, mutated};
 use super::{GROUP, Gap, Validation};
 use crate::decision::cluster::Cluster;
 use crate::decision::policy::Policy;
@@ -18,42 +16,6 @@ use crate::decision::policy::Policy;
 /// of a Windows-targeted pod spec without an OS label (a CEL list of
 /// `JSONPatch`; nothing on a pod UPDATE, where the spec is immutable).
 pub const NODE_SELECTOR: &str = "variables.exempt || variables.podUpdate ? [] : (!has(variables.spec.nodeSelector) ? [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector', value: {'kubernetes.io/os': 'windows'}}] : (('kubernetes.io/os' in variables.spec.nodeSelector) ? [] : [JSONPatch{op: 'add', path: variables.pointer + '/nodeSelector/kubernetes.io~1os', value: 'windows'}]))";
-
-/// The annotation prefix of the removal records: the mutating policy
-/// records the fields it removed for rule `R` in `winadmit.io/removed.R`,
-/// and the validating policy `winadmit-warnings` turns each record into a
-/// warning (a mutation cannot return warnings).
-pub const REMOVED_PREFIX: &str = "winadmit.io/removed.";
-
-/// The validations whose removals the mutating policy makes.
-pub(super) fn mutated<'a>(policy: &Policy, all: &'a [Validation]) -> Vec<&'a Validation> {
-    all.iter()
-        .filter(|x| {
-            x.removals.is_some()
-                && (x.removal == Removal::OwnSwitch || policy.mutation.remove_no_op_fields)
-        })
-        .collect()
-}
-
-/// The `needs-mutation` match condition: the node selector to add, a field
-/// to remove, or a removal record to clear.
-pub(super) fn needs_mutation(policy: &Policy, cluster: &Cluster) -> String {
-    let (all, _) = validations(policy, cluster);
-    let mut any = Vec::new();
-    if policy.mutation.inject_node_selector {
-        any.push("!variables.exempt && !variables.podUpdate && (!has(variables.spec.nodeSelector) || !('kubernetes.io/os' in variables.spec.nodeSelector))".to_owned());
-    }
-    for x in mutated(policy, &all) {
-        if let Some(paths) = &x.removed_paths {
-            any.push(format!("size({paths}) > 0"));
-        }
-    }
-    any.push(format!(
-        "!variables.podUpdate && has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith({}))",
-        cel_str(REMOVED_PREFIX)
-    ));
-    bind_variables(&any_of(any), &variables(policy))
-}
 
 /// The JSON Patch expressions of the mutating policy, as few as the
 /// removals allow: the API server encodes and decodes the whole object
@@ -147,26 +109,6 @@ fn record(rule: &str, paths: &str) -> String {
     format!(
         "variables.podUpdate ? [] : [{paths}].map(p, size(p) > 0 ? [JSONPatch{{op: 'add', path: {pointer}, value: {value}}}] : (has(object.metadata.annotations) && {key} in object.metadata.annotations ? [JSONPatch{{op: 'remove', path: {pointer}}}] : []))[0]"
     )
-}
-
-/// The warning for a removal record of `x` (`winadmit-warnings`).
-pub(super) fn removal_notice(x: &Validation, message: &str) -> Value {
-    let key = cel_str(&format!("{REMOVED_PREFIX}{}", x.rule));
-    let text = message
-        .strip_prefix(&format!("{}: ", x.rule))
-        .unwrap_or(message);
-    json!({
-        "expression": format!("variables.podUpdate || !({key} in variables.annotations)"),
-        "messageExpression": format!(
-            "({key} in variables.annotations ? variables.annotations[{key}] : '') + {}",
-            cel_str(&format!(
-                ": removed by the MutatingAdmissionPolicy winadmit-mutate (recorded in the annotation {REMOVED_PREFIX}{}): {text} ({})",
-                x.rule, x.rule
-            ))
-        ),
-        "message": format!("{}: removed by the MutatingAdmissionPolicy winadmit-mutate: {text}", x.rule),
-        "reason": "Invalid",
-    })
 }
 
 /// What the mutating policy leaves to the webhook.

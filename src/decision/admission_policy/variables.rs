@@ -3,7 +3,7 @@
 //! engine's targeting, and what each image is ([`super::images`]).
 
 use super::cel::{C_HOST_PROCESS, CONTAINER_LISTS, cel_list, cel_str};
-use super::conditions::{linux_signals, windows_signals};
+use super::signals::{linux_signals, windows_signals};
 use crate::decision::policy::Policy;
 
 /// `(pod kind expr, CronJob expr, other templates expr)` chosen by kind.
