@@ -23,11 +23,9 @@ fn main() -> ExitCode {
 }
 
 /// Transparent huge pages off for this process: mimalloc commits its arena
-/// eagerly, and with THP the kernel backs it with 2 MiB pages, so the
-/// webhook held 28.6 MiB after the latency benchmark, 20.6 MiB with THP
-/// off (17.4 MiB when mimalloc turns it off before the first allocation,
-/// `MIMALLOC_ALLOW_THP=0`), at the same latency (docs/BENCHMARKS.md, "Pod
-/// creates through the API server"). This is the `prctl` mimalloc makes
+/// eagerly, and with THP the kernel backs it with huge pages, so the
+/// webhook holds more memory at the same latency (docs/BENCHMARKS.md,
+/// "What was tried and not kept"). This is the `prctl` mimalloc makes
 /// itself with that setting; made here, the few allocations before `main`
 /// may keep their huge pages.
 fn no_transparent_huge_pages() {

@@ -4,15 +4,14 @@
 //!
 //! A finding's object (file, document, kind, name), field path, message
 //! and patch are shared ([`Strings`] keeps one copy of each distinct text
-//! per part of the input): a generated file of 24,400 manifests has
-//! 51,850 findings but 7 distinct messages and 9 field paths (the real
-//! corpus: 2,793 findings, 87 messages, 31 fields). A record is 56 bytes; a
-//! [`LintFinding`] with its eight strings and patch was about 1 KB.
+//! per part of the input): a large input has many findings but few
+//! distinct messages and field paths, and a record is far smaller than a
+//! [`LintFinding`] with its eight strings and patch.
 //! The renderers read either form through [`Report`];
 //! [`CompactReport::into_report`] gives the [`LintReport`] of the library
-//! API. The two forms are kept because the compact one pays: `lint` of
-//! 24,400 manifests peaked at 45.8 MB with it and 77.6 MB with full
-//! records (docs/BENCHMARKS.md, "What was tried and not kept").
+//! API. The two forms are kept because the compact one pays in peak
+//! memory (docs/BENCHMARKS.md, "lint on one large file" and "What was
+//! tried and not kept").
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

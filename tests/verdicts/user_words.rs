@@ -1,8 +1,7 @@
 //! What a user reads speaks the language of the Kubernetes documentation
 //! and kubectl, not the project's own shorthand: `--help` of every
 //! subcommand, `explain` of every rule, `rules` (text and markdown), the
-//! README and docs/ (docs/BENCHMARKS.md and docs/hardening.md are left out
-//! for now).
+//! README and every file of docs/.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -92,9 +91,6 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Not yet rewritten: they are left out until they are.
-const NOT_YET: &[&str] = &["BENCHMARKS.md", "hardening.md"];
-
 #[test]
 fn user_facing_text_has_no_internal_words() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -125,11 +121,6 @@ fn user_facing_text_has_no_internal_words() {
 
     let mut files = vec![root.join("README.md")];
     markdown_files(&root.join("docs"), &mut files);
-    files.retain(|f| {
-        !NOT_YET
-            .iter()
-            .any(|n| f.file_name().is_some_and(|name| name == *n))
-    });
     assert!(files.len() >= 5, "{files:?}");
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();

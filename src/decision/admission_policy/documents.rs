@@ -22,8 +22,9 @@ use crate::decision::policy::{Mode, Policy};
 /// One variable per rule keeps each expression short: the API server
 /// type-checks every expression when the policy is stored and when it is
 /// loaded, and the checker's work grows faster than an expression's length
-/// (the rules' tests in one expression made storing a policy cost 7.6 s of
-/// API server CPU; `BenchmarkCompile` in benches/policy-cel measures it).
+/// (`BenchmarkCompile` in benches/policy-cel measures it: docs/BENCHMARKS.md,
+/// "One policy on the API server's own code" and "What was tried and not
+/// kept").
 /// A variable is evaluated at most once for each list of expressions that
 /// reads it (the validations, the messages).
 pub(super) fn policy_variables(

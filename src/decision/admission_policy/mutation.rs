@@ -20,7 +20,8 @@ pub const NODE_SELECTOR: &str = "variables.exempt || variables.podUpdate ? [] : 
 /// The JSON Patch expressions of the mutating policy, as few as the
 /// removals allow: the API server encodes and decodes the whole object
 /// for every mutation, even one that patches nothing, so each costs about
-/// as much as a webhook call (docs/BENCHMARKS.md).
+/// as much as a webhook call (docs/BENCHMARKS.md, "What was tried and not
+/// kept").
 ///
 /// The first mutation adds the node selector, records every rule's
 /// removals and makes them, all computed on the object as sent: these

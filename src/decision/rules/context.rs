@@ -106,8 +106,8 @@ pub struct ImageFacts {
 /// [`ImageFacts`] already worked out, shared by every evaluation under the
 /// same [`params::RuleParams`]: a cluster runs the same few images over and
 /// over, and working the facts out (the policy's patterns, the build
-/// table, the Linux names) costs some 2,700 instructions an image
-/// (callgrind), a lookup here about a tenth of that.
+/// table, the Linux names) costs many times a lookup here
+/// (docs/BENCHMARKS.md, "What was tried and not kept").
 ///
 /// Bounded: at most [`ImageFactsCache::MAX_ENTRIES`] images, forgotten all
 /// at once when full; names longer than [`ImageFactsCache::MAX_NAME`] are

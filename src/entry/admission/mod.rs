@@ -4,11 +4,10 @@
 //! The envelope is decoded in one pass into a purpose-built borrowed struct
 //! whose `object`/`oldObject` are read straight into [`ObjectView`], the
 //! same narrow view `lint` uses. No `DynamicObject` or `serde_json::Value`
-//! tree is built on the hot path (docs/BENCHMARKS.md, "Decoding",
-//! has the measurements: about 3x faster than kube's
-//! `AdmissionReview<DynamicObject>` on a 4 KiB pod, 6x on 30 KiB, and a
-//! quarter faster than keeping the object as a `&RawValue` and parsing it
-//! in a second pass). The raw object is only re-read when a patch must be
+//! tree is built on the hot path: the one pass is faster than kube's
+//! `AdmissionReview<DynamicObject>` and than keeping the object as a
+//! `&RawValue` and parsing it in a second pass (docs/BENCHMARKS.md,
+//! "Decoding", has the measurements). The raw object is only re-read when a patch must be
 //! settled, or to name the uid of a request whose object cannot be read. Responses are
 //! built with `kube::core::admission` types, in the request's API version.
 //!

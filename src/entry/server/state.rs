@@ -158,8 +158,8 @@ impl ServerState {
     /// Runs a small review `f` right here, on the I/O thread that read its
     /// body: a few to a few tens of microseconds, less than the hand-off to
     /// the blocking pool costs (two thread wake-ups and context switches
-    /// per request: about 15 us of CPU per review on one pinned core,
-    /// docs/BENCHMARKS.md). A panic is caught and reported as by
+    /// per request: docs/BENCHMARKS.md, "What was tried and not kept").
+    /// A panic is caught and reported as by
     /// [`ServerState::run_bounded`].
     pub fn run_inline<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
@@ -209,8 +209,9 @@ impl ServerState {
     }
 }
 
-/// Bodies up to this size are reviewed inline on the I/O thread (at most
-/// some 50 us of work, see `examples/review_latency.rs`); larger ones on
+/// Bodies up to this size are reviewed inline on the I/O thread (a short
+/// piece of work: docs/BENCHMARKS.md, "Server time per review,
+/// in-process"); larger ones on
 /// the blocking pool, bounded by the review slots, so a burst of big
 /// reviews cannot hold up the I/O threads, health checks and metrics.
 pub const INLINE_REVIEW_MAX_BYTES: usize = 64 * 1024;

@@ -1,7 +1,7 @@
 //! YAML documents to JSON values, straight from the parser's event stream.
 //!
-//! serde-saphyr's serde layer costs about three times its parser (measured:
-//! 465 ms vs 159 ms for 10,000 Deployments, docs/BENCHMARKS.md), so lint
+//! serde-saphyr's serde layer costs several times its parser
+//! (docs/BENCHMARKS.md, "What was tried and not kept"), so lint
 //! builds `serde_json::Value`s from the events of the same parser
 //! (`granit-parser`, re-exported by serde-saphyr) and enforces its own
 //! budgets: node count (which bounds alias expansion), nesting depth.
@@ -120,8 +120,8 @@ const PIPELINE_BATCH: usize = 256;
 
 /// Where [`load_each`] runs the parser.
 ///
-/// The parser (scanning, tokens, events) is about two thirds of the time
-/// and building the values, their positions and the lint the rest
+/// The parser (scanning, tokens, events) takes most of the time and
+/// building the values, their positions and the lint the rest
 /// (`perf`, docs/BENCHMARKS.md, "lint on one large file"). For a long text the
 /// parser runs on a second thread and hands its events over in batches:
 /// the builder consumes the same events in the same order, so what it
@@ -139,7 +139,7 @@ thread_local! {
 /// Whether [`load_each`] on the calling thread may start a second thread.
 /// Workers that already keep every core busy (`lint`'s, one per core, each
 /// with its own files) say no: the parser's thread would only compete with
-/// them (four 10 MB files on two cores: 1.18 s without, 1.3-1.5 s with).
+/// them (docs/BENCHMARKS.md, "What was tried and not kept").
 /// So does `lint` under `WINADMIT_LINT_THREADS=1`.
 pub fn allow_second_thread(allowed: bool) {
     SECOND_THREAD.with(|c| c.set(allowed));

@@ -21,13 +21,12 @@
 //!
 //! Why not kube-runtime's reflector `Store`: it keeps each object whole as
 //! the watcher decoded it, and its readers get those objects, so a review
-//! would parse every RuntimeClass and Windows node it reads. Holding
-//! 10,000 Namespaces, 1,000 Windows nodes and 20 RuntimeClasses
-//! (`cargo bench --bench watch_cache`, docs/BENCHMARKS.md, "Watch
-//! cache"), this cache keeps 5.9 MiB of heap (564 B an object) against
-//! 74.7 MiB for the reflector (17.0 MiB with each object trimmed to the
-//! fields winadmit reads before it is stored), and one review's reads take
-//! 0.2-0.4 us against 22-107 ms; applying a full list costs the same.
+//! would parse every RuntimeClass and Windows node it reads. This cache
+//! keeps a fraction of the reflector's heap (even with each object trimmed
+//! to the fields winadmit reads before it is stored), and one review's
+//! reads take microseconds instead of milliseconds; applying a full list
+//! costs the same (`cargo bench --bench watch_cache`, docs/BENCHMARKS.md,
+//! "Watch cache").
 //! Publishing parsed snapshots from a reflector would keep the reads but
 //! hold the trimmed objects on top of the snapshots.
 
