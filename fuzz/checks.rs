@@ -150,7 +150,7 @@ pub fn patch_generation(data: &[u8]) {
             patch::apply(&mut patched, &m.ops).unwrap_or_else(|e| {
                 panic!("patch {:?} does not apply to {}: {e}", m.ops, doc.value)
             });
-            // The result is still an object the same door can read.
+            // The result is still an object the same entry point can read.
             let json = serde_json::to_string(&patched).expect("serializes");
             let reparsed = source::parse(&json).expect("the patched object re-parses");
             assert_eq!(reparsed.len(), 1, "{json}");

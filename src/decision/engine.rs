@@ -33,7 +33,7 @@ pub struct Context<'c> {
     /// without an entry is judged by its name.
     pub images: Option<&'c crate::decision::images::KnownImages>,
     /// The cluster's gMSA credential specs and authorization answers, when
-    /// the door knows the resource; `None` keeps the gMSA rules silent.
+    /// the entry point knows the resource; `None` keeps the gMSA rules silent.
     pub gmsa: Option<&'c crate::decision::gmsa::Facts>,
 }
 

@@ -6,11 +6,11 @@
 //! reads only `windowsOptions.gmsaCredentialSpec`, the credential spec's
 //! JSON, which admission fills in from the named object. Whether the
 //! object exists, what it holds and whether the pod's service account may
-//! `use` it are facts about the cluster: the doors resolve them before the
+//! `use` it are facts about the cluster: the entry points resolve them before the
 //! decision (the webhook from its watch cache and LocalSubjectAccessReviews,
 //! `lint` and `report` from the GMSACredentialSpec objects of their input)
 //! and pass them in [`Facts`], as they pass the cluster's nodes. With no
-//! facts (the door does not know the resource) every gMSA rule is silent.
+//! facts (the entry point does not know the resource) every gMSA rule is silent.
 //!
 //! Pure: no I/O, no clock.
 
@@ -147,7 +147,7 @@ impl std::fmt::Display for Place {
     }
 }
 
-/// What a door knows of the cluster's gMSA credential specs.
+/// What an entry point knows of the cluster's gMSA credential specs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {
     /// Credential specs by name, as far as they were looked up.
@@ -158,7 +158,7 @@ pub struct Facts {
     pub complete: bool,
     /// Authorization answers, as far as they were asked.
     pub authz: BTreeMap<AuthzKey, Authz>,
-    /// Authorizations a door wanted but could not ask (its identity may
+    /// Authorizations an entry point wanted but could not ask (its identity may
     /// not create SubjectAccessReviews, or the call failed), with why: the
     /// answer is unknown, which is not a refusal (the live `report`).
     pub unasked: BTreeMap<AuthzKey, String>,
@@ -201,7 +201,7 @@ impl Facts {
             .map(String::as_str)
     }
 
-    /// Takes in what a door looked up for one workload: its credential
+    /// Takes in what an entry point looked up for one workload: its credential
     /// specs and authorization answers win over what was known.
     pub fn absorb(&mut self, looked: Self) {
         self.specs.extend(looked.specs);
@@ -320,7 +320,7 @@ pub fn previous(spec: &SpecView<'_>) -> Vec<Previous> {
     out
 }
 
-/// The credential spec names a pod spec uses, each once: what a door
+/// The credential spec names a pod spec uses, each once: what an entry point
 /// looks up before the decision.
 #[must_use]
 pub fn names<'v>(spec: &'v SpecView<'_>) -> BTreeSet<&'v str> {

@@ -171,7 +171,7 @@ pub enum Lookup {
     Unknown(String),
 }
 
-/// The facts known of the images a door is about to judge, keyed by the
+/// The facts known of the images an entry point is about to judge, keyed by the
 /// reference as written in the pod.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownImages {
@@ -325,9 +325,9 @@ impl KnownImages {
 }
 
 /// Adds the images of the workload `value` (its init, app and ephemeral
-/// containers) to `into`: what a door looks up before judging it. An
+/// containers) to `into`: what an entry point looks up before judging it. An
 /// object that is not a workload, or does not read, adds nothing (the
-/// door reports it as it would without facts).
+/// entry point reports it as it would without facts).
 pub fn workload_images(
     policy: &crate::decision::policy::Policy,
     value: &serde_json::Value,

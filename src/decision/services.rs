@@ -4,7 +4,7 @@
 //! the pods its selector picks. The caller collects the pod labels of every
 //! Windows-targeted workload it has seen ([`WindowsPods`]) and then asks
 //! [`check_service`] about each Service. Pure, like the engine: the `lint`
-//! door collects over its whole input (every file on the command line, see
+//! entry point collects over its whole input (every file on the command line, see
 //! `lint::CrossObject`), so a Service and its Deployment may live in
 //! different files. Findings use the same [`Finding`] type, rule ids from
 //! the catalogue, and the same policy (severity, versions, exemptions,

@@ -414,7 +414,7 @@ async fn a_burst_at_a_small_cap_resets_no_client() {
     drop(idle);
 }
 
-/// A `List` of `n` Windows Deployments, each with settings every door
+/// A `List` of `n` Windows Deployments, each with settings every entry point
 /// reports and patches.
 fn big_list(n: usize) -> Vec<u8> {
     let items: Vec<serde_json::Value> = (0..n)

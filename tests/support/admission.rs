@@ -1,6 +1,6 @@
 //! An AdmissionReview as the API server sends it, and the webhook's answer,
 //! for the tests that ask the webhook in-process (`admission::review`)
-//! alongside the other doors.
+//! alongside the other entry points.
 
 #![allow(dead_code)] // each test target uses a part
 

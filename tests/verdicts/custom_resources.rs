@@ -1,6 +1,6 @@
 //! Custom resources with a pod template: the built-in kinds (Argo
 //! Rollouts, OpenKruise, KEDA) and kinds a policy declares under
-//! `podTemplates`, through every door: `lint`, `lint --fix`, `report` and
+//! `podTemplates`, through every entry point: `lint`, `lint --fix`, `report` and
 //! the webhook's `/validate` and `/mutate`. Fixtures are in
 //! tests/fixtures/crd, shaped after each project's documentation.
 
@@ -103,7 +103,7 @@ fn report_findings(r: &ObjectReport) -> Vec<(String, String, String)> {
 /// equivalent Deployment (its template is at the same path), through lint,
 /// lint --fix, report, /validate and /mutate.
 #[test]
-fn a_windows_rollout_with_host_network_is_judged_like_its_deployment_through_every_door() {
+fn a_windows_rollout_with_host_network_is_judged_like_its_deployment_through_every_entry_point() {
     let policy = Policy::default_policy();
 
     // lint: same findings, at the same fields and source positions (the
@@ -274,7 +274,7 @@ fn every_built_in_kind_is_checked_at_its_own_template_path() {
 }
 
 /// `spec.workloadRef`: the template is the referenced Deployment's, which
-/// is checked on its own. Every door says so; none calls it an error.
+/// is checked on its own. Every entry point says so; none calls it an error.
 #[test]
 fn a_rollout_with_a_workload_ref_has_nothing_to_check_and_says_so() {
     let policy = Policy::default_policy();
@@ -377,7 +377,7 @@ fn a_kind_declared_in_the_policy_is_checked_at_its_path() {
 }
 
 /// A declared path that leads nowhere is an input error naming the object,
-/// the path and the policy entry, in every door.
+/// the path and the policy entry, in every entry point.
 #[test]
 fn a_declared_path_without_a_template_is_an_input_error_naming_the_object() {
     let policy = agones();
@@ -555,7 +555,7 @@ spec:
     assert_eq!(&fixed[..fleet_at], &source[..fleet_at]);
 }
 
-/// The HTTP doors themselves (`POST /validate`, `POST /mutate` on the
+/// The HTTP entry points themselves (`POST /validate`, `POST /mutate` on the
 /// server's router): the Rollout gets the Deployment's answer.
 #[tokio::test]
 async fn the_servers_routes_answer_a_rollout_like_its_deployment() {

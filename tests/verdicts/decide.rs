@@ -1,6 +1,6 @@
-//! One decision for every door: the report previews the settled
+//! One decision for every entry point: the report previews the settled
 //! patch `/mutate` returns and the verdict after it; the webhook's reach
-//! (excluded namespaces, the opt-out label) is policy data every door
+//! (excluded namespaces, the opt-out label) is policy data every entry point
 //! honours.
 
 use serde::Deserialize as _;

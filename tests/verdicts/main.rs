@@ -23,7 +23,7 @@ mod cel_literals;
 mod corpus;
 mod custom_resources;
 mod decide;
-mod doors_agree;
+mod entry_points_agree;
 mod fuzz_regressions;
 mod knowledge;
 mod layers;

@@ -1,5 +1,5 @@
 //! Property tests on the mutating webhook's patches, through the admission
-//! door (`admission::review`), over many shapes of Windows workloads: every
+//! entry point (`admission::review`), over many shapes of Windows workloads: every
 //! patch applies cleanly to the request's JSON, is reinvocation-safe, keeps
 //! what was there, and leaves no fixable finding behind. Non-Windows
 //! workloads are never patched. Patched objects still deserialize as the
@@ -424,7 +424,7 @@ async fn post(app: axum::Router, path: &str, body: Vec<u8>) -> (u16, Value) {
 
 /// lint, `/validate` and `/report` on one object: the same findings and
 /// the same verdict, and `/validate` names every denied field.
-fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Value) {
+fn assert_entry_points_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Value) {
     let state = winadmit::entry::server::ServerState::new(
         admission(policy.clone()),
         winadmit::entry::server::Limits::default(),
@@ -509,7 +509,7 @@ fn assert_doors_agree(rt: &tokio::runtime::Runtime, policy: &Policy, object: &Va
     }
 }
 
-/// The doors agree on the API-server-shaped fixtures too (denied, fixable,
+/// The entry points agree on the API-server-shaped fixtures too (denied, fixable,
 /// a Deployment, a Linux pod), not only on generated objects.
 #[test]
 fn lint_validate_and_report_agree_on_fixtures() {
@@ -528,12 +528,12 @@ fn lint_validate_and_report_agree_on_fixtures() {
             env!("CARGO_MANIFEST_DIR")
         );
         let review: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        assert_doors_agree(&rt, &Policy::default_policy(), &review["request"]["object"]);
+        assert_entry_points_agree(&rt, &Policy::default_policy(), &review["request"]["object"]);
     }
 }
 
 proptest! {
-    // Each case runs three doors over two policies: fewer cases.
+    // Each case runs three entry points over two policies: fewer cases.
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
@@ -544,7 +544,7 @@ proptest! {
             .unwrap();
         let object = with_risks(object(&s, windows), &risks);
         for adm in admissions() {
-            assert_doors_agree(&rt, &adm.policy, &object);
+            assert_entry_points_agree(&rt, &adm.policy, &object);
         }
     }
 }

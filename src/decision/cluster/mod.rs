@@ -7,7 +7,7 @@
 //! order of precedence, from a flag, the policy's `cluster` block, what was
 //! learnt from the cluster's Windows nodes, and the defaults
 //! (docs/verdicts.md, "The target cluster"). This module is pure data: the
-//! doors fill it.
+//! entry points fill it.
 //!
 //! What the Windows nodes say, and a cluster narrowed to them, is in `nodes`.
 
@@ -296,10 +296,10 @@ pub fn check_version(v: KubeVersion) -> Result<KubeVersion, UnknownVersion> {
     }
 }
 
-/// The cluster objects a door has seen in its input (lint's and report's
+/// The cluster objects an entry point has seen in its input (lint's and report's
 /// files, the live report's list calls): namespaces with their labels,
 /// RuntimeClasses with handler and scheduling, nodes and gMSA
-/// credential specs. One reader for all of them, so every door learns the same facts the same way.
+/// credential specs. One reader for all of them, so every entry point learns the same facts the same way.
 #[derive(Debug, Clone, Default)]
 pub struct KnownCluster {
     pub namespaces: std::collections::HashMap<String, BTreeMap<String, String>>,
@@ -378,7 +378,7 @@ impl KnownCluster {
     }
 }
 
-/// What a door knows of the cluster beyond the policy and the object:
+/// What an entry point knows of the cluster beyond the policy and the object:
 /// namespace labels, RuntimeClasses and Windows nodes. Plain data behind a
 /// trait, so the core stays free of clients: the server's watch cache
 /// (`server::watch_cache::ClusterCache`) implements it, the report's objects
@@ -396,7 +396,7 @@ pub trait ClusterView: Send + Sync {
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         None
     }
-    /// The gMSA facts of one workload, from a door that asks the cluster
+    /// The gMSA facts of one workload, from an entry point that asks the cluster
     /// as the report reaches the workload (the live `report`, the server's
     /// `/report`): the credential specs `names` and whether `account` in
     /// `namespace` (when the object has one) may `use` them. `None`: this

@@ -1,4 +1,4 @@
-//! The one decision every door shares: from (policy, cluster facts,
+//! The one decision every entry point shares: from (policy, cluster facts,
 //! object, request context) to a [`Decision`] — whether the object targets
 //! Windows and why, its findings, the exemption that applied, what each
 //! finding does under the mode, the admission warnings and denial text,
@@ -7,9 +7,9 @@
 //! an error the patch removes is no error).
 //!
 //! `/validate`, `/mutate`, `/report`, `lint`, `lint --fix`, `report
-//! --from-file` and the live `report` all call [`decide`]; the doors only
+//! --from-file` and the live `report` all call [`decide`]; the entry points only
 //! decode their input and encode the decision. Pure: no I/O, no clock.
-//! What a door knows of the cluster comes in through [`Request::labels`]
+//! What an entry point knows of the cluster comes in through [`Request::labels`]
 //! and the engine [`Context`].
 //!
 //! The settled patch and the verdict after it are worked out in `patching`;
@@ -157,7 +157,7 @@ impl Tree for Value {
     }
 }
 
-/// What a door needs of the patch, and where the object's tree comes
+/// What an entry point needs of the patch, and where the object's tree comes
 /// from (asked for only when there is something to patch: the webhook
 /// keeps only a borrowed view on its fast path).
 #[derive(Clone, Copy)]
@@ -174,9 +174,9 @@ pub enum PatchSource<'r> {
     Preview(&'r dyn Tree),
 }
 
-/// What a door knows of the request beyond the object.
+/// What an entry point knows of the request beyond the object.
 pub struct Request<'r> {
-    /// A label of a namespace, as far as the door knows the cluster (the
+    /// A label of a namespace, as far as the entry point knows the cluster (the
     /// webhook's cache, the report's Namespace objects).
     pub labels: &'r dyn Fn(&str, &str) -> Option<String>,
     /// A mode that overrides the namespace's mode label (`report --mode`).
@@ -221,7 +221,7 @@ pub struct Decision {
     /// Targeting and its reason, every finding, skipped rules.
     pub evaluation: Evaluation,
     pub exemption: Option<Exemption>,
-    /// The mode the namespace (or the door) selects; rules may override it.
+    /// The mode the namespace (or the entry point) selects; rules may override it.
     pub mode: Option<Mode>,
     /// The findings admission acts on (an UPDATE counts only what it
     /// introduces), with their outcome.
@@ -234,7 +234,7 @@ pub struct Decision {
     /// denial offers the opt-out for these only).
     pub skippable: Vec<&'static str>,
     /// The settled, reinvocation-safe patch (empty when nothing changes, or
-    /// when the door asked for none).
+    /// when the entry point asked for none).
     pub patch: Mutation,
     /// The object with the patch applied, when there is a patch.
     pub patched: Option<Value>,
@@ -313,7 +313,7 @@ impl Decision {
     }
 }
 
-/// Decides one workload: `w` is the object as the door read it, its
+/// Decides one workload: `w` is the object as the entry point read it, its
 /// namespace filled in from the request when the object names none.
 #[must_use]
 pub fn decide(

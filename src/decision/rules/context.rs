@@ -67,7 +67,7 @@ pub struct RuleContext<'e, 'v, 'a> {
     /// What registries say of the pod's images, when looked up (never
     /// empty: no facts is `None`).
     pub registry: Option<&'e crate::decision::images::KnownImages>,
-    /// The cluster's gMSA facts, when the door knows them.
+    /// The cluster's gMSA facts, when the entry point knows them.
     pub gmsa: Option<&'e crate::decision::gmsa::Facts>,
     pub host_process: HostProcess,
     /// Policy parameters the rules read.

@@ -1,6 +1,6 @@
 //! Reading an AdmissionReview: the borrowed one-pass decode the webhook
 //! answers from, the raw re-reads for patching and declared kinds, and the
-//! envelope checks every door shares.
+//! envelope checks every entry point shares.
 
 use kube::core::TypeMeta;
 use serde::Deserialize;
@@ -101,7 +101,7 @@ pub(super) fn envelope_header<'t>(
     Ok((types, uid))
 }
 
-/// What a door other than `/validate` and `/mutate` (the `/report`
+/// What an entry point other than `/validate` and `/mutate` (the `/report`
 /// endpoint) reads of an AdmissionReview, decoded and checked by the same
 /// envelope code as the webhook.
 #[derive(Debug, Clone, Default)]

@@ -1,4 +1,4 @@
-//! AdmissionReview bytes in, AdmissionReview bytes out: the webhook's door
+//! AdmissionReview bytes in, AdmissionReview bytes out: the webhook's entry point
 //! to the engine, without I/O, async or clocks.
 //!
 //! The envelope is decoded in one pass into a purpose-built borrowed struct
@@ -68,7 +68,7 @@ impl Endpoint {
     }
 }
 
-/// What the admission door needs: the policy, the Kubernetes version the
+/// What the admission entry point needs: the policy, the Kubernetes version the
 /// rules apply to, and what it knows about the cluster.
 pub struct Admission {
     pub policy: Policy,

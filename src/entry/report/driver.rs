@@ -186,6 +186,6 @@ pub enum Input<'a> {
     /// Manifest files and directories (`-` for stdin), read as `lint`
     /// reads them ([`super::files`]).
     Files(&'a [PathBuf]),
-    /// Objects a door lists itself.
+    /// Objects an entry point lists itself.
     Objects(Box<ReadObjects<'a>>),
 }

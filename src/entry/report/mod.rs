@@ -154,9 +154,9 @@ impl ObjectReport {
     }
 }
 
-/// The labels of the cluster's namespaces, when a door knows them (the
+/// The labels of the cluster's namespaces, when an entry point knows them (the
 /// webhook's cache for `POST /report`), and the gMSA facts of a workload
-/// when the door can ask the cluster ([`crate::decision::cluster::ClusterView::gmsa`]:
+/// when the entry point can ask the cluster ([`crate::decision::cluster::ClusterView::gmsa`]:
 /// the live `report`, the webhook's `POST /report`).
 #[derive(Clone)]
 pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::decision::cluster::ClusterView>);

@@ -1,4 +1,4 @@
-//! `POST /report`, the dry-run door on the webhook's server: decode the
+//! `POST /report`, the dry-run entry point on the webhook's server: decode the
 //! request, call [`report_body`] over the same policy, target cluster and
 //! cluster cache as `/validate`, encode the answer. No policy logic here.
 //! Query parameter `mode=enforce|warn|audit` previews a mode.

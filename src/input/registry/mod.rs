@@ -4,7 +4,7 @@
 //! protocol, with Docker Hub's token flow); the configuration types are
 //! `oci-spec`'s.
 //!
-//! A door resolves the images it is about to judge, then passes the
+//! An entry point resolves the images it is about to judge, then passes the
 //! [`KnownImages`] to the decision: the decision itself never waits on a
 //! registry. Fail-open: a lookup that fails or passes its deadline is an
 //! [`Lookup::Unknown`] with the reason, never an error of the command.

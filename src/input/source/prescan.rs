@@ -1,7 +1,7 @@
 //! The first pass over a text: the cluster objects it holds (Namespaces,
 //! RuntimeClasses, Windows Nodes, GMSACredentialSpecs; `kubectl get nodes
 //! -o yaml` given to `lint` or `report`), learnt with the reader every
-//! door uses ([`KnownCluster::learn`]), and the images its workloads name.
+//! entry point uses ([`KnownCluster::learn`]), and the images its workloads name.
 //! They apply to every object of the input, wherever they are in it.
 
 use std::borrow::Cow;

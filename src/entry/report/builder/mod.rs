@@ -1,7 +1,7 @@
 //! The [`ReportBuilder`]: objects in, one at a time, [`ObjectReport`]s and
 //! the summary out. Each object is decided with [`crate::decision::decide::decide`]
 //! (the settled patch, then the verdict after it), with the cluster objects
-//! the input showed and what the door can look up; owned objects are
+//! the input showed and what the entry point can look up; owned objects are
 //! folded into their owners ([`super::fold`]).
 //!
 //! Each object report is counted into the summary in `tally`.
@@ -220,7 +220,7 @@ impl<'p> ReportBuilder<'p> {
     }
 
     /// Adds to `into` the images of the workload `value` whose facts are
-    /// not known yet: what a door with `--registry` looks up before it adds
+    /// not known yet: what an entry point with `--registry` looks up before it adds
     /// the object. Nothing for an object the report leaves out.
     pub fn unknown_images(&self, value: &Value, into: &mut BTreeSet<String>) {
         if !self.in_namespaces(value) {
@@ -347,7 +347,7 @@ impl<'p> ReportBuilder<'p> {
         }
     }
 
-    /// What the door looks up of the credential specs `workload` names
+    /// What the entry point looks up of the credential specs `workload` names
     /// (over what the input showed), when it can; `None` otherwise.
     fn gmsa_looked_up(&self, workload: &Workload<'_, '_>) -> Option<crate::decision::gmsa::Facts> {
         let lookup = self.options.namespace_lookup.as_ref()?;

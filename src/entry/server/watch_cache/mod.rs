@@ -561,7 +561,7 @@ mod tests {
         assert_eq!(listed.os_of("win"), Some(Os::Windows));
     }
 
-    /// The admission door reads the cache through its trait: no cluster,
+    /// The admission entry point reads the cache through its trait: no cluster,
     /// no network, the same `review` the server calls.
     #[test]
     fn admission_uses_the_cached_labels_and_runtime_classes() {

@@ -175,7 +175,7 @@ impl Live {
         (deadlines, limits): (ApiDeadlines, ApiLimits),
         progress: &Progress,
     ) -> anyhow::Result<Self> {
-        // kube's rustls needs a process-wide provider; another door may have
+        // kube's rustls needs a process-wide provider; another entry point may have
         // installed one already, which is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime = std::sync::Arc::new(

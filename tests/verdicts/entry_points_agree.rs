@@ -1,6 +1,6 @@
-//! The same object gets the same decision from every door.
+//! The same object gets the same decision from every entry point.
 //!
-//! For each object, the core's [`decide`] is the reference; then each door
+//! For each object, the core's [`decide`] is the reference; then each entry point
 //! is asked in its own language and its answer compared with the whole
 //! decision:
 //! - `/validate` (AdmissionReview in, response out): allowed, warnings,
@@ -108,9 +108,9 @@ fn lint_findings(policy: &Policy, text: &str) -> Vec<(String, String, String)> {
     v
 }
 
-/// Every door but the live report, on one object; `Err` names the first
-/// door that disagrees.
-fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
+/// Every entry point but the live report, on one object; `Err` names the first
+/// entry point that disagrees.
+fn entry_points_agree(policy: &Policy, object: &Value) -> Result<(), String> {
     let Some(d) = core(policy, object) else {
         return Ok(());
     };
@@ -119,7 +119,7 @@ fn doors_agree(policy: &Policy, object: &Value) -> Result<(), String> {
         object["kind"].as_str().unwrap_or("?"),
         object["metadata"]["name"].as_str().unwrap_or("?")
     );
-    let fail = |door: &str, detail: String| Err(format!("{name}: {door}: {detail}"));
+    let fail = |entry_point: &str, detail: String| Err(format!("{name}: {entry_point}: {detail}"));
 
     // /validate on the object as given.
     let v = webhook(policy, Endpoint::Validate, object);
@@ -402,9 +402,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn generated_pods_get_one_decision_from_every_door(pod in pod(), which in 0usize..3) {
+    fn generated_pods_get_one_decision_from_every_entry_point(pod in pod(), which in 0usize..3) {
         let policy = &policies()[which];
-        if let Err(e) = doors_agree(policy, &pod) {
+        if let Err(e) = entry_points_agree(policy, &pod) {
             prop_assert!(false, "{e}\n{pod:#}");
         }
     }
@@ -415,8 +415,9 @@ proptest! {
     no_corpus,
     ignore = "needs the real-world manifests in ../shared/corpus (or set WINADMIT_CORPUS)"
 )]
-fn corpus_workloads_get_one_decision_from_every_door() {
-    let dir = corpus_location::corpus_dir("corpus_workloads_get_one_decision_from_every_door");
+fn corpus_workloads_get_one_decision_from_every_entry_point() {
+    let dir =
+        corpus_location::corpus_dir("corpus_workloads_get_one_decision_from_every_entry_point");
     let mut checked = 0;
     let mut wrong = Vec::new();
     let policy = Policy::default_policy();
@@ -431,13 +432,17 @@ fn corpus_workloads_get_one_decision_from_every_door() {
                 continue;
             }
             checked += 1;
-            if let Err(e) = doors_agree(&policy, &doc.value) {
+            if let Err(e) = entry_points_agree(&policy, &doc.value) {
                 wrong.push(format!("{}: {e}", file.display()));
             }
         }
     }
     assert!(checked > 50, "only {checked} corpus workloads");
-    assert!(wrong.is_empty(), "doors disagree:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "entry points disagree:\n{}",
+        wrong.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------
