@@ -620,7 +620,7 @@ mod tests {
         assert!(
             d.patch
                 .fixed_rules()
-                .contains(&crate::decision::rules::GMSA_INLINE)
+                .contains(&crate::decision::rules::gmsa_inline::ID)
         );
         let patched = d.patched.clone().unwrap();
         assert_eq!(

@@ -20,7 +20,7 @@ use crate::decision::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules;
 
 /// The rule a Service's session-affinity timeout is reported under.
-pub const AFFINITY_TIMEOUT: &str = crate::decision::rules::SERVICE_AFFINITY_TIMEOUT;
+pub const AFFINITY_TIMEOUT: &str = crate::decision::rules::service_affinity::ID;
 
 /// JSON Pointers (from the Service root) of the fields this module may
 /// report, so a caller can look their source positions up in advance.

@@ -27,7 +27,7 @@ use add::{add_isolation, add_os_selector, add_tolerations, add_windows_build, se
 pub use settle::{changes_targeting, settle, settle_from};
 
 mod overlay;
-pub use overlay::settle as settle_on_view;
+pub use overlay::settle_on_view;
 
 /// What the caller knows about the request.
 #[derive(Debug, Clone, Copy, Default)]
@@ -159,7 +159,7 @@ pub fn mutation(
     if !eval.target.is_windows() && !inferred {
         // Linux-only images in a cluster with Windows nodes: pinned to Linux.
         if settings.pin_linux_images
-            && let Some(f) = fix_of(eval, crate::decision::rules::LINUX_UNPINNED)
+            && let Some(f) = fix_of(eval, crate::decision::rules::linux_unpinned::ID)
         {
             push_fixes(&mut m, [f], |kind| kind == FixKind::PinByImages);
         }
@@ -245,9 +245,9 @@ fn windows_by_images<'e>(
     settings: &crate::decision::policy::MutationSettings,
     eval: &'e Evaluation,
 ) -> (Option<&'e crate::decision::finding::Finding>, bool) {
-    let by_facts = fix_of(eval, crate::decision::rules::IMAGE_WINDOWS_ONLY)
+    let by_facts = fix_of(eval, crate::decision::rules::image_windows_only::ID)
         .filter(|_| settings.pin_windows_images);
-    let unpinned = fix_of(eval, crate::decision::rules::UNPINNED_IMAGE);
+    let unpinned = fix_of(eval, crate::decision::rules::unpinned_image::ID);
     let by_name = unpinned.filter(|f| {
         settings.pin_windows_images
             && f.fix

@@ -210,7 +210,7 @@ fn set(map: &mut StrMap<'_>, key: &str, value: &Value) -> Option<()> {
 /// `keep`), or `None` when it involves an operation the view does not
 /// model.
 #[allow(clippy::too_many_arguments)] // settle's inputs, passed through
-pub fn settle(
+pub fn settle_on_view(
     policy: &Policy,
     cx: &Context<'_>,
     mcx: MutationContext<'_>,

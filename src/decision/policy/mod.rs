@@ -366,7 +366,7 @@ impl Policy {
     #[must_use]
     pub fn api_server_mirror(&self) -> &Policy {
         self.derived.mirror.get_or_init(|| {
-            let mut p = self.with_only_rule(crate::decision::rules::OS_FIELDS);
+            let mut p = self.with_only_rule(crate::decision::rules::apiserver_os_fields::ID);
             p.honours_skips = false;
             Box::new(p)
         })

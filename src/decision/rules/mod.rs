@@ -29,15 +29,6 @@ pub use context::{
 pub(crate) use findings::security_field;
 pub use findings::{Reported, RuleFindings, removable_if};
 
-// The ids of the rules that other modules name: they use these, never the
-// id's text.
-pub use apiserver_os_fields::ID as OS_FIELDS;
-pub use gmsa_inline::ID as GMSA_INLINE;
-pub use image_windows_only::ID as IMAGE_WINDOWS_ONLY;
-pub use linux_unpinned::ID as LINUX_UNPINNED;
-pub use service_affinity::ID as SERVICE_AFFINITY_TIMEOUT;
-pub use unpinned_image::ID as UNPINNED_IMAGE;
-
 /// Which workloads a rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -153,7 +144,7 @@ pub struct Rule {
 mod affinity_conflict;
 mod allow_privilege_escalation;
 mod api_refused;
-mod apiserver_os_fields;
+pub mod apiserver_os_fields;
 mod apparmor;
 mod capabilities;
 mod default_mode;
@@ -164,7 +155,7 @@ mod fs_group;
 mod gmsa_authz_unknown;
 mod gmsa_contents_mismatch;
 mod gmsa_contents_without_name;
-mod gmsa_inline;
+pub mod gmsa_inline;
 mod gmsa_no_credspec;
 mod gmsa_not_authorized;
 mod gmsa_not_found;
@@ -179,9 +170,9 @@ pub mod hyperv;
 mod hyperv_annotation;
 mod image_arch;
 mod image_facts_unknown;
-mod image_windows_only;
+pub mod image_windows_only;
 mod linux_image;
-mod linux_unpinned;
+pub mod linux_unpinned;
 mod linux_windows_options;
 mod memory_limits;
 mod mixed_os;
@@ -202,7 +193,7 @@ mod subpath;
 mod supplemental_groups;
 mod sysctls;
 mod termination_message;
-mod unpinned_image;
+pub mod unpinned_image;
 mod volume_devices;
 pub mod windows_build;
 mod windows_options_format;
