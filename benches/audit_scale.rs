@@ -25,7 +25,8 @@
 //! With `--kwok-kyverno` (implies `--kwok`), Kyverno v1.19.1's reports
 //! controller scans the same workloads first, out of cluster, with the
 //! latency benchmark's Windows policy (`benches/kyverno/policy.yaml`) as a
-//! background policy: see `kyverno_scan`. It is stopped before `winadmit
+//! background policy: see `kyverno_scan` (KYVERNO_REPORTS names a built
+//! reports controller, else `benches/kyverno/build.sh` builds one). It is stopped before `winadmit
 //! audit` starts.
 //!
 //!     cargo bench --bench audit_scale -- [--kwok|--kwok-kyverno] [NAMESPACES] [WORKLOADS] [PODS]
@@ -332,16 +333,23 @@ fn rss(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Kyverno's reports controller built by `benches/kyverno/build.sh`, and
-/// the folder of Kyverno's CustomResourceDefinitions in its Go module.
+/// Kyverno's reports controller (the binary `KYVERNO_REPORTS` names, else
+/// built by `benches/kyverno/build.sh`), and the folder of Kyverno's
+/// CustomResourceDefinitions in its Go module.
 fn kyverno_build() -> (std::path::PathBuf, std::path::PathBuf) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin = root.join("target/kyverno/bin");
-    let built = Command::new(root.join("benches/kyverno/build.sh"))
-        .arg(&bin)
-        .status()
-        .unwrap();
-    assert!(built.success(), "benches/kyverno/build.sh failed");
+    let program = match std::env::var("KYVERNO_REPORTS") {
+        Ok(p) if !p.is_empty() => p.into(),
+        _ => {
+            let bin = root.join("target/kyverno/bin");
+            let built = Command::new(root.join("benches/kyverno/build.sh"))
+                .arg(&bin)
+                .status()
+                .unwrap();
+            assert!(built.success(), "benches/kyverno/build.sh failed");
+            bin.join("reports-controller")
+        }
+    };
     let dir = Command::new("go")
         .args(["list", "-m", "-f", "{{.Dir}}", "github.com/kyverno/kyverno"])
         .current_dir(root.join("benches/kyverno"))
@@ -353,7 +361,7 @@ fn kyverno_build() -> (std::path::PathBuf, std::path::PathBuf) {
     );
     let dir = String::from_utf8(dir.stdout).unwrap();
     (
-        bin.join("reports-controller"),
+        program,
         std::path::Path::new(dir.trim()).join("config/crds"),
     )
 }
