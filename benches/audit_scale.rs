@@ -22,7 +22,14 @@
 //! the API server's CPU time while the first audit runs and its resident
 //! memory, and the audit's report writes (`winadmit_audit_report_writes_total`).
 //!
-//!     cargo bench --bench audit_scale -- [--kwok] [NAMESPACES] [WORKLOADS] [PODS]
+//! With `--kwok-kyverno` (implies `--kwok`), Kyverno v1.19.1's reports
+//! controller scans the same workloads first, out of cluster, with the
+//! latency benchmark's Windows policy (`benches/kyverno/policy.yaml`) as a
+//! background policy: see `kyverno_scan` (KYVERNO_REPORTS names a built
+//! reports controller, else `benches/kyverno/build.sh` builds one). It is stopped before `winadmit
+//! audit` starts.
+//!
+//!     cargo bench --bench audit_scale -- [--kwok|--kwok-kyverno] [NAMESPACES] [WORKLOADS] [PODS]
 //!
 //! (default 100 1000 10000; the audit binary is `target/release/winadmit`
 //! when it exists, else the debug one: say which with AUDIT_BIN).
@@ -326,6 +333,170 @@ fn rss(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Kyverno's reports controller (the binary `KYVERNO_REPORTS` names, else
+/// built by `benches/kyverno/build.sh`), and the folder of Kyverno's
+/// CustomResourceDefinitions in its Go module.
+fn kyverno_build() -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let program = match std::env::var("KYVERNO_REPORTS") {
+        Ok(p) if !p.is_empty() => p.into(),
+        _ => {
+            let bin = root.join("target/kyverno/bin");
+            let built = Command::new(root.join("benches/kyverno/build.sh"))
+                .arg(&bin)
+                .status()
+                .unwrap();
+            assert!(built.success(), "benches/kyverno/build.sh failed");
+            bin.join("reports-controller")
+        }
+    };
+    let dir = Command::new("go")
+        .args(["list", "-m", "-f", "{{.Dir}}", "github.com/kyverno/kyverno"])
+        .current_dir(root.join("benches/kyverno"))
+        .output()
+        .unwrap();
+    assert!(
+        dir.status.success(),
+        "go list -m github.com/kyverno/kyverno"
+    );
+    let dir = String::from_utf8(dir.stdout).unwrap();
+    (
+        program,
+        std::path::Path::new(dir.trim()).join("config/crds"),
+    )
+}
+
+/// PolicyReports (wgpolicyk8s.io, one per scanned resource) by the kind of
+/// the resource they are about: (reports, reports with a failed result).
+fn kyverno_reports(
+    cp: &controlplane::ControlPlane,
+) -> std::collections::BTreeMap<String, (usize, usize)> {
+    let out = cp.kubectl_ok(&[
+        "get",
+        "policyreports.wgpolicyk8s.io",
+        "-A",
+        "--chunk-size=5000",
+        "-o",
+        "jsonpath={range .items[*]}{.scope.kind} {.summary.fail}{\"\\n\"}{end}",
+    ]);
+    let mut kinds = std::collections::BTreeMap::new();
+    for line in out.lines() {
+        let (kind, fail) = line.split_once(' ').unwrap_or((line, ""));
+        let e: &mut (usize, usize) = kinds.entry(kind.to_owned()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(fail.trim().parse::<u64>().unwrap_or(0) > 0);
+    }
+    kinds
+}
+
+/// Kyverno v1.19.1's reports controller (`cmd/reports-controller`) out of
+/// cluster, measured from its start until its reports are complete: every
+/// Deployment, ReplicaSet and Pod has its PolicyReport, and exactly the
+/// privileged half of each kind has a failed result (the policy's
+/// `windows-privileged` rule on Pods, `autogen-windows-privileged` on the
+/// controllers). Its CRDs come from its Go module (`config/crds`), its
+/// policy is `benches/kyverno/policy.yaml` with `background: true`.
+///
+/// Out of cluster it needs, from `cmd/internal` and
+/// `cmd/reports-controller/main.go`: `--kubeconfig`; the `kyverno`
+/// namespace (its leader-election Lease) with the ConfigMaps `INIT_CONFIG`
+/// and `METRICS_CONFIG` name (empty: no resource filters); the
+/// `KYVERNO_*` variables naming its namespace, service account, deployment
+/// and pod (the Lease holder); a free `--metricsPort`.
+/// `--admissionReports=false` and `--validatingAdmissionPolicyReports=false`
+/// leave out what the benchmark has none of; the background scan
+/// (`--backgroundScan`, default true) and its defaults stay as released.
+/// Reports go to wgpolicyk8s.io PolicyReports (`--openreportsEnabled`
+/// false, its default) so they never mix with winadmit's.
+fn kyverno_scan(cp: &controlplane::ControlPlane, apiserver: u32, workloads: usize, pods: usize) {
+    let (program, crds) = kyverno_build();
+    cp.kubectl_ok(&["apply", "--server-side", "-R", "-f", crds.to_str().unwrap()]);
+    cp.kubectl_ok(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout",
+        "60s",
+        "crd/clusterpolicies.kyverno.io",
+        "crd/policyreports.wgpolicyk8s.io",
+        "crd/ephemeralreports.reports.kyverno.io",
+    ]);
+    cp.namespace("kyverno", &[]);
+    for name in ["kyverno", "kyverno-metrics"] {
+        cp.apply(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "kyverno"}})
+            .to_string(),
+        );
+    }
+    let policy = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/kyverno/policy.yaml"
+    ))
+    .unwrap()
+    .replace("background: false", "background: true");
+    cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
+    let log = std::fs::File::create(cp.work.join("kyverno-reports.log")).unwrap();
+    let apiserver_before = usage(apiserver).0;
+    let started = Instant::now();
+    let mut child = Command::new(&program)
+        .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
+        .arg(format!("--metricsPort={}", controlplane::free_port()))
+        .args([
+            "--admissionReports=false",
+            "--validatingAdmissionPolicyReports=false",
+        ])
+        .env("KYVERNO_NAMESPACE", "kyverno")
+        .env("KYVERNO_SERVICEACCOUNT_NAME", "kyverno-reports-controller")
+        .env("KYVERNO_DEPLOYMENT", "kyverno-reports-controller")
+        .env("KYVERNO_POD_NAME", "kyverno-reports-controller-bench")
+        .env("INIT_CONFIG", "kyverno")
+        .env("METRICS_CONFIG", "kyverno-metrics")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+    cp.adopt(child.id());
+    let want = [
+        ("Deployment", workloads),
+        ("Pod", pods),
+        ("ReplicaSet", workloads),
+    ];
+    let mut shown = Instant::now();
+    let kinds = loop {
+        let kinds = kyverno_reports(cp);
+        if want
+            .iter()
+            .all(|(k, n)| kinds.get(*k) == Some(&(*n, n / 2)))
+        {
+            break kinds;
+        }
+        if shown.elapsed() > Duration::from_secs(30) {
+            eprintln!(
+                "kyverno after {:.0?}: (reports, failing) {kinds:?}",
+                started.elapsed()
+            );
+            shown = Instant::now();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600) && child.try_wait().unwrap().is_none(),
+            "Kyverno's reports not complete (or it exited): {kinds:?}; log {}",
+            cp.work.join("kyverno-reports.log").display()
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let done = started.elapsed();
+    let (cpu, hwm) = usage(child.id());
+    println!(
+        "kyverno reports-controller complete: {done:.2?} wall, {cpu:.2} s CPU, peak RSS {:.1} MiB; \
+         (PolicyReports, failing) by kind {kinds:?}; API server meanwhile {:.2} s CPU",
+        hwm as f64 / 1024.0,
+        usage(apiserver).0 - apiserver_before
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 fn main() {
     let namespaces = arg(1, 100);
     let workloads = arg(2, 1000);
@@ -343,7 +514,8 @@ fn main() {
         "crd/clusterreports.openreports.io",
     ]);
     cp.apply(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "win-2022", "labels": {"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348"}}}).to_string());
-    let kwok = std::env::args().any(|a| a == "--kwok");
+    let with_kyverno = std::env::args().any(|a| a == "--kwok-kyverno");
+    let kwok = with_kyverno || std::env::args().any(|a| a == "--kwok");
     let _kwok = kwok.then(|| start_kwok(cp));
     let nodes = if kwok {
         kwok_nodes(cp, 20, pods)
@@ -364,6 +536,9 @@ fn main() {
         );
     }
     let apiserver = apiserver_pid(cp).expect("the kube-apiserver process");
+    if with_kyverno {
+        kyverno_scan(cp, apiserver, workloads, pods);
+    }
     let apiserver_before = usage(apiserver).0;
 
     let release = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/winadmit");

@@ -4,7 +4,10 @@ go 1.26.6
 
 replace k8s.io/pod-security-admission => github.com/kyverno/pod-security-admission v0.0.0-20251031094455-46f20778634f
 
-tool github.com/kyverno/kyverno/cmd/kyverno
+tool (
+	github.com/kyverno/kyverno/cmd/kyverno
+	github.com/kyverno/kyverno/cmd/reports-controller
+)
 
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.11-20260415201107-50325440f8f2.1 // indirect
