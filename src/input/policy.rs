@@ -26,15 +26,6 @@ pub fn load(paths: &[PathBuf]) -> Result<Policy, PolicyError> {
     Ok(policy)
 }
 
-/// A policy from text layered over the default, its errors at their line
-/// and column (a policy sent to `/report`, and tests).
-///
-/// # Errors
-/// The text is not a valid policy.
-pub fn from_yaml(name: &str, text: &str) -> Result<Policy, PolicyError> {
-    Policy::from_yaml(name, text).map_err(|e| with_position(e, text))
-}
-
 /// An error at a key, at the line and column of that key in `text` (or of
 /// its deepest existing ancestor); other errors as they are.
 fn with_position(e: PolicyError, text: &str) -> PolicyError {

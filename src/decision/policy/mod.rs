@@ -330,7 +330,7 @@ impl Policy {
     }
 
     /// Parses a policy from text layered over the default. An error at a
-    /// key names its JSON Pointer; `crate::input::policy::from_yaml` gives
+    /// key names its JSON Pointer; `crate::input::policy::load` gives
     /// its line and column instead.
     ///
     /// # Errors
