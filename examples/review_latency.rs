@@ -35,8 +35,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const FIXTURES: &[(&str, Endpoint)] = &[
     ("pod-windows-create.json", Endpoint::Validate),
     ("pod-windows-create.json", Endpoint::Mutate),
+    ("pod-windows-create.json", Endpoint::Admit),
     ("pod-windows-denied.json", Endpoint::Validate),
     ("pod-windows-fixable.json", Endpoint::Mutate),
+    ("pod-windows-fixable.json", Endpoint::Admit),
     ("deployment-windows-create.json", Endpoint::Validate),
     ("deployment-windows-create.json", Endpoint::Mutate),
     ("pod-linux-create.json", Endpoint::Validate),
