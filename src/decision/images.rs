@@ -336,10 +336,13 @@ pub fn workload_images(
     let Ok(view) = policy.pod_templates.read(value) else {
         return;
     };
-    let Some(spec) = crate::decision::workload::Workload::from_view(&view).and_then(|w| w.spec)
-    else {
-        return;
-    };
+    if let Some(spec) = crate::decision::workload::Workload::from_view(&view).and_then(|w| w.spec) {
+        spec_images(spec, into);
+    }
+}
+
+/// Adds the images of a pod spec (every container list) to `into`.
+pub fn spec_images(spec: &crate::decision::view::SpecView<'_>, into: &mut BTreeSet<String>) {
     for c in crate::decision::rules::containers_of(spec) {
         if let Some(image) = c.container.image.as_deref()
             && !image.trim().is_empty()
@@ -361,18 +364,20 @@ pub fn pull_secret_names(
     let Ok(view) = policy.pod_templates.read(value) else {
         return Vec::new();
     };
-    let Some(workload) = crate::decision::workload::Workload::from_view(&view) else {
-        return Vec::new();
-    };
-    value
-        .pointer(&workload.spec_path.pointer())
-        .and_then(|spec| spec.get("imagePullSecrets"))
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.get("name").and_then(serde_json::Value::as_str))
+    crate::decision::workload::Workload::from_view(&view)
+        .and_then(|w| w.spec)
+        .map(spec_pull_secrets)
+        .unwrap_or_default()
+}
+
+/// The names a pod spec lists in `imagePullSecrets`, in order.
+#[must_use]
+pub fn spec_pull_secrets(spec: &crate::decision::view::SpecView<'_>) -> Vec<String> {
+    spec.image_pull_secrets
+        .iter()
+        .flat_map(|names| &names.0)
         .filter(|n| !n.is_empty())
-        .map(str::to_owned)
+        .map(ToString::to_string)
         .collect()
 }
 

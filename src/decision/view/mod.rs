@@ -11,12 +11,12 @@
 //! `spec.os.name: windows` pods whatever their value) are `Option<Present>`;
 //! an explicit JSON `null` counts as unset, as it does for the API server.
 //!
-//! The scalar types the views are built from (`Text`, `StrMap`, `Present`)
-//! are in `text`.
+//! The scalar types the views are built from (`Text`, `StrMap`, `Present`,
+//! `Names`) are in `text`.
 
 mod text;
 
-pub use text::{Present, StrMap, Text};
+pub use text::{Names, Present, StrMap, Text};
 
 use serde::Deserialize;
 
@@ -152,6 +152,9 @@ pub struct SpecView<'a> {
     /// The deprecated alias of `serviceAccountName`.
     #[serde(borrow)]
     pub service_account: Option<Text<'a>>,
+    /// The Secrets the pod's images are pulled with (`--registry-pull-secrets`).
+    #[serde(borrow)]
+    pub image_pull_secrets: Option<Names<'a>>,
 }
 
 /// Argo Rollouts' `spec.workloadRef` (an `ObjectRef`).
