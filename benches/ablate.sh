@@ -3,7 +3,7 @@
 # benches/floor.sh measures winadmit against the floor; this
 # script runs it three times against one build of HEAD with
 # benches/ablation.patch applied, which adds a switch to
-# `admission::review` (never on main):
+# `admission::decode` and `admission::review_decoded` (never on main):
 #
 #   full         WINADMIT_ABLATE unset: the product as it is;
 #   no-decision  decode the whole envelope and object view, build the
