@@ -20,8 +20,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::decision::path::FieldPath;
-use crate::decision::rules::{ContainerList, RuleContext};
-use crate::decision::view::{SpecView, WindowsOptionsView};
+use crate::decision::rules::RuleContext;
+use crate::decision::view::{ContainerList, SpecView, WindowsOptionsView, containers_of};
 
 /// The API group of `GMSACredentialSpec`.
 pub const GROUP: &str = "windows.k8s.io";
@@ -309,7 +309,7 @@ pub fn previous(spec: &SpecView<'_>) -> Vec<Previous> {
     {
         out.push(own(Place::Pod, o));
     }
-    for c in crate::decision::rules::containers_of(spec) {
+    for c in containers_of(spec) {
         if let Some(o) = c
             .security_context()
             .and_then(|s| s.windows_options.as_ref())
@@ -330,7 +330,7 @@ pub fn names<'v>(spec: &'v SpecView<'_>) -> BTreeSet<&'v str> {
         .and_then(|p| p.windows_options.as_ref());
     pod.into_iter()
         .chain(
-            crate::decision::rules::containers_of(spec)
+            containers_of(spec)
                 .into_iter()
                 .filter_map(|c| c.security_context()?.windows_options.as_ref()),
         )

@@ -340,7 +340,7 @@ pub fn workload_images(
     else {
         return;
     };
-    for c in crate::decision::rules::containers_of(spec) {
+    for c in crate::decision::view::containers_of(spec) {
         if let Some(image) = c.container.image.as_deref()
             && !image.trim().is_empty()
             && !into.contains(image)

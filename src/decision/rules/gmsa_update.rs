@@ -1,8 +1,9 @@
 //! WIN-GMSA-UPDATE: an UPDATE changes a pod's gMSA settings.
 
-use super::{ContainerList, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::decision::admission_policy::cel::Export;
 use crate::decision::gmsa::{self, Place};
+use crate::decision::view::ContainerList;
 use crate::decision::workload::Kind;
 
 pub static RULE: Rule = Rule {

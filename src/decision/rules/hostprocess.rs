@@ -32,7 +32,10 @@ pub static RULE: Rule = Rule {
 
 /// Is this container HostProcess (its own value, else the pod's)?
 #[must_use]
-pub fn is_host_process(cx: &RuleContext<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
+pub fn is_host_process(
+    cx: &RuleContext<'_, '_, '_>,
+    c: &crate::decision::view::ContainerRef<'_, '_>,
+) -> bool {
     crate::decision::targeting::is_host_process_container(c.container, cx.host_process.pod)
 }
 

@@ -22,10 +22,7 @@ mod context;
 mod findings;
 pub mod params;
 
-pub use context::{
-    ContainerList, ContainerRef, HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext,
-    containers_of,
-};
+pub use context::{HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext};
 pub(crate) use findings::security_field;
 pub use findings::{Reported, RuleFindings, removable_if};
 
