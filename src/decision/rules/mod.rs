@@ -20,6 +20,7 @@ use crate::decision::version::KubeVersion;
 
 mod context;
 mod findings;
+mod gmsa_pod;
 pub mod params;
 
 pub use context::{HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext};
