@@ -475,7 +475,7 @@ fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
     let request = head.request?;
     let object = request.object?;
     let mut images = BTreeSet::new();
-    crate::decision::images::workload_images(policy, &object, &mut images);
+    crate::decision::lookups::workload_images(policy, &object, &mut images);
     if images.is_empty() {
         return None;
     }
@@ -488,7 +488,7 @@ fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
     Some(Wanted {
         images,
         namespace,
-        pull_secrets: crate::decision::images::pull_secret_names(policy, &object)
+        pull_secrets: crate::decision::lookups::pull_secret_names(policy, &object)
             .into_iter()
             .take(MAX_PULL_SECRETS)
             .collect(),
