@@ -3,7 +3,7 @@
 //! one of them "ignored" never stands alone on a pod that cannot be created.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use crate::decision::rules::cel::Export;
 use crate::decision::version::KubeVersion;
 use crate::decision::view::ContainerRef;
 

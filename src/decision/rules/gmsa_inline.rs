@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::finding::{Fix, FixKind};
 use crate::decision::gmsa::{self, CredSpec};
+use crate::decision::rules::cel::Export;
 use crate::decision::workload::Kind;
 
 /// The rule's id.

@@ -2,8 +2,8 @@
 
 use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
 use crate::decision::gmsa::CredSpec;
+use crate::decision::rules::cel::{Export, NEEDS_GMSA_OBJECTS};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

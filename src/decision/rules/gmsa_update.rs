@@ -2,8 +2,8 @@
 
 use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::gmsa::Place;
+use crate::decision::rules::cel::Export;
 use crate::decision::view::ContainerList;
 use crate::decision::workload::Kind;
 

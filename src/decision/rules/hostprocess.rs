@@ -3,7 +3,7 @@
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::rules::cel::{
     C_HOST_PROCESS, Export, ExportContext, Field, Probe, ProbeScope, cel_list,
 };
 
@@ -147,7 +147,7 @@ fn export(cx: &ExportContext<'_>) -> Export {
             removable: false,
         });
     }
-    let hyperv = &cx.policy.params.hyperv_runtime_classes;
+    let hyperv = &cx.params.hyperv_runtime_classes;
     if !hyperv.is_empty() {
         probes.push(Probe {
             scope: ProbeScope::Pod,

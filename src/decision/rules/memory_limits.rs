@@ -2,7 +2,7 @@
 //! requests.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use crate::decision::rules::cel::Export;
 use crate::decision::view::ContainerList;
 
 pub static RULE: Rule = Rule {
