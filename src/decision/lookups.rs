@@ -1,13 +1,14 @@
 //! What an entry point looks up about a workload before it judges it: the
-//! images its pod template names ([`workload_images`], for their registry
-//! facts) and the image pull Secrets it lists ([`pull_secret_names`], for
-//! the credentials of those lookups). Both read the object through the
-//! policy's pod templates, so every kind the policy declares counts.
+//! images its pod spec names ([`workload_images`], [`spec_images`], for
+//! their registry facts) and the image pull Secrets it lists
+//! ([`pull_secret_names`], [`spec_pull_secrets`], for the credentials of
+//! those lookups). An object is read through the policy's pod templates,
+//! so every kind the policy declares counts.
 
 use std::collections::BTreeSet;
 
 use crate::decision::policy::Policy;
-use crate::decision::view::containers_of;
+use crate::decision::view::{SpecView, containers_of};
 use crate::decision::workload::Workload;
 
 /// Adds the images of the workload `value` (its init, app and ephemeral
@@ -18,9 +19,13 @@ pub fn workload_images(policy: &Policy, value: &serde_json::Value, into: &mut BT
     let Ok(view) = policy.pod_templates.read(value) else {
         return;
     };
-    let Some(spec) = Workload::from_view(&view).and_then(|w| w.spec) else {
-        return;
-    };
+    if let Some(spec) = Workload::from_view(&view).and_then(|w| w.spec) {
+        spec_images(spec, into);
+    }
+}
+
+/// Adds the images of a pod spec (every container list) to `into`.
+pub fn spec_images(spec: &SpecView<'_>, into: &mut BTreeSet<String>) {
     for c in containers_of(spec) {
         if let Some(image) = c.container.image.as_deref()
             && !image.trim().is_empty()
@@ -39,17 +44,19 @@ pub fn pull_secret_names(policy: &Policy, value: &serde_json::Value) -> Vec<Stri
     let Ok(view) = policy.pod_templates.read(value) else {
         return Vec::new();
     };
-    let Some(workload) = Workload::from_view(&view) else {
-        return Vec::new();
-    };
-    value
-        .pointer(&workload.spec_path.pointer())
-        .and_then(|spec| spec.get("imagePullSecrets"))
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r.get("name").and_then(serde_json::Value::as_str))
+    Workload::from_view(&view)
+        .and_then(|w| w.spec)
+        .map(spec_pull_secrets)
+        .unwrap_or_default()
+}
+
+/// The names a pod spec lists in `imagePullSecrets`, in order.
+#[must_use]
+pub fn spec_pull_secrets(spec: &SpecView<'_>) -> Vec<String> {
+    spec.image_pull_secrets
+        .iter()
+        .flat_map(|names| &names.0)
         .filter(|n| !n.is_empty())
-        .map(str::to_owned)
+        .map(ToString::to_string)
         .collect()
 }

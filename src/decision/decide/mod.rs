@@ -166,8 +166,8 @@ pub enum PatchSource<'r> {
     /// applied `/mutate`'s patch to what it sends).
     None,
     /// The settled patch only (`/mutate`): the verdict after it is not
-    /// computed, and the object is re-read only when the patch changes
-    /// targeting and must be settled.
+    /// computed, and the object's tree is asked for only when the patch
+    /// changes targeting and the view cannot settle it.
     Patch(&'r dyn Tree),
     /// The settled patch, the patched object and the verdict after the
     /// patch (reports, `lint --fix`).

@@ -11,15 +11,15 @@
 //! `spec.os.name: windows` pods whatever their value) are `Option<Present>`;
 //! an explicit JSON `null` counts as unset, as it does for the API server.
 //!
-//! The scalar types the views are built from (`Text`, `StrMap`, `Present`)
-//! are in `text`; the pod's containers, each with the list it comes
-//! from, are listed by `containers`.
+//! The scalar types the views are built from (`Text`, `StrMap`, `Present`,
+//! `Names`) are in `text`; the pod's containers, each with the list it
+//! comes from, are listed by `containers`.
 
 mod containers;
 mod text;
 
 pub use containers::{ContainerList, ContainerRef, containers_of};
-pub use text::{Present, StrMap, Text};
+pub use text::{Names, Present, StrMap, Text};
 
 use serde::Deserialize;
 
@@ -155,6 +155,9 @@ pub struct SpecView<'a> {
     /// The deprecated alias of `serviceAccountName`.
     #[serde(borrow)]
     pub service_account: Option<Text<'a>>,
+    /// The Secrets the pod's images are pulled with (`--registry-pull-secrets`).
+    #[serde(borrow)]
+    pub image_pull_secrets: Option<Names<'a>>,
 }
 
 /// Argo Rollouts' `spec.workloadRef` (an `ObjectRef`).

@@ -1,12 +1,13 @@
 //! The scalar types the views are built from: [`Text`], a string borrowed
 //! where the input allows, [`StrMap`], a `map[string]string` in source
-//! order, and [`Present`], a field that is set to anything but `null`.
+//! order, [`Present`], a field that is set to anything but `null`, and
+//! [`Names`], the names of a list of references such as `imagePullSecrets`.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// A string field, borrowed from the input where the input allows.
 ///
@@ -135,6 +136,91 @@ impl<'de: 'a, 'a> Deserialize<'de> for StrMap<'a> {
                     out.push((k, v));
                 }
                 Ok(StrMap(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The names of a list of references by name (`imagePullSecrets`), in
+/// order: each item's `name`. An item or a list of another shape adds
+/// nothing rather than failing the whole object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names<'a>(pub Vec<Text<'a>>);
+
+/// Scalars, `null` and maps other than the expected shape: nothing.
+macro_rules! nothing_for_scalars {
+    ($value:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Names<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// One item: its `name`, if it is a map with one.
+        struct Item<'a>(Option<Text<'a>>);
+        impl<'de: 'a, 'a> Deserialize<'de> for Item<'a> {
+            fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Item<'de>;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str("a reference by name")
+                    }
+                    nothing_for_scalars!(Item(None));
+                    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Item<'de>, A::Error> {
+                        while s.next_element::<IgnoredAny>()?.is_some() {}
+                        Ok(Item(None))
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Item<'de>, A::Error> {
+                        let mut name = None;
+                        while let Some(key) = m.next_key::<Text<'de>>()? {
+                            if &*key == "name" {
+                                name = m.next_value::<Option<Text<'de>>>()?;
+                            } else {
+                                m.next_value::<IgnoredAny>()?;
+                            }
+                        }
+                        Ok(Item(name))
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Names<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of references by name")
+            }
+            nothing_for_scalars!(Names::default());
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Names<'de>, A::Error> {
+                let mut names = Vec::new();
+                while let Some(Item(name)) = s.next_element::<Item<'de>>()? {
+                    names.extend(name);
+                }
+                Ok(Names(names))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Names<'de>, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Names::default())
             }
         }
         d.deserialize_any(V)

@@ -1,6 +1,7 @@
-//! Reading an AdmissionReview: the borrowed one-pass decode the webhook
-//! answers from, the raw re-reads for patching and declared kinds, and the
-//! envelope checks every entry point shares.
+//! An AdmissionReview's types: the borrowed one-pass envelope the webhook
+//! answers from, the envelope with its objects left raw (to build their
+//! trees, or to recover a uid), and the envelope checks every entry point
+//! shares.
 
 use kube::core::TypeMeta;
 use serde::Deserialize;
@@ -176,23 +177,6 @@ pub fn envelope(body: &[u8]) -> Result<Envelope, ReviewError> {
             .collect(),
         object,
     })
-}
-
-/// The request's object as raw JSON (re-read from the body).
-pub(super) fn raw_object(body: &[u8]) -> Option<&RawValue> {
-    let raw: RawReviewIn<'_> = serde_json::from_slice(body).ok()?;
-    raw.request?.object
-}
-
-/// The request's `object` and `oldObject` as trees, for kinds whose pod
-/// template is at a path the policy declares (the view has no field for it).
-pub(super) fn raw_objects(body: &[u8]) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
-    let Ok(raw) = serde_json::from_slice::<RawReviewIn<'_>>(body) else {
-        return (None, None);
-    };
-    let tree = |o: Option<&RawValue>| o.and_then(|o| serde_json::from_str(o.get()).ok());
-    let req = raw.request.unwrap_or_default();
-    (tree(req.object), tree(req.old_object))
 }
 
 #[derive(Deserialize, Default)]

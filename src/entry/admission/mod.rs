@@ -7,17 +7,22 @@
 //! tree is built on the hot path: the one pass is faster than kube's
 //! `AdmissionReview<DynamicObject>` and than keeping the object as a
 //! `&RawValue` and parsing it in a second pass (docs/BENCHMARKS.md,
-//! "Decoding", has the measurements). The raw object is only re-read when a patch must be
-//! settled, or to name the uid of a request whose object cannot be read. Responses are
-//! built with `kube::core::admission` types, in the request's API version.
+//! "Decoding", has the measurements). The object's tree is built at most
+//! once per review, when a patch is applied to it or a declared kind's
+//! template is read; the raw envelope is also read to name the uid of a
+//! request whose object cannot be read. Responses are built with
+//! `kube::core::admission` types, in the request's API version.
 //!
 //! The verdict is [`engine::evaluate`]'s, post-processed only by the
 //! admission mode (enforce, warn, audit) and request semantics (operation,
 //! subresource, requesting user); no rule logic lives here.
 //!
-//! `envelope` decodes the review, `respond` turns one decoded request into
-//! its answer, `admit` is the one-call `/admit` endpoint and `recover`
-//! answers a body the one-pass decode refused.
+//! A body is decoded once ([`decode`]): the server asks the decode which
+//! facts to resolve ([`Decoded::wanted`]) and then answers from it
+//! ([`review_decoded`]). `envelope` holds the envelope's types and checks,
+//! `decoded` the decode and the request's workload, `respond` turns one
+//! decoded request into each endpoint's answer (`/admit` included) and
+//! `recover` answers a body the one-pass decode refused.
 
 use base64::Engine as _;
 use kube::core::admission::{AdmissionResponse, AdmissionReview};
@@ -36,15 +41,15 @@ pub use crate::decision::decide::{
     MAX_DENIAL_FINDINGS, MAX_WARNING_CHARS, MAX_WARNING_KEPT_CHARS, MAX_WARNINGS,
 };
 
+mod decoded;
 mod envelope;
-pub use envelope::{Envelope, envelope};
-use envelope::{ReviewIn, envelope_header, text};
-mod admit;
 mod recover;
 mod respond;
-use admit::admit_once;
+pub use decoded::{Decoded, GmsaWanted, ImagesWanted, Want, Wanted, decode};
+pub use envelope::{Envelope, envelope};
+use envelope::{envelope_header, text};
 use recover::recover;
-use respond::respond;
+use respond::{Review, respond};
 
 /// Which webhook is being called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -213,7 +218,7 @@ pub struct Reviewed {
 /// uid (HTTP 400). Requests with a uid are always answered with a review,
 /// `invalid` when unusable.
 pub fn review(adm: &Admission, endpoint: Endpoint, body: &[u8]) -> Result<Reviewed, ReviewError> {
-    review_with(adm, endpoint, body, Resolved::default())
+    review_decoded(adm, endpoint, &decode(body)?, Resolved::default())
 }
 
 /// What the server resolved for one request before the decision, which
@@ -227,21 +232,17 @@ pub struct Resolved<'r> {
     pub images: Option<&'r crate::decision::images::KnownImages>,
 }
 
-/// [`review`] with the facts the server resolved for this request.
+/// [`review`] of a decoded body, with the facts the server resolved for it.
 ///
 /// # Errors
 /// As [`review`].
-pub fn review_with(
+pub fn review_decoded(
     adm: &Admission,
     endpoint: Endpoint,
-    body: &[u8],
+    decoded: &Decoded<'_>,
     resolved: Resolved<'_>,
 ) -> Result<Reviewed, ReviewError> {
-    let (response, summary) = if endpoint == Endpoint::Admit {
-        admit_once(adm, body, resolved)?
-    } else {
-        answer(adm, endpoint, body, resolved)?
-    };
+    let (response, summary) = answer(adm, endpoint, decoded, resolved)?;
     Ok(Reviewed {
         body: encode(response),
         summary,
@@ -251,32 +252,16 @@ pub fn review_with(
 /// A review's answer before it is serialized, and its summary.
 type Answer = (AdmissionResponse, ReviewSummary);
 
-/// One endpoint's answer to a review body.
+/// One endpoint's answer to a decoded review.
 fn answer(
     adm: &Admission,
     endpoint: Endpoint,
-    body: &[u8],
+    decoded: &Decoded<'_>,
     resolved: Resolved<'_>,
 ) -> Result<Answer, ReviewError> {
-    // JSON is UTF-8 (RFC 8259). The borrowed one-pass decode skips fields
-    // it does not read without checking them, so check the whole body
-    // first: otherwise a body with invalid UTF-8 in, say, managedFields
-    // would be answered, and patched, as if it were JSON. (Found by the
-    // admission_review fuzz target.)
-    // Then parse it as the `str` it is: serde_json validates every string
-    // it reads from a byte slice again, not from a `str`.
-    let json = match std::str::from_utf8(body) {
-        Ok(json) => json,
-        Err(e) => {
-            return Err(ReviewError::Malformed(format!(
-                "invalid UTF-8 at byte {}",
-                e.valid_up_to()
-            )));
-        }
-    };
-    let envelope: ReviewIn<'_> = match crate::decision::strict::from_str(json) {
+    let envelope = match &decoded.review {
         Ok(e) => e,
-        Err(e) => return recover(adm, body, &e),
+        Err(e) => return recover(adm, decoded.body, e),
     };
     let (types, uid) = envelope_header(
         envelope.api_version.as_ref(),
@@ -301,7 +286,15 @@ fn answer(
         patch_ops: 0,
         patch_rules: Vec::new(),
     };
-    let response = respond(adm, endpoint, body, req, &types, &mut summary, resolved);
+    let review = Review {
+        adm,
+        endpoint,
+        decoded,
+        req,
+        types: &types,
+        resolved,
+    };
+    let response = respond(&review, &mut summary);
     Ok((response, summary))
 }
 
@@ -452,6 +445,52 @@ mod tests {
                 "{id} is a rule id"
             );
         }
+    }
+
+    /// `/admit` of a pod that is patched, names a gMSA credential spec and
+    /// pulls with a Secret: the server's questions, the patch and the
+    /// verdict on the patched object all come from one decode of the body
+    /// and at most one tree of the object.
+    #[test]
+    fn a_review_is_decoded_once() {
+        let adm = Admission {
+            policy: Policy::default_policy(),
+            cluster: crate::decision::cluster::Cluster::default(),
+            namespaces: None,
+        };
+        let mut review: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/admission/pod-windows-fixable.json"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let spec = review.pointer_mut("/request/object/spec").unwrap();
+        spec["securityContext"]["windowsOptions"] =
+            serde_json::json!({"gmsaCredentialSpecName": "webapp01"});
+        spec["imagePullSecrets"] = serde_json::json!([{"name": "regcred"}, "not-a-reference"]);
+        let body = serde_json::to_vec(&review).unwrap();
+
+        let before = decoded::counts::now();
+        let decoded = decode(&body).unwrap();
+        let want = Want {
+            gmsa: true,
+            images: true,
+        };
+        let wanted = decoded.wanted(&adm.policy, Endpoint::Admit, want);
+        let out = review_decoded(&adm, Endpoint::Admit, &decoded, Resolved::default()).unwrap();
+        let after = decoded::counts::now();
+
+        assert_eq!(out.summary.verdict, ReviewVerdict::Patched);
+        let gmsa = wanted.gmsa.expect("the gMSA name is wanted");
+        assert_eq!(gmsa.names, ["webapp01"]);
+        assert!(gmsa.authorize, "a CREATE gives the pod an identity");
+        let images = wanted.images.expect("the images are wanted");
+        assert!(!images.images.is_empty());
+        assert_eq!(images.pull_secrets, ["regcred"]);
+        assert_eq!(after.0 - before.0, 1, "decodes of the body");
+        assert!(after.1 - before.1 <= 1, "trees of the object");
     }
 
     #[test]

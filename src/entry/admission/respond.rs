@@ -1,16 +1,19 @@
-//! One decoded request to its answer: the cheap checks before the object is
-//! read (operation, kind, subresource), the workload, the decision (with
-//! the server's facts about the cluster and the request), and each
-//! endpoint's response built from it.
-
-use std::borrow::Cow;
+//! One decoded request to its answer: the workload read after the cheap
+//! checks (`decoded`), the decision (with the server's facts about the
+//! cluster and the request), and each endpoint's response built from it.
+//!
+//! `/admit` is `/mutate` and `/validate` in one call: `/mutate`'s patch,
+//! then `/validate`'s verdict on the object with that patch applied, which
+//! is what the two webhooks answer between them when no other mutating
+//! webhook runs after winadmit's. The patched object is the decision's own
+//! patch applied to the object's tree, judged with the same request.
 
 use kube::core::TypeMeta;
 use kube::core::admission::AdmissionResponse;
 use kube::core::response::StatusSummary;
 
-use super::admit::joined;
-use super::envelope::{RequestIn, raw_object, raw_objects, text};
+use super::decoded::{Decoded, Subject, Undecided, with_workload};
+use super::envelope::{RequestIn, text};
 use super::{
     Admission, Counted, Endpoint, Resolved, ReviewSummary, ReviewVerdict, allow, invalid, skip,
 };
@@ -18,18 +21,10 @@ use crate::decision::decide::{self, Decision, Verdict};
 use crate::decision::engine::{Context, Evaluation};
 use crate::decision::finding::FixKind;
 use crate::decision::patch;
-use crate::decision::policy::Policy;
-use crate::decision::workload::{Kind, Workload};
-
-/// A review answered before any decision: skipped (not something winadmit
-/// checks) or invalid (unusable), with the note for logs.
-enum Undecided {
-    Skip(ReviewVerdict, String),
-    Invalid(String),
-}
+use crate::decision::workload::Workload;
 
 impl Undecided {
-    fn answer(self, types: &TypeMeta, summary: &mut ReviewSummary) -> AdmissionResponse {
+    pub(super) fn answer(self, types: &TypeMeta, summary: &mut ReviewSummary) -> AdmissionResponse {
         match self {
             Self::Skip(verdict, note) => {
                 skip(summary, verdict, note);
@@ -43,90 +38,45 @@ impl Undecided {
     }
 }
 
-pub(super) fn respond(
-    adm: &Admission,
-    endpoint: Endpoint,
-    body: &[u8],
-    req: &RequestIn<'_>,
-    types: &TypeMeta,
-    summary: &mut ReviewSummary,
-    resolved: Resolved<'_>,
-) -> AdmissionResponse {
-    let (kind, ephemeral) = match triage(&adm.policy, req, summary) {
-        Ok(k) => k,
-        Err(early) => return early.answer(types, summary),
-    };
-    let Some(view) = req.object.as_ref() else {
-        return Undecided::Invalid("request.object is missing".to_owned()).answer(types, summary);
-    };
-    // A declared kind's template is read from the object as a tree: the
-    // view has no field for a path only the policy knows.
-    let trees = if kind == Kind::Declared {
-        raw_objects(body)
-    } else {
-        (None, None)
-    };
-    let templates = &adm.policy.pod_templates;
-    let declared = match trees.0.as_ref().map(|t| templates.read(t)).transpose() {
-        Ok(d) => d,
-        Err(e) => return Undecided::Invalid(format!("winadmit: {e}")).answer(types, summary),
-    };
-    let declared_old = trees.1.as_ref().and_then(|t| templates.read(t).ok());
-    let view = declared.as_ref().unwrap_or(view);
-    let old_view = declared_old.as_ref().or(req.old_object.as_ref());
-    let Some(mut workload) = Workload::from_view(view) else {
-        let note = "request.object is not a workload (apiVersion/kind)";
-        return Undecided::Skip(ReviewVerdict::Skipped, note.to_owned()).answer(types, summary);
-    };
-    if let Some(note) = workload.note() {
-        return Undecided::Skip(ReviewVerdict::Skipped, note).answer(types, summary);
-    }
-    let request_ns = text(req.namespace.as_ref());
-    if workload.namespace.is_none() && !request_ns.is_empty() {
-        workload.namespace = Some(request_ns);
-    }
-    if summary.name.is_empty() {
-        workload.name.clone_into(&mut summary.name);
-    }
-    let old = if summary.operation == "UPDATE" {
-        old_view.and_then(Workload::from_view)
-    } else {
-        None
-    };
-    let tree = ReviewTree {
-        declared: trees.0.as_ref(),
-        body,
-    };
-    let patch = match endpoint {
-        Endpoint::Mutate | Endpoint::Admit => decide::PatchSource::Patch(&tree),
-        Endpoint::Validate => decide::PatchSource::None,
-    };
-    let decision = decide_review(
-        adm,
-        req,
-        &workload,
-        old.as_ref(),
-        ephemeral,
-        patch,
-        resolved,
-    );
-    endpoint_response(endpoint, decision, &workload, types, summary)
+/// What one request's answer is built from.
+pub(super) struct Review<'r, 'b> {
+    pub(super) adm: &'r Admission,
+    pub(super) endpoint: Endpoint,
+    pub(super) decoded: &'r Decoded<'b>,
+    pub(super) req: &'r RequestIn<'b>,
+    pub(super) types: &'r TypeMeta,
+    pub(super) resolved: Resolved<'r>,
+}
+
+pub(super) fn respond(review: &Review<'_, '_>, summary: &mut ReviewSummary) -> AdmissionResponse {
+    let answered = with_workload(&review.adm.policy, review.decoded, review.req, |subject| {
+        if summary.name.is_empty() {
+            subject.workload.name.clone_into(&mut summary.name);
+        }
+        let patch = match review.endpoint {
+            Endpoint::Mutate | Endpoint::Admit => decide::PatchSource::Patch(review.decoded),
+            Endpoint::Validate => decide::PatchSource::None,
+        };
+        let decision = decide_review(review, &subject, patch);
+        endpoint_response(review, decision, &subject, summary)
+    });
+    answered.unwrap_or_else(|undecided| undecided.answer(review.types, summary))
 }
 
 /// The endpoint's answer on the decision: an exempt object is allowed
 /// untouched; `/admit` with nothing to patch answers as `/validate`.
 fn endpoint_response(
-    endpoint: Endpoint,
+    review: &Review<'_, '_>,
     decision: Decision,
-    workload: &Workload<'_, '_>,
-    types: &TypeMeta,
+    subject: &Subject<'_, '_>,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
+    let (workload, types) = (&subject.workload, review.types);
     if let Some(exemption) = &decision.exemption {
         let note = exemption.reason().to_owned();
         return Undecided::Skip(ReviewVerdict::Exempt, note).answer(types, summary);
     }
-    match endpoint {
+    match review.endpoint {
         // Nothing to patch: `/validate`'s answer on this decision, with
         // the warnings `/mutate` would give first.
         Endpoint::Admit if decision.patch.is_empty() => {
@@ -134,75 +84,131 @@ fn endpoint_response(
             r.warnings = joined(Some(decision.patch_warnings()), r.warnings.take());
             r
         }
-        Endpoint::Mutate | Endpoint::Admit => mutate_response(decision, workload, types, summary),
+        Endpoint::Admit => admit_response(review, decision, subject, summary),
+        Endpoint::Mutate => mutate_response(decision, workload, types, summary),
         Endpoint::Validate => validate_response(&decision, workload, types, summary),
     }
 }
 
-/// The object of a review as a tree, for a patch to settle on: a declared
-/// kind's was read already; otherwise it is parsed only when needed.
-struct ReviewTree<'b> {
-    declared: Option<&'b serde_json::Value>,
-    body: &'b [u8],
-}
-
-impl decide::Tree for ReviewTree<'_> {
-    fn tree(&self) -> Option<Cow<'_, serde_json::Value>> {
-        match self.declared {
-            Some(tree) => Some(Cow::Borrowed(tree)),
-            None => raw_object(self.body)
-                .and_then(|o| serde_json::from_str(o.get()).ok())
-                .map(Cow::Owned),
-        }
+/// The object of a review as a tree, for a patch to settle on: built from
+/// the body at most once per review.
+impl decide::Tree for Decoded<'_> {
+    fn tree(&self) -> Option<std::borrow::Cow<'_, serde_json::Value>> {
+        self.trees(false)
+            .object
+            .as_ref()
+            .map(std::borrow::Cow::Borrowed)
     }
 }
 
-/// The cheap checks, before touching the object: the operation, the kind
-/// and the subresource. Returns the kind and whether only the ephemeral
-/// containers are judged.
-fn triage(
-    policy: &Policy,
-    req: &RequestIn<'_>,
-    summary: &ReviewSummary,
-) -> Result<(Kind, bool), Undecided> {
-    let operation = summary.operation.as_str();
-    if matches!(operation, "DELETE" | "CONNECT") {
-        let note = format!("{operation} is not checked");
-        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
+/// `/admit` with a patch: the patch, refused instead when `/validate`
+/// would deny the patched object. A denial carries no patch; an allowed
+/// object gets the patch and the warnings of both.
+fn admit_response(
+    review: &Review<'_, '_>,
+    decision: Decision,
+    subject: &Subject<'_, '_>,
+    summary: &mut ReviewSummary,
+) -> AdmissionResponse {
+    let types = review.types;
+    let patched = match patched_object(review.decoded, &decision.patch.ops) {
+        Ok(patched) => patched,
+        Err(reason) => {
+            let reason = format!("internal error: {reason}");
+            return Undecided::Invalid(reason).answer(types, summary);
+        }
+    };
+    let warnings = mark_patched(&decision, &subject.workload, summary);
+    let (patch_ops, patch_rules) = (summary.patch_ops, summary.patch_rules.clone());
+    let mut r = match validate_patched(review, subject, &patched, summary) {
+        Ok(Some(r)) => r,
+        // Nothing the validating webhook would judge: allowed.
+        Ok(None) => allow(types, &summary.uid),
+        Err(undecided) => return undecided.answer(types, summary),
+    };
+    r.warnings = joined(Some(warnings), r.warnings.take());
+    if !r.allowed {
+        summary.patch_ops = 0;
+        summary.patch_rules.clear();
+        return r;
     }
-    let gvk = req.kind.as_ref();
-    let group = text(gvk.and_then(|k| k.group.as_ref()));
-    let version = text(gvk.and_then(|k| k.version.as_ref()));
-    let api_version = if group.is_empty() {
-        Cow::Borrowed(version)
-    } else {
-        Cow::Owned(format!("{group}/{version}"))
+    summary.verdict = ReviewVerdict::Patched;
+    summary.patch_ops = patch_ops;
+    summary.patch_rules = patch_rules;
+    with_patch(r, decision.patch.ops, types, summary)
+}
+
+/// `/validate`'s answer on the patched object, judged with the same
+/// request; `None` when it is no workload to judge, or exempt.
+fn validate_patched(
+    review: &Review<'_, '_>,
+    subject: &Subject<'_, '_>,
+    patched: &serde_json::Value,
+    summary: &mut ReviewSummary,
+) -> Result<Option<AdmissionResponse>, Undecided> {
+    let view = review
+        .adm
+        .policy
+        .pod_templates
+        .read(patched)
+        .map_err(|e| Undecided::Invalid(format!("winadmit: {e}")))?;
+    let Some(mut workload) = Workload::from_view(&view).filter(|w| w.note().is_none()) else {
+        return Ok(None);
     };
-    let Some(kind) = policy.pod_templates.kind_of(&api_version, &summary.kind) else {
-        let note = "kind is not a workload".to_owned();
-        return Err(Undecided::Skip(ReviewVerdict::Skipped, note));
+    if workload.namespace.is_none() {
+        workload.namespace = subject.workload.namespace;
+    }
+    let after = Subject {
+        workload,
+        old: subject.old.clone(),
+        ephemeral: subject.ephemeral,
     };
-    match text(req.sub_resource.as_ref()) {
-        "" => Ok((kind, false)),
-        "ephemeralcontainers" if kind == Kind::Pod => Ok((kind, true)),
-        other => {
-            let note = format!("subresource {other} is not checked");
-            Err(Undecided::Skip(ReviewVerdict::Skipped, note))
+    let validation = decide_review(review, &after, decide::PatchSource::None);
+    if validation.exemption.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(validate_response(
+        &validation,
+        &after.workload,
+        review.types,
+        summary,
+    )))
+}
+
+/// The review's object with `ops` applied, as the API server sends it to
+/// the validating webhook after the mutating one.
+fn patched_object(
+    decoded: &Decoded<'_>,
+    ops: &[crate::decision::finding::PatchOperation],
+) -> Result<serde_json::Value, String> {
+    let mut object = decoded
+        .trees(false)
+        .object
+        .clone()
+        .ok_or("the review has no request.object")?;
+    patch::apply(&mut object, ops).map_err(|e| format!("the patch does not apply: {e}"))?;
+    Ok(object)
+}
+
+/// The warnings of two answers, the first's first, with no repeats.
+fn joined(first: Option<Vec<String>>, second: Option<Vec<String>>) -> Option<Vec<String>> {
+    let mut all = first.unwrap_or_default();
+    for w in second.into_iter().flatten() {
+        if !all.contains(&w) {
+            all.push(w);
         }
     }
+    (!all.is_empty()).then_some(all)
 }
 
 /// The decision on a review's object, with what the server knows of the
 /// cluster and of the request.
 fn decide_review(
-    adm: &Admission,
-    req: &RequestIn<'_>,
-    workload: &Workload<'_, '_>,
-    old: Option<&Workload<'_, '_>>,
-    ephemeral: bool,
+    review: &Review<'_, '_>,
+    subject: &Subject<'_, '_>,
     patch: decide::PatchSource<'_>,
-    resolved: Resolved<'_>,
 ) -> Decision {
+    let (adm, req) = (review.adm, review.req);
     // The groups are copied only when the policy exempts some.
     let groups: Vec<String> = if adm.policy.exemptions.groups.is_empty() {
         Vec::new()
@@ -222,7 +228,10 @@ fn decide_review(
             .as_ref()
             .map(|u| (text(u.username.as_ref()), groups.as_slice())),
         operation: if text(req.operation.as_ref()) == "UPDATE" {
-            decide::Operation::Update { old, ephemeral }
+            decide::Operation::Update {
+                old: subject.old.as_ref(),
+                ephemeral: subject.ephemeral,
+            }
         } else {
             decide::Operation::Create
         },
@@ -236,10 +245,10 @@ fn decide_review(
         cluster: adm.cluster.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
-        images: resolved.images,
-        gmsa: resolved.gmsa,
+        images: review.resolved.images,
+        gmsa: review.resolved.gmsa,
     };
-    decide::decide(&adm.policy, &cx, workload, &request)
+    decide::decide(&adm.policy, &cx, &subject.workload, &request)
 }
 
 /// `/mutate`'s answer: the settled patch and its explanations.
@@ -249,8 +258,7 @@ fn mutate_response(
     types: &TypeMeta,
     summary: &mut ReviewSummary,
 ) -> AdmissionResponse {
-    let uid = summary.uid.clone();
-    let mut r = allow(types, &uid);
+    let mut r = allow(types, &summary.uid);
     if decision.patch.is_empty() {
         summary.verdict = ReviewVerdict::Allowed;
         let warnings = decision.patch_warnings();
@@ -259,21 +267,37 @@ fn mutate_response(
         }
         return r;
     }
+    r.warnings = Some(mark_patched(&decision, workload, summary));
+    with_patch(r, decision.patch.ops, types, summary)
+}
+
+/// Counts a patch in the summary (its operations and the rules behind it)
+/// and returns its warnings.
+fn mark_patched(
+    decision: &Decision,
+    workload: &Workload<'_, '_>,
+    summary: &mut ReviewSummary,
+) -> Vec<String> {
     let spec = workload.spec_path.pointer();
     summary.verdict = ReviewVerdict::Patched;
     summary.patch_ops = decision.patch.ops.len();
     summary.patch_rules = patch_rules(&decision.evaluation, &decision.patch, &spec);
-    let warnings = decision.patch_warnings();
-    let mut r = match r.with_patch(json_patch::Patch(decision.patch.ops)) {
-        Ok(r) => r,
-        Err(e) => {
-            let reason = format!("internal error: cannot serialize the patch: {e}");
-            skip(summary, ReviewVerdict::Invalid, reason.clone());
-            return invalid(types, &uid, &reason);
-        }
-    };
-    r.warnings = Some(warnings);
-    r
+    decision.patch_warnings()
+}
+
+/// `r` with the patch `ops`, or `invalid` when the patch cannot be
+/// serialized.
+fn with_patch(
+    r: AdmissionResponse,
+    ops: Vec<crate::decision::finding::PatchOperation>,
+    types: &TypeMeta,
+    summary: &mut ReviewSummary,
+) -> AdmissionResponse {
+    r.with_patch(json_patch::Patch(ops)).unwrap_or_else(|e| {
+        let reason = format!("internal error: cannot serialize the patch: {e}");
+        skip(summary, ReviewVerdict::Invalid, reason.clone());
+        invalid(types, &summary.uid, &reason)
+    })
 }
 
 /// `/validate`'s answer: the decision's verdict on the object as given.

@@ -1,7 +1,8 @@
 //! The admission handlers (`/validate`, `/mutate`, `/admit`): read the
-//! body, resolve the facts the decision needs (gMSA credential specs,
-//! image facts), run [`crate::entry::admission::review_with`] inline or on a
-//! review slot, and log and count the answer.
+//! body, decode it once, resolve the facts the decision needs (gMSA
+//! credential specs, image facts), answer with
+//! [`crate::entry::admission::review_decoded`] inline or on a review slot,
+//! and log and count the answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +13,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use yoke::Yoke;
 
 use super::{INLINE_REVIEW_MAX_BYTES, ServerState, plain};
 use crate::entry::admission::{self, Endpoint};
@@ -57,7 +59,7 @@ pub(super) async fn validate(
     _: JsonContentType,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    admit(state, Endpoint::Validate, body).await
+    handle(state, Endpoint::Validate, body).await
 }
 
 pub(super) async fn mutate(
@@ -65,20 +67,21 @@ pub(super) async fn mutate(
     _: JsonContentType,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    admit(state, Endpoint::Mutate, body).await
+    handle(state, Endpoint::Mutate, body).await
 }
 
 /// `/admit`: `/mutate` and `/validate` in one call, for an install that
 /// registers only a mutating webhook.
-pub(super) async fn admit_once(
+pub(super) async fn admit(
     State(state): State<Arc<ServerState>>,
     _: JsonContentType,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    admit(state, Endpoint::Admit, body).await
+    handle(state, Endpoint::Admit, body).await
 }
 
-async fn admit(
+/// One admission request: read, reviewed, answered.
+async fn handle(
     state: Arc<ServerState>,
     endpoint: Endpoint,
     body: Result<Bytes, BytesRejection>,
@@ -137,58 +140,95 @@ fn unreadable(state: &ServerState, endpoint: Endpoint, rej: &BytesRejection) -> 
     plain(status, msg)
 }
 
-/// Resolves the facts the decision needs, then reviews `body`: inline when
-/// small, else on a review slot. `None` when the review panicked (logged).
+/// Decodes `body` once, resolves the facts its decision needs, and reviews
+/// it from that decode: inline when small, else on a review slot (the
+/// decode on one, the decision on the next, with no slot held while the
+/// facts are resolved). `None` when the review panicked (logged).
 async fn review(
     state: &Arc<ServerState>,
     endpoint: Endpoint,
     body: Bytes,
 ) -> Option<Result<admission::Reviewed, admission::ReviewError>> {
-    // The gMSA facts are resolved before the decision, which stays pure.
-    let gmsa = match state.gmsa.get() {
-        Some(resolver) => Some(
-            resolver
-                .facts(&state.admission.policy, endpoint, &body)
-                .await,
-        ),
-        None => None,
+    let want = admission::Want {
+        gmsa: state.gmsa.get().is_some(),
+        images: state.images.get().is_some(),
     };
-    // So are the image facts (`--registry`), within the review's deadline.
-    let images = match state.images.get() {
-        Some(cache) => cache.facts(&state.admission.policy, &body).await,
-        None => None,
-    };
+    let policy = &state.admission.policy;
     if body.len() <= INLINE_REVIEW_MAX_BYTES {
-        state.run_inline(|| {
-            admission::review_with(
-                &state.admission,
-                endpoint,
-                &body,
-                admission::Resolved {
-                    gmsa: gmsa.as_ref(),
-                    images: images.as_ref(),
-                },
-            )
-        })
-    } else {
-        let shared = Arc::clone(state);
-        state
-            .run_bounded(move || {
-                let result = admission::review_with(
-                    &shared.admission,
-                    endpoint,
-                    &body,
-                    admission::Resolved {
-                        gmsa: gmsa.as_ref(),
-                        images: images.as_ref(),
-                    },
-                );
-                // The body is freed on this thread, right away.
-                drop(body);
-                result
-            })
-            .await
+        let decoded = match state.run_inline(|| admission::decode(&body))? {
+            Ok(decoded) => decoded,
+            Err(e) => return Some(Err(e)),
+        };
+        let wanted = state.run_inline(|| decoded.wanted(policy, endpoint, want))?;
+        let facts = resolve(state, wanted).await;
+        return state.run_inline(|| {
+            admission::review_decoded(&state.admission, endpoint, &decoded, facts.resolved())
+        });
     }
+    let shared = Arc::clone(state);
+    // The decode stays borrowed from its body, which it owns, so it can
+    // wait for the facts off the slot.
+    let decoded = state
+        .run_bounded(move || {
+            let decoded = Yoke::<admission::Decoded<'static>, Vec<u8>>::try_attach_to_cart(
+                Vec::from(body),
+                admission::decode,
+            )?;
+            let wanted = decoded
+                .get()
+                .wanted(&shared.admission.policy, endpoint, want);
+            Ok((decoded, wanted))
+        })
+        .await?;
+    let (decoded, wanted) = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => return Some(Err(e)),
+    };
+    let facts = resolve(state, wanted).await;
+    let shared = Arc::clone(state);
+    state
+        .run_bounded(move || {
+            let result = admission::review_decoded(
+                &shared.admission,
+                endpoint,
+                decoded.get(),
+                facts.resolved(),
+            );
+            // The body is freed on this thread, right away.
+            drop(decoded);
+            result
+        })
+        .await
+}
+
+/// The facts resolved for one review.
+struct Facts {
+    gmsa: Option<crate::decision::gmsa::Facts>,
+    images: Option<crate::decision::images::KnownImages>,
+}
+
+impl Facts {
+    fn resolved(&self) -> admission::Resolved<'_> {
+        admission::Resolved {
+            gmsa: self.gmsa.as_ref(),
+            images: self.images.as_ref(),
+        }
+    }
+}
+
+/// Resolves what a review wants, before the decision, which stays pure:
+/// the gMSA facts whenever the resolver is on (they make the gMSA rules
+/// speak), the image facts (`--registry`) when the object names images.
+async fn resolve(state: &ServerState, wanted: admission::Wanted) -> Facts {
+    let gmsa = match state.gmsa.get() {
+        Some(resolver) => Some(resolver.facts(wanted.gmsa.as_ref()).await),
+        None => None,
+    };
+    let images = match (state.images.get(), wanted.images) {
+        (Some(cache), Some(images)) => Some(cache.facts(images).await),
+        _ => None,
+    };
+    Facts { gmsa, images }
 }
 
 /// A review's answer: counted, logged in one line, sent as JSON.

@@ -24,12 +24,9 @@ use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use serde::Deserialize;
 
 use crate::decision::gmsa::{self, Authz, AuthzKey, CredSpec, Facts};
-use crate::decision::policy::Policy;
-use crate::decision::workload::Workload;
-use crate::entry::admission::Endpoint;
+use crate::entry::admission::GmsaWanted;
 
 /// Default of [`Resolver::deadline`]: the manifests' `timeoutSeconds` is 5.
 pub const DEADLINE: Duration = Duration::from_secs(2);
@@ -130,24 +127,6 @@ impl std::fmt::Debug for Resolver {
     }
 }
 
-/// What the resolver reads of a review: just enough to know what to ask.
-#[derive(Deserialize)]
-struct ReviewHead {
-    request: Option<RequestHead>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestHead {
-    #[serde(default)]
-    operation: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    sub_resource: String,
-    object: Option<serde_json::Value>,
-}
-
 /// The API resource of `GMSACredentialSpec` at the version the webhook reads.
 #[must_use]
 pub fn api_resource() -> ApiResource {
@@ -199,47 +178,18 @@ impl Resolver {
         self
     }
 
-    /// The gMSA facts of one review body: always some (the switch is on),
-    /// with the credential specs the object names looked up and, on
-    /// CREATE, the authorization of its service account to use them.
-    pub async fn facts(&self, policy: &Policy, endpoint: Endpoint, body: &[u8]) -> Facts {
-        let facts = Facts::default();
-        // Most objects name no credential spec: no parse, no call.
-        if !contains(body, b"gmsaCredentialSpecName") {
-            return facts;
+    /// The gMSA facts of one review: always some (the switch is on), with
+    /// the credential specs the object names looked up and, when the
+    /// request gives the pod an identity, the authorization of its service
+    /// account to use them.
+    pub async fn facts(&self, wanted: Option<&GmsaWanted>) -> Facts {
+        match wanted {
+            Some(w) => {
+                self.resolve(&w.namespace, &w.service_account, &w.names, w.authorize)
+                    .await
+            }
+            None => Facts::default(),
         }
-        let Ok(ReviewHead {
-            request: Some(request),
-        }) = serde_json::from_slice::<ReviewHead>(body)
-        else {
-            return facts;
-        };
-        let Some(object) = request.object.as_ref() else {
-            return facts;
-        };
-        let Ok(view) = policy.pod_templates.read(object) else {
-            return facts;
-        };
-        let Some(workload) = Workload::from_view(&view) else {
-            return facts;
-        };
-        let Some(spec) = workload.spec else {
-            return facts;
-        };
-        let names: Vec<String> = gmsa::names(spec).into_iter().map(str::to_owned).collect();
-        let account = gmsa::service_account(spec).to_owned();
-        let namespace = workload
-            .namespace
-            .map_or(request.namespace.clone(), str::to_owned);
-        // Authorization is asked where the pod gets an identity: CREATE,
-        // and containers added through `ephemeralcontainers`. `/mutate`
-        // needs none (it only fills contents in, as upstream).
-        let ask = endpoint != Endpoint::Mutate
-            && !namespace.is_empty()
-            && (request.operation == "CREATE"
-                || (request.operation == "UPDATE"
-                    && request.sub_resource == "ephemeralcontainers"));
-        self.resolve(&namespace, &account, &names, ask).await
     }
 
     /// The facts of credential specs `names` and, when `ask`, whether
@@ -379,8 +329,4 @@ impl Resolver {
             }
         }
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }

@@ -36,7 +36,7 @@ pub mod watch_cache;
 pub use metrics::Metrics;
 pub use state::{INLINE_REVIEW_MAX_BYTES, Limits, ServerState};
 
-use admit::{admit_once, mutate, validate};
+use admit::{admit, mutate, validate};
 
 /// The optional endpoints the webhook's HTTPS router serves besides
 /// `/validate`, `/mutate`, `/healthz` and `/readyz`.
@@ -94,7 +94,7 @@ fn routes(state: Arc<ServerState>, endpoints: Endpoints, admission: bool) -> Rou
         routes = routes
             .route("/validate", post(validate))
             .route("/mutate", post(mutate))
-            .route("/admit", post(admit_once));
+            .route("/admit", post(admit));
     }
     routes = routes
         .route("/healthz", get(healthz))

@@ -34,11 +34,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use crate::decision::images::{KnownImages, Lookup};
-use crate::decision::policy::Policy;
+use crate::entry::admission::ImagesWanted;
 use crate::input::registry::{Resolver, registry_of};
 
 mod metrics;
@@ -199,26 +198,6 @@ fn cache_key(image: &str, identity: Option<u64>) -> String {
     }
 }
 
-/// What is read of a review: the object and its namespace, to find its
-/// images and the Secrets it pulls them with.
-#[derive(Deserialize)]
-struct ReviewHead {
-    request: Option<RequestHead>,
-}
-
-#[derive(Deserialize)]
-struct RequestHead {
-    object: Option<serde_json::Value>,
-    namespace: Option<String>,
-}
-
-/// The images of a review, and what `--registry-pull-secrets` needs.
-struct Wanted {
-    images: BTreeSet<String>,
-    namespace: Option<String>,
-    pull_secrets: Vec<String>,
-}
-
 impl ImageFactsCache {
     #[must_use]
     pub fn new(resolver: Resolver, options: CacheOptions, metrics: RegistryMetrics) -> Self {
@@ -246,21 +225,20 @@ impl ImageFactsCache {
         let _ = self.inner.pull_secrets.set(PullSecrets::new(client));
     }
 
-    /// The facts of the images of one review body, within the review
-    /// deadline; `None` when the body names no workload with images.
-    pub async fn facts(&self, policy: &Policy, body: &[u8]) -> Option<KnownImages> {
-        let wanted = wanted_of(policy, body)?;
+    /// The facts of the images of one review, within the review deadline,
+    /// with the credentials of its pull secrets when
+    /// `--registry-pull-secrets` is on.
+    pub async fn facts(&self, wanted: ImagesWanted) -> KnownImages {
         let deadline = tokio::time::Instant::now() + self.review_deadline;
+        let secrets = &wanted.pull_secrets[..wanted.pull_secrets.len().min(MAX_PULL_SECRETS)];
         let credentials = match (&wanted.namespace, self.inner.pull_secrets.get()) {
-            (Some(ns), Some(pull)) if !wanted.pull_secrets.is_empty() => {
-                Some(pull.credentials(ns, &wanted.pull_secrets, deadline).await)
+            (Some(ns), Some(pull)) if !secrets.is_empty() => {
+                Some(pull.credentials(ns, secrets, deadline).await)
             }
             _ => None,
         };
-        Some(
-            self.lookup_all(wanted.images, credentials.as_ref(), deadline)
-                .await,
-        )
+        self.lookup_all(wanted.images, credentials.as_ref(), deadline)
+            .await
     }
 
     /// The facts of `images`, within the review deadline (`POST /report`
@@ -462,37 +440,6 @@ impl Inner {
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_registry))),
         )
     }
-}
-
-/// The images of the workload in a review body (every container list),
-/// its namespace and its `imagePullSecrets`, or `None` when it names no
-/// image.
-fn wanted_of(policy: &Policy, body: &[u8]) -> Option<Wanted> {
-    if !body.windows(b"\"image\"".len()).any(|w| w == b"\"image\"") {
-        return None;
-    }
-    let head: ReviewHead = serde_json::from_slice(body).ok()?;
-    let request = head.request?;
-    let object = request.object?;
-    let mut images = BTreeSet::new();
-    crate::decision::lookups::workload_images(policy, &object, &mut images);
-    if images.is_empty() {
-        return None;
-    }
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
-        .or(request.namespace)
-        .filter(|n| !n.is_empty());
-    Some(Wanted {
-        images,
-        namespace,
-        pull_secrets: crate::decision::lookups::pull_secret_names(policy, &object)
-            .into_iter()
-            .take(MAX_PULL_SECRETS)
-            .collect(),
-    })
 }
 
 #[cfg(test)]
