@@ -150,7 +150,7 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         runtime_class: runtime_class.as_ref(),
         hyperv,
         images: rules::Images::default(),
-        all_containers: rules::containers_of(spec),
+        all_containers: crate::decision::view::containers_of(spec),
     };
     (eval.findings, eval.skipped) = run_rules(policy, workload, &rule_cx, cluster);
     eval.hyperv = hyperv;

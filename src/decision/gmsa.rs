@@ -19,9 +19,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::decision::path::FieldPath;
-use crate::decision::rules::{ContainerList, RuleContext};
-use crate::decision::view::{SpecView, WindowsOptionsView};
+use crate::decision::view::{ContainerList, SpecView, WindowsOptionsView, containers_of};
 
 /// The API group of `GMSACredentialSpec`.
 pub const GROUP: &str = "windows.k8s.io";
@@ -234,65 +232,6 @@ pub fn service_account<'v>(spec: &'v SpecView<'_>) -> &'v str {
         .unwrap_or("default")
 }
 
-/// Each `gmsaCredentialSpecName` the pod names ([`options`]), with the
-/// path of that field.
-#[must_use]
-pub fn spec_names<'v>(cx: &RuleContext<'_, 'v, '_>) -> Vec<(&'v str, FieldPath)> {
-    options(cx)
-        .into_iter()
-        .filter_map(|o| {
-            let name = o.options.gmsa_credential_spec_name.as_deref()?;
-            Some((name, o.path.key("gmsaCredentialSpecName")))
-        })
-        .collect()
-}
-
-/// Who would `use` the pod's credential specs, when the gMSA facts are
-/// known: the facts, the pod's namespace and its service account.
-#[must_use]
-pub fn user<'e, 'v>(cx: &RuleContext<'e, 'v, '_>) -> Option<(&'e Facts, &'e str, &'v str)> {
-    Some((cx.gmsa?, cx.workload.namespace?, service_account(cx.spec)))
-}
-
-/// One `windowsOptions` of the pod: where, and its path (built on demand).
-pub struct Options<'v, 'a> {
-    pub place: Place,
-    pub options: &'v WindowsOptionsView<'a>,
-    /// The path of `windowsOptions`.
-    pub path: FieldPath,
-}
-
-/// Every `windowsOptions` of the pod: the pod's, then every init
-/// container's, container's and ephemeral container's (the upstream
-/// webhook visits only the pod and `containers`).
-#[must_use]
-pub fn options<'v, 'a>(cx: &RuleContext<'_, 'v, 'a>) -> Vec<Options<'v, 'a>> {
-    let mut out = Vec::new();
-    if let Some(o) = cx
-        .pod_security_context()
-        .and_then(|p| p.windows_options.as_ref())
-    {
-        out.push(Options {
-            place: Place::Pod,
-            options: o,
-            path: cx.spec_field(&["securityContext", "windowsOptions"]),
-        });
-    }
-    for c in cx.containers() {
-        if let Some(o) = c
-            .security_context()
-            .and_then(|s| s.windows_options.as_ref())
-        {
-            out.push(Options {
-                place: Place::Container(c.list, c.name().to_owned()),
-                options: o,
-                path: cx.container_field(&c, &["securityContext", "windowsOptions"]),
-            });
-        }
-    }
-    out
-}
-
 /// The gMSA settings of every place of a pod spec, owned.
 #[must_use]
 pub fn previous(spec: &SpecView<'_>) -> Vec<Previous> {
@@ -309,7 +248,7 @@ pub fn previous(spec: &SpecView<'_>) -> Vec<Previous> {
     {
         out.push(own(Place::Pod, o));
     }
-    for c in crate::decision::rules::containers_of(spec) {
+    for c in containers_of(spec) {
         if let Some(o) = c
             .security_context()
             .and_then(|s| s.windows_options.as_ref())
@@ -330,7 +269,7 @@ pub fn names<'v>(spec: &'v SpecView<'_>) -> BTreeSet<&'v str> {
         .and_then(|p| p.windows_options.as_ref());
     pod.into_iter()
         .chain(
-            crate::decision::rules::containers_of(spec)
+            containers_of(spec)
                 .into_iter()
                 .filter_map(|c| c.security_context()?.windows_options.as_ref()),
         )
@@ -564,233 +503,5 @@ mod tests {
         assert_eq!(facts.spec("x"), None);
         facts.complete = true;
         assert_eq!(facts.spec("x"), Some(&CredSpec::Missing));
-    }
-
-    /// /mutate fills the contents in at every place where only the name is
-    /// set, with the canonical JSON, and the patched pod yields no patch.
-    #[test]
-    fn the_patch_inlines_the_credential_spec_everywhere_and_settles() {
-        use crate::decision::decide::{self, PatchSource, Request};
-        use crate::decision::policy::Policy;
-        let stored = json!({"b": "<x>", "a": 1});
-        let mut facts = Facts {
-            complete: true,
-            ..Facts::default()
-        };
-        facts
-            .specs
-            .insert("webapp1".into(), CredSpec::Found(Some(stored.clone())));
-        let options = json!({"windowsOptions": {"gmsaCredentialSpecName": "webapp1"}});
-        let container = |name: &str| json!({"name": name, "image": "mcr.microsoft.com/windows/servercore:ltsc2022", "securityContext": options});
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
-            "spec": {"securityContext": options, "initContainers": [container("init")],
-                     "containers": [container("a"), {"name": "b", "image": "x"}], "ephemeralContainers": [container("d")]}});
-        let policy = Policy::default_policy();
-        let cx = crate::decision::engine::Context {
-            gmsa: Some(&facts),
-            ..crate::decision::engine::Context::default()
-        };
-        let decide_on = |doc: &Value| {
-            let view = policy.pod_templates.read(doc).unwrap();
-            let w = crate::decision::workload::Workload::from_view(&view).unwrap();
-            decide::decide(
-                &policy,
-                &cx,
-                &w,
-                &Request::manifest(PatchSource::Preview(doc)),
-            )
-        };
-        let d = decide_on(&pod);
-        let paths: Vec<String> = d
-            .patch
-            .ops
-            .iter()
-            .filter(|op| op.path().as_str().ends_with("gmsaCredentialSpec"))
-            .map(|op| op.path().as_str().to_owned())
-            .collect();
-        assert_eq!(
-            paths,
-            [
-                "/spec/securityContext/windowsOptions/gmsaCredentialSpec",
-                "/spec/initContainers/0/securityContext/windowsOptions/gmsaCredentialSpec",
-                "/spec/containers/0/securityContext/windowsOptions/gmsaCredentialSpec",
-                "/spec/ephemeralContainers/0/securityContext/windowsOptions/gmsaCredentialSpec",
-            ]
-        );
-        assert!(
-            d.patch
-                .fixed_rules()
-                .contains(&crate::decision::rules::gmsa_inline::ID)
-        );
-        let patched = d.patched.clone().unwrap();
-        assert_eq!(
-            patched.pointer("/spec/containers/0/securityContext/windowsOptions/gmsaCredentialSpec"),
-            Some(&json!(r#"{"a":1,"b":"\u003cx\u003e"}"#))
-        );
-        assert_eq!(patched.pointer("/spec/containers/1/securityContext"), None);
-        let again = decide_on(&patched);
-        assert!(
-            again
-                .patch
-                .ops
-                .iter()
-                .all(|op| !op.path().as_str().ends_with("gmsaCredentialSpec")),
-            "{:?}",
-            again.patch.ops
-        );
-        assert!(
-            again
-                .evaluation
-                .findings
-                .iter()
-                .all(|f| !f.rule.starts_with("WIN-GMSA"))
-        );
-        // Unknown facts: nothing to fill in, nothing reported.
-        let silent = crate::decision::engine::Context::default();
-        let view = policy.pod_templates.read(&pod).unwrap();
-        let w = crate::decision::workload::Workload::from_view(&view).unwrap();
-        let eval = crate::decision::engine::evaluate(&policy, &w, &silent);
-        assert!(
-            eval.findings
-                .iter()
-                .all(|f| !f.rule.starts_with("WIN-GMSA"))
-        );
-    }
-
-    /// The skip model: a gMSA boundary rule is never skipped by an
-    /// annotation and is enforced in every mode; other rules are skipped
-    /// as the policy's `skips` block says, and the denial offers the
-    /// opt-out only for those.
-    #[test]
-    fn boundary_rules_are_never_skipped_and_enforced_in_every_mode() {
-        use crate::decision::decide::{self, Operation, PatchSource, Request, Verdict};
-        use crate::decision::policy::{Mode, Policy};
-        let mut facts = Facts {
-            complete: true,
-            ..Facts::default()
-        };
-        facts.specs.insert(
-            "domain-admin".into(),
-            CredSpec::Found(Some(json!({"a": 1}))),
-        );
-        facts.authz.insert(
-            ("web".into(), "app".into(), "domain-admin".into()),
-            Authz {
-                allowed: false,
-                reason: String::new(),
-            },
-        );
-        let cx = crate::decision::engine::Context {
-            gmsa: Some(&facts),
-            ..crate::decision::engine::Context::default()
-        };
-        let pod = |annotations: Value, host_network: bool| {
-            json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "p", "namespace": "web", "annotations": annotations},
-                "spec": {"serviceAccountName": "app", "hostNetwork": host_network,
-                    "nodeSelector": {"kubernetes.io/os": "windows"},
-                    "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "domain-admin"}},
-                    "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
-                        "resources": {"limits": {"memory": "1Gi"}}}]}})
-        };
-        let decide_with = |policy: &Policy, doc: &Value, mode: Option<Mode>| {
-            let view = policy.pod_templates.read(doc).unwrap();
-            let w = crate::decision::workload::Workload::from_view(&view).unwrap();
-            let d = decide::decide(
-                policy,
-                &cx,
-                &w,
-                &Request {
-                    labels: &|_, _| None,
-                    mode,
-                    user: None,
-                    operation: Operation::Create,
-                    patch: PatchSource::None,
-                    reach: true,
-                },
-            );
-            let message = d.denial_message(&w);
-            (d, message)
-        };
-        let skip_all = json!({
-            "winadmit.io/skip.WIN-GMSA-NOT-AUTHORIZED": "x",
-            "winadmit.io/skip.WIN-GMSA-CONTENTS-MISMATCH": "x",
-            "winadmit.io/skip.WIN-HOSTNETWORK": "legacy",
-        });
-        let policy = Policy::default_policy();
-        // The annotation does not skip the boundary rule; in every mode it denies.
-        for mode in [None, Some(Mode::Audit), Some(Mode::Warn)] {
-            let (d, message) = decide_with(&policy, &pod(skip_all.clone(), false), mode);
-            assert_eq!(d.validation, Verdict::Deny, "{mode:?}");
-            assert!(
-                d.evaluation.skipped.is_empty(),
-                "{:?}",
-                d.evaluation.skipped
-            );
-            let message = message.unwrap();
-            assert!(message.contains("WIN-GMSA-NOT-AUTHORIZED"), "{message}");
-            assert!(!message.contains("to opt out"), "{message}");
-        }
-        // A rule the policy lets an annotation skip is skipped...
-        let (d, _) = decide_with(&policy, &pod(skip_all.clone(), true), None);
-        assert!(
-            d.evaluation
-                .skipped
-                .iter()
-                .any(|s| s.rule == "WIN-HOSTNETWORK")
-        );
-        // ... and the denial names it as the one opt-out there is.
-        let (_, message) = decide_with(&policy, &pod(json!({}), true), None);
-        let message = message.unwrap();
-        assert!(
-            message.contains("to opt out of WIN-HOSTNETWORK, annotate the pod"),
-            "{message}"
-        );
-        // Off entirely, per rule, per namespace: the annotation counts only
-        // where the operator says; the denial then offers nothing.
-        for yaml in [
-            "skips: {allowed: false}\n",
-            "skips: {rules: [WIN-SUBPATH]}\n",
-            "skips: {namespaces: [legacy]}\n",
-            "skips: {unskippable: [WIN-HOSTNETWORK]}\n",
-        ] {
-            let p = Policy::from_yaml("p.yaml", yaml).unwrap();
-            let (d, message) = decide_with(&p, &pod(skip_all.clone(), true), None);
-            assert!(
-                d.evaluation
-                    .findings
-                    .iter()
-                    .any(|f| f.rule == "WIN-HOSTNETWORK"),
-                "{yaml}"
-            );
-            assert!(d.evaluation.skipped.is_empty(), "{yaml}");
-            assert!(!message.unwrap().contains("to opt out"), "{yaml}");
-        }
-        let p = Policy::from_yaml("p.yaml", "skips: {namespaces: [web]}\n").unwrap();
-        let (d, _) = decide_with(&p, &pod(skip_all, true), None);
-        assert!(
-            !d.evaluation
-                .findings
-                .iter()
-                .any(|f| f.rule == "WIN-HOSTNETWORK")
-        );
-        // A policy cannot make a boundary rule skippable, a warning or audited.
-        for yaml in [
-            "skips: {rules: [WIN-GMSA-NOT-AUTHORIZED]}\n",
-            "rules: {WIN-GMSA-NOT-FOUND: warning}\n",
-            "rules: {WIN-GMSA-CONTENTS-MISMATCH: {mode: audit}}\n",
-            "skips: {rules: [WIN-NOPE]}\n",
-            "skips: {namespaces: [Not_A_Namespace]}\n",
-        ] {
-            let e = Policy::from_yaml("p.yaml", yaml).unwrap_err().to_string();
-            assert!(e.contains("p.yaml"), "{yaml}: {e}");
-        }
-        // Off stays the operator's choice, and audit mode still audits the rest.
-        let p = Policy::from_yaml("p.yaml", "rules: {WIN-GMSA-NOT-AUTHORIZED: off}\n").unwrap();
-        let (d, _) = decide_with(&p, &pod(json!({}), false), Some(Mode::Audit));
-        assert_eq!(d.validation, Verdict::Allow);
-        let (d, _) = decide_with(&policy, &pod(json!({}), true), Some(Mode::Audit));
-        assert_eq!(d.validation, Verdict::Deny, "the gMSA rule still denies");
-        assert!(d.audited.contains(&"WIN-HOSTNETWORK"));
     }
 }

@@ -23,7 +23,7 @@
 //! }}
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
@@ -322,63 +322,6 @@ impl KnownImages {
         out.push('\n');
         out
     }
-}
-
-/// Adds the images of the workload `value` (its init, app and ephemeral
-/// containers) to `into`: what an entry point looks up before judging it. An
-/// object that is not a workload, or does not read, adds nothing (the
-/// entry point reports it as it would without facts).
-pub fn workload_images(
-    policy: &crate::decision::policy::Policy,
-    value: &serde_json::Value,
-    into: &mut BTreeSet<String>,
-) {
-    let Ok(view) = policy.pod_templates.read(value) else {
-        return;
-    };
-    if let Some(spec) = crate::decision::workload::Workload::from_view(&view).and_then(|w| w.spec) {
-        spec_images(spec, into);
-    }
-}
-
-/// Adds the images of a pod spec (every container list) to `into`.
-pub fn spec_images(spec: &crate::decision::view::SpecView<'_>, into: &mut BTreeSet<String>) {
-    for c in crate::decision::rules::containers_of(spec) {
-        if let Some(image) = c.container.image.as_deref()
-            && !image.trim().is_empty()
-            && !into.contains(image)
-        {
-            into.insert(image.to_owned());
-        }
-    }
-}
-
-/// The names of the Secrets the workload `value`'s pod template lists in
-/// `imagePullSecrets`, in order (none for an object that is not a
-/// workload).
-#[must_use]
-pub fn pull_secret_names(
-    policy: &crate::decision::policy::Policy,
-    value: &serde_json::Value,
-) -> Vec<String> {
-    let Ok(view) = policy.pod_templates.read(value) else {
-        return Vec::new();
-    };
-    crate::decision::workload::Workload::from_view(&view)
-        .and_then(|w| w.spec)
-        .map(spec_pull_secrets)
-        .unwrap_or_default()
-}
-
-/// The names a pod spec lists in `imagePullSecrets`, in order.
-#[must_use]
-pub fn spec_pull_secrets(spec: &crate::decision::view::SpecView<'_>) -> Vec<String> {
-    spec.image_pull_secrets
-        .iter()
-        .flat_map(|names| &names.0)
-        .filter(|n| !n.is_empty())
-        .map(ToString::to_string)
-        .collect()
 }
 
 /// `sha256:` and 64 lowercase hex digits (or another algorithm and hex).

@@ -10,7 +10,8 @@
 //! files); the facts about the target cluster ([`cluster`], [`version`],
 //! [`windows_builds`], [`tolerations`]) and about images ([`images`]) and
 //! gMSA credential specs ([`gmsa`]); findings and field paths ([`finding`],
-//! [`path`]); checks across objects ([`services`]); the API server's own
+//! [`path`]); what an entry point looks up before it judges a workload
+//! ([`lookups`]); checks across objects ([`services`]); the API server's own
 //! format rules ([`names`], [`strict`]); pattern matching ([`glob`]); and
 //! the export of the rules as admission policies ([`admission_policy`]).
 
@@ -22,6 +23,7 @@ pub mod finding;
 pub mod glob;
 pub mod gmsa;
 pub mod images;
+pub mod lookups;
 pub mod names;
 pub mod patch;
 pub mod path;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cel::objects::Value as CelValue;
 use cel::{Context, Env};
-use winadmit::decision::admission_policy::{cel_list, cel_str};
+use winadmit::decision::rules::cel::{cel_list, cel_str};
 
 fn evaluates_to_itself(s: &str) -> Result<(), String> {
     let env = Arc::new(Env::stdlib());

@@ -411,34 +411,14 @@ fn import_circles(files: &[(String, String)]) -> Vec<String> {
     circles.into_iter().collect()
 }
 
-/// Import circles waiting to be untangled, each as its first line in
-/// [`import_circles`]: listed so that no other circle forms and this one
-/// grows no larger meanwhile; an entry no longer found fails the test too.
-/// The decision's rules carry their CEL export beside their check, and the
-/// export reads every rule and the policy; the policy and the rule context
-/// read the cluster's facts, whose gMSA part reads the engine.
-const WAITING_TO_BE_UNTANGLED: &[&str] = &[
-    "in decision: {admission_policy, cluster, decide, engine, gmsa, images, patch, policy, rules}",
-];
-
 #[test]
 fn no_modules_of_a_folder_import_each_other_in_a_circle() {
     let circles = import_circles(&sources());
-    let (waiting, new): (Vec<&String>, Vec<&String>) = circles
-        .iter()
-        .partition(|c| WAITING_TO_BE_UNTANGLED.contains(&c.lines().next().unwrap_or_default()));
-    for w in WAITING_TO_BE_UNTANGLED {
-        assert!(
-            waiting.iter().any(|c| c.starts_with(w)),
-            "{w} is untangled now (or changed): update WAITING_TO_BE_UNTANGLED"
-        );
-    }
-    let new: Vec<&str> = new.iter().map(|c| c.as_str()).collect();
     assert!(
-        new.is_empty(),
+        circles.is_empty(),
         "{} import circles:\n{}",
-        new.len(),
-        new.join("\n")
+        circles.len(),
+        circles.join("\n")
     );
     let made_up: Vec<(String, String)> = [
         ("decision/mod.rs", "pub mod a;\npub mod b;\npub mod c;"),

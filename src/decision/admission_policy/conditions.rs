@@ -1,13 +1,13 @@
 //! The match conditions: which objects the policies look at (a pod spec,
 //! a user not exempt, a pod that targets or may target Windows).
 
-use super::cel::{WINDOWS_PATH, cel_list, cel_str, globs_regex};
 use super::images::build_regexes;
 use super::removals::needs_mutation;
 use super::signals::{linux_signals, windows_signals};
 use super::variables::{any_of, by_kind};
 use crate::decision::cluster::Cluster;
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::{WINDOWS_PATH, cel_list, cel_str, globs_regex};
 
 /// The match conditions: a pod spec is there, the user is not exempt, and
 /// the pod targets Windows.

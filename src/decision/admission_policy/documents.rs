@@ -5,13 +5,13 @@
 use serde_json::{Value, json};
 
 use super::bind::{old_variables, on_old_object};
-use super::cel::cel_str;
 use super::conditions::validation_match_conditions;
 use super::removals::{mutated, removal_notice};
 use super::{GROUP, Validation};
 use crate::decision::cluster::Cluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy};
+use crate::decision::rules::cel::cel_str;
 
 /// The variables of a validating policy over `group`: the shared ones,
 /// `update`, the copies on the old object of those the rules' field paths

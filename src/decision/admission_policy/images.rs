@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::cel::{cel_str, globs_regex, regex_escape};
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::{cel_str, globs_regex, regex_escape};
 
 /// A decimal number of at most `max` (leading zeros allowed), as a
 /// regular expression: what `str::parse` accepts for an unsigned type.

@@ -29,7 +29,6 @@ use crate::decision::policy::{Mode, Policy};
 use crate::decision::version::KubeVersion;
 
 mod bind;
-pub mod cel;
 mod conditions;
 mod documents;
 mod images;
@@ -40,7 +39,6 @@ mod validations;
 mod variables;
 
 pub use bind::bind_variables;
-pub use cel::{cel_list, cel_str};
 pub use conditions::{match_conditions, mutation_match_conditions, validation_match_conditions};
 pub use mutation::NODE_SELECTOR;
 pub use removals::REMOVED_PREFIX;
@@ -74,7 +72,7 @@ pub struct Validation {
     /// The rule's own mode (`rules: {ID: {mode: ...}}`), if the policy gives one.
     pub rule_mode: Option<Mode>,
     /// When the mutating policy makes `removals`.
-    pub removal: cel::Removal,
+    pub removal: crate::decision::rules::cel::Removal,
     /// True when the object passes.
     pub expression: String,
     /// The message: the field paths, the rule's message, its id and fix.

@@ -4,13 +4,13 @@
 
 use serde_json::{Value, json};
 
-use super::cel::{Removal, cel_str};
 use super::conditions::mutation_match_conditions;
 use super::documents::{mutation_match_constraints, named, namespace_selector, one_condition};
 use super::removals::{REMOVED_PREFIX, mutated};
 use super::{GROUP, Gap, Validation};
 use crate::decision::cluster::Cluster;
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::{Removal, cel_str};
 
 /// The mutation that adds `kubernetes.io/os: windows` to the node selector
 /// of a Windows-targeted pod spec without an OS label (a CEL list of

@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use super::Validation;
 use super::bind::bind_variables;
-use super::cel::{Removal, cel_str};
 use super::validations::validations;
 use super::variables::{any_of, variables};
 use crate::decision::cluster::Cluster;
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::{Removal, cel_str};
 
 /// The annotation prefix of the removal records: the mutating policy
 /// records the fields it removed for rule `R` in `winadmit.io/removed.R`,

@@ -1,8 +1,8 @@
 //! The engine's Windows and Linux targeting signals as CEL over a pod
 //! spec `s`: what the match conditions and the variables test.
 
-use super::cel::cel_list;
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::cel_list;
 use crate::decision::targeting::Os;
 
 /// The engine's Linux signals as CEL over the spec `s`.

@@ -2,14 +2,14 @@
 //! its test, the field paths of its findings, its message and, where the
 //! mutation removes the fields, its JSON Patch removals.
 
-use super::cel::{
-    CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, Removal, cel_str,
-};
 use super::{Gap, Validation};
 use crate::decision::cluster::Cluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules;
+use crate::decision::rules::cel::{
+    CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, Removal, cel_str,
+};
 
 /// The CEL expression naming an element's path, e.g. `spec.containers[2]`.
 fn element(scope: ProbeScope, list: &str, pointer: bool) -> String {
@@ -185,7 +185,12 @@ fn rule_mode(policy: &Policy, id: &str) -> Option<Mode> {
 pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<Gap>) {
     let mut out = Vec::new();
     let mut gaps = Vec::new();
-    let cx = ExportContext { cluster, policy };
+    let cx = ExportContext {
+        cluster,
+        params: &policy.params,
+        runtime_classes: &policy.runtime_classes,
+        empty_dir_off_memory: policy.mutation.empty_dir_off_memory,
+    };
     for (i, rule) in rules::ALL.iter().enumerate() {
         let id = rule.info.id;
         let gap = |reason: &str, partial: bool| Gap {

@@ -2,9 +2,9 @@
 //! workload kind, its container lists, HostProcess, the exemptions, the
 //! engine's targeting, and what each image is ([`super::images`]).
 
-use super::cel::{C_HOST_PROCESS, CONTAINER_LISTS, cel_list, cel_str};
 use super::signals::{linux_signals, windows_signals};
 use crate::decision::policy::Policy;
+use crate::decision::rules::cel::{C_HOST_PROCESS, CONTAINER_LISTS, cel_list, cel_str};
 
 /// `(pod kind expr, CronJob expr, other templates expr)` chosen by kind.
 pub(super) fn by_kind(pod: &str, cronjob: &str, template: &str) -> String {

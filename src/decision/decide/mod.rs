@@ -474,3 +474,6 @@ pub fn verdict(policy: &Policy, eval: &Evaluation, namespace_mode: Option<Mode>)
         .max()
         .unwrap_or(Verdict::Allow)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,10 @@
 //! WIN-OS-CONFLICT: a pod spec that pins itself to Windows and Linux at once.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::path::FieldPath;
+use crate::decision::rules::cel::{
     Export, ExportContext, Field, Probe, ProbeScope, cel_list, cel_str,
 };
-use crate::decision::path::FieldPath;
 use crate::decision::targeting::Signal;
 
 /// The rule's id, for the modules that name it.
@@ -124,7 +124,6 @@ fn export(cx: &ExportContext<'_>) -> Export {
         &["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"],
     ));
     let linux_classes = cx
-        .policy
         .runtime_classes
         .names_for(crate::decision::targeting::Os::Linux);
     if !linux_classes.is_empty() {

@@ -2,9 +2,10 @@
 //! the API server refuses on a pod of any OS, so a Windows rule that calls
 //! one of them "ignored" never stands alone on a pod that cannot be created.
 
-use super::{ContainerRef, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::decision::rules::cel::Export;
 use crate::decision::version::KubeVersion;
+use crate::decision::view::ContainerRef;
 
 /// From this release the API server keeps `hostUsers` and `procMount` by
 /// default (the UserNamespacesSupport and ProcMountType gates are on), so

@@ -7,10 +7,10 @@
 //! and message so users can cross-reference. The list grew by release.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::path::FieldPath;
+use crate::decision::rules::cel::{
     Export, ExportContext, Probe, ProbeScope, Removal, c_sc, pod_sc,
 };
-use crate::decision::path::FieldPath;
 use crate::decision::version::KubeVersion;
 use crate::decision::view::{SeccompView, SecurityContextView};
 

@@ -1,10 +1,10 @@
 //! WIN-APPARMOR: AppArmor is not supported on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
-use crate::decision::admission_policy::cel::{
+use crate::decision::finding::Severity;
+use crate::decision::rules::cel::{
     Export, ExportContext, Field, Probe, ProbeScope, container_field, pod_field,
 };
-use crate::decision::finding::Severity;
 use crate::decision::version::KubeVersion;
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 

@@ -1,7 +1,7 @@
 //! WIN-CAPABILITIES: POSIX capabilities are not supported on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

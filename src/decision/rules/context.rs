@@ -7,47 +7,8 @@ use crate::decision::cluster::Cluster;
 use crate::decision::path::FieldPath;
 use crate::decision::targeting::Target;
 use crate::decision::version::KubeVersion;
-use crate::decision::view::{ContainerView, SecurityContextView, SpecView};
+use crate::decision::view::{ContainerRef, SpecView};
 use crate::decision::workload::Workload;
-
-/// Which container list a container came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerList {
-    Containers,
-    InitContainers,
-    EphemeralContainers,
-}
-
-impl ContainerList {
-    #[must_use]
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Containers => "containers",
-            Self::InitContainers => "initContainers",
-            Self::EphemeralContainers => "ephemeralContainers",
-        }
-    }
-}
-
-/// One container of the pod, with where it lives.
-#[derive(Clone, Copy)]
-pub struct ContainerRef<'v, 'a> {
-    pub list: ContainerList,
-    pub index: usize,
-    pub container: &'v ContainerView<'a>,
-}
-
-impl<'v, 'a> ContainerRef<'v, 'a> {
-    #[must_use]
-    pub fn security_context(&self) -> Option<&'v SecurityContextView<'a>> {
-        self.container.security_context.as_ref()
-    }
-
-    #[must_use]
-    pub fn name(&self) -> &'v str {
-        self.container.name.as_deref().unwrap_or_default()
-    }
-}
 
 pub use crate::decision::targeting::HostProcess;
 
@@ -81,7 +42,7 @@ pub struct RuleContext<'e, 'v, 'a> {
     pub hyperv: bool,
     /// What the rules ask of each image, worked out once per evaluation.
     pub images: Images<'v>,
-    /// Every container of the pod ([`containers_of`]), listed once per
+    /// Every container of the pod ([`crate::decision::view::containers_of`]), listed once per
     /// evaluation for [`RuleContext::containers`].
     pub all_containers: Vec<ContainerRef<'v, 'a>>,
 }
@@ -175,36 +136,6 @@ impl std::fmt::Debug for ImageFactsCache {
 /// first use: several rules ask about every container's image.
 #[derive(Debug, Default)]
 pub struct Images<'v>(std::cell::RefCell<Vec<(&'v str, ImageFacts)>>);
-
-/// Every container, init container and ephemeral container of `spec`, in
-/// that order. Listed once per evaluation: some twenty rules go through
-/// them, and a slice is less code in each than this chain of lists.
-#[must_use]
-pub fn containers_of<'v, 'a>(spec: &'v SpecView<'a>) -> Vec<ContainerRef<'v, 'a>> {
-    [
-        (
-            ContainerList::InitContainers,
-            spec.init_containers.as_deref(),
-        ),
-        (ContainerList::Containers, spec.containers.as_deref()),
-        (
-            ContainerList::EphemeralContainers,
-            spec.ephemeral_containers.as_deref(),
-        ),
-    ]
-    .into_iter()
-    .flat_map(|(list, cs)| {
-        cs.unwrap_or_default()
-            .iter()
-            .enumerate()
-            .map(move |(index, container)| ContainerRef {
-                list,
-                index,
-                container,
-            })
-    })
-    .collect()
-}
 
 impl<'e, 'v, 'a> RuleContext<'e, 'v, 'a> {
     /// The facts of `image` (memoized for this evaluation, and across

@@ -1,7 +1,7 @@
 //! WIN-DEFAULT-MODE: volume file modes are ignored on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,8 +1,8 @@
 //! WIN-EMPTYDIR-MEMORY: Windows has no RAM disk for emptyDir.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, Removal};
 use crate::decision::finding::{Fix, FixKind};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, Removal};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-EMPTYDIR-MEMORY";
@@ -64,7 +64,7 @@ fn export(cx: &ExportContext<'_>) -> Export {
                 "has(v.emptyDir) && has(v.emptyDir.medium) && v.emptyDir.medium == 'Memory'",
                 &["emptyDir", "medium"],
             )
-            .removable(cx.policy.mutation.empty_dir_off_memory),
+            .removable(cx.empty_dir_off_memory),
         ],
         if docker {
             "emptyDir medium Memory is not supported on Docker Windows nodes"

@@ -1,9 +1,9 @@
 //! WIN-GMSA-AUTHZ-UNKNOWN: whether the pod's service account may `use` the
 //! GMSACredentialSpec it names could not be asked.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
-use crate::decision::gmsa;
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -30,10 +30,10 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some((facts, namespace, account)) = gmsa::user(cx) else {
+    let Some((facts, namespace, account)) = gmsa_pod::user(cx) else {
         return;
     };
-    for (name, field) in gmsa::spec_names(cx) {
+    for (name, field) in gmsa_pod::spec_names(cx) {
         if facts.authz(namespace, account, name).is_some() {
             continue;
         }

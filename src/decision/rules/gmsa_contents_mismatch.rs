@@ -1,9 +1,10 @@
 //! WIN-GMSA-CONTENTS-MISMATCH: `gmsaCredentialSpec` is not what the named
 //! GMSACredentialSpec holds.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
 use crate::decision::gmsa::{self, CredSpec, Mismatch};
+use crate::decision::rules::cel::{Export, NEEDS_GMSA_OBJECTS};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -27,7 +28,7 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
-    for o in gmsa::options(cx) {
+    for o in gmsa_pod::options(cx) {
         let (Some(name), Some(contents)) = (
             o.options.gmsa_credential_spec_name.as_deref(),
             o.options.gmsa_credential_spec.as_deref(),

@@ -1,9 +1,9 @@
 //! WIN-GMSA-CONTENTS-WITHOUT-NAME: `gmsaCredentialSpec` without
 //! `gmsaCredentialSpecName`.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
-use crate::decision::gmsa;
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -33,7 +33,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.gmsa.is_none() {
         return;
     }
-    for o in gmsa::options(cx) {
+    for o in gmsa_pod::options(cx) {
         if o.options.gmsa_credential_spec.is_some() && o.options.gmsa_credential_spec_name.is_none()
         {
             out.report(

@@ -3,10 +3,11 @@
 
 use serde_json::Value;
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::finding::{Fix, FixKind};
 use crate::decision::gmsa::{self, CredSpec};
+use crate::decision::rules::cel::Export;
 use crate::decision::workload::Kind;
 
 /// The rule's id.
@@ -41,7 +42,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.workload.kind != Kind::Pod {
         return;
     }
-    for o in gmsa::options(cx) {
+    for o in gmsa_pod::options(cx) {
         let Some(name) = o.options.gmsa_credential_spec_name.as_deref() else {
             continue;
         };

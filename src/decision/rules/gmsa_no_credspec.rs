@@ -1,8 +1,9 @@
 //! WIN-GMSA-NO-CREDSPEC: the named GMSACredentialSpec has no contents.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
-use crate::decision::gmsa::{self, CredSpec};
+use crate::decision::gmsa::CredSpec;
+use crate::decision::rules::cel::{Export, NEEDS_GMSA_OBJECTS};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -26,7 +27,7 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
-    for (name, field) in gmsa::spec_names(cx) {
+    for (name, field) in gmsa_pod::spec_names(cx) {
         if facts.spec(name) == Some(&CredSpec::Found(None)) {
             out.report(
                 field,

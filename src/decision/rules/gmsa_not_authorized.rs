@@ -1,9 +1,10 @@
 //! WIN-GMSA-NOT-AUTHORIZED: the pod's service account may not `use` the
 //! GMSACredentialSpec it names.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::gmsa;
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -30,10 +31,10 @@ pub static RULE: Rule = Rule {
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    let Some((facts, namespace, account)) = gmsa::user(cx) else {
+    let Some((facts, namespace, account)) = gmsa_pod::user(cx) else {
         return;
     };
-    for (name, field) in gmsa::spec_names(cx) {
+    for (name, field) in gmsa_pod::spec_names(cx) {
         let Some(answer) = facts.authz(namespace, account, name) else {
             continue;
         };

@@ -1,9 +1,10 @@
 //! WIN-GMSA-NOT-FOUND: the pod names a GMSACredentialSpec the cluster does
 //! not have.
 
+use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_GMSA_OBJECTS};
-use crate::decision::gmsa::{self, CredSpec};
+use crate::decision::gmsa::CredSpec;
+use crate::decision::rules::cel::{Export, NEEDS_GMSA_OBJECTS};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -27,7 +28,7 @@ pub static RULE: Rule = Rule {
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(facts) = cx.gmsa else { return };
-    for (name, field) in gmsa::spec_names(cx) {
+    for (name, field) in gmsa_pod::spec_names(cx) {
         // An empty name is WIN-WINDOWSOPTIONS-FORMAT's.
         if !name.is_empty() && facts.spec(name) == Some(&CredSpec::Missing) {
             out.report(

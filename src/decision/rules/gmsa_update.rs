@@ -1,8 +1,10 @@
 //! WIN-GMSA-UPDATE: an UPDATE changes a pod's gMSA settings.
 
-use super::{ContainerList, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
-use crate::decision::gmsa::{self, Place};
+use super::gmsa_pod;
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::decision::gmsa::Place;
+use crate::decision::rules::cel::Export;
+use crate::decision::view::ContainerList;
 use crate::decision::workload::Kind;
 
 pub static RULE: Rule = Rule {
@@ -36,7 +38,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     if cx.workload.kind != Kind::Pod {
         return;
     }
-    for o in gmsa::options(cx) {
+    for o in gmsa_pod::options(cx) {
         let old = previous.iter().find(|p| p.place == o.place);
         if old.is_none()
             && matches!(

@@ -2,7 +2,7 @@
 //! pod namespaces other than the network.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope};
 
 pub static HOST_PID: Rule = Rule {
     info: RuleInfo {

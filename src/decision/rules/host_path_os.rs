@@ -2,7 +2,7 @@
 //! that name the other OS's file system.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::rules::cel::{
     self, Export, ExportContext, Probe, ProbeScope, cel_str, regex_escape,
 };
 
@@ -149,7 +149,6 @@ fn check_windows_path(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 /// WIN-HOSTPATH-LINUX-PATH as CEL, for `winadmit admission-policy`.
 fn export_linux_path(cx: &ExportContext<'_>) -> Export {
     let prefixes: Vec<String> = cx
-        .policy
         .params
         .linux_host_paths
         .iter()

@@ -3,7 +3,7 @@
 //! `validateWindowsHostProcessPod`, which runs on every pod.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::rules::cel::{
     C_HOST_PROCESS, Export, ExportContext, Field, Probe, ProbeScope, cel_list,
 };
 
@@ -32,7 +32,10 @@ pub static RULE: Rule = Rule {
 
 /// Is this container HostProcess (its own value, else the pod's)?
 #[must_use]
-pub fn is_host_process(cx: &RuleContext<'_, '_, '_>, c: &super::ContainerRef<'_, '_>) -> bool {
+pub fn is_host_process(
+    cx: &RuleContext<'_, '_, '_>,
+    c: &crate::decision::view::ContainerRef<'_, '_>,
+) -> bool {
     crate::decision::targeting::is_host_process_container(c.container, cx.host_process.pod)
 }
 
@@ -144,7 +147,7 @@ fn export(cx: &ExportContext<'_>) -> Export {
             removable: false,
         });
     }
-    let hyperv = &cx.policy.params.hyperv_runtime_classes;
+    let hyperv = &cx.params.hyperv_runtime_classes;
     if !hyperv.is_empty() {
         probes.push(Probe {
             scope: ProbeScope::Pod,

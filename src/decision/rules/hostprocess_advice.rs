@@ -4,7 +4,7 @@
 
 use super::hostprocess::is_host_process;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::rules::cel::{
     C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc,
 };
 

@@ -1,7 +1,7 @@
 //! WIN-HUGEPAGES: huge pages are not supported on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope};
+use crate::decision::rules::cel::{Export, ExportContext, Field, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,9 +1,7 @@
 //! WIN-HYPERV: the experimental Hyper-V isolation annotation.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
-    Export, ExportContext, Field, Probe, ProbeScope, cel_str,
-};
+use crate::decision::rules::cel::{Export, ExportContext, Field, Probe, ProbeScope, cel_str};
 
 pub use crate::decision::targeting::ISOLATION_ANNOTATION;
 

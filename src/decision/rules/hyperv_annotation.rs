@@ -3,7 +3,7 @@
 
 use super::hyperv::ISOLATION_ANNOTATION;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext};
+use crate::decision::rules::cel::{Export, ExportContext};
 use crate::decision::version::KubeVersion;
 
 pub static RULE: Rule = Rule {

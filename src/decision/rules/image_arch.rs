@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
+use crate::decision::rules::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 
 /// The node label the kubelet sets to its Go architecture.
 const ARCH_LABEL: &str = "kubernetes.io/arch";

@@ -3,8 +3,8 @@
 //! by its name.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use crate::decision::images::Lookup;
+use crate::decision::rules::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -3,8 +3,8 @@
 //! `--registry`).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 use crate::decision::finding::{Fix, FixKind};
+use crate::decision::rules::cel::{Export, NEEDS_IMAGE_PLATFORMS};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-IMAGE-WINDOWS-ONLY";

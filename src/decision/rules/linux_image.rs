@@ -2,7 +2,7 @@
 //! that targets Windows nodes.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
 
 pub static LISTED: Rule = Rule {
     info: RuleInfo {

@@ -2,8 +2,8 @@
 //! OS, in a cluster that has Windows nodes.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::finding::{Fix, FixKind};
+use crate::decision::rules::cel::Export;
 use crate::decision::targeting::Os;
 
 /// The rule's id, for the modules that name it.

@@ -7,9 +7,7 @@
 //! (a warning).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
-    Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc,
-};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, c_sc, pod_sc};
 use crate::decision::version::KubeVersion;
 
 /// `spec.os` exists from this version; before it the API server drops it.

@@ -1,8 +1,9 @@
 //! WIN-MEMORY-LIMITS: Windows has no OOM killer; set memory limits equal to
 //! requests.
 
-use super::{ContainerList, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
+use crate::decision::rules::cel::Export;
+use crate::decision::view::ContainerList;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,7 +1,7 @@
 //! WIN-MIXED-OS: Windows and Linux containers in one pod.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -6,26 +6,25 @@
 //! Kubernetes Windows documentation, an example, the fix, and the
 //! Kubernetes versions in which it applies), its check, and its export as
 //! CEL for `winadmit admission-policy` ([`Rule::export`], written in
-//! [`crate::decision::admission_policy::cel`]), or why it has none. `winadmit
+//! [`crate::decision::rules::cel`]), or why it has none. `winadmit
 //! explain`, `winadmit rules` and `docs/rules.md` are rendered from the
 //! info.
 //!
 //! Adding a rule: its file, its `mod` line and its entry in [`ALL`] below,
 //! and its cases in `tests/fixtures/rules/<ID>/` (see the README there).
 
-use crate::decision::admission_policy::cel::{Export, ExportContext};
+use self::cel::{Export, ExportContext};
 use crate::decision::cluster::Cluster;
 use crate::decision::finding::Severity;
 use crate::decision::version::KubeVersion;
 
+pub mod cel;
 mod context;
 mod findings;
+mod gmsa_pod;
 pub mod params;
 
-pub use context::{
-    ContainerList, ContainerRef, HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext,
-    containers_of,
-};
+pub use context::{HostProcess, ImageFacts, ImageFactsCache, Images, RuleContext};
 pub(crate) use findings::security_field;
 pub use findings::{Reported, RuleFindings, removable_if};
 

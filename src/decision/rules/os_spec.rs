@@ -1,7 +1,7 @@
 //! WIN-OS-INVALID: `spec.os` as the API server validates it (`validateOS`).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
+use crate::decision::rules::cel::Export;
 use crate::decision::version::KubeVersion;
 
 pub static RULE: Rule = Rule {

@@ -1,7 +1,7 @@
 //! WIN-POD-RESOURCES: pod-level `spec.resources` on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope};
 use crate::decision::version::KubeVersion;
 use crate::decision::view::{ResourcesView, StrMap};
 

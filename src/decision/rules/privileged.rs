@@ -1,9 +1,7 @@
 //! WIN-PRIVILEGED: privileged containers do not exist on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
-    C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc,
-};
+use crate::decision::rules::cel::{C_HOST_PROCESS, Export, ExportContext, Probe, ProbeScope, c_sc};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

@@ -1,7 +1,7 @@
 //! WIN-PROCMOUNT: procMount is not supported on Windows.
 
 use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, c_sc};
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

@@ -1,7 +1,7 @@
 //! WIN-RUNASUSER and WIN-RUNASGROUP: Windows has no numeric UIDs or GIDs.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
-use crate::decision::admission_policy::cel::{Export, ExportContext, container_field, pod_field};
+use crate::decision::rules::cel::{Export, ExportContext, container_field, pod_field};
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RUN_AS_USER: Rule = Rule {

@@ -1,7 +1,7 @@
 //! WIN-SELINUX: seLinuxOptions are not supported on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field};
-use crate::decision::admission_policy::cel::{Export, ExportContext, container_field, pod_field};
+use crate::decision::rules::cel::{Export, ExportContext, container_field, pod_field};
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

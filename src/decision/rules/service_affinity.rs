@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::path::FieldPath;
+use crate::decision::rules::cel::Export;
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-SERVICE-AFFINITY-TIMEOUT";

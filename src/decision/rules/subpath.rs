@@ -1,7 +1,7 @@
 //! WIN-SUBPATH: subPath volume mounts.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Field, Probe, ProbeScope};
+use crate::decision::rules::cel::{Export, ExportContext, Field, Probe, ProbeScope};
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

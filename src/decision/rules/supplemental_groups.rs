@@ -3,7 +3,7 @@
 use super::{
     Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, removable_if, security_field,
 };
-use crate::decision::admission_policy::cel::{Export, ExportContext, pod_field};
+use crate::decision::rules::cel::{Export, ExportContext, pod_field};
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 
 pub static RULE: Rule = Rule {

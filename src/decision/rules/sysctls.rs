@@ -1,8 +1,8 @@
 //! WIN-SYSCTLS: sysctls are not supported on Windows.
 
 use super::{Reported, Rule, RuleContext, RuleFindings, RuleInfo, Scope, security_field};
-use crate::decision::admission_policy::cel::{Export, ExportContext, pod_field};
 use crate::decision::finding::Severity;
+use crate::decision::rules::cel::{Export, ExportContext, pod_field};
 use crate::decision::version::KubeVersion;
 use crate::decision::view::{PodSecurityContextView, SecurityContextView};
 

@@ -1,8 +1,8 @@
 //! WIN-TERMINATION-MESSAGE-PATH: custom terminationMessagePath is not honoured on Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::finding::Severity;
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {

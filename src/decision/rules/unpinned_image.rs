@@ -1,10 +1,10 @@
 //! WIN-UNPINNED-IMAGE: Windows images in a pod nothing pins to Windows.
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{
+use crate::decision::finding::{Fix, FixKind, PatchOperation};
+use crate::decision::rules::cel::{
     CONTAINER_LISTS, Export, ExportContext, Field, Probe, ProbeScope, image_in,
 };
-use crate::decision::finding::{Fix, FixKind, PatchOperation};
 
 /// The rule's id, for the modules that name it.
 pub const ID: &str = "WIN-UNPINNED-IMAGE";

@@ -3,9 +3,10 @@
 //! ([`runs_on`]: the same build below 10.0.20348, the previous LTSC's
 //! builds up to the node's from it on).
 
-use super::{ContainerRef, Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
+use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::decision::images::ImageFacts;
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, image_in};
+use crate::decision::view::ContainerRef;
 use crate::decision::windows_builds::{self, Build, WINDOWS_BUILD_LABEL, runs_on};
 
 pub static MIXED: Rule = Rule {

@@ -2,8 +2,8 @@
 //! would reject, with its messages (`validateWindowsSecurityContextOptions`).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::Export;
 use crate::decision::path::FieldPath;
+use crate::decision::rules::cel::Export;
 use crate::decision::view::WindowsOptionsView;
 
 pub static RULE: Rule = Rule {

@@ -2,9 +2,9 @@
 //! Windows node taint (`params.windowsTaint`).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::admission_policy::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
 use crate::decision::cluster::WindowsNodes;
 use crate::decision::finding::{Fix, FixKind};
+use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
 use crate::decision::tolerations::{Taint, Tolerates, tolerates};
 
 pub static MISSING: Rule = Rule {
@@ -165,7 +165,7 @@ fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
 
 /// WIN-TAINT-TOLERATION as CEL, for `winadmit admission-policy`.
 fn export_missing(cx: &ExportContext<'_>) -> Export {
-    let Some(taint) = &cx.policy.params.windows_taint else {
+    let Some(taint) = &cx.params.windows_taint else {
         return Export::Gap(
             "needs the Windows node taint: set params.windowsTaint (the webhook, lint and report also learn it from the Windows nodes they know)",
         );

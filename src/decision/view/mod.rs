@@ -12,10 +12,13 @@
 //! an explicit JSON `null` counts as unset, as it does for the API server.
 //!
 //! The scalar types the views are built from (`Text`, `StrMap`, `Present`,
-//! `Names`) are in `text`.
+//! `Names`) are in `text`; the pod's containers, each with the list it
+//! comes from, are listed by `containers`.
 
+mod containers;
 mod text;
 
+pub use containers::{ContainerList, ContainerRef, containers_of};
 pub use text::{Names, Present, StrMap, Text};
 
 use serde::Deserialize;

@@ -113,11 +113,11 @@ impl Decoded<'_> {
             });
             let images = want.images.then(|| {
                 let mut images = BTreeSet::new();
-                crate::decision::images::spec_images(spec, &mut images);
+                crate::decision::lookups::spec_images(spec, &mut images);
                 (!images.is_empty()).then(|| ImagesWanted {
                     images,
                     namespace: Some(namespace.to_owned()).filter(|n| !n.is_empty()),
-                    pull_secrets: crate::decision::images::spec_pull_secrets(spec),
+                    pull_secrets: crate::decision::lookups::spec_pull_secrets(spec),
                 })
             });
             Wanted {

@@ -209,11 +209,11 @@ pub fn body_images(
             };
             if value.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
                 if let Some(object) = value.pointer("/request/object") {
-                    crate::decision::images::workload_images(policy, object, &mut images);
+                    crate::decision::lookups::workload_images(policy, object, &mut images);
                 }
             } else {
                 let _ = stream::for_each_object_of(value, &mut |v| {
-                    crate::decision::images::workload_images(policy, &v, &mut images);
+                    crate::decision::lookups::workload_images(policy, &v, &mut images);
                     Ok(())
                 });
             }

@@ -73,7 +73,7 @@ pub fn images(text: &mut Cow<'_, str>, policy: &Policy, into: &mut BTreeSet<Stri
     let _ = super::for_each_document_in(text, |part| {
         if let super::Part::Documents(docs, _) = part {
             for d in docs {
-                crate::decision::images::workload_images(policy, &d.value, into);
+                crate::decision::lookups::workload_images(policy, &d.value, into);
             }
         }
     });

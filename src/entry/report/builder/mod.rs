@@ -227,7 +227,7 @@ impl<'p> ReportBuilder<'p> {
             return;
         }
         let mut images = BTreeSet::new();
-        crate::decision::images::workload_images(self.policy, value, &mut images);
+        crate::decision::lookups::workload_images(self.policy, value, &mut images);
         let known = |image: &String| self.images.as_ref().is_some_and(|k| k.get(image).is_some());
         into.extend(images.into_iter().filter(|i| !known(i)));
     }

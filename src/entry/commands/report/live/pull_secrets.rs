@@ -87,7 +87,7 @@ impl Live {
         driver: &Driver<'_>,
         own: &mut std::collections::BTreeMap<String, crate::input::registry::Credentials>,
     ) {
-        let names = crate::decision::images::pull_secret_names(driver.builder.policy(), value);
+        let names = crate::decision::lookups::pull_secret_names(driver.builder.policy(), value);
         let Some(namespace) = value.pointer("/metadata/namespace").and_then(Value::as_str) else {
             return;
         };

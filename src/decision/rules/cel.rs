@@ -2,11 +2,12 @@
 //! looks ([`ProbeScope`], [`Probe`], [`Field`]), what it exports
 //! ([`Export`]) at a target ([`ExportContext`]), CEL literals, and the
 //! conditions several rules share. Each rule's export is in its own file
-//! (`src/decision/rules/`, the `export` field of [`crate::decision::rules::Rule`]); the rest of
-//! [`super`] turns the exports into policies.
+//! (the `export` field of [`super::Rule`]);
+//! [`crate::decision::admission_policy`] turns the exports into policies.
 
+use super::params::RuleParams;
 use crate::decision::cluster::Cluster;
-use crate::decision::policy::Policy;
+use crate::decision::targeting::RuntimeClasses;
 use crate::decision::version::KubeVersion;
 
 /// The container lists of a pod spec, in the engine's order.
@@ -146,11 +147,17 @@ pub enum Removal {
     AfterOthers,
 }
 
-/// What a rule's export depends on: the target cluster and the policy.
+/// What a rule's export depends on: the target cluster and what the
+/// policy sets for the rules.
 #[derive(Clone, Copy)]
 pub struct ExportContext<'a> {
     pub cluster: &'a Cluster,
-    pub policy: &'a Policy,
+    /// The policy's parameters for the rules (`params`).
+    pub params: &'a RuleParams,
+    /// The RuntimeClasses the policy knows (`runtimeClasses`).
+    pub runtime_classes: &'a RuntimeClasses,
+    /// The policy's `mutation.emptyDirOffMemory`.
+    pub empty_dir_off_memory: bool,
 }
 
 impl ExportContext<'_> {
