@@ -1,12 +1,13 @@
 //! The pure decision: what winadmit concludes about a workload, and
 //! everything that conclusion reads. No network, no async runtime, no
 //! clock: the same inputs give the same verdict in the webhook, `lint` and
-//! `report`. Modules here import only `decision` and `input`.
+//! `report`. Modules here import only other modules of `decision`, and
+//! no two of them import each other in a circle (`tests/verdicts/layers.rs`).
 //!
 //! [`decide::decide`] is the one decision: it runs [`engine::evaluate`]
 //! (the rules of [`rules`] over a [`workload`] seen through [`view`],
 //! targeted by [`targeting`]) and settles the JSON Patch of [`patch`].
-//! Beside them: the policy model ([`policy`], which also loads policy
+//! Beside them: the policy model ([`policy`]; `input::policy` reads policy
 //! files); the facts about the target cluster ([`cluster`], [`version`],
 //! [`windows_builds`], [`tolerations`]) and about images ([`images`]) and
 //! gMSA credential specs ([`gmsa`]); findings and field paths ([`finding`],
