@@ -26,7 +26,7 @@ use crate::decision::workload::{Kind, Workload};
 pub struct Decoded<'b> {
     pub(super) body: &'b [u8],
     /// The one-pass decode, or why it failed (answered by `recover`).
-    pub(super) review: Result<ReviewIn<'b>, serde_json::Error>,
+    pub(super) review: Result<Box<ReviewIn<'b>>, serde_json::Error>,
     /// `request.object` and `request.oldObject` as trees, once built.
     trees: OnceLock<Trees>,
 }
@@ -56,7 +56,7 @@ pub fn decode(body: &[u8]) -> Result<Decoded<'_>, ReviewError> {
     counts::DECODES.with(|c| c.set(c.get() + 1));
     Ok(Decoded {
         body,
-        review: crate::decision::strict::from_str(json),
+        review: crate::decision::strict::from_str(json).map(Box::new),
         trees: OnceLock::new(),
     })
 }
@@ -66,21 +66,33 @@ impl Decoded<'_> {
     /// whether that call needs `oldObject` too (a declared kind's reader
     /// does, and asks first; a patch needs only the object).
     pub(super) fn trees(&self, old: bool) -> &Trees {
-        self.trees.get_or_init(|| {
-            #[cfg(test)]
-            counts::TREES.with(|c| c.set(c.get() + 1));
-            let Ok(raw) = serde_json::from_slice::<RawReviewIn<'_>>(self.body) else {
-                return Trees::default();
-            };
-            let tree = |o: Option<&serde_json::value::RawValue>| {
-                o.and_then(|o| serde_json::from_str(o.get()).ok())
-            };
-            let req = raw.request.unwrap_or_default();
-            Trees {
-                object: tree(req.object),
-                old: if old { tree(req.old_object) } else { None },
-            }
-        })
+        self.trees.get_or_init(|| self.read_trees(old))
+    }
+
+    /// The object's tree to own (a patch is applied to it): a copy of the
+    /// one built already, else built here and not kept, which saves
+    /// copying it.
+    pub(super) fn object_tree_owned(&self) -> Option<Value> {
+        match self.trees.get() {
+            Some(trees) => trees.object.clone(),
+            None => self.read_trees(false).object,
+        }
+    }
+
+    fn read_trees(&self, old: bool) -> Trees {
+        #[cfg(test)]
+        counts::TREES.with(|c| c.set(c.get() + 1));
+        let Ok(raw) = serde_json::from_slice::<RawReviewIn<'_>>(self.body) else {
+            return Trees::default();
+        };
+        let tree = |o: Option<&serde_json::value::RawValue>| {
+            o.and_then(|o| serde_json::from_str(o.get()).ok())
+        };
+        let req = raw.request.unwrap_or_default();
+        Trees {
+            object: tree(req.object),
+            old: if old { tree(req.old_object) } else { None },
+        }
     }
 
     /// The facts the server resolves before deciding this review, of those

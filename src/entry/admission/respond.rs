@@ -182,9 +182,7 @@ fn patched_object(
     ops: &[crate::decision::finding::PatchOperation],
 ) -> Result<serde_json::Value, String> {
     let mut object = decoded
-        .trees(false)
-        .object
-        .clone()
+        .object_tree_owned()
         .ok_or("the review has no request.object")?;
     patch::apply(&mut object, ops).map_err(|e| format!("the patch does not apply: {e}"))?;
     Ok(object)
