@@ -26,8 +26,8 @@ fn fixture(name: &str) -> Vec<u8> {
 fn reviews(c: &mut Criterion) {
     let adm = Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     let mut g = c.benchmark_group("review");
     for (name, ep) in [

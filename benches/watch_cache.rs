@@ -1,4 +1,4 @@
-//! The webhook's watch cache (`server::watch_cache::ClusterCache`) against
+//! The webhook's watch cache (`server::watch_cache::WatchCache`) against
 //! kube-runtime's reflector `Store`, holding the same cluster: heap kept
 //! per object (dhat's live bytes, exact), time to apply a full list, and
 //! what one review reads (two namespace labels, the RuntimeClasses and the
@@ -29,9 +29,9 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use serde_json::json;
-use winadmit::decision::cluster::{ClusterView, WindowsNodes};
+use winadmit::decision::cluster::{ClusterLookup, WindowsNodes};
 use winadmit::decision::targeting::RuntimeClasses;
-use winadmit::entry::server::watch_cache::{Change, ClusterCache};
+use winadmit::entry::server::watch_cache::{Change, WatchCache};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -222,20 +222,20 @@ impl Cluster {
     }
 }
 
-fn hand_written(c: &Cluster) -> ClusterCache {
-    let cache = ClusterCache::new(vec![MODE.into(), ISOLATION.into()]);
+fn hand_written(c: &Cluster) -> WatchCache {
+    let cache = WatchCache::new(vec![MODE.into(), ISOLATION.into()]);
     for ev in list(&c.namespaces) {
         if let Some(ch) = Change::from_event(ev, |n| cache.namespace_entry(n)) {
             cache.apply_namespace(ch);
         }
     }
     for ev in list(&c.classes) {
-        if let Some(ch) = Change::from_event(ev, ClusterCache::runtime_class_entry) {
+        if let Some(ch) = Change::from_event(ev, WatchCache::runtime_class_entry) {
             cache.apply_runtime_class(ch);
         }
     }
     for ev in list(&c.nodes) {
-        if let Some(ch) = Change::from_event(ev, ClusterCache::node_entry) {
+        if let Some(ch) = Change::from_event(ev, WatchCache::node_entry) {
             cache.apply_node(ch);
         }
     }
@@ -271,7 +271,7 @@ fn reflected(c: &Cluster) -> Reflected {
 }
 
 /// What a review reads from the hand-written cache.
-fn review_hand_written(cache: &ClusterCache, ns: &str) -> usize {
+fn review_hand_written(cache: &WatchCache, ns: &str) -> usize {
     let mode = cache.label(ns, MODE);
     let iso = cache.label(ns, ISOLATION);
     let classes = cache.runtime_classes().unwrap();
@@ -293,7 +293,7 @@ fn review_reflected(r: &Reflected, ns: &str) -> usize {
     let (mode, iso) = (label(MODE), label(ISOLATION));
     let mut classes = RuntimeClasses::default();
     for rc in r.classes.state() {
-        if let Some((name, info)) = ClusterCache::runtime_class_entry(&rc) {
+        if let Some((name, info)) = WatchCache::runtime_class_entry(&rc) {
             classes.insert_info(name, info);
         }
     }
@@ -302,7 +302,7 @@ fn review_reflected(r: &Reflected, ns: &str) -> usize {
             .nodes
             .state()
             .iter()
-            .filter_map(|n| ClusterCache::node_entry(n).map(|(_, n)| n))
+            .filter_map(|n| WatchCache::node_entry(n).map(|(_, n)| n))
             .collect(),
         ..Default::default()
     };

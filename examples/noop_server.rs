@@ -40,8 +40,8 @@ fn main() -> anyhow::Result<()> {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         },
         limits,
     );

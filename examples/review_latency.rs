@@ -57,8 +57,8 @@ fn admission() -> Admission {
     };
     Admission {
         policy,
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     }
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde::Deserialize;
-use winadmit::decision::cluster::{Cluster, WindowsNode, WindowsNodes};
+use winadmit::decision::cluster::{TargetCluster, WindowsNode, WindowsNodes};
 use winadmit::decision::engine::Context;
 use winadmit::decision::finding::Severity;
 use winadmit::decision::policy::Policy;
@@ -367,11 +367,11 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
         None => Policy::default_policy(),
     };
     let cluster = match &ctx.kubernetes_version {
-        Some(v) => Cluster::at(
+        Some(v) => TargetCluster::at(
             v.parse::<KubeVersion>()
                 .map_err(|e| format!("{}: kubernetesVersion: {e}", shown(&at)))?,
         ),
-        None => Cluster::default(),
+        None => TargetCluster::default(),
     };
     let images = match &ctx.image_facts {
         Some(v) => Some(

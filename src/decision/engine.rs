@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::decision::cluster::{Cluster, WindowsNodes};
+use crate::decision::cluster::{TargetCluster, WindowsNodes};
 use crate::decision::finding::{Finding, Severity};
 use crate::decision::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules::{self, RuleContext, RuleFindings, Scope};
@@ -20,7 +20,7 @@ use crate::decision::workload::Workload;
 #[derive(Debug, Clone, Default)]
 pub struct Context<'c> {
     /// The cluster the verdict is about: version, runtime, stance.
-    pub cluster: Cluster,
+    pub cluster: TargetCluster,
     /// RuntimeClasses known from the input or the cluster, beyond the
     /// policy's `windowsRuntimeClasses`.
     pub runtime_classes: Option<&'c RuntimeClasses>,
@@ -42,7 +42,7 @@ impl Context<'_> {
     #[must_use]
     pub fn at(version: KubeVersion) -> Self {
         Self {
-            cluster: Cluster::at(version),
+            cluster: TargetCluster::at(version),
             runtime_classes: None,
             nodes: None,
             images: None,
@@ -167,7 +167,7 @@ fn run_rules(
     policy: &Policy,
     workload: &Workload<'_, '_>,
     rule_cx: &RuleContext<'_, '_, '_>,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
 ) -> (Vec<Finding>, Vec<Skipped>) {
     let mut sink = RuleFindings::new();
     let mut skipped = Vec::new();

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::finding::Finding;
 use crate::decision::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules;
@@ -107,7 +107,7 @@ pub fn is_service(value: &Value) -> bool {
 #[must_use]
 pub fn check_service(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
     service: &Value,
     windows: &WindowsPods,
 ) -> Vec<Finding> {
@@ -194,7 +194,7 @@ mod tests {
     }
 
     fn rules_of(s: &Value, w: &WindowsPods) -> Vec<String> {
-        check_service(&Policy::default_policy(), &Cluster::default(), s, w)
+        check_service(&Policy::default_policy(), &TargetCluster::default(), s, w)
             .into_iter()
             .map(|f| format!("{} {}", f.rule, f.field))
             .collect()
@@ -230,9 +230,9 @@ mod tests {
     fn follows_policy_and_skip_annotations() {
         let s = service("web", json!({"app": "iis"}), json!(600));
         let off = Policy::from_yaml("p", "rules:\n  WIN-SERVICE-AFFINITY-TIMEOUT: off\n").unwrap();
-        assert!(check_service(&off, &Cluster::default(), &s, &windows()).is_empty());
+        assert!(check_service(&off, &TargetCluster::default(), &s, &windows()).is_empty());
         let exempt = Policy::from_yaml("p", "exemptions:\n  namespaces: [web]\n").unwrap();
-        assert!(check_service(&exempt, &Cluster::default(), &s, &windows()).is_empty());
+        assert!(check_service(&exempt, &TargetCluster::default(), &s, &windows()).is_empty());
         let mut skipped = s.clone();
         skipped["metadata"]["annotations"] = json!({"winadmit.io/skip.WIN-SERVICE-AFFINITY-TIMEOUT": "stickiness handled by the app"});
         assert!(rules_of(&skipped, &windows()).is_empty());

@@ -98,7 +98,7 @@ fn rule_metadata() -> Vec<Value> {
                     "text": format!("{}\n\nFix: {}\n\nSource: {}", i.why, i.fix, i.source),
                     "markdown": format!("{}\n\n**Fix:** {}\n\n**Source:** {}", i.why, i.fix, i.source),
                 },
-                "defaultConfiguration": { "level": i.default_level(&crate::decision::cluster::Cluster::default()).map_or("none", level) },
+                "defaultConfiguration": { "level": i.default_level(&crate::decision::cluster::TargetCluster::default()).map_or("none", level) },
                 "properties": { "tags": ["kubernetes", "windows"] },
             })
         })

@@ -383,8 +383,8 @@ async fn a_review_outliving_the_request_timeout_gets_408_with_a_status() {
     let state = ServerState::new(
         Admission {
             policy: winadmit::decision::policy::Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         },
         Limits {
             request_timeout: Duration::from_millis(1),

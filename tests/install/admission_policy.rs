@@ -21,7 +21,7 @@ use cel::{Context, Env, Program};
 use serde::Deserialize as _;
 use serde_json::{Value, json};
 use winadmit::decision::admission_policy::{self, Validation};
-use winadmit::decision::cluster::{Cluster, Runtime, Source};
+use winadmit::decision::cluster::{Runtime, Source, TargetCluster};
 use winadmit::decision::engine::{self, Context as EngineContext};
 use winadmit::decision::finding::Severity;
 use winadmit::decision::patch::{self, MutationContext};
@@ -158,7 +158,7 @@ struct Compiled {
     mutations: Vec<(&'static str, Program)>,
 }
 
-fn compiled(policy: &Policy, cluster: &Cluster) -> Compiled {
+fn compiled(policy: &Policy, cluster: &TargetCluster) -> Compiled {
     let env = env();
     let (validations, _gaps) = admission_policy::validations(policy, cluster);
     Compiled {
@@ -320,7 +320,7 @@ impl Compiled {
 /// What the engine says, restricted to the exported rules.
 fn engine_outcome(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
     exported: &BTreeSet<&str>,
     doc: &Value,
 ) -> Option<Outcome> {
@@ -365,7 +365,7 @@ fn engine_outcome(
 
 /// The engine's settled patch, restricted to what the export mutates: the
 /// node selector and the removals.
-fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
+fn engine_mutated(policy: &Policy, cluster: &TargetCluster, doc: &Value) -> Value {
     let cx = EngineContext {
         cluster: cluster.clone(),
         runtime_classes: None,
@@ -401,12 +401,12 @@ fn engine_mutated(policy: &Policy, cluster: &Cluster, doc: &Value) -> Value {
     out
 }
 
-fn targets() -> Vec<(&'static str, Cluster)> {
+fn targets() -> Vec<(&'static str, TargetCluster)> {
     vec![
-        ("default", Cluster::default()),
+        ("default", TargetCluster::default()),
         (
             "1.19+docker",
-            Cluster::at(KubeVersion::new(1, 19)).with_runtime(Runtime::Docker, Source::Flag),
+            TargetCluster::at(KubeVersion::new(1, 19)).with_runtime(Runtime::Docker, Source::Flag),
         ),
     ]
 }
@@ -750,7 +750,7 @@ fn strict_stance_denies_intent_lost_fields() {
 
 fn strict_stance() {
     let policy = Policy::default_policy();
-    let mut cluster = Cluster::default();
+    let mut cluster = TargetCluster::default();
     cluster.stance = winadmit::decision::cluster::Stance::Strict;
     let c = compiled(&policy, &cluster);
     let doc = pod(&[&("sc", json!({"privileged": true}))], 1, true);
@@ -770,7 +770,8 @@ fn strict_stance() {
 #[test]
 fn export_shape() {
     let policy = Policy::default_policy();
-    let e = admission_policy::export(&policy, &Cluster::default(), Some(Mode::Warn), true).unwrap();
+    let e = admission_policy::export(&policy, &TargetCluster::default(), Some(Mode::Warn), true)
+        .unwrap();
     let kinds: Vec<(&str, &str)> = e
         .documents
         .iter()
@@ -817,22 +818,26 @@ fn export_shape() {
     assert_eq!(enforce["spec"]["validationActions"], json!(["Deny"]));
     // API versions by target.
     let at = |v: u16| {
-        admission_policy::export(&policy, &Cluster::at(KubeVersion::new(1, v)), None, true).map(
-            |e| {
-                e.documents
-                    .iter()
-                    .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
-                    .map(|d| d["apiVersion"].as_str().unwrap().to_owned())
-                    .collect::<Vec<_>>()
-            },
+        admission_policy::export(
+            &policy,
+            &TargetCluster::at(KubeVersion::new(1, v)),
+            None,
+            true,
         )
+        .map(|e| {
+            e.documents
+                .iter()
+                .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
+                .map(|d| d["apiVersion"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
     };
     assert_eq!(at(36).unwrap(), ["admissionregistration.k8s.io/v1"]);
     assert_eq!(at(34).unwrap(), ["admissionregistration.k8s.io/v1beta1"]);
     assert!(at(33).unwrap().is_empty());
     assert!(at(29).is_err());
     // Every rule is either exported or listed, never both silently dropped.
-    let (validations, _) = admission_policy::validations(&policy, &Cluster::default());
+    let (validations, _) = admission_policy::validations(&policy, &TargetCluster::default());
     for r in winadmit::decision::rules::ALL {
         let exported = validations.iter().any(|v| v.rule == r.info.id);
         let listed = e.gaps.iter().any(|g| g.rule == r.info.id && !g.partial);
@@ -849,7 +854,7 @@ fn export_shape() {
 /// admission-policy overlay's file (`--no-mutating`).
 pub fn default_exports() -> Vec<(PathBuf, String)> {
     let policy = Policy::default_policy();
-    let cluster = Cluster::default();
+    let cluster = TargetCluster::default();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     [
         (root.join("tests/install/default-export.yaml"), true),
@@ -926,7 +931,7 @@ exemptions:
 #[test]
 fn exemptions_and_rule_settings() {
     let policy = Policy::from_yaml("exempting.yaml", EXEMPTING_POLICY).unwrap();
-    let cluster = Cluster::default();
+    let cluster = TargetCluster::default();
     let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
     let named = |name: &str| {
         e.documents
@@ -1039,7 +1044,7 @@ fn command_output_and_exit_codes() {
     );
     let (validations, gaps) = admission_policy::validations(
         &Policy::default_policy(),
-        &Cluster::at(KubeVersion::new(1, 34)),
+        &TargetCluster::at(KubeVersion::new(1, 34)),
     );
     assert!(!validations.is_empty());
     for g in &gaps {
@@ -1087,13 +1092,13 @@ fn command_output_and_exit_codes() {
 #[test]
 fn objects_fit_client_side_apply_or_say_so() {
     let policy = Policy::default_policy();
-    let strict = Cluster {
+    let strict = TargetCluster {
         stance: winadmit::decision::cluster::Stance::Strict,
-        ..Cluster::default()
+        ..TargetCluster::default()
     };
     let mut clusters = targets();
     clusters.push(("strict", strict));
-    clusters.push(("1.34", Cluster::at(KubeVersion::new(1, 34))));
+    clusters.push(("1.34", TargetCluster::at(KubeVersion::new(1, 34))));
     for (label, cluster) in clusters {
         {
             let Ok(e) = admission_policy::export(&policy, &cluster, None, true) else {
@@ -1152,7 +1157,7 @@ fn exported_objects_are_valid_kubernetes_objects() {
     }
     let policy = Policy::from_yaml("exempting.yaml", EXEMPTING_POLICY).unwrap();
     for v in [30, 34, 36, 37] {
-        let cluster = Cluster::at(KubeVersion::new(1, v));
+        let cluster = TargetCluster::at(KubeVersion::new(1, v));
         let e = admission_policy::export(&policy, &cluster, None, true).unwrap();
         for d in &e.documents {
             match (
@@ -1200,7 +1205,7 @@ fn taint_toleration_with_a_policy_taint() {
         "params:\n  windowsTaint: {key: os, value: windows, effect: NoSchedule}\n",
     )
     .unwrap();
-    let cluster = Cluster::default();
+    let cluster = TargetCluster::default();
     let tolerations = [
         json!(null),
         json!([]),

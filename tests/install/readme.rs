@@ -65,8 +65,8 @@ fn denial_block() -> String {
     let review = winadmit(&["example", "review"]);
     let adm = Admission {
         policy: winadmit::decision::policy::Policy::default_policy(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     let out = admission::review(&adm, Endpoint::Validate, review.as_bytes()).unwrap();
     let answer: Value = serde_json::from_slice(&out.body).unwrap();

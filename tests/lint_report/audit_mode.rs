@@ -15,12 +15,12 @@ fn admission(policy: &str, namespace_labels: Option<(&str, &str)>) -> Admission 
             ns.to_owned(),
             BTreeMap::from([("winadmit.io/mode".to_owned(), mode.to_owned())]),
         );
-        Box::new(labels) as Box<dyn winadmit::decision::cluster::ClusterView>
+        Box::new(labels) as Box<dyn winadmit::decision::cluster::ClusterLookup>
     });
     Admission {
         policy: Policy::from_yaml("test policy", policy).unwrap(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: namespaces,
     }
 }
 

@@ -690,8 +690,8 @@ fn example_review_is_a_review_the_webhook_denies_and_patches() {
     assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
     let adm = Admission {
         policy: winadmit::decision::policy::Policy::default_policy(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     let answer = |endpoint| {
         let o = review(&adm, endpoint, &out.stdout).expect("a valid AdmissionReview");

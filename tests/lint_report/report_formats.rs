@@ -504,8 +504,8 @@ fn app() -> axum::Router {
     let state = winadmit::entry::server::ServerState::new(
         winadmit::entry::admission::Admission {
             policy: winadmit::decision::policy::Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         },
         winadmit::entry::server::Limits::default(),
     );

@@ -52,8 +52,8 @@ pub fn admission_review(object: &Value) -> Vec<u8> {
 pub fn webhook(policy: &Policy, endpoint: Endpoint, object: &Value) -> Value {
     let adm = Admission {
         policy: policy.clone(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     let out = admission::review(&adm, endpoint, &admission_review(object)).unwrap();
     let mut review: Value = serde_json::from_slice(&out.body).unwrap();

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use winadmit::decision::cluster::Cluster;
+use winadmit::decision::cluster::TargetCluster;
 use winadmit::decision::engine::Context;
 use winadmit::decision::finding::Severity;
 use winadmit::decision::policy::Policy;
@@ -76,7 +76,7 @@ fn parse_flagged(cell: &str, tag: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn lint_file(path: &Path, cluster: &Cluster) -> LintReport {
+fn lint_file(path: &Path, cluster: &TargetCluster) -> LintReport {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let bytes = std::fs::read(path).unwrap();
     let policy = Policy::default_policy();
@@ -142,7 +142,7 @@ fn every_corpus_file_gets_its_labelled_verdict_and_fields_at_the_default_target(
     let (dir, labels) = corpus("every_corpus_file_gets_its_labelled_verdict_and_fields");
     let mut mismatches = Vec::new();
     for label in &labels {
-        let report = lint_file(&dir.join(&label.file), &Cluster::default());
+        let report = lint_file(&dir.join(&label.file), &TargetCluster::default());
         let got = verdict(&report);
         let errors = fields(&report, |s| s == Severity::Error);
         let advisories = fields(&report, |s| s < Severity::Error);
@@ -169,7 +169,7 @@ fn every_corpus_file_gets_its_labelled_verdict_and_fields_at_the_default_target(
 )]
 fn every_corpus_file_gets_its_labelled_verdict_at_1_19_with_docker() {
     let (dir, labels) = corpus("every_corpus_file_gets_its_labelled_verdict_at_1_19");
-    let docker = Cluster::at(KubeVersion::new(1, 19));
+    let docker = TargetCluster::at(KubeVersion::new(1, 19));
     assert!(docker.is_docker());
     let mut mismatches = Vec::new();
     for label in &labels {
@@ -200,7 +200,7 @@ fn every_corpus_file_gets_its_labelled_verdict_at_1_19_with_docker() {
 fn every_finding_has_a_source_position() {
     let (dir, labels) = corpus("every_finding_has_a_source_position");
     for label in labels.iter().filter(|l| l.verdict == "reject") {
-        for f in lint_file(&dir.join(&label.file), &Cluster::default()).findings {
+        for f in lint_file(&dir.join(&label.file), &TargetCluster::default()).findings {
             assert!(
                 f.line > 0 && f.column > 0,
                 "{}: {} has no position",
@@ -222,7 +222,7 @@ fn the_broken_file_is_reported_with_its_line() {
         .into_iter()
         .find(|l| l.verdict == "error")
         .expect("the corpus has an unparseable file");
-    let report = lint_file(&dir.join(&label.file), &Cluster::default());
+    let report = lint_file(&dir.join(&label.file), &TargetCluster::default());
     let problem = &report.input_errors[0];
     assert!(problem.line.is_some(), "{problem:?}");
     assert!(problem.message.contains("invalid YAML"), "{problem:?}");

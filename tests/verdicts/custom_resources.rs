@@ -25,7 +25,7 @@ fn agones() -> Policy {
 
 fn cx() -> Context<'static> {
     Context {
-        cluster: winadmit::decision::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::TargetCluster::default(),
         nodes: None,
         images: None,
         gmsa: None,
@@ -563,8 +563,8 @@ async fn the_servers_routes_answer_a_rollout_like_its_deployment() {
     let state = winadmit::entry::server::ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         },
         winadmit::entry::server::Limits::default(),
     );
@@ -613,8 +613,8 @@ fn updates_enforce_only_what_they_introduce() {
         review["request"]["oldObject"] = old.clone();
         let adm = Admission {
             policy: policy.clone(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         };
         let out = admission::review(
             &adm,

@@ -180,8 +180,8 @@ fn report_reads_admission_reviews_with_the_webhooks_decoder() {
     let err = decode(&body).unwrap_err().to_string();
     let adm = Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     let webhook_err = review(
         &adm,

@@ -450,8 +450,8 @@ fn check(doc: &Value, pods: &[Value], loaded: &mut usize) -> Result<(), TestCase
     );
     let adm = Admission {
         policy,
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     };
     for object in CORPUS.iter().chain(pods) {
         let errors = new_errors(&adm, object);

@@ -12,8 +12,8 @@ use winadmit::entry::admission::{self, Admission, Endpoint};
 fn adm() -> Admission {
     Admission {
         policy: Policy::default_policy(),
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     }
 }
 

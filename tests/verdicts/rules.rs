@@ -6,7 +6,7 @@
 //! kubernetes.io/os: windows` unless a test says otherwise.
 
 use serde::Deserialize;
-use winadmit::decision::cluster::Cluster;
+use winadmit::decision::cluster::TargetCluster;
 use winadmit::decision::engine::{Context, evaluate};
 use winadmit::decision::finding::Severity;
 use winadmit::decision::policy::Policy;
@@ -52,7 +52,7 @@ fn indent(s: &str) -> String {
 /// Fields flagged by `rule` when evaluating `yaml`.
 fn flagged_with(policy: &Policy, version: KubeVersion, yaml: &str, rule: &str) -> Vec<String> {
     let cx = Context {
-        cluster: winadmit::decision::cluster::Cluster::at(version),
+        cluster: winadmit::decision::cluster::TargetCluster::at(version),
         ..Context::default()
     };
     flagged_under(policy, &cx, yaml, rule)
@@ -146,7 +146,7 @@ fn hyperv_annotation_allows_one_container() {
 const LINUX_OS_WINDOWS_OPTIONS: &str = "os:\n  name: linux\nsecurityContext:\n  windowsOptions:\n    runAsUserName: ContainerUser\ncontainers:\n- name: a\n  image: nginx";
 
 /// Severity of `rule`'s findings on `yaml` at `cluster` (strict or not).
-fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
+fn severities_at(cluster: &TargetCluster, yaml: &str, rule: &str) -> Vec<Severity> {
     let docs = winadmit::input::source::parse(yaml).unwrap();
     let view = ObjectView::deserialize(&docs[0].value).unwrap();
     let cx = Context {
@@ -174,13 +174,13 @@ fn severities_at(cluster: &Cluster, yaml: &str, rule: &str) -> Vec<Severity> {
 #[test]
 fn verdicts_by_target_follow_the_reference() {
     use Severity::{Error as E, Info as I, Warning as W};
-    let docker = Cluster::at(KubeVersion::new(1, 19));
-    let mut c126 = Cluster::at(KubeVersion::new(1, 26));
+    let docker = TargetCluster::at(KubeVersion::new(1, 19));
+    let mut c126 = TargetCluster::at(KubeVersion::new(1, 26));
     c126.containerd_version = Some(KubeVersion::new(1, 6));
-    let latest = Cluster::default();
-    let strict = Cluster {
+    let latest = TargetCluster::default();
+    let strict = TargetCluster {
         stance: winadmit::decision::cluster::Stance::Strict,
-        ..Cluster::default()
+        ..TargetCluster::default()
     };
     let one_subpath = windows_pod(&format!(
         "{C}\n  volumeMounts:\n  - name: v\n    mountPath: C:\\cfg\n    subPath: a"
@@ -523,7 +523,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
     let mut rc = winadmit::decision::targeting::RuntimeClasses::default();
     winadmit::entry::lint::collect_runtime_classes(yaml, &mut rc);
     let cx = Context {
-        cluster: winadmit::decision::cluster::Cluster::default(),
+        cluster: winadmit::decision::cluster::TargetCluster::default(),
         runtime_classes: Some(&rc),
         nodes: None,
         images: None,
@@ -1182,7 +1182,7 @@ fn pinned(policy: &str, pod_yaml: &str, nodes: Option<&str>) -> (Vec<String>, Ve
     let view = ObjectView::deserialize(&value).unwrap();
     let workload = Workload::from_view(&view).unwrap();
     let policy = Policy::from_yaml("p.yaml", policy).unwrap();
-    let mut known = winadmit::decision::cluster::KnownCluster::default();
+    let mut known = winadmit::decision::cluster::ClusterObjects::default();
     for node in nodes
         .map(|n| winadmit::input::source::parse(n).unwrap())
         .unwrap_or_default()

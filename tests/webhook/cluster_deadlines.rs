@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use winadmit::decision::policy::Policy;
 use winadmit::entry::admission::Admission;
-use winadmit::entry::server::watch_cache::{self, ClusterCache, Deadlines};
+use winadmit::entry::server::watch_cache::{self, Deadlines, WatchCache};
 use winadmit::entry::server::{self, Limits, ServerState};
 
 /// Accepts connections and holds them open without reading or writing.
@@ -32,12 +32,12 @@ async fn silent_api_server() -> std::net::SocketAddr {
 
 /// A webhook state whose cluster cache watches `api` with `deadlines`.
 fn watching(api: std::net::SocketAddr, deadlines: Deadlines) -> Arc<ServerState> {
-    let cache = Arc::new(ClusterCache::for_policy(&Policy::default_policy()));
+    let cache = Arc::new(WatchCache::for_policy(&Policy::default_policy()));
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: Some(Box::new(Arc::clone(&cache))),
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: Some(Box::new(Arc::clone(&cache))),
         },
         Limits::default(),
     );

@@ -32,8 +32,8 @@ const FULL_MUTATION: &str = "mutation:
 fn admission(policy: Policy) -> Admission {
     Admission {
         policy,
-        cluster: winadmit::decision::cluster::Cluster::default(),
-        namespaces: None,
+        target: winadmit::decision::cluster::TargetCluster::default(),
+        lookup: None,
     }
 }
 
@@ -263,7 +263,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
     let view: ObjectView<'_> = serde_json::from_str(&text).unwrap();
     let w = Workload::from_view(&view).unwrap();
     let cx = Context {
-        cluster: adm.cluster.clone(),
+        cluster: adm.target.clone(),
         runtime_classes: None,
         nodes: None,
         images: None,

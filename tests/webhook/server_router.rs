@@ -12,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use winadmit::decision::cluster::ClusterView;
+use winadmit::decision::cluster::ClusterLookup;
 use winadmit::decision::policy::Policy;
 use winadmit::entry::admission::Admission;
 use winadmit::entry::server::{self, Limits, ServerState};
@@ -29,12 +29,12 @@ fn fixture_json(name: &str) -> Value {
     serde_json::from_slice(&fixture(name)).unwrap()
 }
 
-fn state_with(policy: Policy, namespaces: Option<Box<dyn ClusterView>>) -> Arc<ServerState> {
+fn state_with(policy: Policy, namespaces: Option<Box<dyn ClusterLookup>>) -> Arc<ServerState> {
     let state = ServerState::new(
         Admission {
             policy,
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: namespaces,
         },
         Limits::default(),
     );
@@ -542,8 +542,8 @@ async fn stalled_body_times_out() {
     let state = ServerState::new(
         Admission {
             policy: Policy::default_policy(),
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         },
         Limits {
             request_timeout: Duration::from_millis(200),

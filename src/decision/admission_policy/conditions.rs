@@ -5,14 +5,14 @@ use super::images::build_regexes;
 use super::removals::needs_mutation;
 use super::signals::{linux_signals, windows_signals};
 use super::variables::{any_of, by_kind};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::policy::Policy;
 use crate::decision::rules::cel::{WINDOWS_PATH, cel_list, cel_str, globs_regex};
 
 /// The match conditions: a pod spec is there, the user is not exempt, and
 /// the pod targets Windows.
 #[must_use]
-pub fn match_conditions(policy: &Policy, cluster: &Cluster) -> Vec<(&'static str, String)> {
+pub fn match_conditions(policy: &Policy, cluster: &TargetCluster) -> Vec<(&'static str, String)> {
     let mut out = vec![(
         "has-pod-spec",
         format!(
@@ -50,7 +50,7 @@ pub fn match_conditions(policy: &Policy, cluster: &Cluster) -> Vec<(&'static str
 #[must_use]
 pub fn mutation_match_conditions(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
 ) -> Vec<(&'static str, String)> {
     let mut out = match_conditions(policy, cluster);
     let spec = by_kind(
@@ -70,7 +70,7 @@ pub fn mutation_match_conditions(
 }
 
 /// The pod spec is Windows-targeted (a match condition: no variables).
-fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
+fn targets_windows(policy: &Policy, cluster: &TargetCluster) -> String {
     let spec = by_kind(
         "object.spec",
         "object.spec.jobTemplate.spec.template.spec",
@@ -94,7 +94,7 @@ fn targets_windows(policy: &Policy, cluster: &Cluster) -> String {
 #[must_use]
 pub fn validation_match_conditions(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
 ) -> Vec<(&'static str, String)> {
     let mut out: Vec<(&'static str, String)> = match_conditions(policy, cluster)
         .into_iter()

@@ -8,7 +8,7 @@ use super::bind::{old_variables, on_old_object};
 use super::conditions::validation_match_conditions;
 use super::removals::{mutated, removal_notice};
 use super::{GROUP, Validation};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy};
 use crate::decision::rules::cel::cel_str;
@@ -339,7 +339,7 @@ pub(super) fn namespace_selector(policy: &Policy, value: Option<&str>, all_modes
 /// Each group's ValidatingAdmissionPolicy and its bindings.
 pub(super) fn validating_documents(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
     groups: &[Group],
     shared: &[(&'static str, String)],
 ) -> Vec<Value> {

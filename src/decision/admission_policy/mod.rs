@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy};
 use crate::decision::version::KubeVersion;
@@ -145,7 +145,7 @@ fn fnv(text: &str) -> String {
 /// The target has no `ValidatingAdmissionPolicy` v1 (before 1.30).
 pub fn export(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
     mode: Option<Mode>,
     mutating: bool,
 ) -> Result<Exported, ExportError> {
@@ -193,7 +193,7 @@ pub fn export(
 
 /// The comment at the top of the output: the target and every gap.
 #[must_use]
-pub fn header(cluster: &Cluster, mode: Mode, gaps: &[Gap]) -> String {
+pub fn header(cluster: &TargetCluster, mode: Mode, gaps: &[Gap]) -> String {
     let mut s = format!(
         "# winadmit {} admission policies for Kubernetes {}, {} Windows nodes, stance {}, mode {}.\n",
         env!("CARGO_PKG_VERSION"),

@@ -8,7 +8,7 @@ use super::conditions::mutation_match_conditions;
 use super::documents::{mutation_match_constraints, named, namespace_selector, one_condition};
 use super::removals::{REMOVED_PREFIX, mutated};
 use super::{GROUP, Gap, Validation};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::policy::Policy;
 use crate::decision::rules::cel::{Removal, cel_str};
 
@@ -157,7 +157,7 @@ pub(super) fn mutation_gaps(policy: &Policy) -> Vec<Gap> {
 /// do (v1beta1 before Kubernetes 1.36).
 pub(super) fn mutating_documents(
     policy: &Policy,
-    cluster: &Cluster,
+    cluster: &TargetCluster,
     all: &[Validation],
     shared: &[(&'static str, String)],
 ) -> Vec<Value> {

@@ -8,7 +8,7 @@ use super::Validation;
 use super::bind::bind_variables;
 use super::validations::validations;
 use super::variables::{any_of, variables};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::policy::Policy;
 use crate::decision::rules::cel::{Removal, cel_str};
 
@@ -30,7 +30,7 @@ pub(super) fn mutated<'a>(policy: &Policy, all: &'a [Validation]) -> Vec<&'a Val
 
 /// The `needs-mutation` match condition: the node selector to add, a field
 /// to remove, or a removal record to clear.
-pub(super) fn needs_mutation(policy: &Policy, cluster: &Cluster) -> String {
+pub(super) fn needs_mutation(policy: &Policy, cluster: &TargetCluster) -> String {
     let (all, _) = validations(policy, cluster);
     let mut any = Vec::new();
     if policy.mutation.inject_node_selector {

@@ -3,7 +3,7 @@
 //! mutation removes the fields, its JSON Patch removals.
 
 use super::{Gap, Validation};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules;
@@ -182,7 +182,7 @@ fn rule_mode(policy: &Policy, id: &str) -> Option<Mode> {
 /// Every rule as a validation, or a gap. Works at any target (the command
 /// refuses targets without ValidatingAdmissionPolicy; tests use older ones).
 #[must_use]
-pub fn validations(policy: &Policy, cluster: &Cluster) -> (Vec<Validation>, Vec<Gap>) {
+pub fn validations(policy: &Policy, cluster: &TargetCluster) -> (Vec<Validation>, Vec<Gap>) {
     let mut out = Vec::new();
     let mut gaps = Vec::new();
     let cx = ExportContext {

@@ -3,7 +3,7 @@
 //!
 //! Verdicts depend on the target (`subPath` fails on Docker and works on
 //! containerd; `sysctls` are refused by the kubelet from 1.27), so the
-//! engine judges every object against one [`Cluster`]. The facts come, in
+//! engine judges every object against one [`TargetCluster`]. The facts come, in
 //! order of precedence, from a flag, the policy's `cluster` block, what was
 //! learnt from the cluster's Windows nodes, and the defaults
 //! (docs/verdicts.md, "The target cluster"). This module is pure data: the
@@ -122,7 +122,7 @@ impl fmt::Display for Source {
 /// The target cluster: every fact a verdict may depend on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Cluster {
+pub struct TargetCluster {
     pub kubernetes_version: KubeVersion,
     pub kubernetes_version_from: Source,
     pub container_runtime: Runtime,
@@ -133,13 +133,13 @@ pub struct Cluster {
     pub stance: Stance,
 }
 
-impl Default for Cluster {
+impl Default for TargetCluster {
     fn default() -> Self {
         Self::at(KubeVersion::LATEST)
     }
 }
 
-impl Cluster {
+impl TargetCluster {
     /// The default target at `version`: its default runtime, default stance.
     #[must_use]
     pub fn at(version: KubeVersion) -> Self {
@@ -232,7 +232,7 @@ pub struct Observed {
     pub containerd_version: Option<KubeVersion>,
 }
 
-impl Cluster {
+impl TargetCluster {
     /// The target: each fact from the first of a flag, the policy, the
     /// cluster's nodes, and the default (the runtime's default follows the
     /// version).
@@ -301,7 +301,7 @@ pub fn check_version(v: KubeVersion) -> Result<KubeVersion, UnknownVersion> {
 /// RuntimeClasses with handler and scheduling, nodes and gMSA
 /// credential specs. One reader for all of them, so every entry point learns the same facts the same way.
 #[derive(Debug, Clone, Default)]
-pub struct KnownCluster {
+pub struct ClusterObjects {
     pub namespaces: std::collections::HashMap<String, BTreeMap<String, String>>,
     pub runtime_classes: RuntimeClasses,
     pub nodes: WindowsNodes,
@@ -310,7 +310,7 @@ pub struct KnownCluster {
     pub gmsa: Option<crate::decision::gmsa::Facts>,
 }
 
-impl KnownCluster {
+impl ClusterObjects {
     /// Learns from a Namespace (its labels), a RuntimeClass (the OS it
     /// pins, its handler, its build), a Node (Windows or not) or a
     /// GMSACredentialSpec. Returns whether the object was one of them.
@@ -381,9 +381,9 @@ impl KnownCluster {
 /// What an entry point knows of the cluster beyond the policy and the object:
 /// namespace labels, RuntimeClasses and Windows nodes. Plain data behind a
 /// trait, so the core stays free of clients: the server's watch cache
-/// (`server::watch_cache::ClusterCache`) implements it, the report's objects
+/// (`server::watch_cache::WatchCache`) implements it, the report's objects
 /// from its input, tests a map.
-pub trait ClusterView: Send + Sync {
+pub trait ClusterLookup: Send + Sync {
     /// The value of label `key` on namespace `namespace`, if known.
     fn label(&self, namespace: &str, key: &str) -> Option<String>;
 
@@ -412,7 +412,7 @@ pub trait ClusterView: Send + Sync {
 }
 
 /// A shared view (the server's cache is also held by its watchers).
-impl<T: ClusterView + ?Sized> ClusterView for Arc<T> {
+impl<T: ClusterLookup + ?Sized> ClusterLookup for Arc<T> {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         (**self).label(namespace, key)
     }
@@ -436,7 +436,7 @@ impl<T: ClusterView + ?Sized> ClusterView for Arc<T> {
 }
 
 /// A fixed table of namespace labels (tests, and a future static config).
-impl ClusterView for BTreeMap<String, BTreeMap<String, String>> {
+impl ClusterLookup for BTreeMap<String, BTreeMap<String, String>> {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.get(namespace).and_then(|l| l.get(key)).cloned()
     }
@@ -449,14 +449,17 @@ mod tests {
     #[test]
     fn runtime_defaults_by_version() {
         assert_eq!(
-            Cluster::at(KubeVersion::new(1, 23)).container_runtime,
+            TargetCluster::at(KubeVersion::new(1, 23)).container_runtime,
             Runtime::Docker
         );
         assert_eq!(
-            Cluster::at(KubeVersion::new(1, 24)).container_runtime,
+            TargetCluster::at(KubeVersion::new(1, 24)).container_runtime,
             Runtime::Containerd
         );
-        assert_eq!(Cluster::default().container_runtime, Runtime::Containerd);
+        assert_eq!(
+            TargetCluster::default().container_runtime,
+            Runtime::Containerd
+        );
     }
 
     #[test]
@@ -466,7 +469,7 @@ mod tests {
             container_runtime: Some((Runtime::Docker, "win-2".into())),
             containerd_version: None,
         };
-        let c = Cluster::resolve(&Declared::default(), &Declared::default(), &node);
+        let c = TargetCluster::resolve(&Declared::default(), &Declared::default(), &node);
         assert_eq!(c.kubernetes_version, KubeVersion::new(1, 29));
         assert_eq!(c.container_runtime_from, Source::Node("win-2".into()));
         assert!(c.runtime_fact().contains("win-2"), "{}", c.runtime_fact());
@@ -474,14 +477,14 @@ mod tests {
             container_runtime: Some(Runtime::Containerd),
             ..Declared::default()
         };
-        let c = Cluster::resolve(&Declared::default(), &policy, &node);
+        let c = TargetCluster::resolve(&Declared::default(), &policy, &node);
         assert_eq!(c.container_runtime, Runtime::Containerd);
         assert_eq!(c.container_runtime_from, Source::Policy);
         let flags = Declared {
             kubernetes_version: Some(KubeVersion::new(1, 19)),
             ..Declared::default()
         };
-        let c = Cluster::resolve(&flags, &Declared::default(), &Observed::default());
+        let c = TargetCluster::resolve(&flags, &Declared::default(), &Observed::default());
         assert_eq!(c.container_runtime, Runtime::Docker, "docker before 1.24");
         assert_eq!(c.kubernetes_version_from, Source::Flag);
     }

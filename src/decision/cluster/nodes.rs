@@ -1,8 +1,8 @@
 //! What the cluster's Windows nodes say: the projection of each Node
-//! winadmit keeps, the facts they agree on, and a [`Cluster`](super::Cluster)
+//! winadmit keeps, the facts they agree on, and a [`TargetCluster`](super::TargetCluster)
 //! narrowed to them.
 
-use super::{Cluster, Observed, Runtime, Source};
+use super::{Observed, Runtime, Source, TargetCluster};
 use crate::decision::tolerations::Taint;
 use crate::decision::version::KubeVersion;
 
@@ -284,7 +284,7 @@ impl WindowsNodes {
     }
 }
 
-impl Cluster {
+impl TargetCluster {
     /// This cluster with what `observed` says of the nodes (all of them, or
     /// those a pod may land on) in place of every fact no flag or policy
     /// stated.

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::check::{At, check_each};
 use super::load::parse_error;
 use super::{
-    ClusterFacts, Exemptions, Level, Mode, POLICY_API_VERSION, PolicyError, Reach, RuleParams,
+    ClusterBlock, Exemptions, Level, Mode, POLICY_API_VERSION, PolicyError, Reach, RuleParams,
     RuleSetting, Skips, Taint,
 };
 use crate::decision::cluster::Stance;
@@ -179,7 +179,7 @@ pub(super) struct PolicyFile {
     /// Retired: accepted with a notice saying what to write instead.
     pub(super) profile: Option<Profile>,
     pub(super) stance: Option<Stance>,
-    pub(super) cluster: Option<ClusterFacts>,
+    pub(super) cluster: Option<ClusterBlock>,
     pub(super) mode: Option<Mode>,
     pub(super) namespace_mode_label: Option<String>,
     pub(super) windows_runtime_classes: Option<Vec<String>>,

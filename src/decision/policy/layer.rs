@@ -11,7 +11,7 @@ use super::check::{At, check_each, check_reach, check_selector, namespace_proble
 use super::file::{PolicyFile, check_header, parse_file, retired_profile_notice};
 use super::load::{check_tolerations, located};
 use super::{
-    ClusterFacts, Derived, Exemptions, Mode, MutationSettings, Policy, PolicyError, Reach,
+    ClusterBlock, Derived, Exemptions, Mode, MutationSettings, Policy, PolicyError, Reach,
     RuleParams, RuleSetting, Skips,
 };
 use crate::decision::rules;
@@ -22,7 +22,7 @@ impl Policy {
         Self {
             mode: Mode::Enforce,
             stance: None,
-            cluster: ClusterFacts::default(),
+            cluster: ClusterBlock::default(),
             notices: Vec::new(),
             namespace_mode_label: "winadmit.io/mode".into(),
             levels: vec![None; rules::ALL.len()],
@@ -124,7 +124,7 @@ impl Policy {
     }
 
     /// The `cluster` block: each fact it states replaces the current one.
-    pub(super) fn layer_cluster(&mut self, c: ClusterFacts, at: At<'_>) -> Result<(), PolicyError> {
+    pub(super) fn layer_cluster(&mut self, c: ClusterBlock, at: At<'_>) -> Result<(), PolicyError> {
         if let Some(v) = c.kubernetes_version {
             crate::decision::cluster::check_version(v)
                 .map_err(|e| at("/cluster/kubernetesVersion", e.to_string()))?;

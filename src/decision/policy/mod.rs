@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 use serde::Deserialize;
 
-use crate::decision::cluster::{Cluster, Runtime, Stance};
+use crate::decision::cluster::{Runtime, Stance, TargetCluster};
 use crate::decision::finding::Severity;
 use crate::decision::rules;
 pub use crate::decision::rules::params::RuleParams;
@@ -40,7 +40,7 @@ pub const SKIP_ANNOTATION_PREFIX: &str = "winadmit.io/skip.";
 /// wins over it; it wins over what is learnt from the cluster's nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterFacts {
+pub struct ClusterBlock {
     pub kubernetes_version: Option<KubeVersion>,
     pub container_runtime: Option<Runtime>,
     pub containerd_version: Option<KubeVersion>,
@@ -263,7 +263,7 @@ pub struct Policy {
     /// `stance: strict` raises "intent lost" warnings to errors.
     pub stance: Option<Stance>,
     /// Facts about the target cluster the policy states.
-    pub cluster: ClusterFacts,
+    pub cluster: ClusterBlock,
     /// Things the loader wants the user to know (a retired key, ...); the
     /// commands print them on stderr.
     pub notices: Vec<String>,
@@ -413,7 +413,7 @@ impl Policy {
     /// or `None` when off: the policy's setting if it has one, else the
     /// rule's level on that cluster (raised under the strict stance).
     #[must_use]
-    pub fn level(&self, index: usize, cluster: &Cluster) -> Option<Severity> {
+    pub fn level(&self, index: usize, cluster: &TargetCluster) -> Option<Severity> {
         match self.levels[index] {
             Some(level) => level.severity(),
             None => rules::ALL[index].info.default_level(cluster),
@@ -422,7 +422,7 @@ impl Policy {
 
     /// The severity of a rule by id on `cluster`.
     #[must_use]
-    pub fn level_of(&self, id: &str, cluster: &Cluster) -> Option<Severity> {
+    pub fn level_of(&self, id: &str, cluster: &TargetCluster) -> Option<Severity> {
         rules::ALL
             .iter()
             .position(|r| r.info.id == id)
@@ -575,8 +575,8 @@ mod tests {
         for (i, r) in rules::ALL.iter().enumerate() {
             let advice = rules::OFF_BY_DEFAULT.contains(&r.info.id);
             assert_eq!(
-                p.level(i, &Cluster::default()).is_none()
-                    && r.info.default_level(&Cluster::default()).is_some(),
+                p.level(i, &TargetCluster::default()).is_none()
+                    && r.info.default_level(&TargetCluster::default()).is_some(),
                 advice,
                 "{} is {} in the default policy",
                 r.info.id,
@@ -683,7 +683,7 @@ mod tests {
 
     #[test]
     fn layers_rule_settings_over_the_target_levels() {
-        let latest = Cluster::default();
+        let latest = TargetCluster::default();
         let p = Policy::from_yaml(
             "p",
             "rules:\n  WIN-SUBPATH: off\n  WIN-HOSTNETWORK: {severity: warning, mode: audit}\n",
@@ -700,7 +700,7 @@ mod tests {
         );
         assert_eq!(p.mode_for("WIN-SUBPATH", Some(Mode::Warn)), Mode::Warn);
         let d = Policy::default_policy();
-        let docker = Cluster::at(KubeVersion::new(1, 19));
+        let docker = TargetCluster::at(KubeVersion::new(1, 19));
         assert_eq!(d.level_of("WIN-SUBPATH", &docker), Some(Severity::Error));
         assert_eq!(d.level_of("WIN-SUBPATH", &latest), Some(Severity::Warning));
         assert_eq!(d.level_of("WIN-SECRET-VOLUME", &latest), None);
@@ -717,7 +717,10 @@ mod tests {
             c.notices
         );
         // It no longer overwrites earlier rule settings.
-        assert_eq!(c.level_of("WIN-SECRET-VOLUME", &Cluster::default()), None);
+        assert_eq!(
+            c.level_of("WIN-SECRET-VOLUME", &TargetCluster::default()),
+            None
+        );
     }
 
     #[test]

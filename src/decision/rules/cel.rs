@@ -6,7 +6,7 @@
 //! [`crate::decision::admission_policy`] turns the exports into policies.
 
 use super::params::RuleParams;
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::targeting::RuntimeClasses;
 use crate::decision::version::KubeVersion;
 
@@ -151,7 +151,7 @@ pub enum Removal {
 /// policy sets for the rules.
 #[derive(Clone, Copy)]
 pub struct ExportContext<'a> {
-    pub cluster: &'a Cluster,
+    pub cluster: &'a TargetCluster,
     /// The policy's parameters for the rules (`params`).
     pub params: &'a RuleParams,
     /// The RuntimeClasses the policy knows (`runtimeClasses`).

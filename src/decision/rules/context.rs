@@ -3,7 +3,7 @@
 //! facts of its images, worked out once per evaluation.
 
 use super::params;
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::path::FieldPath;
 use crate::decision::targeting::Target;
 use crate::decision::version::KubeVersion;
@@ -22,7 +22,7 @@ pub struct RuleContext<'e, 'v, 'a> {
     pub version: KubeVersion,
     /// The target cluster: version, runtime, stance, with their sources
     /// (narrowed to the nodes this pod may land on, when they are known).
-    pub cluster: &'e Cluster,
+    pub cluster: &'e TargetCluster,
     /// The cluster's Windows nodes, when known.
     pub nodes: Option<&'e crate::decision::cluster::WindowsNodes>,
     /// What registries say of the pod's images, when looked up (never

@@ -29,7 +29,7 @@ pub static RULE: Rule = Rule {
 /// gate (Kubernetes 1.10-1.20): only there does a second container break
 /// the pod.
 fn docker_before_1_21(
-    c: &crate::decision::cluster::Cluster,
+    c: &crate::decision::cluster::TargetCluster,
 ) -> Option<crate::decision::finding::Severity> {
     (c.is_docker() && !c.version_at_least(1, 21))
         .then_some(crate::decision::finding::Severity::Error)

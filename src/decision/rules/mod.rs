@@ -14,7 +14,7 @@
 //! and its cases in `tests/fixtures/rules/<ID>/` (see the README there).
 
 use self::cel::{Export, ExportContext};
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 use crate::decision::finding::Severity;
 use crate::decision::version::KubeVersion;
 
@@ -47,7 +47,7 @@ pub struct RuleInfo {
     pub title: &'static str,
     /// The rule's verdict on the target cluster (`None`: silent there),
     /// before the policy and `--strict`. Follows docs/verdicts.md.
-    pub level: fn(&Cluster) -> Option<Severity>,
+    pub level: fn(&TargetCluster) -> Option<Severity>,
     /// An ignored security setting: the workload asks for a security
     /// property or capability Windows silently does not give (docs/verdicts.md,
     /// "Security settings Windows ignores"). `--strict` raises such a
@@ -81,7 +81,7 @@ impl RuleInfo {
     /// level there, raised to an error under the strict stance when the
     /// rule is "intent lost".
     #[must_use]
-    pub fn default_level(&self, cluster: &Cluster) -> Option<Severity> {
+    pub fn default_level(&self, cluster: &TargetCluster) -> Option<Severity> {
         if !self.applies_to(cluster.kubernetes_version) {
             return None;
         }
@@ -96,29 +96,29 @@ impl RuleInfo {
 
 /// The usual rule levels, for [`RuleInfo::level`].
 pub mod level {
-    use crate::decision::cluster::Cluster;
+    use crate::decision::cluster::TargetCluster;
     use crate::decision::finding::Severity;
 
     #[must_use]
-    pub fn error(_: &Cluster) -> Option<Severity> {
+    pub fn error(_: &TargetCluster) -> Option<Severity> {
         Some(Severity::Error)
     }
     #[must_use]
-    pub fn warning(_: &Cluster) -> Option<Severity> {
+    pub fn warning(_: &TargetCluster) -> Option<Severity> {
         Some(Severity::Warning)
     }
     #[must_use]
-    pub fn info(_: &Cluster) -> Option<Severity> {
+    pub fn info(_: &TargetCluster) -> Option<Severity> {
         Some(Severity::Info)
     }
     /// Off unless a policy turns the rule on.
     #[must_use]
-    pub fn off(_: &Cluster) -> Option<Severity> {
+    pub fn off(_: &TargetCluster) -> Option<Severity> {
         None
     }
     /// An error on Docker nodes (Kubernetes 1.23 and earlier), a warning on containerd.
     #[must_use]
-    pub fn error_on_docker(c: &Cluster) -> Option<Severity> {
+    pub fn error_on_docker(c: &TargetCluster) -> Option<Severity> {
         Some(if c.is_docker() {
             Severity::Error
         } else {
@@ -320,7 +320,7 @@ mod tests {
         for id in BOUNDARY {
             let rule = find(id).unwrap_or_else(|| panic!("{id} is no rule"));
             assert_eq!(
-                (rule.info.level)(&Cluster::default()),
+                (rule.info.level)(&TargetCluster::default()),
                 Some(Severity::Error),
                 "{id}"
             );
@@ -328,7 +328,7 @@ mod tests {
         // Every gMSA error is a boundary: a skipped one would let another through.
         for r in ALL {
             if r.info.id.starts_with("WIN-GMSA-")
-                && (r.info.level)(&Cluster::default()) == Some(Severity::Error)
+                && (r.info.level)(&TargetCluster::default()) == Some(Severity::Error)
             {
                 assert!(is_boundary(r.info.id), "{}", r.info.id);
             }

@@ -29,7 +29,7 @@ use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use kube::core::{DynamicObject, TypeMeta};
 use serde::Serialize;
 
-use crate::decision::cluster::ClusterView;
+use crate::decision::cluster::ClusterLookup;
 use crate::decision::finding::Severity;
 use crate::decision::policy::{Mode, Policy};
 
@@ -78,17 +78,18 @@ impl Endpoint {
 pub struct Admission {
     pub policy: Policy,
     /// The target cluster the verdicts are about.
-    pub cluster: crate::decision::cluster::Cluster,
-    /// Namespace labels and cluster RuntimeClasses (the server's watch
-    /// cache), when known.
-    pub namespaces: Option<Box<dyn ClusterView>>,
+    pub target: crate::decision::cluster::TargetCluster,
+    /// What the entry point can look up in the cluster (namespace labels,
+    /// RuntimeClasses, Windows nodes: the server's watch cache), when it
+    /// can.
+    pub lookup: Option<Box<dyn ClusterLookup>>,
 }
 
 impl std::fmt::Debug for Admission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admission")
-            .field("cluster", &self.cluster)
-            .field("namespaces", &self.namespaces.is_some())
+            .field("target", &self.target)
+            .field("lookup", &self.lookup.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -426,8 +427,8 @@ mod tests {
     fn a_patched_request_logs_the_rules_behind_the_patch() {
         let adm = Admission {
             policy: Policy::default_policy(),
-            cluster: crate::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: crate::decision::cluster::TargetCluster::default(),
+            lookup: None,
         };
         let body = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -455,8 +456,8 @@ mod tests {
     fn a_review_is_decoded_once() {
         let adm = Admission {
             policy: Policy::default_policy(),
-            cluster: crate::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: crate::decision::cluster::TargetCluster::default(),
+            lookup: None,
         };
         let mut review: serde_json::Value = serde_json::from_slice(
             &std::fs::read(concat!(

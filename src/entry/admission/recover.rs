@@ -48,7 +48,7 @@ pub(super) fn recover(
     // and the audit log (or the warning) says why.
     let policy = &adm.policy;
     let ns_mode = adm
-        .namespaces
+        .lookup
         .as_ref()
         .filter(|_| !namespace.is_empty())
         .and_then(|n| {

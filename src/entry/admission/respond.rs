@@ -217,7 +217,7 @@ fn decide_review(
             .map(ToString::to_string)
             .collect()
     };
-    let labels = |ns: &str, key: &str| adm.namespaces.as_ref()?.label(ns, key);
+    let labels = |ns: &str, key: &str| adm.lookup.as_ref()?.label(ns, key);
     let request = decide::Request {
         labels: &labels,
         mode: None,
@@ -237,10 +237,10 @@ fn decide_review(
         reach: true,
     };
     // One snapshot for the whole review (and its settle rounds).
-    let runtime_classes = adm.namespaces.as_ref().and_then(|n| n.runtime_classes());
-    let nodes = adm.namespaces.as_ref().and_then(|n| n.nodes());
+    let runtime_classes = adm.lookup.as_ref().and_then(|n| n.runtime_classes());
+    let nodes = adm.lookup.as_ref().and_then(|n| n.nodes());
     let cx = Context {
-        cluster: adm.cluster.clone(),
+        cluster: adm.target.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| !n.is_empty()),
         images: review.resolved.images,

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::decision::cluster::Cluster;
+use crate::decision::cluster::TargetCluster;
 
 fn deployment(ns: &str, name: &str, privileged: bool) -> Value {
     json!({
@@ -18,7 +18,7 @@ fn deployment(ns: &str, name: &str, privileged: bool) -> Value {
 fn judged(objects: &[Value], info: bool) -> Judged {
     let policy = Policy::default_policy();
     let cx = Context {
-        cluster: Cluster::default(),
+        cluster: TargetCluster::default(),
         runtime_classes: None,
         nodes: None,
         images: None,
@@ -117,7 +117,7 @@ fn both_apis_name_the_workload_in_resources() {
     let policy_j = {
         let policy = Policy::default_policy();
         let cx = Context {
-            cluster: Cluster::default(),
+            cluster: TargetCluster::default(),
             runtime_classes: None,
             nodes: None,
             images: None,

@@ -23,7 +23,7 @@ pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
 pub use policy::{ModeChoice, PolicyArgs, RuntimeChoice};
 pub use report::{ApiDeadlines, ApiLimits, ReportArgs, ReportFormat};
 pub use serve::{
-    ClusterCacheArgs, ClusterCacheMode, Exposure, GmsaMode, LogFormat, ReportExposure, ServeArgs,
+    WatchCacheArgs, ClusterCacheMode, Exposure, GmsaMode, LogFormat, ReportExposure, ServeArgs,
     ServeRegistryArgs,
 };
 

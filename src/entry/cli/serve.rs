@@ -123,7 +123,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAMESPACE", env = "WINADMIT_NAMESPACE")]
     pub own_namespace: Option<String>,
     #[command(flatten)]
-    pub cluster: ClusterCacheArgs,
+    pub cluster: WatchCacheArgs,
     #[command(flatten)]
     pub images: ServeRegistryArgs,
     /// Largest AdmissionReview body accepted (413 above it).
@@ -188,7 +188,7 @@ pub enum ClusterCacheMode {
 
 /// `winadmit serve`: the watch cache of Namespaces and RuntimeClasses.
 #[derive(Debug, Clone, Args)]
-pub struct ClusterCacheArgs {
+pub struct WatchCacheArgs {
     /// Watch the cluster's Namespaces (labels) and RuntimeClasses, so
     /// namespace mode/isolation labels and Windows RuntimeClasses apply.
     #[arg(long = "cluster-cache", value_enum, value_name = "MODE", env = "WINADMIT_CLUSTER_CACHE", default_value_t = ClusterCacheMode::Auto)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use super::EXIT_CLEAN;
-use crate::decision::cluster::{Cluster, Stance};
+use crate::decision::cluster::{Stance, TargetCluster};
 use crate::decision::finding::Severity;
 use crate::decision::rules::{self, RuleInfo, Scope};
 use crate::decision::version::KubeVersion;
@@ -28,7 +28,7 @@ pub fn rules(args: RulesArgs) -> anyhow::Result<ExitCode> {
                     s,
                     "{:<width$} {:<8} {}",
                     r.info.id,
-                    default_severity(&r.info, &Cluster::default()),
+                    default_severity(&r.info, &TargetCluster::default()),
                     r.info.title
                 );
             }
@@ -90,7 +90,7 @@ fn rule_json(i: &RuleInfo) -> serde_json::Value {
         .map(|(name, c)| ((*name).to_owned(), json!(level_name(i, c))))
         .collect();
     json!({
-        "id": i.id, "title": i.title, "severity": level_name(i, &Cluster::default()),
+        "id": i.id, "title": i.title, "severity": level_name(i, &TargetCluster::default()),
         "verdicts": verdicts, "intentLost": i.intent_lost, "appliesTo": scope(i.scope),
         "what": i.what, "why": i.why, "source": i.source, "docUrl": i.doc_url,
         "fix": i.fix, "example": i.example,
@@ -101,15 +101,18 @@ fn rule_json(i: &RuleInfo) -> serde_json::Value {
 /// The targets every rule's doc gives its verdict at: the Docker era of
 /// the original Windows documentation, an early containerd cluster, the
 /// default target, and the default target with `--strict`.
-fn reference_targets() -> [(&'static str, Cluster); 4] {
-    let strict = Cluster {
+fn reference_targets() -> [(&'static str, TargetCluster); 4] {
+    let strict = TargetCluster {
         stance: Stance::Strict,
-        ..Cluster::default()
+        ..TargetCluster::default()
     };
     [
-        ("1.19 + docker", Cluster::at(KubeVersion::new(1, 19))),
-        ("1.26 + containerd", Cluster::at(KubeVersion::new(1, 26))),
-        ("default", Cluster::default()),
+        ("1.19 + docker", TargetCluster::at(KubeVersion::new(1, 19))),
+        (
+            "1.26 + containerd",
+            TargetCluster::at(KubeVersion::new(1, 26)),
+        ),
+        ("default", TargetCluster::default()),
         ("strict", strict),
     ]
 }
@@ -159,12 +162,12 @@ fn edits(a: &str, b: &str) -> usize {
 }
 
 /// A rule's level on `c`; "silent" where it reports nothing there.
-fn level_name(i: &RuleInfo, c: &Cluster) -> &'static str {
+fn level_name(i: &RuleInfo, c: &TargetCluster) -> &'static str {
     i.default_level(c).map_or("silent", Severity::as_str)
 }
 
 /// The severity in the default policy on `cluster`: rules it turns off say so.
-fn default_severity(i: &RuleInfo, cluster: &Cluster) -> String {
+fn default_severity(i: &RuleInfo, cluster: &TargetCluster) -> String {
     if rules::OFF_BY_DEFAULT.contains(&i.id) {
         format!("off ({} when enabled)", level_name(i, cluster))
     } else {
@@ -189,7 +192,7 @@ pub fn explain_text(i: &RuleInfo) -> String {
     let _ = writeln!(
         s,
         "Severity:   {} (default target: Kubernetes {} with containerd)",
-        default_severity(i, &Cluster::default()),
+        default_severity(i, &TargetCluster::default()),
         KubeVersion::LATEST
     );
     let _ = writeln!(s, "By target:  {}", verdict_line(i));

@@ -31,7 +31,7 @@ pub fn load_policy(
 ) -> Result<
     (
         crate::decision::policy::Policy,
-        crate::decision::cluster::Cluster,
+        crate::decision::cluster::TargetCluster,
     ),
     crate::decision::policy::PolicyError,
 > {
@@ -39,7 +39,7 @@ pub fn load_policy(
     for notice in &pol.notices {
         eprintln!("winadmit: {notice}");
     }
-    let cluster = crate::decision::cluster::Cluster::resolve(
+    let cluster = crate::decision::cluster::TargetCluster::resolve(
         &args.declared(),
         &pol.declared(),
         &crate::decision::cluster::Observed::default(),

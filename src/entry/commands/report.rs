@@ -206,7 +206,7 @@ fn sink(
     format: ReportFormat,
     output: Option<&std::path::Path>,
     color: crate::entry::cli::ColorChoice,
-    cluster: &crate::decision::cluster::Cluster,
+    cluster: &crate::decision::cluster::TargetCluster,
     title: &str,
     facts: &[(&'static str, String)],
 ) -> anyhow::Result<Box<dyn ReportSink>> {
@@ -355,7 +355,7 @@ fn facts(
     files: &[PathBuf],
     live: Option<&live::Live>,
     policy: &crate::entry::cli::PolicyArgs,
-    cluster: &crate::decision::cluster::Cluster,
+    cluster: &crate::decision::cluster::TargetCluster,
     mode: Option<ModeChoice>,
 ) -> Vec<(&'static str, String)> {
     let input = match (live, files) {

@@ -268,14 +268,14 @@ impl Certificates {
 /// with the cluster cache, its namespace labels.
 fn admission(
     policy: crate::decision::policy::Policy,
-    target: crate::decision::cluster::Cluster,
+    target: crate::decision::cluster::TargetCluster,
     cluster: Option<&cluster_cache::Prepared>,
 ) -> Admission {
     Admission {
         policy,
-        cluster: target,
-        namespaces: cluster.map(|c| {
-            Box::new(Arc::clone(&c.cache)) as Box<dyn crate::decision::cluster::ClusterView>
+        target,
+        lookup: cluster.map(|c| {
+            Box::new(Arc::clone(&c.cache)) as Box<dyn crate::decision::cluster::ClusterLookup>
         }),
     }
 }

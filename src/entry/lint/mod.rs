@@ -10,7 +10,7 @@ mod run;
 
 use std::borrow::Cow;
 
-use crate::decision::cluster::KnownCluster;
+use crate::decision::cluster::ClusterObjects;
 use crate::decision::decide;
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
@@ -41,7 +41,7 @@ struct PositionsToFind {
 /// `runtimeClassName` within the same input, and their handlers for
 /// Hyper-V isolation).
 pub fn collect_runtime_classes(text: &str, into: &mut RuntimeClasses) {
-    let mut known = KnownCluster::default();
+    let mut known = ClusterObjects::default();
     source::prescan::cluster_objects(&mut Cow::Borrowed(text), &mut known);
     into.extend(known.runtime_classes);
 }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
-use crate::decision::cluster::KnownCluster;
+use crate::decision::cluster::ClusterObjects;
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
 use crate::input::source;
@@ -153,7 +153,7 @@ fn json_body<'b>(
     // The callback never stops.
     debug_assert!(result.is_ok());
     // The cluster objects anywhere in the body apply to all of it.
-    let mut known = KnownCluster::default();
+    let mut known = ClusterObjects::default();
     for v in &all {
         known.learn(v);
     }
@@ -173,7 +173,7 @@ fn yaml_body(
 ) -> Result<(), ReportError> {
     let text = source::decode(body).map_err(ReportError::Yaml)?;
     // The cluster objects anywhere in the body apply to all of it.
-    let mut known = KnownCluster::default();
+    let mut known = ClusterObjects::default();
     source::prescan::cluster_objects(&mut std::borrow::Cow::Borrowed(text), &mut known);
     builder.learnt(known);
     builder.learn_in_order = false;

@@ -156,10 +156,10 @@ impl ObjectReport {
 
 /// The labels of the cluster's namespaces, when an entry point knows them (the
 /// webhook's cache for `POST /report`), and the gMSA facts of a workload
-/// when the entry point can ask the cluster ([`crate::decision::cluster::ClusterView::gmsa`]:
+/// when the entry point can ask the cluster ([`crate::decision::cluster::ClusterLookup::gmsa`]:
 /// the live `report`, the webhook's `POST /report`).
 #[derive(Clone)]
-pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::decision::cluster::ClusterView>);
+pub struct NamespaceLookup(pub std::sync::Arc<dyn crate::decision::cluster::ClusterLookup>);
 
 impl std::fmt::Debug for NamespaceLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -227,7 +227,7 @@ pub struct VerdictCounts {
 #[serde(rename_all = "camelCase")]
 pub struct ReportSummary {
     /// The target cluster the verdicts are about, with where each fact came from.
-    pub target: crate::decision::cluster::Cluster,
+    pub target: crate::decision::cluster::TargetCluster,
     /// `--mode`, when the report previews one.
     pub mode: Option<Mode>,
     /// Workloads evaluated (reported + folded).

@@ -111,7 +111,7 @@ pub struct Resolver {
     client: Client,
     /// The watch cache of GMSACredentialSpecs, when `--cluster-cache` is
     /// on: once listed, credential specs are read there, not with a get.
-    cache: Option<std::sync::Arc<crate::entry::server::watch_cache::ClusterCache>>,
+    cache: Option<std::sync::Arc<crate::entry::server::watch_cache::WatchCache>>,
     /// All the calls of one review end within this.
     pub deadline: Duration,
     specs: Recent<String, CredSpec>,
@@ -158,7 +158,7 @@ impl Resolver {
     #[must_use]
     pub fn new(
         client: Client,
-        cache: Option<std::sync::Arc<crate::entry::server::watch_cache::ClusterCache>>,
+        cache: Option<std::sync::Arc<crate::entry::server::watch_cache::WatchCache>>,
         deadline: Duration,
     ) -> Self {
         Self {

@@ -34,9 +34,9 @@ struct ReportState {
 /// `/validate` resolves them), for the report.
 struct ServerNamespaces(Arc<ServerState>);
 
-impl crate::decision::cluster::ClusterView for ServerNamespaces {
+impl crate::decision::cluster::ClusterLookup for ServerNamespaces {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
-        self.0.admission.namespaces.as_ref()?.label(namespace, key)
+        self.0.admission.lookup.as_ref()?.label(namespace, key)
     }
 
     /// What `/validate` would know of the workload's credential specs,
@@ -278,14 +278,14 @@ fn compute(
     images: Option<&crate::decision::images::KnownImages>,
 ) -> Result<crate::entry::report::Report, ReportError> {
     let ReportState { policy, server } = state;
-    let cache = server.admission.namespaces.as_ref();
+    let cache = server.admission.lookup.as_ref();
     let runtime_classes = cache.and_then(|n| n.runtime_classes());
     let namespace_lookup = (cache.is_some() || server.gmsa.get().is_some()).then(|| {
         NamespaceLookup(Arc::new(ServerNamespaces(Arc::clone(server)))
-            as Arc<dyn crate::decision::cluster::ClusterView>)
+            as Arc<dyn crate::decision::cluster::ClusterLookup>)
     });
     let cx = Context {
-        cluster: server.admission.cluster.clone(),
+        cluster: server.admission.target.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: None,
         images,

@@ -1,7 +1,7 @@
 //! The first pass over a text: the cluster objects it holds (Namespaces,
 //! RuntimeClasses, Windows Nodes, GMSACredentialSpecs; `kubectl get nodes
 //! -o yaml` given to `lint` or `report`), learnt with the reader every
-//! entry point uses ([`KnownCluster::learn`]), and the images its workloads name.
+//! entry point uses ([`ClusterObjects::learn`]), and the images its workloads name.
 //! They apply to every object of the input, wherever they are in it.
 
 use std::borrow::Cow;
@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::io::BufReader;
 use std::path::Path;
 
-use crate::decision::cluster::KnownCluster;
+use crate::decision::cluster::ClusterObjects;
 use crate::decision::policy::Policy;
 
 /// Learns the cluster objects of a text (see the module docs; `List`
@@ -18,13 +18,13 @@ use crate::decision::policy::Policy;
 /// bodies of other objects skipped unbuilt); YAML, or JSON that reader
 /// refuses, with the YAML reader. An owned text may be left with the tab
 /// retry's change ([`super::for_each_document_in`]).
-pub fn cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
+pub fn cluster_objects(text: &mut Cow<'_, str>, into: &mut ClusterObjects) {
     // Texts that name none of the kinds are not parsed twice.
     if !super::CLUSTER_KINDS.iter().any(|kind| text.contains(kind)) {
         return;
     }
     if super::looks_like_json(text.as_bytes()) {
-        let mut found = KnownCluster::default();
+        let mut found = ClusterObjects::default();
         let read = super::json::for_each_context_object(text.as_bytes(), &mut |v| {
             found.learn(&v);
             Ok(())
@@ -35,14 +35,14 @@ pub fn cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
         }
     }
     // Document by document; kept only if the whole text parses.
-    let mut found = KnownCluster::default();
+    let mut found = ClusterObjects::default();
     let parsed = super::for_each_document_in(text, |part| match part {
         super::Part::Documents(docs, _) => {
             for d in docs {
                 found.learn(&d.value);
             }
         }
-        super::Part::Restart => found = KnownCluster::default(),
+        super::Part::Restart => found = ClusterObjects::default(),
     });
     if parsed.is_ok() {
         into.absorb(found);
@@ -52,7 +52,7 @@ pub fn cluster_objects(text: &mut Cow<'_, str>, into: &mut KnownCluster) {
 /// [`cluster_objects`] of a JSON file over the size limit, read again as
 /// a stream (its objects are streamed in the second pass). What precedes
 /// an error is kept: the second pass reports the error with its position.
-pub fn cluster_objects_in_large_json(path: &Path, into: &mut KnownCluster) {
+pub fn cluster_objects_in_large_json(path: &Path, into: &mut ClusterObjects) {
     let Ok(file) = std::fs::File::open(path) else {
         return;
     };

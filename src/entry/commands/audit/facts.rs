@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::decision::cluster::{ClusterView as _, LinuxNode, WindowsNode};
-use crate::entry::server::watch_cache::ClusterCache;
+use crate::decision::cluster::{ClusterLookup as _, LinuxNode, WindowsNode};
+use crate::entry::server::watch_cache::WatchCache;
 
 use super::store::Store;
 
@@ -71,7 +71,7 @@ impl Seen {
     /// the log.
     pub fn check(
         &mut self,
-        cache: &ClusterCache,
+        cache: &WatchCache,
         label_keys: &[String],
         uses: &BTreeMap<String, Uses>,
         store: &Store,

@@ -32,7 +32,7 @@ use anyhow::Context as _;
 use kube::Client;
 use serde_json::Value;
 
-use crate::decision::cluster::{Cluster, ClusterView};
+use crate::decision::cluster::{ClusterLookup, TargetCluster};
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
 use crate::entry::audit::{self, Judged, Options, ReportApi};
@@ -40,7 +40,7 @@ use crate::entry::cli::{AuditArgs, GmsaMode, ReportApiChoice};
 use crate::entry::report::NamespaceLookup;
 use crate::entry::server::Metrics;
 use crate::entry::server::gmsa::Resolver;
-use crate::entry::server::watch_cache::{self, ClusterCache};
+use crate::entry::server::watch_cache::{self, WatchCache};
 
 use facts::{PolicyFiles, Seen, Uses};
 use store::Store;
@@ -70,8 +70,8 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
 #[derive(Clone)]
 struct Judge {
     policy: Arc<Policy>,
-    cluster: Cluster,
-    cache: Arc<ClusterCache>,
+    cluster: TargetCluster,
+    cache: Arc<WatchCache>,
     gmsa: Option<Arc<Resolver>>,
     options: Options,
 }
@@ -79,12 +79,12 @@ struct Judge {
 /// The cluster cache's labels and RuntimeClasses, and the gMSA facts as
 /// the webhook's resolver finds them (asked from the judging thread).
 struct AuditView {
-    cache: Arc<ClusterCache>,
+    cache: Arc<WatchCache>,
     gmsa: Option<Arc<Resolver>>,
     runtime: tokio::runtime::Handle,
 }
 
-impl ClusterView for AuditView {
+impl ClusterLookup for AuditView {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.cache.label(namespace, key)
     }
@@ -161,10 +161,10 @@ struct State {
     metrics: crate::entry::server::audit_metrics::AuditMetrics,
 }
 
-async fn audit(args: AuditArgs, policy: Policy, cluster: Cluster) -> anyhow::Result<()> {
+async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyhow::Result<()> {
     let (client, server) = connect(&args).await?;
     let metrics = Arc::new(Metrics::new());
-    let cache = Arc::new(ClusterCache::for_policy(&policy));
+    let cache = Arc::new(WatchCache::for_policy(&policy));
     watch_cache::spawn(
         client.clone(),
         Arc::clone(&cache),
@@ -384,7 +384,7 @@ impl State {
 /// Waits for the workloads' first lists, and for the cluster cache's (at
 /// most [`SYNC_WAIT`]: without them the verdicts use the flags' and the
 /// policy's facts, and are judged again once they come).
-async fn wait_synced(store: &Store, cache: &ClusterCache) {
+async fn wait_synced(store: &Store, cache: &WatchCache) {
     let started = Instant::now();
     let _ = tokio::time::timeout(SYNC_WAIT, cache.wait_synced()).await;
     while !store.synced() {
@@ -419,7 +419,7 @@ async fn connect(args: &AuditArgs) -> anyhow::Result<(Client, String)> {
 async fn start_gmsa(
     mode: GmsaMode,
     client: &Client,
-    cache: &Arc<ClusterCache>,
+    cache: &Arc<WatchCache>,
     metrics: &Metrics,
 ) -> Option<Arc<Resolver>> {
     let on = match mode {

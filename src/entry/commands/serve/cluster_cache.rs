@@ -11,15 +11,15 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::decision::policy::Policy;
-use crate::entry::cli::{ClusterCacheArgs, ClusterCacheMode, GmsaMode};
+use crate::entry::cli::{WatchCacheArgs, ClusterCacheMode, GmsaMode};
 use crate::entry::server::ServerState;
 use crate::entry::server::api_limits::{ApiLimits, ApiLimitsLayer};
-use crate::entry::server::watch_cache::{self, ClusterCache};
+use crate::entry::server::watch_cache::{self, WatchCache};
 
 /// A cache whose configuration was found, not yet started.
 pub struct Prepared {
     config: Config,
-    pub cache: Arc<ClusterCache>,
+    pub cache: Arc<WatchCache>,
     sync_timeout: Duration,
     /// How long each call to the API server may take.
     pub deadlines: watch_cache::Deadlines,
@@ -43,11 +43,11 @@ pub struct Prepared {
 /// `--kubeconfig`/`--context` that cannot be used: start-up mistakes,
 /// reported before binding.
 pub fn prepare(
-    args: ClusterCacheArgs,
+    args: WatchCacheArgs,
     policy: &Policy,
     pull_secrets: bool,
 ) -> anyhow::Result<Option<Prepared>> {
-    let ClusterCacheArgs {
+    let WatchCacheArgs {
         mode,
         kubeconfig,
         context,
@@ -77,7 +77,7 @@ pub fn prepare(
     };
     Ok(Some(Prepared {
         config,
-        cache: Arc::new(ClusterCache::for_policy(policy)),
+        cache: Arc::new(WatchCache::for_policy(policy)),
         sync_timeout: cluster_cache_sync_timeout,
         deadlines: watch_cache::Deadlines::default(),
         limits: ApiLimits {
@@ -255,7 +255,7 @@ fn start_gmsa(
     mode: GmsaMode,
     client: kube::Client,
     state: &Arc<ServerState>,
-    watched: Option<(Arc<ClusterCache>, watch_cache::Deadlines)>,
+    watched: Option<(Arc<WatchCache>, watch_cache::Deadlines)>,
     sync_timeout: Duration,
 ) {
     use crate::entry::server::gmsa::{DEADLINE, Resolver, served};

@@ -20,8 +20,8 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::Value;
 
-use crate::decision::cluster::ClusterView as _;
-use crate::entry::server::watch_cache::ClusterCache;
+use crate::decision::cluster::ClusterLookup as _;
+use crate::entry::server::watch_cache::WatchCache;
 
 /// The webhook winadmit turns off and on.
 pub const WEBHOOK: &str = "pin-linux.winadmit.io";
@@ -33,7 +33,7 @@ pub const RULES_ANNOTATION: &str = "winadmit.io/pin-linux-rules";
 const EVERY: Duration = Duration::from_secs(2);
 
 /// Starts the loop on the current runtime; it runs until the runtime stops.
-pub fn spawn(client: kube::Client, cache: Arc<ClusterCache>, name: String) {
+pub fn spawn(client: kube::Client, cache: Arc<WatchCache>, name: String) {
     // Untyped, so that a field this build does not know survives the update.
     let resource = ApiResource::erase::<MutatingWebhookConfiguration>(&());
     let api: Api<DynamicObject> = Api::all_with(client, &resource);

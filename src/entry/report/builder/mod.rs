@@ -17,7 +17,7 @@ use super::why::verdict_reasons;
 use super::{
     Finished, NamespaceSummary, ObjectReport, Origin, ReportOptions, ReportSummary, RuleSummary,
 };
-use crate::decision::cluster::KnownCluster;
+use crate::decision::cluster::ClusterObjects;
 use crate::decision::decide;
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
@@ -44,9 +44,9 @@ pub const MAX_INPUT_PROBLEMS: usize = 1000;
 /// Builds a report one object at a time. See the module docs.
 pub struct ReportBuilder<'p> {
     policy: &'p Policy,
-    cluster: crate::decision::cluster::Cluster,
+    cluster: crate::decision::cluster::TargetCluster,
     /// Namespaces, RuntimeClasses and Windows nodes seen in the input.
-    known: KnownCluster,
+    known: ClusterObjects,
     /// What registries say of the images (`--image-facts`).
     images: Option<crate::decision::images::KnownImages>,
     options: ReportOptions,
@@ -91,10 +91,10 @@ impl<'p> ReportBuilder<'p> {
         Self {
             policy,
             cluster: cx.cluster.clone(),
-            known: KnownCluster {
+            known: ClusterObjects {
                 runtime_classes: cx.runtime_classes.cloned().unwrap_or_default(),
                 nodes: cx.nodes.cloned().unwrap_or_default(),
-                ..KnownCluster::default()
+                ..ClusterObjects::default()
             },
             images: cx.images.cloned(),
             options,
@@ -324,7 +324,7 @@ impl<'p> ReportBuilder<'p> {
 
     /// Learns what a first pass found in the input (the manifest reader's,
     /// [`crate::input::source::prescan`]), for every object of it.
-    pub fn learnt(&mut self, known: KnownCluster) {
+    pub fn learnt(&mut self, known: ClusterObjects) {
         let nodes_before = self.known.nodes.nodes.len();
         self.known.absorb(known);
         self.nodes_changed(nodes_before);

@@ -5,8 +5,8 @@
 //! kept current by kube-rs watchers so no request waits on the API server.
 //!
 //! Two layers:
-//! - [`ClusterCache`]: plain data, fed [`Change`]s, read by
-//!   [`crate::entry::admission`] through [`ClusterView`]. Namespaces keep only
+//! - [`WatchCache`]: plain data, fed [`Change`]s, read by
+//!   [`crate::entry::admission`] through [`ClusterLookup`]. Namespaces keep only
 //!   their name and the labels the policy reads; RuntimeClasses, Windows
 //!   nodes and credential specs are published as immutable snapshots of
 //!   what winadmit reads of them, swapped atomically on change, so each
@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use tokio::sync::watch;
 
-use crate::decision::cluster::{ClusterView, LinuxNode, WindowsNode, WindowsNodes};
+use crate::decision::cluster::{ClusterLookup, LinuxNode, WindowsNode, WindowsNodes};
 use crate::decision::gmsa::CredSpec;
 use crate::decision::policy::Policy;
 use crate::decision::targeting::{RuntimeClassInfo, RuntimeClasses};
@@ -78,7 +78,7 @@ impl Synced {
 }
 
 /// Namespace labels and RuntimeClasses, as the watchers last saw them.
-pub struct ClusterCache {
+pub struct WatchCache {
     /// The namespace label keys kept (those the policy reads).
     label_keys: Vec<String>,
     namespaces: RwLock<Mirror<BTreeMap<String, String>>>,
@@ -98,16 +98,16 @@ pub struct ClusterCache {
     synced: watch::Sender<Synced>,
 }
 
-impl Debug for ClusterCache {
+impl Debug for WatchCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterCache")
+        f.debug_struct("WatchCache")
             .field("label_keys", &self.label_keys)
             .field("synced", &*self.synced.borrow())
             .finish_non_exhaustive()
     }
 }
 
-impl ClusterCache {
+impl WatchCache {
     /// A cache keeping the namespace labels named in `label_keys`.
     #[must_use]
     pub fn new(label_keys: Vec<String>) -> Self {
@@ -337,7 +337,7 @@ impl ClusterCache {
     }
 }
 
-impl ClusterView for ClusterCache {
+impl ClusterLookup for WatchCache {
     fn label(&self, namespace: &str, key: &str) -> Option<String> {
         self.namespaces
             .read()
@@ -388,11 +388,11 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn cache() -> ClusterCache {
-        ClusterCache::new(vec!["winadmit.io/mode".into(), "iso".into()])
+    fn cache() -> WatchCache {
+        WatchCache::new(vec!["winadmit.io/mode".into(), "iso".into()])
     }
 
-    fn feed_ns(c: &ClusterCache, ev: watcher::Event<Namespace>) -> Option<usize> {
+    fn feed_ns(c: &WatchCache, ev: watcher::Event<Namespace>) -> Option<usize> {
         Change::from_event(ev, |n| c.namespace_entry(n)).map(|ch| c.apply_namespace(ch))
     }
 
@@ -521,7 +521,7 @@ mod tests {
     fn runtime_class_snapshots_are_swapped_not_mutated() {
         let c = cache();
         let feed = |ev| {
-            Change::from_event(ev, ClusterCache::runtime_class_entry)
+            Change::from_event(ev, WatchCache::runtime_class_entry)
                 .map(|ch| c.apply_runtime_class(ch))
         };
         let win = rc(
@@ -579,13 +579,13 @@ mod tests {
             serde_json::json!({"handler": "runhcs-wcow-process",
                 "scheduling": {"nodeSelector": {"kubernetes.io/os": "windows"}}}),
         );
-        let (name, info) = ClusterCache::runtime_class_entry(&win).unwrap();
+        let (name, info) = WatchCache::runtime_class_entry(&win).unwrap();
         c.apply_runtime_class(Change::Listed(name, info));
         c.apply_runtime_class(Change::ListDone);
         let adm = Admission {
             policy: Policy::default_policy(),
-            cluster: crate::decision::cluster::Cluster::default(),
-            namespaces: Some(Box::new(Arc::clone(&c))),
+            target: crate::decision::cluster::TargetCluster::default(),
+            lookup: Some(Box::new(Arc::clone(&c))),
         };
         let body = |ns: &str| {
             serde_json::to_vec(&serde_json::json!({
@@ -668,7 +668,7 @@ mod tests {
         let mut p = Policy::default_policy();
         p.namespace_mode_label = "example.com/mode".into();
         p.mutation.isolation_namespace_label = Some("example.com/iso".into());
-        let c = ClusterCache::for_policy(&p);
+        let c = WatchCache::for_policy(&p);
         assert_eq!(c.label_keys, ["example.com/mode", "example.com/iso"]);
     }
 }

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-use super::{Change, ClusterCache, ClusterMetrics};
+use super::{Change, ClusterMetrics, WatchCache};
 use crate::decision::gmsa::CredSpec;
 use crate::entry::errors::error_chain;
 
@@ -124,7 +124,7 @@ impl Deadlines {
 /// runtime stops.
 pub fn spawn(
     client: Client,
-    cache: Arc<ClusterCache>,
+    cache: Arc<WatchCache>,
     metrics: ClusterMetrics,
     deadlines: Deadlines,
 ) {
@@ -152,7 +152,7 @@ pub fn spawn(
                 &metrics,
                 deadlines,
                 move |ev| {
-                    Change::from_event(ev, ClusterCache::runtime_class_entry)
+                    Change::from_event(ev, WatchCache::runtime_class_entry)
                         .map(|ch| cache.apply_runtime_class(ch))
                 },
             )
@@ -166,7 +166,7 @@ pub fn spawn(
         tokio::spawn(async move {
             let start = objects(api, Watched::Nodes, deadlines);
             run(start, Watched::Nodes, &metrics, deadlines, move |ev| {
-                Change::from_event(ev, ClusterCache::node_entry).map(|ch| cache.apply_node(ch))
+                Change::from_event(ev, WatchCache::node_entry).map(|ch| cache.apply_node(ch))
             })
             .await;
         });
@@ -177,7 +177,7 @@ pub fn spawn(
     tokio::spawn(async move {
         let start = objects(api, Watched::LinuxNodes, deadlines);
         run(start, Watched::LinuxNodes, &metrics, deadlines, move |ev| {
-            Change::from_event(ev, ClusterCache::linux_node_entry)
+            Change::from_event(ev, WatchCache::linux_node_entry)
                 .map(|ch| cache.apply_linux_node(ch))
         })
         .await;
@@ -258,7 +258,7 @@ impl GmsaCredentialSpecObject {
 /// Starts the watch of the cluster's GMSACredentialSpecs (`serve --gmsa`).
 pub fn spawn_gmsa(
     client: Client,
-    cache: Arc<ClusterCache>,
+    cache: Arc<WatchCache>,
     metrics: ClusterMetrics,
     deadlines: Deadlines,
 ) {

@@ -82,7 +82,7 @@ struct LiveGmsa {
     refused: std::sync::Mutex<Option<String>>,
 }
 
-impl crate::decision::cluster::ClusterView for LiveGmsa {
+impl crate::decision::cluster::ClusterLookup for LiveGmsa {
     /// Namespace labels come from the listed Namespaces.
     fn label(&self, _namespace: &str, _key: &str) -> Option<String> {
         None
