@@ -59,7 +59,6 @@ fn with_position(e: PolicyError, text: &str) -> PolicyError {
 /// something writes to it, and a device such as `/dev/zero` never ends.
 /// The read stops at the limit even when the file grows meanwhile.
 fn read_policy_file(path: &Path) -> Result<String, PolicyError> {
-    use std::io::Read as _;
     use std::os::unix::fs::FileTypeExt as _;
     let read = |source| PolicyError::Read {
         path: path.to_owned(),
@@ -92,11 +91,9 @@ fn read_policy_file(path: &Path) -> Result<String, PolicyError> {
             meta.len() / (1024 * 1024)
         )));
     }
-    let file = std::fs::File::open(path).map_err(read)?;
-    let limit = source::MAX_FILE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes).map_err(read)?;
-    if bytes.len() as u64 >= limit {
+    let mut file = std::fs::File::open(path).map_err(read)?;
+    let (bytes, over) = source::read_limited(&mut file, meta.len()).map_err(read)?;
+    if over {
         return Err(invalid(format!(
             "file is over the {limit_mib} MiB limit for policy files (read stopped there)"
         )));

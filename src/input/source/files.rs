@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use crate::decision::cluster::KnownCluster;
+use crate::decision::cluster::ClusterObjects;
 
 /// A file or document that could not be read.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -171,8 +171,8 @@ impl Inputs {
     /// workloads' images there). A text held for both passes is handed
     /// over owned, so a tab retry changes it in place (and the second pass
     /// needs none), not a copy.
-    pub fn learn(&mut self, mut each_text: impl FnMut(&mut Cow<'_, str>)) -> KnownCluster {
-        let mut known = KnownCluster::default();
+    pub fn learn(&mut self, mut each_text: impl FnMut(&mut Cow<'_, str>)) -> ClusterObjects {
+        let mut known = ClusterObjects::default();
         for i in 0..self.inputs.len() {
             let held = self.held[i]
                 .get_mut()
@@ -296,9 +296,6 @@ fn is_manifest(p: &Path) -> bool {
     )
 }
 
-/// How much is read before a text is known to be over the limit.
-const LIMIT: u64 = super::MAX_FILE_BYTES as u64 + 1;
-
 /// Is this input JSON (rather than YAML)? Looks at the first non-blank byte.
 #[must_use]
 pub fn looks_like_json(bytes: &[u8]) -> bool {
@@ -327,17 +324,11 @@ fn read_file(path: &Path, large_json: bool) -> Result<Text, InputProblem> {
             super::MAX_FILE_BYTES / (1024 * 1024)
         )));
     }
-    // Bounded even when the length lies: a file growing underneath, a FIFO
-    // (`lint <(helm template .)`), or a device such as /dev/zero.
-    // Room for the whole file at once: growing by doubling would hold up
-    // to twice a large file while it is read.
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(LIMIT)).unwrap_or(0) + 1);
+    // Bounded even when the length lies (`lint <(helm template .)`).
     let mut file = file;
-    (&mut file)
-        .take(LIMIT)
-        .read_to_end(&mut bytes)
+    let (bytes, over) = super::read_limited(&mut file, meta.len())
         .map_err(|e| problem(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 >= LIMIT {
+    if over {
         if large_json && looks_like_json(&bytes) {
             return Ok(stream_on(bytes, file));
         }
@@ -350,13 +341,10 @@ fn read_file(path: &Path, large_json: bool) -> Result<Text, InputProblem> {
 }
 
 fn read_stdin(large_json: bool) -> Result<Text, InputProblem> {
-    let mut bytes = Vec::new();
     let mut stdin = std::io::stdin();
-    (&mut stdin)
-        .take(LIMIT)
-        .read_to_end(&mut bytes)
+    let (bytes, over) = super::read_limited(&mut stdin, 0)
         .map_err(|e| InputProblem::new("<stdin>", format!("cannot read: {e}")))?;
-    if bytes.len() as u64 >= LIMIT && large_json && looks_like_json(&bytes) {
+    if over && large_json && looks_like_json(&bytes) {
         return Ok(stream_on(bytes, stdin));
     }
     decode("<stdin>".into(), bytes).map(Text::Whole)

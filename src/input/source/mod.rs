@@ -28,7 +28,7 @@ use std::fmt;
 use serde_json::Value;
 
 /// Largest file `lint` reads, so one huge file cannot exhaust memory.
-/// The kinds [`crate::decision::cluster::KnownCluster::learn`] learns from: a text that names none
+/// The kinds [`crate::decision::cluster::ClusterObjects::learn`] learns from: a text that names none
 /// of them is not parsed for them.
 pub const CLUSTER_KINDS: [&str; 4] = [
     "Namespace",
@@ -81,6 +81,28 @@ pub struct Document {
     /// a `List` member, empty otherwise).
     pub pointer: String,
     pub value: Value,
+}
+
+/// Reads `r` up to [`MAX_FILE_BYTES`] and one byte more, so that a text
+/// over the limit is known without reading it all, whatever the length a
+/// file claims (a file growing underneath, a FIFO, a device such as
+/// /dev/zero). `expected` is the length the source claims, to allocate
+/// once. Returns the bytes and whether the text is over the limit.
+///
+/// # Errors
+/// Reading fails.
+pub fn read_limited(
+    r: &mut impl std::io::Read,
+    expected: u64,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::io::Read as _;
+    let limit = MAX_FILE_BYTES as u64 + 1;
+    // Room for the whole text at once: growing by doubling would hold up
+    // to twice a large file while it is read.
+    let mut bytes = Vec::with_capacity(usize::try_from(expected.min(limit)).unwrap_or(0) + 1);
+    r.take(limit).read_to_end(&mut bytes)?;
+    let over = bytes.len() as u64 >= limit;
+    Ok((bytes, over))
 }
 
 /// Checks that a file is text we can parse: size, encoding, no NULs.
