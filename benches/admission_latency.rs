@@ -40,6 +40,8 @@
 //! only when a setup answers wrongly (a denied pod admitted, a good pod
 //! refused).
 
+#[path = "../tests/support/binary.rs"]
+mod binary;
 #[path = "../tests/support/controlplane.rs"]
 mod controlplane;
 #[path = "../tests/support/e2e.rs"]
@@ -653,7 +655,7 @@ fn exported_policies(setup: &str, ns: &str) -> Vec<Value> {
     let text = if let Ok(file) = std::env::var("LATENCY_POLICIES") {
         std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("LATENCY_POLICIES {file}: {e}"))
     } else {
-        let out = e2e::winadmit(&["admission-policy"]);
+        let out = binary::winadmit(&["admission-policy"]);
         assert!(out.status.success(), "{}", e2e::stderr(&out));
         String::from_utf8(out.stdout).unwrap()
     };

@@ -43,8 +43,8 @@ pub fn admission_review(data: &[u8]) {
     for policy in policies() {
         let adm = Admission {
             policy,
-            cluster: winadmit::decision::cluster::Cluster::default(),
-            namespaces: None,
+            target: winadmit::decision::cluster::TargetCluster::default(),
+            lookup: None,
         };
         for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
             let Ok(out) = admission::review(&adm, endpoint, data) else {

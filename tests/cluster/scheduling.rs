@@ -680,7 +680,7 @@ fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
     create(&nodes, &workload("DaemonSet", ns, "agent", 0, spec));
     let pods = nodes.wait_pods(ns, "app=agent", 4, &["Running"]);
     assert_eq!(oses(&pods).len(), 2, "pods on {:?}", oses(&pods));
-    let out = std::process::Command::new(e2e::BIN)
+    let out = std::process::Command::new(crate::binary::BIN)
         .args(["report", "--kubeconfig"])
         .arg(&nodes.cp().kubeconfig)
         .args(["-n", ns, "--format", "json", "--quiet"])

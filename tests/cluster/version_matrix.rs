@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::binary;
 use controlplane::ControlPlane;
 use e2e::{Webhook, create, pod, stderr};
 
@@ -257,7 +258,7 @@ fn export(version: &str, no_mutating: bool) -> Vec<Value> {
     if no_mutating {
         args.push("--no-mutating");
     }
-    let out = e2e::winadmit(&args);
+    let out = binary::winadmit(&args);
     assert!(out.status.success(), "winadmit {args:?}: {}", stderr(&out));
     let mut docs = e2e::parse_yaml(&String::from_utf8(out.stdout).unwrap());
     e2e::scope_bindings(&mut docs, "policy");

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::binary;
 use controlplane::ControlPlane;
 use e2e::Webhook;
 
@@ -138,7 +139,7 @@ fn setups(test: &str) -> &'static Setups {
 /// `winadmit admission-policy` at the default target, with the mutating
 /// policy, every binding scoped to the "policy" setup.
 fn policy_objects() -> Vec<Value> {
-    let out = e2e::winadmit(&["admission-policy"]);
+    let out = binary::winadmit(&["admission-policy"]);
     assert!(
         out.status.success(),
         "winadmit admission-policy: {}",
@@ -1172,7 +1173,7 @@ fn documented_installs_work_over_each_other() {
     let cp = ControlPlane::start(&controlplane::binaries(
         "documented_installs_work_over_each_other",
     ));
-    let out = e2e::winadmit(&["admission-policy"]);
+    let out = binary::winadmit(&["admission-policy"]);
     assert!(out.status.success(), "{}", e2e::stderr(&out));
     let export = String::from_utf8(out.stdout).unwrap();
     let ns = "install-check";

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::binary;
 use controlplane::{Answer, ControlPlane};
 use e2e::{Webhook, pod, stderr};
 
@@ -390,7 +391,7 @@ fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
         );
         assert!(out.status.success(), "{name}: {}", stderr(&out));
     }
-    let out = e2e::winadmit(&[
+    let out = binary::winadmit(&[
         "report",
         "--kubeconfig",
         s.cp.kubeconfig.to_str().unwrap(),

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::binary;
 use controlplane::{Answer, ControlPlane};
 use e2e::Webhook;
 
@@ -837,7 +838,7 @@ fn gmsa_rules(report: &Value) -> std::collections::BTreeMap<String, Vec<String>>
 }
 
 fn live_report(kubeconfig: &std::path::Path) -> (Value, String) {
-    let out = e2e::winadmit(&[
+    let out = binary::winadmit(&[
         "report",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),

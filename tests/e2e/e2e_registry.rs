@@ -17,6 +17,7 @@ use crate::registry_support;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::binary;
 use e2e::{Webhook, create, pod, stderr};
 use registry_support::{Registry, push_images};
 
@@ -196,7 +197,7 @@ fn live_report_looks_up_the_images_it_lists() {
             "1",
         ];
         args.extend_from_slice(extra);
-        e2e::winadmit(&args)
+        binary::winadmit(&args)
     };
 
     let out = report(&["--registry", "--insecure-registry", &host]);
@@ -257,7 +258,7 @@ fn live_report_looks_up_the_images_it_lists() {
     ];
     args.extend(digests.keys().cloned());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = e2e::winadmit(&refs);
+    let out = binary::winadmit(&refs);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -420,7 +421,7 @@ fn pods_own_pull_secrets_give_facts_only_to_pods_that_hold_them() {
             &ca,
         ];
         args.extend_from_slice(extra);
-        e2e::winadmit(&args)
+        binary::winadmit(&args)
     };
     let out = report(&["--registry-pull-secrets"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

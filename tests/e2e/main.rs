@@ -9,6 +9,8 @@
 
 #[path = "../support/audit.rs"]
 mod audit;
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../support/controlplane.rs"]
 mod controlplane;
 #[path = "../support/corpus_dir.rs"]

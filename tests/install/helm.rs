@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use crate::binary;
 use controlplane::{Answer, ControlPlane};
 use helm::Helm;
 use server::Server;
@@ -441,7 +442,7 @@ fn committed_render(name: &str) -> Vec<Value> {
 fn winadmit_manifests(args: &[&str]) -> Vec<Value> {
     let mut all = vec!["manifests"];
     all.extend(args);
-    let out = e2e::winadmit(&all);
+    let out = binary::winadmit(&all);
     assert!(
         out.status.success(),
         "winadmit {all:?}: {}",
@@ -492,7 +493,7 @@ fn helm_template_equals_kustomize() {
     let helm = helm::helm("helm_template_equals_kustomize");
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    let out = e2e::winadmit(&["certs", "--out", certs.to_str().unwrap()]);
+    let out = binary::winadmit(&["certs", "--out", certs.to_str().unwrap()]);
     assert!(out.status.success(), "{}", e2e::stderr(&out));
     let ca = certs.join("ca.crt");
     let ca_file = format!("tls.caBundle={}", ca.display());
@@ -809,7 +810,7 @@ fn helm_template_extra_values() {
         "pod.yaml",
         &e2e::pod("x", "web", json!({})).to_string(),
     );
-    let out = e2e::winadmit(&[
+    let out = binary::winadmit(&[
         "lint",
         "--policy",
         file.to_str().unwrap(),

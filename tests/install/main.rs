@@ -7,6 +7,8 @@
 //! they share is declared here once. The chart's tests share one control
 //! plane, the only one this binary starts.
 
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../support/controlplane.rs"]
 mod controlplane;
 #[path = "../support/corpus_dir.rs"]

@@ -1,36 +1,9 @@
 //! `winadmit lint`, `rules` and `explain` as a user runs them: the real
 //! binary, real files, exit code + stdout + stderr snapshotted together.
 
+use crate::binary::{winadmit, with_stdin};
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
-
-fn winadmit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("WINADMIT_POLICY")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs winadmit")
-}
-
-fn with_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
 
 /// Exit code, stdout and stderr in one snapshot.
 fn transcript(out: &Output) -> String {
@@ -634,7 +607,7 @@ fn fix_writes_safe_fixes_and_reports_what_is_left() {
 fn node_objects_in_the_input_are_the_cluster_facts() {
     let nodes = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: akswin000000\n    labels:\n      kubernetes.io/os: windows\n      node.kubernetes.io/windows-build: 10.0.20348\n  status:\n    nodeInfo:\n      kubeletVersion: v1.23.8\n      containerRuntimeVersion: docker://20.10.9\n";
     let pod = "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector:\n    kubernetes.io/os: windows\n  containers:\n  - name: c\n    image: mcr.microsoft.com/windows/servercore:ltsc2019\n    resources:\n      limits:\n        memory: 1Gi\n    volumeMounts:\n    - name: v\n      mountPath: C:\\\\cfg\\\\a.json\n      subPath: a.json\n  volumes:\n  - name: v\n    configMap:\n      name: cfg\n";
-    let out = with_stdin(&["lint", "-"], &format!("{nodes}{pod}"));
+    let out = with_stdin(&["lint", "-"], format!("{nodes}{pod}"));
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -3,20 +3,11 @@
 //! is not there is reported; without them the gMSA rules are silent, and
 //! authorization is never known offline.
 
-use std::process::{Command, Output};
+use crate::binary::winadmit;
+use std::process::Output;
 
 const CLUSTER: &str = "tests/fixtures/gmsa/cluster.yaml";
 const PODS: &str = "tests/fixtures/gmsa/pods.yaml";
-
-fn winadmit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("WINADMIT_POLICY")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs winadmit")
-}
 
 /// (rule, field) of every gMSA finding of `lint --format json`.
 fn gmsa_findings(out: &Output) -> Vec<(String, String)> {

@@ -4,6 +4,8 @@
 //! One test binary; each module is one subject, and the support code
 //! they share is declared here once.
 
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../support/corpus_dir.rs"]
 mod corpus_dir;
 #[path = "../report_support/mod.rs"]

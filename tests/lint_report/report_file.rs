@@ -1,9 +1,9 @@
 //! `winadmit report --from-file` with real `kubectl get -o json|yaml`
 //! output, exit codes, mode preview, and the JSON shape shared with `/report`.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
+use crate::binary::{winadmit, with_stdin};
 use serde_json::Value;
 use winadmit::decision::engine::Context;
 use winadmit::decision::policy::Policy;
@@ -19,22 +19,8 @@ const KUBECTL_YAML: &str = concat!(
     "/tests/fixtures/report/kubectl-get-all.yaml"
 );
 
-fn winadmit(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or_default()).unwrap();
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
 fn json_report(args: &[&str], stdin: Option<&[u8]>) -> (Value, Output) {
-    let out = winadmit(args, stdin);
+    let out = with_stdin(args, stdin.unwrap_or_default());
     let v = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     (v, out)
@@ -207,7 +193,7 @@ fn exit_codes_follow_lint() {
     let dir = tempfile::tempdir().unwrap();
     let clean = dir.path().join("clean.yaml");
     std::fs::write(&clean, "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  nodeSelector: {kubernetes.io/os: linux}\n  containers: [{name: c, image: nginx}]\n").unwrap();
-    let out = winadmit(&["report", "--from-file", clean.to_str().unwrap()], None);
+    let out = winadmit(&["report", "--from-file", clean.to_str().unwrap()]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -217,18 +203,15 @@ fn exit_codes_follow_lint() {
 
     let warning = dir.path().join("warning.yaml");
     std::fs::write(&warning, "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: n}\nspec:\n  containers: [{name: c, image: mcr.microsoft.com/windows/nanoserver:ltsc2022}]\n").unwrap();
-    let out = winadmit(&["report", "--from-file", warning.to_str().unwrap()], None);
+    let out = winadmit(&["report", "--from-file", warning.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    let out = winadmit(
-        &[
-            "report",
-            "--from-file",
-            warning.to_str().unwrap(),
-            "--fail-on",
-            "warning",
-        ],
-        None,
-    );
+    let out = winadmit(&[
+        "report",
+        "--from-file",
+        warning.to_str().unwrap(),
+        "--fail-on",
+        "warning",
+    ]);
     assert_eq!(out.status.code(), Some(1));
 
     let broken = dir.path().join("broken.json");
@@ -237,7 +220,7 @@ fn exit_codes_follow_lint() {
         "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [\n  {\"kind\": \"Pod\",}\n]}",
     )
     .unwrap();
-    let out = winadmit(&["report", "--from-file", broken.to_str().unwrap()], None);
+    let out = winadmit(&["report", "--from-file", broken.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -245,12 +228,9 @@ fn exit_codes_follow_lint() {
         "{stdout}"
     );
 
-    let out = winadmit(&["report", "--from-file", "/nonexistent.json"], None);
+    let out = winadmit(&["report", "--from-file", "/nonexistent.json"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = winadmit(
-        &["report", "--from-file", "x.json", "--kubeconfig", "k"],
-        None,
-    );
+    let out = winadmit(&["report", "--from-file", "x.json", "--kubeconfig", "k"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("use one or the other"));
 }
@@ -327,7 +307,7 @@ fn one_meaning_per_namespace_variable_and_an_empty_report_is_not_green() {
 
 #[test]
 fn text_report_leads_with_the_summary() {
-    let out = winadmit(&["report", "--from-file", KUBECTL_JSON], None);
+    let out = winadmit(&["report", "--from-file", KUBECTL_JSON]);
     let text = String::from_utf8(out.stdout).unwrap();
     let ns = text.find("Namespaces:").unwrap();
     let rules = text.find("Top rules:").unwrap();

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use crate::binary::winadmit;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde::Deserialize;
@@ -15,13 +16,6 @@ const KUBECTL_JSON: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/report/kubectl-get-all.json"
 );
-
-fn winadmit(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 // --- wgpolicyk8s.io/v1alpha2, written from the CRD schema, strict. ---
 

@@ -11,7 +11,7 @@
 #![allow(dead_code)] // each test target uses a part
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -19,12 +19,6 @@ use serde_json::{Value, json};
 
 use super::controlplane::ControlPlane;
 use super::server::Server;
-
-pub const BIN: &str = env!("CARGO_BIN_EXE_winadmit");
-
-pub fn winadmit(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
 
 pub fn parse_yaml(text: &str) -> Vec<Value> {
     serde_saphyr::from_multiple::<Value>(text)
@@ -36,7 +30,7 @@ pub fn parse_yaml(text: &str) -> Vec<Value> {
 
 /// The objects of `winadmit manifests --overlay <overlay>`.
 pub fn rendered(overlay: &str) -> Vec<Value> {
-    let out = winadmit(&["manifests", "--overlay", overlay]);
+    let out = super::binary::winadmit(&["manifests", "--overlay", overlay]);
     assert!(
         out.status.success(),
         "winadmit manifests --overlay {overlay}: {}",

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::controlplane::ControlPlane;
 use super::e2e::{self, Webhook, stderr};
+use crate::binary;
 
 const IMAGE: &str = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022";
 
@@ -308,7 +309,7 @@ pub fn report(pods: &[(Value, String)], version: Option<&str>) -> BTreeMap<Strin
     if let Some(v) = version {
         args.extend(["--kubernetes-version", v]);
     }
-    let out = e2e::winadmit(&args);
+    let out = binary::winadmit(&args);
     assert!(
         out.status.code().is_some_and(|c| c < 2),
         "winadmit report: {}",

@@ -7,6 +7,8 @@
 
 #[path = "../support/admission.rs"]
 mod admission;
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../support/corpus_dir.rs"]
 mod corpus_dir;
 #[allow(dead_code)]

@@ -4,7 +4,6 @@
 //! README and every file of docs/.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clap::CommandFactory as _;
 
@@ -34,11 +33,9 @@ const INTERNAL: &[(&str, &str)] = &[
     ("warning(s)", "write the plural a number needs"),
 ];
 
-fn winadmit(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .output()
-        .unwrap();
+/// What `winadmit args` prints, which must succeed.
+fn printed(args: &[&str]) -> String {
+    let out = crate::binary::winadmit(args);
     assert!(out.status.success(), "winadmit {args:?} failed");
     String::from_utf8(out.stdout).unwrap()
 }
@@ -106,17 +103,17 @@ fn user_facing_text_has_no_internal_words() {
     for name in names.iter().filter(|n| *n != "help") {
         texts.push((
             format!("winadmit {name} --help"),
-            winadmit(&[name, "--help"]),
+            printed(&[name, "--help"]),
         ));
     }
-    texts.push(("winadmit rules".into(), winadmit(&["rules"])));
+    texts.push(("winadmit rules".into(), printed(&["rules"])));
     for rule in winadmit::decision::rules::ALL {
         let id = rule.info.id;
-        texts.push((format!("winadmit explain {id}"), winadmit(&["explain", id])));
+        texts.push((format!("winadmit explain {id}"), printed(&["explain", id])));
     }
     texts.push((
         "winadmit rules --format markdown".into(),
-        winadmit(&["rules", "--format", "markdown"]),
+        printed(&["rules", "--format", "markdown"]),
     ));
 
     let mut files = vec![root.join("README.md")];

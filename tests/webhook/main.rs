@@ -6,6 +6,8 @@
 
 #[path = "../support/admission.rs"]
 mod admission;
+#[path = "../support/binary.rs"]
+mod binary;
 #[path = "../support/registry.rs"]
 mod registry_support;
 #[path = "../report_support/mod.rs"]

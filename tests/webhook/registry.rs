@@ -15,22 +15,14 @@
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::binary::winadmit;
 use crate::registry_support;
 use registry_support::{FakeRegistry, Registry, push_images};
-
-fn winadmit(args: &[String]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_winadmit"))
-        .args(args)
-        .env_remove("WINADMIT_POLICY")
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs winadmit")
-}
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| (*s).to_owned()).collect()

@@ -23,8 +23,8 @@ pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
 pub use policy::{ModeChoice, PolicyArgs, RuntimeChoice};
 pub use report::{ApiDeadlines, ApiLimits, ReportArgs, ReportFormat};
 pub use serve::{
-    WatchCacheArgs, ClusterCacheMode, Exposure, GmsaMode, LogFormat, ReportExposure, ServeArgs,
-    ServeRegistryArgs,
+    ClusterCacheMode, Exposure, GmsaMode, LogFormat, ReportExposure, ServeArgs, ServeRegistryArgs,
+    WatchCacheArgs,
 };
 
 #[derive(Debug, Parser)]

@@ -91,10 +91,7 @@ pub struct Document {
 ///
 /// # Errors
 /// Reading fails.
-pub fn read_limited(
-    r: &mut impl std::io::Read,
-    expected: u64,
-) -> std::io::Result<(Vec<u8>, bool)> {
+pub fn read_limited(r: &mut impl std::io::Read, expected: u64) -> std::io::Result<(Vec<u8>, bool)> {
     use std::io::Read as _;
     let limit = MAX_FILE_BYTES as u64 + 1;
     // Room for the whole text at once: growing by doubling would hold up

@@ -11,7 +11,7 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::decision::policy::Policy;
-use crate::entry::cli::{WatchCacheArgs, ClusterCacheMode, GmsaMode};
+use crate::entry::cli::{ClusterCacheMode, GmsaMode, WatchCacheArgs};
 use crate::entry::server::ServerState;
 use crate::entry::server::api_limits::{ApiLimits, ApiLimitsLayer};
 use crate::entry::server::watch_cache::{self, WatchCache};
