@@ -25,6 +25,7 @@ use crate::corpus_dir;
 
 use std::sync::LazyLock;
 
+use crate::admission::admission_review;
 use proptest::prelude::*;
 use regex::Regex;
 use serde_json::{Value, json};
@@ -382,33 +383,10 @@ fn windows_pod() -> impl Strategy<Value = Value> {
         })
 }
 
-fn review_of(object: &Value) -> Vec<u8> {
-    let api = object["apiVersion"].as_str().unwrap_or("v1");
-    let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("ns");
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "prop",
-            "kind": {"group": group, "version": version, "kind": object["kind"]},
-            "resource": {"group": group, "version": version, "resource": "x"},
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": object,
-        }
-    }))
-    .unwrap()
-}
-
 /// The object after `/mutate`'s patch (itself when there is none).
 fn mutated(adm: &Admission, object: &Value) -> Value {
     use base64::Engine as _;
-    let out = admission::review(adm, Endpoint::Mutate, &review_of(object)).unwrap();
+    let out = admission::review(adm, Endpoint::Mutate, &admission_review(object)).unwrap();
     let v: Value = serde_json::from_slice(&out.body).unwrap();
     let mut patched = object.clone();
     if let Some(p) = v["response"]["patch"].as_str() {

@@ -7,6 +7,7 @@
 //! API server refuses with it, whatever rules the pod opts out of. And on
 //! every generated workload, lint, `/validate` and `/report` agree.
 
+use crate::admission::admission_review;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use winadmit::decision::engine::{self, Context};
@@ -213,28 +214,9 @@ fn object(s: &Shape, windows: bool) -> Value {
     }
 }
 
-fn review_of(object: &Value) -> Vec<u8> {
-    let api = object["apiVersion"].as_str().unwrap();
-    let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "prop",
-            "kind": {"group": group, "version": version, "kind": object["kind"]},
-            "resource": {"group": group, "version": version, "resource": "x"},
-            "namespace": "ns",
-            "operation": "CREATE",
-            "userInfo": {"username": "u"},
-            "object": object,
-        }
-    }))
-    .unwrap()
-}
-
 /// The JSON Patch the mutating webhook returns, if any.
 fn mutate(adm: &Admission, object: &Value) -> Option<json_patch::Patch> {
-    let out = admission::review(adm, Endpoint::Mutate, &review_of(object)).unwrap();
+    let out = admission::review(adm, Endpoint::Mutate, &admission_review(object)).unwrap();
     let v: Value = serde_json::from_slice(&out.body).unwrap();
     assert_eq!(v["response"]["allowed"], true);
     let p = v["response"]["patch"].as_str()?;
@@ -430,7 +412,7 @@ fn assert_entry_points_agree(rt: &tokio::runtime::Runtime, policy: &Policy, obje
         winadmit::entry::server::Limits::default(),
     );
     let app = winadmit::entry::server::router(state);
-    let body = review_of(object);
+    let body = admission_review(object);
     let ((vs, validated), (rs, report)) = rt.block_on(async {
         (
             post(app.clone(), "/validate", body.clone()).await,
@@ -448,7 +430,7 @@ fn assert_entry_points_agree(rt: &tokio::runtime::Runtime, policy: &Policy, obje
             admission(policy.clone()),
             winadmit::entry::server::Limits::default(),
         ));
-        let body = review_of(&reported["patchedObject"]);
+        let body = admission_review(&reported["patchedObject"]);
         let (status, v) = rt.block_on(post(app, "/validate", body));
         assert_eq!(status, 200, "{v}");
         v
@@ -676,7 +658,7 @@ proptest! {
 
 /// Does `/validate` allow the object?
 fn validate_allows(adm: &Admission, object: &Value) -> bool {
-    let out = admission::review(adm, Endpoint::Validate, &review_of(object)).unwrap();
+    let out = admission::review(adm, Endpoint::Validate, &admission_review(object)).unwrap();
     let v: Value = serde_json::from_slice(&out.body).unwrap();
     v["response"]["allowed"].as_bool().unwrap()
 }
