@@ -3,12 +3,12 @@
 
 use serde_json::Value;
 
-use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
 use crate::decision::cluster::ClusterObjects;
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
 use crate::input::source;
+use crate::input::source::json::{self, StopError, StreamError};
 use crate::input::yaml::Positions;
 use crate::render::InputProblem;
 
@@ -114,7 +114,7 @@ pub fn report_body(
 }
 
 /// A JSON body read whole and its objects, each with its slice of it.
-type Located<'b> = (&'b str, Vec<stream::JsonObject<'b>>);
+type Located<'b> = (&'b str, Vec<json::JsonObject<'b>>);
 
 /// The objects of a JSON body (an AdmissionReview's object, or objects, a
 /// `List`, an array), given to the builder; the body's objects with their
@@ -127,7 +127,7 @@ fn json_body<'b>(
     let value: Value = serde_json::from_slice(body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body))
         .map_err(|e| {
         // Re-run through the streaming reader for its error shape.
-        match stream::for_each_object_in(body, &mut |_| Ok(())) {
+        match json::for_each_object_in(body, &mut |_| Ok(())) {
             Err(err) => ReportError::Json(err),
             Ok(_) => ReportError::Json(StreamError::Json {
                 line: e.line(),
@@ -145,8 +145,8 @@ fn json_body<'b>(
     let mut all = Vec::new();
     let located = std::str::from_utf8(body)
         .ok()
-        .and_then(|t| Some((t, stream::json_objects(t)?)));
-    let result = stream::for_each_object_of(value, &mut |v| {
+        .and_then(|t| Some((t, json::json_objects(t)?)));
+    let result = json::for_each_object_of(value, &mut |v| {
         all.push(v);
         Ok::<(), StopError>(())
     });
@@ -212,7 +212,7 @@ pub fn body_images(
                     crate::decision::lookups::workload_images(policy, object, &mut images);
                 }
             } else {
-                let _ = stream::for_each_object_of(value, &mut |v| {
+                let _ = json::for_each_object_of(value, &mut |v| {
                     crate::decision::lookups::workload_images(policy, &v, &mut images);
                     Ok(())
                 });
@@ -229,7 +229,7 @@ pub fn body_images(
 }
 
 /// The text of an AdmissionReview's `request.object`, for positions.
-fn review_object_text(body: &[u8]) -> Option<(&str, Vec<stream::JsonObject<'_>>)> {
+fn review_object_text(body: &[u8]) -> Option<(&str, Vec<json::JsonObject<'_>>)> {
     use serde_json::value::RawValue;
     #[derive(serde::Deserialize)]
     struct Review<'a> {
@@ -245,7 +245,7 @@ fn review_object_text(body: &[u8]) -> Option<(&str, Vec<stream::JsonObject<'_>>)
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let review: Review<'_> = serde_json::from_str(text).ok()?;
     let object = review.request.object.get();
-    Some((text, stream::json_objects(object)?))
+    Some((text, json::json_objects(object)?))
 }
 
 fn add(
@@ -387,7 +387,7 @@ pub fn locate_findings(positions: &[Positions], reports: &mut [(usize, String, O
 /// whole (see [`JsonPositions::locate`]).
 pub fn locate_json_findings(
     text: &str,
-    objects: &[stream::JsonObject<'_>],
+    objects: &[json::JsonObject<'_>],
     reports: &mut [ObjectReport],
 ) {
     let mut positions = JsonPositions::new(text, objects);
@@ -398,11 +398,11 @@ pub fn locate_json_findings(
 
 /// Finds positions in a JSON text read whole: each report's object is
 /// located in its own slice of the text (`objects[n]` for document `n`, see
-/// [`stream::json_objects`]) with the locator `lint` uses, and the slice's
+/// [`json::json_objects`]) with the locator `lint` uses, and the slice's
 /// place in the text is added. Only objects with findings are read again.
 pub struct JsonPositions<'a, 't> {
     text: &'t str,
-    objects: &'a [stream::JsonObject<'t>],
+    objects: &'a [json::JsonObject<'t>],
     /// Where each line ends, found once, on the first finding (u32: the
     /// texts read whole are at most lint's size limit).
     newlines: Option<Vec<u32>>,
@@ -410,7 +410,7 @@ pub struct JsonPositions<'a, 't> {
 
 impl<'a, 't> JsonPositions<'a, 't> {
     #[must_use]
-    pub fn new(text: &'t str, objects: &'a [stream::JsonObject<'t>]) -> Self {
+    pub fn new(text: &'t str, objects: &'a [json::JsonObject<'t>]) -> Self {
         Self {
             text,
             objects,

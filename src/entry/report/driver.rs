@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use serde_json::Value;
 
 use super::format::ReportSink;
-use super::stream::StopError;
 use super::{Added, Origin, ReportBuilder};
+use crate::input::source::json::StopError;
 
 /// Objects flow from a reader through the builder into the sink.
 pub struct Driver<'p> {

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use super::body::{FeedError, feed_yaml, input_problem};
 use super::driver::Driver;
-use super::stream::{self, StopError, StreamError};
 use super::{Added, ObjectReport, Origin, ReportBuilder};
+use crate::input::source::json::{self, StopError, StreamError};
 use crate::input::source::{Input, Inputs, Text};
 
 /// Reads the manifests `paths` name into the driver (see the module docs).
@@ -74,7 +74,7 @@ fn unknown_images(
         return;
     }
     if crate::input::source::looks_like_json(text.as_bytes()) {
-        let _ = stream::for_each_object_in(text.as_bytes(), &mut |v| {
+        let _ = json::for_each_object_in(text.as_bytes(), &mut |v| {
             builder.unknown_images(&v, wanted);
             Ok(())
         });
@@ -99,7 +99,7 @@ fn images_pass(path: &Path, driver: &mut Driver<'_>) {
     let reader = BufReader::with_capacity(256 * 1024, file);
     let mut wanted = BTreeSet::new();
     // Errors show up again, with their position, in the main pass.
-    let _ = stream::for_each_object(reader, &mut |v| {
+    let _ = json::for_each_object(reader, &mut |v| {
         driver.builder.unknown_images(&v, &mut wanted);
         Ok(())
     });
@@ -110,7 +110,7 @@ fn images_pass(path: &Path, driver: &mut Driver<'_>) {
 /// several values, `jq` output: streamed from the text) or YAML.
 fn whole(name: &str, text: &str, driver: &mut Driver<'_>) {
     if crate::input::source::looks_like_json(text.as_bytes()) {
-        match stream::json_objects(text) {
+        match json::json_objects(text) {
             Some(objects) => whole_json(name, text, &objects, driver),
             None => stream_json(name, text.as_bytes(), driver),
         }
@@ -144,7 +144,7 @@ fn whole(name: &str, text: &str, driver: &mut Driver<'_>) {
 /// A JSON text read whole: each object is parsed and reported in turn,
 /// its findings located in its own slice of the text with the locator
 /// `lint` uses.
-fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver: &mut Driver<'_>) {
+fn whole_json(name: &str, text: &str, objects: &[json::JsonObject<'_>], driver: &mut Driver<'_>) {
     let mut positions = super::body::JsonPositions::new(text, objects);
     let write = |r: &ObjectReport, driver: &mut Driver<'_>| {
         driver
@@ -189,7 +189,7 @@ fn whole_json(name: &str, text: &str, objects: &[stream::JsonObject<'_>], driver
 /// A JSON text streamed item by item (bounded memory), without positions.
 fn stream_json(name: &str, reader: impl BufRead, driver: &mut Driver<'_>) {
     let mut document = 0;
-    let result = stream::for_each_object(reader, &mut |value| {
+    let result = json::for_each_object(reader, &mut |value| {
         let origin = Origin {
             file: name,
             document,

@@ -64,9 +64,6 @@ pub mod format;
 pub mod run;
 mod why;
 
-/// JSON objects as a stream: the manifest reader's ([`crate::input::source::json`]).
-pub use crate::input::source::json as stream;
-
 pub use crate::decision::decide::Verdict;
 pub use builder::{Added, MAX_INPUT_PROBLEMS, ReportBuilder};
 pub use driver::{Driver, ImageLookups, Input, Progress};

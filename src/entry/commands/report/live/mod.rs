@@ -23,7 +23,7 @@ use super::{Driver, Progress};
 use crate::decision::gmsa;
 use crate::entry::cli::{ApiDeadlines, ApiLimits};
 use crate::entry::report::Origin;
-use crate::entry::report::stream::{self, StopError, StreamError};
+use crate::input::source::json::{self, StopError, StreamError};
 use config::load_config;
 
 /// A listable resource.
@@ -289,7 +289,7 @@ impl Live {
                         .map_err(|e| self.describe(e, r, ns.as_deref()))?;
                     pages += 1;
                     self.resolve_page_images(&text, r, &mut secrets, driver);
-                    let info = stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
+                    let info = json::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
                         let origin = Origin {
                             file: "<cluster>",
                             document,
@@ -345,16 +345,15 @@ impl Live {
         }
         let mut wanted = std::collections::BTreeSet::new();
         let mut own = std::collections::BTreeMap::new();
-        let _ =
-            stream::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
-                let mut images = std::collections::BTreeSet::new();
-                driver.builder.unknown_images(&value, &mut images);
-                if self.pull_secrets && !images.is_empty() {
-                    self.pod_credentials(&value, &images, secrets, driver, &mut own);
-                }
-                wanted.extend(images);
-                Ok(())
-            });
+        let _ = json::for_each_item_of_type(text.as_bytes(), r.api_version, r.kind, &mut |value| {
+            let mut images = std::collections::BTreeSet::new();
+            driver.builder.unknown_images(&value, &mut images);
+            if self.pull_secrets && !images.is_empty() {
+                self.pod_credentials(&value, &images, secrets, driver, &mut own);
+            }
+            wanted.extend(images);
+            Ok(())
+        });
         driver.resolve_images_with(wanted, own);
     }
 
@@ -399,7 +398,7 @@ impl Live {
                     Ok(())
                 };
                 pages += 1;
-                let next = match stream::for_each_item_of_type(
+                let next = match json::for_each_item_of_type(
                     text.as_bytes(),
                     r.api_version,
                     r.kind,
