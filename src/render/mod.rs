@@ -1,6 +1,8 @@
 //! The renderers: `lint`'s results as text, JSON, SARIF 2.1.0 and JUnit
-//! XML, and the escaping and colouring the text formats share. Modules here
-//! import only `decision`, `input` and `render`.
+//! XML, the escaping and colouring the text formats share, and the
+//! dry-run report's pure part ([`report`]: what a report says, its builder
+//! and its formats). Modules here import only `decision`, `input` and
+//! `render`.
 //!
 //! The JSON shape is a contract other tools rely on: a top-level object
 //! with `findings` (each with at least `file`, `line`, `column`, `kind`,
@@ -16,6 +18,7 @@ pub mod compact;
 pub mod escape;
 pub mod json;
 pub mod junit;
+pub mod report;
 pub mod sarif;
 pub mod text;
 

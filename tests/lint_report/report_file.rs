@@ -7,8 +7,8 @@ use crate::binary::{winadmit, with_stdin};
 use serde_json::Value;
 use winadmit::decision::engine::Context;
 use winadmit::decision::policy::Policy;
-use winadmit::entry::report::ReportOptions;
 use winadmit::entry::report::body::report_body;
+use winadmit::render::report::ReportOptions;
 
 const KUBECTL_JSON: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use winadmit::decision::engine::Context;
 use winadmit::decision::policy::Policy;
 use winadmit::entry::admission::{self, Admission, Endpoint};
-use winadmit::entry::report::{Added, ObjectReport, Origin, ReportBuilder, ReportOptions};
 use winadmit::render::LintReport;
+use winadmit::render::report::{Added, ObjectReport, Origin, ReportBuilder, ReportOptions};
 
 use crate::admission as admission_review;
 use admission_review::{admission_review, webhook};
@@ -143,7 +143,7 @@ fn a_windows_rollout_with_host_network_is_judged_like_its_deployment_through_eve
     let (d, r) = (&d[0], &r[0]);
     assert_eq!(r.kind, "Rollout");
     assert_eq!(r.verdict, d.verdict);
-    assert_eq!(r.verdict, winadmit::entry::report::Verdict::Deny);
+    assert_eq!(r.verdict, winadmit::render::report::Verdict::Deny);
     assert!(r.targets_windows);
     assert_eq!(report_findings(r), report_findings(d));
     assert_eq!(r.patch, d.patch);
@@ -225,7 +225,7 @@ fn every_built_in_kind_is_checked_at_its_own_template_path() {
                 // Findings point at their line in the file.
                 assert!(linted.findings.iter().all(|f| f.line > 0));
                 assert!(r.targets_windows, "{file} {name}");
-                assert_eq!(r.verdict, winadmit::entry::report::Verdict::Deny);
+                assert_eq!(r.verdict, winadmit::render::report::Verdict::Deny);
                 assert_eq!(
                     report_findings(r)
                         .iter()
@@ -259,7 +259,7 @@ fn every_built_in_kind_is_checked_at_its_own_template_path() {
             } else {
                 assert!(lint_fields.is_empty(), "{file} {name}: {lint_fields:?}");
                 assert!(!r.targets_windows);
-                assert_eq!(r.verdict, winadmit::entry::report::Verdict::Allow);
+                assert_eq!(r.verdict, winadmit::render::report::Verdict::Allow);
                 assert!(r.findings.is_empty() && r.patch.is_empty());
                 assert_eq!(
                     validate["allowed"],
@@ -290,7 +290,7 @@ fn a_rollout_with_a_workload_ref_has_nothing_to_check_and_says_so() {
     );
     let (reports, problems) = report("rollout-workloadref.yaml", &policy);
     assert!(problems.is_empty());
-    assert_eq!(reports[0].verdict, winadmit::entry::report::Verdict::Allow);
+    assert_eq!(reports[0].verdict, winadmit::render::report::Verdict::Allow);
     assert!(reports[0].note.as_deref().unwrap().contains("workloadRef"));
     let object = &objects("rollout-workloadref.yaml")[0];
     for endpoint in [Endpoint::Validate, Endpoint::Mutate] {
@@ -326,7 +326,7 @@ fn a_kind_declared_in_the_policy_is_checked_at_its_path() {
         .iter()
         .map(|r| (r.name.as_str(), r.verdict))
         .collect();
-    use winadmit::entry::report::Verdict::{Allow, Deny};
+    use winadmit::render::report::Verdict::{Allow, Deny};
     assert_eq!(
         verdicts,
         [

@@ -11,8 +11,8 @@ use crate::admission as admission_review;
 use admission_review::{admission_review, patch_ops, webhook};
 use winadmit::decision::engine::Context;
 use winadmit::decision::policy::Policy;
-use winadmit::entry::report::ReportOptions;
 use winadmit::entry::report::body::report_body;
+use winadmit::render::report::ReportOptions;
 
 fn pod(namespace: &str, spec: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",

@@ -28,9 +28,9 @@ use winadmit::decision::engine::Context;
 use winadmit::decision::policy::Policy;
 use winadmit::decision::workload::Workload;
 use winadmit::entry::admission::Endpoint;
-use winadmit::entry::report::ReportOptions;
 use winadmit::entry::report::body::report_body;
 use winadmit::render::LintReport;
+use winadmit::render::report::ReportOptions;
 
 use crate::admission as admission_review;
 use crate::corpus_dir as corpus_location;

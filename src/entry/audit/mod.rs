@@ -31,11 +31,11 @@ use serde_json::{Value, json};
 use crate::decision::engine::Context;
 use crate::decision::finding::Severity;
 use crate::decision::policy::Policy;
-use crate::entry::report::format::policyreport::results_of;
-use crate::entry::report::{
+use crate::entry::server::audit_metrics::FindingCounts;
+use crate::render::report::format::policyreport::results_of;
+use crate::render::report::{
     Added, NamespaceLookup, ObjectReport, Origin, ReportBuilder, ReportOptions,
 };
-use crate::entry::server::audit_metrics::FindingCounts;
 
 /// Results per report before the next report of the namespace starts.
 pub const MAX_RESULTS: usize = 1000;
@@ -189,7 +189,7 @@ pub fn level(s: Severity) -> &'static str {
 
 /// One result as JSON: the same shape in both APIs (`resources` names
 /// the workload in openreports.io v1alpha1 as in wgpolicyk8s.io).
-fn result_json(res: &crate::entry::report::format::policyreport::ReportResult) -> Value {
+fn result_json(res: &crate::render::report::format::policyreport::ReportResult) -> Value {
     serde_json::to_value(res).unwrap_or(Value::Null)
 }
 
@@ -298,7 +298,7 @@ fn report(api: ReportApi, ns: Option<&str>, name: &str, pass: u64, results: &[&V
         "results": results,
     });
     if api == ReportApi::OpenReports {
-        v["source"] = crate::entry::report::format::policyreport::SOURCE.into();
+        v["source"] = crate::render::report::format::policyreport::SOURCE.into();
     }
     set_hash(&mut v);
     v

@@ -132,7 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-impl From<crate::entry::cli::ReportFormat> for crate::entry::report::format::Format {
+impl From<crate::entry::cli::ReportFormat> for crate::render::report::format::Format {
     fn from(f: crate::entry::cli::ReportFormat) -> Self {
         use crate::entry::cli::ReportFormat as Cli;
         match f {

@@ -10,12 +10,12 @@ use std::process::ExitCode;
 use crate::decision::engine::Context;
 use crate::decision::policy::Mode;
 use crate::entry::cli::{ModeChoice, ReportArgs, ReportFormat};
-use crate::entry::report::ReportOptions;
-use crate::entry::report::format::html::HtmlSink;
-use crate::entry::report::format::json::JsonSink;
-use crate::entry::report::format::policyreport::PolicyReportSink;
-use crate::entry::report::format::text::TextSink;
-use crate::entry::report::format::{ReportSink, wants_patched_objects};
+use crate::render::report::ReportOptions;
+use crate::render::report::format::html::HtmlSink;
+use crate::render::report::format::json::JsonSink;
+use crate::render::report::format::policyreport::PolicyReportSink;
+use crate::render::report::format::text::TextSink;
+use crate::render::report::format::{ReportSink, wants_patched_objects};
 use anyhow::Context as _;
 
 pub(crate) mod live;
@@ -261,7 +261,7 @@ fn warn_partial(partial: &[String], allow_partial: bool) -> bool {
 /// Says on stderr, whatever the format and `-o`, which inputs could not be
 /// read: they make the run exit 2.
 fn warn_input_errors(
-    summary: &crate::entry::report::ReportSummary,
+    summary: &crate::render::report::ReportSummary,
     problems: &[crate::render::InputProblem],
     output: Option<&std::path::Path>,
 ) {
@@ -290,7 +290,7 @@ fn warn_input_errors(
 /// Says that no workload matched; whether that makes the run incomplete
 /// (unless `--allow-empty`).
 fn warn_empty(
-    summary: &crate::entry::report::ReportSummary,
+    summary: &crate::render::report::ReportSummary,
     namespaces: &[String],
     allow_empty: bool,
 ) -> bool {
@@ -315,7 +315,7 @@ fn warn_empty(
         if summary.other_objects > 0 {
             format!(
                 " ({} read, none of them a workload)",
-                crate::entry::report::plural(
+                crate::render::report::plural(
                     summary.other_objects,
                     "other object",
                     "other objects"

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
 use crate::decision::cluster::ClusterObjects;
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
@@ -11,6 +10,7 @@ use crate::input::source;
 use crate::input::source::json::{self, StopError, StreamError};
 use crate::input::yaml::Positions;
 use crate::render::InputProblem;
+use crate::render::report::{Added, ObjectReport, Origin, Report, ReportBuilder, ReportOptions};
 
 /// A `/report` body that cannot be read. Maps to HTTP 400 (415 for the
 /// media type); the message says what to send instead.
@@ -105,8 +105,8 @@ pub fn report_body(
         locate_json_findings(text, json, &mut objects);
     }
     Ok(Report {
-        api_version: super::REPORT_API_VERSION,
-        kind: super::REPORT_KIND,
+        api_version: crate::render::report::REPORT_API_VERSION,
+        kind: crate::render::report::REPORT_KIND,
         objects,
         input_errors: finished.input_errors,
         summary: finished.summary,

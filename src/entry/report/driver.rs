@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::Value;
 
-use super::format::ReportSink;
-use super::{Added, Origin, ReportBuilder};
 use crate::input::source::json::StopError;
+use crate::render::report::format::ReportSink;
+use crate::render::report::{Added, Origin, ReportBuilder};
 
 /// Objects flow from a reader through the builder into the sink.
 pub struct Driver<'p> {
@@ -104,7 +104,7 @@ impl Driver<'_> {
         }
         self.progress.note(&format!(
             "looking up {} in their registries",
-            super::plural(wanted.len(), "image", "images")
+            crate::render::report::plural(wanted.len(), "image", "images")
         ));
         // By credentials: each set of a pod's credentials has a resolver
         // (and an OCI client) of its own.

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 
 use super::body::{FeedError, feed_yaml, input_problem};
 use super::driver::Driver;
-use super::{Added, ObjectReport, Origin, ReportBuilder};
 use crate::input::source::json::{self, StopError, StreamError};
 use crate::input::source::{Input, Inputs, Text};
+use crate::render::report::{Added, ObjectReport, Origin, ReportBuilder};
 
 /// Reads the manifests `paths` name into the driver (see the module docs).
 pub(super) fn read(paths: &[PathBuf], driver: &mut Driver<'_>) {

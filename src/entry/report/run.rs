@@ -8,10 +8,10 @@
 use anyhow::Context as _;
 
 use super::driver::{Driver, ImageLookups, Input, Progress};
-use super::format::ReportSink;
-use super::{ReportBuilder, ReportOptions, ReportSummary};
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
+use crate::render::report::format::ReportSink;
+use crate::render::report::{ReportBuilder, ReportOptions, ReportSummary};
 
 /// Reports every workload of `input` against `policy` (the cluster facts
 /// and images of `cx`; with `images`, `--registry`, the images whose facts

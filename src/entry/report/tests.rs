@@ -1,8 +1,12 @@
 use serde_json::json;
 
 use super::body::{ReportError, report_body};
-use super::*;
+use serde_json::Value;
+
+use crate::decision::engine::Context;
+use crate::decision::policy::{Mode, Policy};
 use crate::render::LintReport;
+use crate::render::report::*;
 
 fn windows_pod(name: &str, extra: Value) -> Value {
     let mut spec = json!({
@@ -180,7 +184,7 @@ fn findings_have_the_lint_json_fields_and_values() {
     crate::entry::lint::lint_text("f.yaml", text, &policy, &cx, &mut lint);
     let mut b = ReportBuilder::new(&policy, &cx, ReportOptions::default());
     let mut reports = Vec::new();
-    body::feed_yaml(&mut b, "f.yaml", text, &mut |r| {
+    super::body::feed_yaml(&mut b, "f.yaml", text, &mut |r| {
         reports.push(r);
         Ok(())
     })

@@ -18,9 +18,9 @@ use super::ServerState;
 use crate::decision::engine::Context;
 use crate::decision::policy::{Mode, Policy};
 use crate::entry::report::body::{ReportError, body_images, report_body};
-use crate::entry::report::format::ReportSink as _;
-use crate::entry::report::format::json::JsonSink;
-use crate::entry::report::{NamespaceLookup, ReportOptions};
+use crate::render::report::format::ReportSink as _;
+use crate::render::report::format::json::JsonSink;
+use crate::render::report::{NamespaceLookup, ReportOptions};
 
 /// The route's state: the server's, with its policy shared rather than
 /// cloned per request.
@@ -276,7 +276,7 @@ fn compute(
     content_type: &str,
     body: &[u8],
     images: Option<&crate::decision::images::KnownImages>,
-) -> Result<crate::entry::report::Report, ReportError> {
+) -> Result<crate::render::report::Report, ReportError> {
     let ReportState { policy, server } = state;
     let cache = server.admission.lookup.as_ref();
     let runtime_classes = cache.and_then(|n| n.runtime_classes());
@@ -305,7 +305,7 @@ fn compute(
 /// up to `max_bytes` in all; the rest are left out and counted in
 /// `truncated`.
 fn write_capped(
-    report: &crate::entry::report::Report,
+    report: &crate::render::report::Report,
     max_bytes: usize,
     out: &mut ChannelWriter,
 ) -> std::io::Result<()> {

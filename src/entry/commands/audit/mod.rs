@@ -37,10 +37,10 @@ use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
 use crate::entry::audit::{self, Judged, Options, ReportApi};
 use crate::entry::cli::{AuditArgs, GmsaMode, ReportApiChoice};
-use crate::entry::report::NamespaceLookup;
 use crate::entry::server::Metrics;
 use crate::entry::server::gmsa::Resolver;
 use crate::entry::server::watch_cache::{self, WatchCache};
+use crate::render::report::NamespaceLookup;
 
 use facts::{PolicyFiles, Seen, Uses};
 use store::Store;

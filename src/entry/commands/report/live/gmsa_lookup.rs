@@ -50,9 +50,9 @@ impl Live {
     /// (namespace, service account, credential spec), whether a pod's
     /// service account may `use` the credential specs it names: `None` when
     /// the cluster serves no GMSACredentialSpecs.
-    pub fn gmsa_lookup(&self, quiet: bool) -> Option<crate::entry::report::NamespaceLookup> {
+    pub fn gmsa_lookup(&self, quiet: bool) -> Option<crate::render::report::NamespaceLookup> {
         self.gmsa.then(|| {
-            crate::entry::report::NamespaceLookup(std::sync::Arc::new(LiveGmsa {
+            crate::render::report::NamespaceLookup(std::sync::Arc::new(LiveGmsa {
                 runtime: std::sync::Arc::clone(&self.runtime),
                 client: self.client.clone(),
                 server: self.server.clone(),

@@ -22,8 +22,8 @@ use serde_json::Value;
 use super::{Driver, Progress};
 use crate::decision::gmsa;
 use crate::entry::cli::{ApiDeadlines, ApiLimits};
-use crate::entry::report::Origin;
 use crate::input::source::json::{self, StopError, StreamError};
+use crate::render::report::Origin;
 use config::load_config;
 
 /// A listable resource.

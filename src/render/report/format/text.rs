@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 use super::ReportSink;
-use crate::entry::report::{ObjectReport, ReportSummary, Verdict, plural};
 use crate::render::InputProblem;
 use crate::render::ansi::{Tone, paint};
+use crate::render::report::{ObjectReport, ReportSummary, Verdict, plural};
 use crate::render::text::Location;
 
 /// How many rules the "top rules" table shows.
@@ -86,7 +86,7 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
         let _ = writeln!(
             s,
             "      patch: {} {}: {why}",
-            crate::entry::report::op_name(op),
+            crate::render::report::op_name(op),
             op.path()
         );
     }

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ReportSink;
 use crate::decision::finding::Severity;
-use crate::entry::report::{ObjectReport, ReportSummary};
 use crate::render::InputProblem;
+use crate::render::report::{ObjectReport, ReportSummary};
 
 pub const API_VERSION: &str = "wgpolicyk8s.io/v1alpha2";
 /// `source` and `policy` of every result.

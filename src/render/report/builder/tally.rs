@@ -3,7 +3,7 @@
 
 use super::ReportBuilder;
 use crate::decision::finding::Severity;
-use crate::entry::report::{NamespaceSummary, ObjectReport, RuleSummary, Verdict};
+use crate::render::report::{NamespaceSummary, ObjectReport, RuleSummary, Verdict};
 
 impl ReportBuilder<'_> {
     pub(super) fn namespace_entry(&mut self, namespace: Option<&str>) -> &mut NamespaceSummary {

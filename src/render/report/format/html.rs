@@ -16,9 +16,9 @@
 use std::io::{self, Write};
 
 use super::ReportSink;
-use crate::entry::report::{ObjectReport, ReportSummary};
 use crate::render::InputProblem;
 use crate::render::escape::{markup, script_json};
+use crate::render::report::{ObjectReport, ReportSummary};
 
 /// Streams an HTML report to `out`.
 pub struct HtmlSink<W: Write> {

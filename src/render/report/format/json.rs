@@ -4,8 +4,8 @@
 use std::io::{self, Write};
 
 use super::ReportSink;
-use crate::entry::report::{ObjectReport, REPORT_API_VERSION, REPORT_KIND, ReportSummary};
 use crate::render::InputProblem;
+use crate::render::report::{ObjectReport, REPORT_API_VERSION, REPORT_KIND, ReportSummary};
 
 /// Streams a JSON report to `out`.
 pub struct JsonSink<W: Write> {
