@@ -34,7 +34,7 @@ pub struct Uses {
 impl Uses {
     /// What `objects`, judged with the verdict `windows`, depend on.
     #[must_use]
-    pub fn of(objects: &[Arc<Value>], windows: bool) -> Self {
+    pub fn of(objects: &[Value], windows: bool) -> Self {
         Self {
             windows,
             placement: objects.iter().any(|o| {

@@ -43,7 +43,7 @@ use crate::entry::server::watch_cache::{self, WatchCache};
 use crate::render::report::NamespaceLookup;
 
 use facts::{PolicyFiles, Seen, Uses};
-use store::Store;
+use store::{Kept, Store};
 use writer::{Key, Writer};
 
 /// How long the first pass waits for the cluster cache's first lists.
@@ -111,7 +111,7 @@ impl Judge {
     /// Judges namespaces `todo` (on the calling, blocking thread).
     fn namespaces(
         &self,
-        todo: Vec<(String, Vec<Arc<Value>>)>,
+        todo: Vec<(String, Vec<Kept>)>,
         runtime: &tokio::runtime::Handle,
     ) -> Vec<(String, Option<(Judged, Uses)>)> {
         let view = NamespaceLookup(Arc::new(AuditView {
@@ -129,22 +129,37 @@ impl Judge {
             gmsa: None,
         };
         todo.into_iter()
-            .map(|(ns, objects)| {
+            .map(|(ns, kept)| {
+                let objects = parse(&ns, &kept);
                 if objects.is_empty() {
                     return (ns, None);
                 }
-                let reports = audit::judge(
-                    &self.policy,
-                    &cx,
-                    Some(view.clone()),
-                    objects.iter().map(|o| &**o),
-                );
+                let reports = audit::judge(&self.policy, &cx, Some(view.clone()), &objects);
                 let judged = audit::results(&reports, self.options);
                 let uses = Uses::of(&objects, judged.windows);
                 (ns, Some((judged, uses)))
             })
             .collect()
     }
+}
+
+/// A namespace's kept objects as JSON trees, for the time it is judged.
+fn parse(ns: &str, kept: &[Kept]) -> Vec<Value> {
+    kept.iter()
+        .filter_map(|text| match serde_json::from_str(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                // The store wrote this text from a parsed object, so it
+                // parses; should it not, one object is left out, not the
+                // namespace.
+                tracing::error!(
+                    namespace = ns,
+                    "audit: a kept object does not parse ({e}); left out of this pass"
+                );
+                None
+            }
+        })
+        .collect()
 }
 
 /// The audit's state between passes.
@@ -308,7 +323,7 @@ impl State {
         }
         let dirty = self.store.take_dirty();
         if !dirty.is_empty() {
-            let todo: Vec<(String, Vec<Arc<Value>>)> = dirty
+            let todo: Vec<(String, Vec<Kept>)> = dirty
                 .keys()
                 .map(|ns| (ns.clone(), self.store.objects_of(ns)))
                 .collect();

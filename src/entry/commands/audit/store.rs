@@ -1,9 +1,14 @@
 //! The workloads `audit` holds: one kube-rs watcher per workload kind (the
 //! kinds and order of the live `report`: owners before what they own), each
-//! object kept as JSON without what changes on every status update
+//! object kept as JSON text without what changes on every status update
 //! (`status`, `metadata.resourceVersion`, `metadata.managedFields`), so a
 //! status update is no change. Every change marks its namespace to be
 //! judged again; a relist replaces the kind's objects only once complete.
+//!
+//! Text, not a parsed tree: the audit holds every pod of the cluster, and a
+//! defaulted pod's 1.7 KiB of JSON takes 17 KiB as a `serde_json::Value`
+//! (every object a map of its own); a namespace's objects are parsed only
+//! while it is judged (docs/BENCHMARKS.md, the audit's memory).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,8 +22,11 @@ use serde_json::Value;
 
 use crate::entry::commands::report::live::{Resource, WORKLOADS};
 
+/// An object as kept: its JSON text.
+pub type Kept = Arc<str>;
+
 /// (kind order, name) -> object, per namespace.
-type Objects = BTreeMap<String, BTreeMap<(usize, String), Arc<Value>>>;
+type Objects = BTreeMap<String, BTreeMap<(usize, String), Kept>>;
 
 /// The watched workloads and the namespaces changed since last judged.
 #[derive(Debug, Default)]
@@ -30,7 +38,7 @@ pub struct Store {
 struct Inner {
     objects: Objects,
     /// A relist of a kind in progress.
-    relist: HashMap<usize, Vec<(String, String, Arc<Value>)>>,
+    relist: HashMap<usize, Vec<(String, String, Kept)>>,
     synced: [bool; WORKLOADS.len()],
     /// Namespace -> when it first changed since it was last judged.
     dirty: BTreeMap<String, Instant>,
@@ -114,7 +122,7 @@ impl Store {
 
     /// A namespace's objects, owners before what they own.
     #[must_use]
-    pub fn objects_of(&self, ns: &str) -> Vec<Arc<Value>> {
+    pub fn objects_of(&self, ns: &str) -> Vec<Kept> {
         self.lock()
             .objects
             .get(ns)
@@ -132,12 +140,12 @@ impl Store {
 impl Inner {
     /// Sets (`Some`) or removes (`None`) one object; marks its namespace
     /// when that changes anything.
-    fn put(&mut self, kind: usize, ns: String, name: String, value: Option<Arc<Value>>) {
+    fn put(&mut self, kind: usize, ns: String, name: String, value: Option<Kept>) {
         let key = (kind, name);
         let changed = match value {
             Some(v) => {
                 let objects = self.objects.entry(ns.clone()).or_default();
-                let same = objects.get(&key).is_some_and(|old| **old == *v);
+                let same = objects.get(&key).is_some_and(|old| *old == v);
                 if !same && objects.insert(key, v).is_none() {
                     self.count += 1;
                 }
@@ -160,7 +168,7 @@ impl Inner {
     }
 
     /// Replaces every object of `kind` with a completed list.
-    fn replace_kind(&mut self, kind: usize, listed: Vec<(String, String, Arc<Value>)>) {
+    fn replace_kind(&mut self, kind: usize, listed: Vec<(String, String, Kept)>) {
         let mut keep: std::collections::HashSet<(String, String)> =
             std::collections::HashSet::new();
         for (ns, name, value) in listed {
@@ -184,7 +192,7 @@ impl Inner {
 }
 
 /// The namespace, name and kept JSON of a watched object.
-fn normalize(obj: &DynamicObject, r: Resource) -> Option<(String, String, Arc<Value>)> {
+fn normalize(obj: &DynamicObject, r: Resource) -> Option<(String, String, Kept)> {
     let ns = obj.metadata.namespace.clone()?;
     let name = obj.metadata.name.clone()?;
     let mut v = serde_json::to_value(obj).ok()?;
@@ -196,7 +204,7 @@ fn normalize(obj: &DynamicObject, r: Resource) -> Option<(String, String, Arc<Va
         m.remove("resourceVersion");
         m.remove("managedFields");
     }
-    Some((ns, name, Arc::new(v)))
+    Some((ns, name, serde_json::to_string(&v).ok()?.into()))
 }
 
 /// The API resource of a workload kind.
