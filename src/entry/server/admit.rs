@@ -155,11 +155,16 @@ async fn review(
     };
     let policy = &state.admission.policy;
     if body.len() <= INLINE_REVIEW_MAX_BYTES {
-        let decoded = match state.run_inline(|| admission::decode(&body))? {
+        let decoded = state.run_inline(|| {
+            admission::decode(&body).map(|decoded| {
+                let wanted = decoded.wanted(policy, endpoint, want);
+                (decoded, wanted)
+            })
+        })?;
+        let (decoded, wanted) = match decoded {
             Ok(decoded) => decoded,
             Err(e) => return Some(Err(e)),
         };
-        let wanted = state.run_inline(|| decoded.wanted(policy, endpoint, want))?;
         let facts = resolve(state, wanted).await;
         return state.run_inline(|| {
             admission::review_decoded(&state.admission, endpoint, &decoded, facts.resolved())
