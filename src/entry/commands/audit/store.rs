@@ -15,10 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures::StreamExt as _;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
-use serde_json::Value;
 
 use crate::entry::commands::report::live::{Resource, WORKLOADS};
 
@@ -60,29 +59,30 @@ impl Store {
     /// [`WORKLOADS`]).
     pub fn apply(&self, kind: usize, event: watcher::Event<DynamicObject>) {
         let r = WORKLOADS[kind];
-        let mut inner = self.lock();
+        // The object is written as text before the lock is taken.
         match event {
             watcher::Event::Init => {
-                inner.relist.insert(kind, Vec::new());
+                self.lock().relist.insert(kind, Vec::new());
             }
             watcher::Event::InitApply(obj) => {
-                if let Some(entry) = normalize(&obj, r) {
-                    inner.relist.entry(kind).or_default().push(entry);
+                if let Some(entry) = normalize(obj, r) {
+                    self.lock().relist.entry(kind).or_default().push(entry);
                 }
             }
             watcher::Event::InitDone => {
+                let mut inner = self.lock();
                 let listed = inner.relist.remove(&kind).unwrap_or_default();
                 inner.replace_kind(kind, listed);
                 inner.synced[kind] = true;
             }
             watcher::Event::Apply(obj) => {
-                if let Some((ns, name, value)) = normalize(&obj, r) {
-                    inner.put(kind, ns, name, Some(value));
+                if let Some((ns, name, value)) = normalize(obj, r) {
+                    self.lock().put(kind, ns, name, Some(value));
                 }
             }
             watcher::Event::Delete(obj) => {
-                if let Some((ns, name, _)) = normalize(&obj, r) {
-                    inner.put(kind, ns, name, None);
+                if let Some((ns, name)) = key_of(&obj) {
+                    self.lock().put(kind, ns, name, None);
                 }
             }
         }
@@ -191,20 +191,25 @@ impl Inner {
     }
 }
 
-/// The namespace, name and kept JSON of a watched object.
-fn normalize(obj: &DynamicObject, r: Resource) -> Option<(String, String, Kept)> {
-    let ns = obj.metadata.namespace.clone()?;
-    let name = obj.metadata.name.clone()?;
-    let mut v = serde_json::to_value(obj).ok()?;
-    let o = v.as_object_mut()?;
-    o.insert("apiVersion".into(), r.api_version.into());
-    o.insert("kind".into(), r.kind.into());
-    o.remove("status");
-    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("managedFields");
+/// The namespace and name of a watched object.
+fn key_of(obj: &DynamicObject) -> Option<(String, String)> {
+    Some((obj.metadata.namespace.clone()?, obj.metadata.name.clone()?))
+}
+
+/// The namespace, name and kept JSON of a watched object, written straight
+/// from the object (no tree in between).
+fn normalize(mut obj: DynamicObject, r: Resource) -> Option<(String, String, Kept)> {
+    let (ns, name) = key_of(&obj)?;
+    obj.types = Some(TypeMeta {
+        api_version: r.api_version.to_owned(),
+        kind: r.kind.to_owned(),
+    });
+    obj.metadata.resource_version = None;
+    obj.metadata.managed_fields = None;
+    if let Some(data) = obj.data.as_object_mut() {
+        data.remove("status");
     }
-    Some((ns, name, serde_json::to_string(&v).ok()?.into()))
+    Some((ns, name, serde_json::to_string(&obj).ok()?.into()))
 }
 
 /// The API resource of a workload kind.
@@ -283,6 +288,13 @@ mod tests {
         assert!(s.len() == 0 && !s.synced());
         s.apply(POD, watcher::Event::InitDone);
         assert_eq!(s.len(), 1);
+        let kept: serde_json::Value = serde_json::from_str(&s.objects_of("a")[0]).unwrap();
+        assert_eq!(
+            (&kept["apiVersion"], &kept["kind"]),
+            (&"v1".into(), &"Pod".into())
+        );
+        assert_eq!(kept["spec"]["nodeName"], "n1");
+        assert!(kept.get("status").is_none() && kept["metadata"].get("resourceVersion").is_none());
         assert_eq!(s.take_dirty().keys().collect::<Vec<_>>(), ["a"]);
         s.apply(POD, watcher::Event::Apply(pod("a", "p", "n1", "2")));
         assert!(s.take_dirty().is_empty(), "a status update is no change");
