@@ -302,7 +302,10 @@ fn review_reflected(r: &Reflected, ns: &str) -> usize {
             .nodes
             .state()
             .iter()
-            .filter_map(|n| WatchCache::node_entry(n).map(|(_, n)| n))
+            .filter_map(|n| match WatchCache::node_entry(n)?.1 {
+                winadmit::decision::cluster::KnownNode::Windows(n) => Some(n),
+                winadmit::decision::cluster::KnownNode::Linux(_) => None,
+            })
             .collect(),
         ..Default::default()
     };

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde::Deserialize;
-use winadmit::decision::cluster::{TargetCluster, WindowsNode, WindowsNodes};
+use winadmit::decision::cluster::{KnownNode, TargetCluster, WindowsNodes};
 use winadmit::decision::engine::Context;
 use winadmit::decision::finding::Severity;
 use winadmit::decision::policy::Policy;
@@ -381,17 +381,20 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
         None => None,
     };
     let nodes = match &ctx.nodes {
-        Some(list) => Some(WindowsNodes {
-            nodes: list
-                .iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    WindowsNode::from_object(n)
-                        .ok_or_else(|| format!("{}: nodes[{i}] is not a Windows Node", shown(&at)))
-                })
-                .collect::<Result<_, _>>()?,
-            ..Default::default()
-        }),
+        Some(list) => {
+            // The context's nodes are the cluster's: all of them.
+            let mut nodes = WindowsNodes {
+                linux_known: true,
+                ..Default::default()
+            };
+            for (i, n) in list.iter().enumerate() {
+                nodes.push(
+                    KnownNode::from_object(n)
+                        .ok_or_else(|| format!("{}: nodes[{i}] is not a Node", shown(&at)))?,
+                );
+            }
+            Some(nodes)
+        }
         None => None,
     };
     let pod = workload_value(&text, &path)?;

@@ -658,6 +658,56 @@ fn every_way_onto_a_windows_node_is_judged() {
     assert_eq!(on, nodes.of(Os::Linux).into_iter().collect());
 }
 
+/// The learnt Windows taint is the Windows nodes' taint, nothing else: one
+/// Windows node of three also carries `dedicated=teama:NoSchedule`,
+/// another `example.com/quarantine=true:NoExecute`. Pods that name each
+/// node by its hostname get the toleration for `os=windows:NoSchedule`
+/// (every Windows node carries it, no Linux node does) and no toleration
+/// for the other two: the pod naming the plain node runs there, the ones
+/// naming the dedicated and the quarantined node are never scheduled.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+)]
+fn a_pod_that_names_a_dedicated_or_quarantined_node_gains_no_toleration() {
+    let os = |n: Node| n.taint("os", "windows", "NoSchedule");
+    let nodes = cluster("a_pod_that_names_a_dedicated_or_quarantined_node_gains_no_toleration")
+        .nodes(&[
+            Node::linux("linux-1"),
+            os(Node::windows("win22-1")),
+            os(Node::windows("win22-2")).taint("dedicated", "teama", "NoSchedule"),
+            os(Node::windows("win22-3")).taint("example.com/quarantine", "true", "NoExecute"),
+        ]);
+    let ns = namespace(&nodes, "fenced-nodes");
+    until_winadmit_knows_every_node(&nodes, &ns);
+    for node in ["win22-1", "win22-2", "win22-3"] {
+        let spec = json!({"nodeSelector": {"kubernetes.io/hostname": node},
+                          "containers": containers("registry.example/app:1")});
+        create(&nodes, &workload("Deployment", &ns, node, 1, spec));
+    }
+    let running = nodes.wait_pods(&ns, "app=win22-1", 1, &["Running"]);
+    assert_eq!(running[0].node.as_deref(), Some("win22-1"));
+    for node in ["win22-1", "win22-2", "win22-3"] {
+        let pods = nodes.pods(&ns, &format!("app={node}"));
+        assert_eq!(pods.len(), 1, "{node}");
+        let keys: Vec<&str> = pods[0].object["spec"]["tolerations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["key"].as_str())
+            .collect();
+        assert!(keys.contains(&"os"), "{node}: {keys:?}");
+        assert!(
+            !keys.contains(&"dedicated") && !keys.contains(&"example.com/quarantine"),
+            "{node}: {keys:?}"
+        );
+        if node != "win22-1" {
+            assert_eq!(pods[0].node, None, "{node}: scheduled onto a fenced node");
+        }
+    }
+}
+
 /// A DaemonSet created where winadmit does not act (a namespace outside its
 /// registrations, as before an install): nginx with no OS selector has a
 /// pod on every node. The live report names the pods running on the
@@ -730,7 +780,11 @@ fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
 
 /// The pin-linux registration's rules (`[]` while winadmit has it off).
 fn pin_linux_rules(nodes: &Nodes, configuration: &str) -> Value {
-    let c: Value = serde_json::from_str(&nodes.cp().kubectl_ok(&[
+    rules_of(nodes.cp(), configuration)
+}
+
+fn rules_of(cp: &controlplane::ControlPlane, configuration: &str) -> Value {
+    let c: Value = serde_json::from_str(&cp.kubectl_ok(&[
         "get",
         "mutatingwebhookconfiguration",
         configuration,
@@ -768,8 +822,12 @@ fn until_pin_linux(nodes: &Nodes, configuration: &str, on: bool, webhook: &e2e::
 
 /// `serve --manage-pin-linux`: in a cluster with no Windows nodes the
 /// pin-linux registration matches nothing, so a Linux pod that selects no
-/// OS never reaches winadmit; once a Windows node joins it is back with
-/// the rules it was installed with, and pins nginx to Linux.
+/// OS never reaches winadmit, while a pod that names a node that does not
+/// exist yet still does (both webhooks judge it, without the node's OS).
+/// Once a Windows node joins, the registration is back with the rules
+/// winadmit renders, within 2 s of the node's creation (driven by the
+/// node watch, not a poll), and pins nginx to Linux; rules emptied by
+/// another writer are put back.
 #[test]
 #[cfg_attr(
     no_control_plane,
@@ -780,41 +838,92 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
     let setup = "pinlinux";
     let configuration = format!("winadmit-{setup}");
     let cluster = scheduling::shared(test);
-    let installed = {
-        let linux_only = cluster.nodes(&[Node::linux("linux-1")]);
-        let webhook = scheduling::install_winadmit_with(
-            cluster.cp,
-            "base",
-            setup,
-            &["--manage-pin-linux", &configuration],
-        );
-        let rules = e2e::rendered("base")
-            .iter()
-            .filter(|o| o["kind"] == "MutatingWebhookConfiguration")
-            .flat_map(|o| o["webhooks"].as_array().unwrap().clone())
-            .find(|h| h["name"] == "pin-linux.winadmit.io")
-            .unwrap()["rules"]
-            .clone();
-        until_pin_linux(&linux_only, &configuration, false, &webhook);
-        let ns = "pin-linux-off";
-        cluster
-            .cp
-            .kubectl(&["delete", "namespace", ns, "--wait=true"]);
-        cluster.cp.namespace(ns, &[("winadmit-e2e", setup)]);
-        let nginx = json!({"containers": containers("nginx:1.27")});
-        create(&linux_only, &workload("Deployment", ns, "unseen", 1, nginx));
-        linux_only.wait_pods(ns, "app=unseen", 1, &["Running"]);
-        assert!(
-            webhook.reviews_of("unseen").is_empty(),
-            "{:#?}",
-            webhook.reviews_of("unseen")
-        );
-        (webhook, rules)
+    let mut nodes = cluster.nodes(&[Node::linux("linux-1")]);
+    let webhook = scheduling::install_winadmit_with(
+        cluster.cp,
+        "base",
+        setup,
+        &["--manage-pin-linux", &configuration],
+    );
+    let rules = e2e::rendered("base")
+        .iter()
+        .filter(|o| o["kind"] == "MutatingWebhookConfiguration")
+        .flat_map(|o| o["webhooks"].as_array().unwrap().clone())
+        .find(|h| h["name"] == "pin-linux.winadmit.io")
+        .unwrap()["rules"]
+        .clone();
+    until_pin_linux(&nodes, &configuration, false, &webhook);
+    let ns = "pin-linux-off";
+    cluster
+        .cp
+        .kubectl(&["delete", "namespace", ns, "--wait=true"]);
+    cluster.cp.namespace(ns, &[("winadmit-e2e", setup)]);
+    let nginx = json!({"containers": containers("nginx:1.27")});
+    create(&nodes, &workload("Deployment", ns, "unseen", 1, nginx));
+    nodes.wait_pods(ns, "app=unseen", 1, &["Running"]);
+    assert!(
+        webhook.reviews_of("unseen").is_empty(),
+        "{:#?}",
+        webhook.reviews_of("unseen")
+    );
+    // Bound by name to a node that does not exist yet: judged, and
+    // admitted on what holds on every OS.
+    let bound = e2e::pod(
+        ns,
+        "bound-later",
+        json!({"nodeName": "win22-7", "containers": containers("registry.example/app:1")}),
+    );
+    create(&nodes, &bound);
+    webhook.wait_review("bound-later", |r| r["endpoint"] == "mutate");
+    webhook.wait_review("bound-later", |r| r["endpoint"] == "validate");
+
+    // A Windows node joins: the registration is back within 2 s.
+    let switched = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let start = std::time::Instant::now();
+    let poller = {
+        let switched = std::sync::Arc::clone(&switched);
+        let cp = nodes.cp();
+        let configuration = configuration.clone();
+        std::thread::spawn(move || {
+            let deadline = start + std::time::Duration::from_secs(30);
+            while std::time::Instant::now() < deadline {
+                if !rules_of(cp, &configuration)
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                {
+                    *switched.lock().unwrap() = Some(start.elapsed());
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
     };
-    let (_webhook, rules) = installed;
-    let nodes = cluster.nodes(&[Node::linux("linux-1"), Node::windows("win22-1")]);
-    until_pin_linux(&nodes, &configuration, true, &_webhook);
+    nodes.join(&[Node::windows("win22-1")]);
+    poller.join().unwrap();
+    let took = switched
+        .lock()
+        .unwrap()
+        .unwrap_or_else(|| panic!("pin-linux.winadmit.io never turned on; winadmit's log:\n{}", webhook.server.all_logs()));
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "pin-linux.winadmit.io on {took:?} after the Windows node was created"
+    );
     assert_eq!(pin_linux_rules(&nodes, &configuration), rules);
+
+    // Another writer empties the rules: they are put back.
+    let index = pin_linux_index(&nodes, &configuration);
+    nodes.cp().kubectl_ok(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        &configuration,
+        "--type=json",
+        "-p",
+        &json!([{"op": "replace", "path": format!("/webhooks/{index}/rules"), "value": []}])
+            .to_string(),
+    ]);
+    until_pin_linux(&nodes, &configuration, true, &webhook);
+    assert_eq!(pin_linux_rules(&nodes, &configuration), rules);
+
     let ns = "pin-linux-on";
     nodes
         .cp()
@@ -826,6 +935,24 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
         template_selector(&nodes, "deployment", ns, "pinned"),
         json!({"kubernetes.io/os": "linux"})
     );
+}
+
+/// The index of pin-linux.winadmit.io in the configuration.
+fn pin_linux_index(nodes: &Nodes, configuration: &str) -> usize {
+    let c: Value = serde_json::from_str(&nodes.cp().kubectl_ok(&[
+        "get",
+        "mutatingwebhookconfiguration",
+        configuration,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    c["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|h| h["name"] == "pin-linux.winadmit.io")
+        .unwrap()
 }
 
 /// The one-call install (one mutating registration calling `/admit`):

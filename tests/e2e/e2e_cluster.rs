@@ -447,3 +447,138 @@ fn e2e_merge(a: &mut Value, b: &Value) {
         (a, b) => *a = b.clone(),
     }
 }
+
+/// Deletes the named nodes when dropped, so that a failed test leaves the
+/// shared control plane as the other tests expect it.
+struct NodesCreated<'a>(&'a ControlPlane, Vec<&'static str>);
+
+impl Drop for NodesCreated<'_> {
+    fn drop(&mut self) {
+        for name in &self.1 {
+            self.0.kubectl(&["delete", "node", name, "--wait=false"]);
+        }
+    }
+}
+
+/// A Node with `labels`, whose kubelet reports `os` in its status.
+fn node_reporting(cp: &ControlPlane, name: &str, labels: &Value, os: &str) {
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels}})
+        .to_string(),
+    );
+    let status = json!({"nodeInfo": {
+        "kubeletVersion": "v1.37.2", "containerRuntimeVersion": "containerd://2.2.1",
+        "kubeProxyVersion": "", "operatingSystem": os, "architecture": "amd64",
+        "osImage": "", "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""
+    }});
+    cp.set_node_status(name, &status);
+}
+
+/// A Linux node relabelled `kubernetes.io/os=windows` (its kubelet still
+/// reports `operatingSystem: linux`) is no Windows node: a Linux pod bound
+/// to it keeps its `runAsUser` and `runAsGroup` and gets no Windows node
+/// selector, while a pod bound to a true Windows node does; the cache
+/// logs the node.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_linux_node_labelled_windows_is_no_windows_node() {
+    let s = setup("a_linux_node_labelled_windows_is_no_windows_node");
+    let _turn = s.cluster_wide.lock().unwrap();
+    let _nodes = NodesCreated(s.cp, vec!["relabelled-1", "win-real-1"]);
+    let ns = "cluster-relabelled";
+    s.cp.namespace(ns, &[("winadmit-e2e", "cluster")]);
+    let windows = json!({"kubernetes.io/os": "windows"});
+    node_reporting(s.cp, "relabelled-1", &windows, "linux");
+    node_reporting(s.cp, "win-real-1", &windows, "windows");
+    let bound = |name: &str, node: &str| {
+        pod(
+            ns,
+            name,
+            json!({"nodeName": node, "containers": [{"name": "app", "image": "registry.example/app:1",
+                   "securityContext": {"runAsUser": 1000, "runAsGroup": 1000}}]}),
+        )
+    };
+    // Watch events come in order: once the later node is known, so is the
+    // relabelled one with its status.
+    eventually(s.cp, &bound("real", "win-real-1"), "the Windows node", |a| {
+        a.ok() && a.body["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows"
+    });
+    let answer = s.cp.dry_run_create(&bound("relabelled", "relabelled-1"));
+    assert!(answer.ok(), "{answer:?}");
+    assert_eq!(answer.body["spec"].get("nodeSelector"), None, "{answer:?}");
+    let sc = &answer.body["spec"]["containers"][0]["securityContext"];
+    assert_eq!((sc["runAsUser"].as_i64(), sc["runAsGroup"].as_i64()), (Some(1000), Some(1000)), "{answer:?}");
+    let logs = s.webhook.server.all_logs();
+    assert!(
+        logs.contains("relabelled-1 is labelled kubernetes.io/os=windows but its kubelet reports operatingSystem linux"),
+        "{logs}"
+    );
+}
+
+/// A pod bound by `spec.nodeName` to a node the cluster does not have is
+/// judged without the node's OS and admitted by default; with
+/// `WIN-NODE-NAME-UNKNOWN: error` in the policy it is refused, and a pod
+/// bound to a node that exists is still admitted.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+)]
+fn a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so() {
+    let s = setup("a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so");
+    let _turn = s.cluster_wide.lock().unwrap();
+    let _nodes = NodesCreated(s.cp, vec!["known-linux-1"]);
+    node_reporting(
+        s.cp,
+        "known-linux-1",
+        &json!({"kubernetes.io/os": "linux"}),
+        "linux",
+    );
+    let objects = e2e::rendered("base");
+    let dir = tempfile::tempdir().unwrap();
+    let strict = dir.path().join("strict.yaml");
+    std::fs::write(&strict, "rules:\n  WIN-NODE-NAME-UNKNOWN: error\n").unwrap();
+    let kubeconfig = s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
+    let strict_webhook = Webhook::start(
+        &e2e::overlay_policy(&objects),
+        &[
+            "--cluster-cache",
+            "on",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--policy",
+            strict.to_str().unwrap(),
+        ],
+    );
+    let registrations = e2e::registrations(&objects, "unknown-node", &strict_webhook);
+    s.cp.apply(&e2e::to_list(&registrations));
+    let strict_ns = "cluster-unknown-node";
+    s.cp.namespace(strict_ns, &[("winadmit-e2e", "unknown-node")]);
+    e2e::wait_registered(s.cp, &strict_webhook, strict_ns, 2);
+    let default_ns = "cluster-unknown-node-default";
+    s.cp.namespace(default_ns, &[("winadmit-e2e", "cluster")]);
+    let bound = |ns: &str, node: &str| {
+        pod(
+            ns,
+            "bound",
+            json!({"nodeName": node, "containers": [{"name": "app", "image": "registry.example/app:1"}]}),
+        )
+    };
+    eventually(s.cp, &bound(strict_ns, "win-7"), "the strict policy", |a| {
+        denied_for(a, "WIN-NODE-NAME-UNKNOWN")
+    });
+    eventually(s.cp, &bound(strict_ns, "known-linux-1"), "a node that exists", Answer::ok);
+    let default = s.cp.dry_run_create(&bound(default_ns, "win-7"));
+    assert!(default.ok(), "the default policy: {default:?}");
+    for r in &registrations {
+        s.cp.kubectl(&[
+            "delete",
+            &e2e::kind(r).to_lowercase(),
+            r["metadata"]["name"].as_str().unwrap(),
+        ]);
+    }
+}

@@ -26,3 +26,4 @@ mod generated;
 mod helm;
 mod manifests;
 mod readme;
+mod threat_model;

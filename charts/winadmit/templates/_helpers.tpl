@@ -88,6 +88,7 @@ matchConditions:
           || k == 'cloud.google.com/gke-os-distribution'))
         || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
         || has(s.runtimeClassName)
+        || (has(s.nodeName) && s.nodeName != '')
         || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
             has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
             has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&
@@ -242,6 +243,7 @@ the caBundle.
               || k == 'cloud.google.com/gke-os-distribution'))
             || (has(s.os) && has(s.os.name) && s.os.name == 'windows')
             || has(s.runtimeClassName)
+            || (has(s.nodeName) && s.nodeName != '')
             || (has(s.affinity) && has(s.affinity.nodeAffinity) &&
                 has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
                 has(s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&

@@ -24,7 +24,7 @@ use crate::decision::version::KubeVersion;
 mod nodes;
 pub mod placement;
 
-pub use nodes::{KnownNode, LinuxNode, WindowsNode, WindowsNodes};
+pub use nodes::{KnownNode, LinuxNode, OsConflict, WindowsNode, WindowsNodes};
 
 /// The oldest Kubernetes minor winadmit judges (`--kubernetes-version`).
 pub const OLDEST_VERSION: KubeVersion = KubeVersion::new(1, 14);

@@ -44,18 +44,85 @@ pub fn os_sku_build(sku: &str) -> Option<&'static str> {
 
 /// What winadmit keeps of a node that is not a Windows node: what the node
 /// selection of a pod reads (name and labels), so that winadmit can tell a
-/// pod whose constraints admit only Windows nodes.
+/// pod whose constraints admit only Windows nodes, and its taints, so that
+/// a taint the Linux nodes carry too is never taken for the Windows nodes'.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinuxNode {
     pub name: String,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// As [`WindowsNode::taints`].
+    pub taints: Vec<Taint>,
+    /// Set when the node's OS labels and the operating system its kubelet
+    /// reports disagree: such a node is never taken for a Windows node.
+    pub os_conflict: Option<OsConflict>,
+}
+
+/// A node whose facts about its operating system contradict each other:
+/// its `kubernetes.io/os` (or `beta.kubernetes.io/os`) label says one OS,
+/// and `status.nodeInfo.operatingSystem` (which the kubelet reports from
+/// the OS it runs on) or the other OS label says another. A kubelet may
+/// set its own labels, so a label alone is not proof; winadmit takes such
+/// a node for no Windows node, for any verdict or mutation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OsConflict {
+    /// What the labels say: `kubernetes.io/os=windows`, for example; empty
+    /// when the node has no OS label.
+    pub labels: String,
+    /// What the kubelet reports (`status.nodeInfo.operatingSystem`), when it does.
+    pub reported: Option<String>,
+}
+
+impl std::fmt::Display for OsConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.labels.is_empty() {
+            f.write_str("with no OS label")?;
+        } else {
+            write!(f, "labelled {}", self.labels)?;
+        }
+        match &self.reported {
+            Some(os) => write!(f, " but its kubelet reports operatingSystem {os}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The node's OS labels and reported operating system, and whether they
+/// make it a Windows node: `Err` when they contradict each other.
+fn node_os(
+    labels: &std::collections::BTreeMap<String, String>,
+    value: &serde_json::Value,
+) -> Result<bool, OsConflict> {
+    let stable = labels.get("kubernetes.io/os").map(String::as_str);
+    let beta = labels.get("beta.kubernetes.io/os").map(String::as_str);
+    let reported = value
+        .pointer("/status/nodeInfo/operatingSystem")
+        .and_then(serde_json::Value::as_str)
+        .filter(|os| !os.is_empty());
+    let said: Vec<&str> = [stable, beta, reported].into_iter().flatten().collect();
+    let windows = stable == Some("windows") || beta == Some("windows");
+    // Unlabelled but reporting Windows is no agreement either: the
+    // scheduler cannot select the node as a Windows node.
+    let agree = said.windows(2).all(|w| w[0] == w[1]) && (windows || reported != Some("windows"));
+    if agree {
+        return Ok(windows);
+    }
+    let label_text = [("kubernetes.io/os", stable), ("beta.kubernetes.io/os", beta)]
+        .into_iter()
+        .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(OsConflict {
+        labels: label_text,
+        reported: reported.map(str::to_owned),
+    })
 }
 
 /// A Node as winadmit keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KnownNode {
     Windows(WindowsNode),
-    /// Labelled `kubernetes.io/os: linux`, or with no OS label.
+    /// Labelled `kubernetes.io/os: linux`, or with no OS label, or with OS
+    /// facts that contradict each other ([`LinuxNode::os_conflict`]).
     Linux(LinuxNode),
 }
 
@@ -81,20 +148,37 @@ impl KnownNode {
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let windows = ["kubernetes.io/os", "beta.kubernetes.io/os"]
-            .iter()
-            .any(|k| labels.get(*k).map(String::as_str) == Some("windows"));
-        Some(if windows {
-            Self::Windows(WindowsNode::from_parts(value, name, labels))
-        } else {
-            Self::Linux(LinuxNode { name, labels })
+        Some(match node_os(&labels, value) {
+            Ok(true) => Self::Windows(WindowsNode::from_parts(value, name, labels)),
+            Ok(false) => Self::Linux(LinuxNode {
+                name,
+                labels,
+                taints: hard_taints(value),
+                os_conflict: None,
+            }),
+            Err(conflict) => Self::Linux(LinuxNode {
+                name,
+                labels,
+                taints: hard_taints(value),
+                os_conflict: Some(conflict),
+            }),
         })
+    }
+
+    /// The node's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Windows(n) => &n.name,
+            Self::Linux(n) => &n.name,
+        }
     }
 }
 
 impl WindowsNode {
     /// Reads a Node object (any JSON form of `v1/Node`). `None` for nodes
-    /// that are not labelled `kubernetes.io/os: windows` (or the beta label).
+    /// that are not labelled `kubernetes.io/os: windows` (or the beta label),
+    /// and for those whose OS facts contradict each other.
     #[must_use]
     pub fn from_object(value: &serde_json::Value) -> Option<Self> {
         match KnownNode::from_object(value)? {
@@ -253,21 +337,38 @@ impl WindowsNodes {
         }
     }
 
-    /// The taints every one of `nodes` has (see [`WindowsNode::taints`]),
-    /// with the first node's name: a pod that tolerates one of them is kept
-    /// off none of the nodes by it; one that tolerates none cannot be
-    /// scheduled onto any. Empty when `nodes` is.
+    /// The Windows nodes' taint, learnt: each `NoSchedule` taint that every
+    /// Windows node carries and no other node carries (see
+    /// [`WindowsNode::taints`]), with the first Windows node's name. Empty
+    /// while the other nodes are not known ([`WindowsNodes::linux_known`]).
+    ///
+    /// Never a taint only some Windows nodes carry (a dedicated or fenced
+    /// pool: a pod that names one of its nodes gains no toleration for it)
+    /// and never a `NoExecute` taint (it evicts: only the policy's
+    /// `params.windowsTaint` names one).
     #[must_use]
-    pub fn shared_taints<'n>(nodes: &[&'n WindowsNode]) -> Vec<(&'n Taint, &'n str)> {
-        let Some((first, rest)) = nodes.split_first() else {
+    pub fn windows_taints(&self) -> Vec<(&Taint, &str)> {
+        let Some((first, rest)) = self.nodes.split_first() else {
             return Vec::new();
         };
+        if !self.linux_known {
+            return Vec::new();
+        }
         first
             .taints
             .iter()
+            .filter(|t| t.effect == "NoSchedule")
             .filter(|t| rest.iter().all(|n| n.taints.contains(t)))
+            .filter(|t| !self.linux.iter().any(|n| n.taints.contains(t)))
             .map(|t| (t, first.name.as_str()))
             .collect()
+    }
+
+    /// The nodes whose OS facts contradict each other, with what they say.
+    pub fn os_conflicts(&self) -> impl Iterator<Item = (&str, &OsConflict)> {
+        self.linux
+            .iter()
+            .filter_map(|n| Some((n.name.as_str(), n.os_conflict.as_ref()?)))
     }
 
     /// Every `node.kubernetes.io/windows-build` value (or the build of the
@@ -358,5 +459,120 @@ mod tests {
         assert_eq!(nodes.builds().len(), 2);
         let linux = serde_json::json!({"kind": "Node", "metadata": {"name": "l", "labels": {"kubernetes.io/os": "linux"}}});
         assert!(WindowsNode::from_object(&linux).is_none());
+    }
+
+    fn tainted(name: &str, os: &str, taints: &[(&str, &str, &str)]) -> KnownNode {
+        let taints: Vec<serde_json::Value> = taints
+            .iter()
+            .map(|(k, v, e)| serde_json::json!({"key": k, "value": v, "effect": e}))
+            .collect();
+        KnownNode::from_object(&serde_json::json!({"kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/os": os}},
+            "spec": {"taints": taints},
+            "status": {"nodeInfo": {"operatingSystem": os}}}))
+        .unwrap()
+    }
+
+    fn cluster(nodes: Vec<KnownNode>) -> WindowsNodes {
+        let mut c = WindowsNodes {
+            linux_known: true,
+            ..WindowsNodes::default()
+        };
+        for n in nodes {
+            c.push(n);
+        }
+        c
+    }
+
+    fn learnt(c: &WindowsNodes) -> Vec<String> {
+        c.windows_taints()
+            .into_iter()
+            .map(|(t, _)| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect))
+            .collect()
+    }
+
+    #[test]
+    fn the_windows_taint_is_carried_by_every_windows_node_and_no_other() {
+        let os = ("os", "windows", "NoSchedule");
+        let c = cluster(vec![
+            tainted("win-1", "windows", &[os]),
+            tainted(
+                "win-2",
+                "windows",
+                &[
+                    os,
+                    ("dedicated", "teama", "NoSchedule"),
+                    ("example.com/quarantine", "true", "NoExecute"),
+                ],
+            ),
+            tainted("linux-1", "linux", &[]),
+        ]);
+        assert_eq!(learnt(&c), ["os=windows:NoSchedule"]);
+        // One Windows node only, dedicated and quarantined: its NoExecute
+        // taint is never learnt.
+        let alone = cluster(vec![
+            tainted(
+                "win-2",
+                "windows",
+                &[os, ("example.com/quarantine", "true", "NoExecute")],
+            ),
+            tainted("linux-1", "linux", &[]),
+        ]);
+        assert_eq!(learnt(&alone), ["os=windows:NoSchedule"]);
+        // A taint the Linux nodes carry too is no Windows taint.
+        let everywhere = cluster(vec![
+            tainted("win-1", "windows", &[("team", "a", "NoSchedule")]),
+            tainted("linux-1", "linux", &[("team", "a", "NoSchedule")]),
+        ]);
+        assert!(learnt(&everywhere).is_empty());
+        // The other nodes not known: nothing is learnt.
+        let mut unknown = c.clone();
+        unknown.linux_known = false;
+        assert!(learnt(&unknown).is_empty());
+    }
+
+    #[test]
+    fn os_facts_that_contradict_each_other_make_no_windows_node() {
+        let node = |labels: serde_json::Value, reported: Option<&str>| {
+            let mut n = serde_json::json!({"kind": "Node",
+                "metadata": {"name": "n", "labels": labels}});
+            if let Some(os) = reported {
+                n["status"] = serde_json::json!({"nodeInfo": {"operatingSystem": os}});
+            }
+            KnownNode::from_object(&n).unwrap()
+        };
+        let conflict = |n: &KnownNode| match n {
+            KnownNode::Linux(l) => l.os_conflict.as_ref().map(ToString::to_string),
+            KnownNode::Windows(_) => None,
+        };
+        let liar = node(serde_json::json!({"kubernetes.io/os": "windows"}), Some("linux"));
+        assert!(matches!(liar, KnownNode::Linux(_)));
+        assert_eq!(
+            conflict(&liar).as_deref(),
+            Some("labelled kubernetes.io/os=windows but its kubelet reports operatingSystem linux")
+        );
+        let beta = node(
+            serde_json::json!({"kubernetes.io/os": "linux", "beta.kubernetes.io/os": "windows"}),
+            None,
+        );
+        assert!(conflict(&beta).is_some(), "the labels disagree");
+        let unlabelled = node(serde_json::json!({}), Some("windows"));
+        assert_eq!(
+            conflict(&unlabelled).as_deref(),
+            Some("with no OS label but its kubelet reports operatingSystem windows")
+        );
+        assert!(matches!(
+            node(serde_json::json!({"kubernetes.io/os": "windows"}), Some("windows")),
+            KnownNode::Windows(_)
+        ));
+        assert!(matches!(
+            node(serde_json::json!({"kubernetes.io/os": "windows"}), None),
+            KnownNode::Windows(_)
+        ));
+        let linux = node(serde_json::json!({"kubernetes.io/os": "linux"}), Some("linux"));
+        assert!(matches!(linux, KnownNode::Linux(_)) && conflict(&linux).is_none());
+        let c = cluster(vec![liar, linux]);
+        assert!(c.is_empty(), "no Windows node");
+        assert_eq!(c.os_conflicts().count(), 1);
     }
 }

@@ -198,8 +198,10 @@ pub fn mutation(
 }
 
 /// The tolerations `spec` lacks for the Windows node taints: the policy's
-/// `params.windowsTaint`, else those the Windows nodes the pod may land on
-/// all have (WIN-TAINT-TOLERATION reads the same).
+/// `params.windowsTaint`, else the taint learnt from the nodes
+/// ([`WindowsNodes::windows_taints`](crate::decision::cluster::WindowsNodes::windows_taints);
+/// WIN-TAINT-TOLERATION reads the same). Never a taint of some nodes only,
+/// whatever node the pod names.
 fn windows_taint_tolerations(
     policy: &Policy,
     spec: &SpecView<'_>,
@@ -209,12 +211,7 @@ fn windows_taint_tolerations(
     let taints: Vec<&Taint> = match &policy.params.windows_taint {
         Some(taint) => vec![taint],
         None => nodes
-            .map(|n| {
-                crate::decision::cluster::WindowsNodes::shared_taints(&n.for_pod(spec))
-                    .into_iter()
-                    .map(|(t, _)| t)
-                    .collect()
-            })
+            .map(|n| n.windows_taints().into_iter().map(|(t, _)| t).collect())
             .unwrap_or_default(),
     };
     taints

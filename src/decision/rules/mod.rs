@@ -177,6 +177,7 @@ mod memory_limits;
 mod mixed_os;
 mod mount_propagation;
 mod nfs;
+mod node_name_unknown;
 mod nonroot_admin;
 mod os_spec;
 mod pod_resources;
@@ -256,6 +257,7 @@ pub static ALL: &[&Rule] = &[
     &linux_image::TAG_WORD,
     &linux_unpinned::RULE,
     &image_facts_unknown::RULE,
+    &node_name_unknown::RULE,
     &windows_build::MIXED,
     &windows_build::NODE_MISMATCH,
     &windows_build::NO_NODE,

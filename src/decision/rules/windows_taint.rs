@@ -2,7 +2,6 @@
 //! Windows node taint (`params.windowsTaint`).
 
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
-use crate::decision::cluster::WindowsNodes;
 use crate::decision::finding::{Fix, FixKind};
 use crate::decision::rules::cel::{Export, ExportContext, Probe, ProbeScope, cel_str};
 use crate::decision::tolerations::{Taint, Tolerates, tolerates};
@@ -14,7 +13,7 @@ pub static MISSING: Rule = Rule {
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Windows,
-        what: "A Windows-targeted workload with no toleration for the taint of the cluster's Windows nodes: the one the policy declares (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`), else, when the Windows nodes are known (the webhook's cluster cache, a live `report`, Node objects in the input), each `NoSchedule` or `NoExecute` taint every Windows node the pod may land on has (Kubernetes' own `node.kubernetes.io/*` taints aside). Silent when neither is known.",
+        what: "A Windows-targeted workload with no toleration for the taint of the cluster's Windows nodes: the one the policy declares (`params.windowsTaint`, e.g. `{key: os, value: windows, effect: NoSchedule}`), else, when the cluster's nodes are known (the webhook's cluster cache, a live `report`, Node objects in the input), each `NoSchedule` taint that every Windows node carries and no other node carries (Kubernetes' own `node.kubernetes.io/*` taints aside). A taint only some Windows nodes carry (a dedicated or quarantined pool) or a `NoExecute` taint is never taken for the Windows taint: a pod that names such a node gets no toleration for it. Silent when neither is known.",
         why: "Tainting Windows nodes keeps workloads that do not select an OS off them. A Windows workload that does not tolerate the taint cannot be scheduled anywhere: Pending forever.",
         source: "Layer: the scheduler, every Kubernetes version: a pod without the toleration is never placed on the tainted Windows nodes (Pending, FailedScheduling); a warning, as the taint is the policy's `params.windowsTaint` or the nodes'. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': taint Windows nodes (e.g. os=windows:NoSchedule) and give Windows pods a matching toleration.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
@@ -34,7 +33,7 @@ pub static LINUX_TOLERATES: Rule = Rule {
         level: super::level::warning,
         intent_lost: false,
         scope: Scope::Any,
-        what: "A workload that does not target Windows but tolerates the Windows node taint by its key: the policy's `params.windowsTaint`, else, when the Windows nodes are known, the `NoSchedule` and `NoExecute` taints every Windows node has (reported when the pod tolerates them all). A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
+        what: "A workload that does not target Windows but tolerates the Windows node taint by its key: the policy's `params.windowsTaint`, else, when the cluster's nodes are known, the `NoSchedule` taints every Windows node carries and no other node carries (reported when the pod tolerates them all). A tolerate-everything toleration (`operator: Exists` without a key) is reported only when nothing pins the workload to Linux.",
         why: "The taint is what keeps OS-unaware pods off Windows nodes. A workload that tolerates it and does not pin Linux can land on a Windows node and fail to start; one pinned to Linux gains nothing from the toleration and copies of it spread the mistake.",
         source: "Layer: the scheduler, every Kubernetes version: a Linux pod that tolerates the taint and selects no OS may be placed on a Windows node, where it cannot run. Kubernetes Windows docs, 'Ensuring OS-specific workloads land on the appropriate container host': the taint keeps Linux pods off Windows nodes unless they tolerate it; Linux pods should select kubernetes.io/os: linux.",
         doc_url: "https://kubernetes.io/docs/concepts/windows/user-guide/#ensuring-os-specific-workloads-land-on-the-appropriate-container-host",
@@ -72,10 +71,11 @@ fn describe(taint: &Taint) -> String {
 
 /// The Windows node taints a rule judges against, each with what the
 /// message says of where it comes from: the policy's `params.windowsTaint`;
-/// else, when the cluster's Windows nodes are known, the taints every one
-/// of them has (of those the pod's node name, selector and affinity admit,
-/// with `selected`).
-fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, String)> {
+/// else, when the cluster's nodes are known, the `NoSchedule` taints every
+/// Windows node carries and no other node does
+/// ([`WindowsNodes::windows_taints`](crate::decision::cluster::WindowsNodes::windows_taints)). A taint of a dedicated or fenced pool
+/// is not the Windows nodes' taint, whatever node the pod names.
+fn windows_taints(cx: &RuleContext<'_, '_, '_>) -> Vec<(Taint, String)> {
     if let Some(taint) = &cx.params.windows_taint {
         return vec![(
             taint.clone(),
@@ -85,13 +85,9 @@ fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, S
     let Some(nodes) = cx.nodes else {
         return Vec::new();
     };
-    let picked = if selected {
-        nodes.for_pod(cx.spec)
-    } else {
-        nodes.nodes.iter().collect()
-    };
-    let several = picked.len() > 1;
-    WindowsNodes::shared_taints(&picked)
+    let several = nodes.nodes.len() > 1;
+    nodes
+        .windows_taints()
         .into_iter()
         .map(|(taint, node)| {
             (
@@ -107,7 +103,7 @@ fn windows_taints(cx: &RuleContext<'_, '_, '_>, selected: bool) -> Vec<(Taint, S
 }
 
 fn check_missing(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
-    for (taint, which) in windows_taints(cx, true) {
+    for (taint, which) in windows_taints(cx) {
         if best(cx, &taint) != Tolerates::No {
             continue;
         }
@@ -137,7 +133,7 @@ fn check_linux(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         return;
     }
     let pinned = cx.target.is_linux();
-    let taints = windows_taints(cx, false);
+    let taints = windows_taints(cx);
     // A pod that tolerates none of a taint the Windows nodes share is kept
     // off them by it.
     if taints.is_empty() || taints.iter().any(|(t, _)| best(cx, t) == Tolerates::No) {

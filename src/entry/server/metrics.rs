@@ -27,6 +27,7 @@ pub struct Metrics {
     gmsa: super::gmsa::GmsaMetrics,
     image_lookups: super::images::RegistryMetrics,
     audit: super::audit_metrics::AuditMetrics,
+    pin_linux_in_sync: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -81,6 +82,12 @@ impl Metrics {
         let gmsa = super::gmsa::GmsaMetrics::register(&mut registry);
         let registry_metrics = super::images::RegistryMetrics::register(&mut registry);
         let audit = super::audit_metrics::AuditMetrics::register(&mut registry);
+        let pin_linux_in_sync = Gauge::default();
+        registry.register(
+            "pin_linux_in_sync",
+            "With --manage-pin-linux: 1 while pin-linux.winadmit.io is as winadmit renders it, 0 while winadmit cannot make it so (/readyz/pin-linux says why)",
+            pin_linux_in_sync.clone(),
+        );
         Self {
             registry,
             requests,
@@ -92,6 +99,7 @@ impl Metrics {
             gmsa,
             image_lookups: registry_metrics,
             audit,
+            pin_linux_in_sync,
         }
     }
 
@@ -117,6 +125,11 @@ impl Metrics {
     #[must_use]
     pub fn gmsa(&self) -> super::gmsa::GmsaMetrics {
         self.gmsa.clone()
+    }
+
+    /// Sets `pin_linux_in_sync`.
+    pub fn pin_linux_in_sync(&self, in_sync: bool) {
+        self.pin_linux_in_sync.set(i64::from(in_sync));
     }
 
     /// Records one answered review.

@@ -98,7 +98,8 @@ fn routes(state: Arc<ServerState>, endpoints: Endpoints, admission: bool) -> Rou
     }
     routes = routes
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .route("/readyz/pin-linux", get(readyz_pin_linux));
     if endpoints.metrics {
         routes = routes.route("/metrics", get(metrics));
     }
@@ -224,6 +225,17 @@ async fn readyz(State(state): State<Arc<ServerState>>) -> Response {
     }
 }
 
+/// The check of `--manage-pin-linux` alone (as the API server's
+/// `/readyz/<check>`): 503 with the reason while winadmit cannot keep
+/// `pin-linux.winadmit.io` as it must be. Not part of `/readyz`: failing
+/// that would take the validating webhook out of service for it.
+async fn readyz_pin_linux(State(state): State<Arc<ServerState>>) -> Response {
+    match state.pin_linux_problem() {
+        None => plain(StatusCode::OK, "ok\n"),
+        Some(why) => plain(StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+    }
+}
+
 async fn metrics(State(state): State<Arc<ServerState>>) -> Response {
     (
         StatusCode::OK,
@@ -247,7 +259,7 @@ pub fn route_list(webhook: bool, endpoints: Endpoints) -> String {
     if endpoints.report {
         routes.push("POST /report");
     }
-    routes.extend(["GET /healthz", "GET /readyz"]);
+    routes.extend(["GET /healthz", "GET /readyz", "GET /readyz/pin-linux"]);
     if endpoints.metrics {
         routes.push("GET /metrics");
     }

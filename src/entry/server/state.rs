@@ -88,6 +88,9 @@ pub struct ServerState {
     pub(super) gmsa_pending: AtomicBool,
     /// The image facts cache, when `--registry` is on.
     pub(super) images: std::sync::OnceLock<images::ImageFactsCache>,
+    /// Why `--manage-pin-linux` cannot keep its webhook as it must be
+    /// (`/readyz/pin-linux`); `None` while it can, or is not asked to.
+    pub(super) pin_linux_problem: std::sync::Mutex<Option<String>>,
 }
 
 impl ServerState {
@@ -107,7 +110,27 @@ impl ServerState {
             gmsa: std::sync::OnceLock::new(),
             gmsa_pending: AtomicBool::new(false),
             images: std::sync::OnceLock::new(),
+            pin_linux_problem: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Sets (or clears) why `--manage-pin-linux` cannot keep its webhook,
+    /// for `/readyz/pin-linux` and the gauge `winadmit_pin_linux_in_sync`.
+    pub fn set_pin_linux_problem(&self, problem: Option<String>) {
+        self.metrics.pin_linux_in_sync(problem.is_none());
+        *self
+            .pin_linux_problem
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = problem;
+    }
+
+    /// Why `--manage-pin-linux` cannot keep its webhook, if it cannot.
+    #[must_use]
+    pub fn pin_linux_problem(&self) -> Option<String> {
+        self.pin_linux_problem
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Turns the gMSA checks on with `resolver` (once).

@@ -208,7 +208,7 @@ impl Prepared {
             "cluster cache: watching namespaces and runtimeclasses.node.k8s.io"
         );
         if let Some(name) = manage_pin_linux {
-            super::pin_linux::spawn(client.clone(), Arc::clone(&cache), name);
+            super::pin_linux::spawn(client.clone(), Arc::clone(&cache), name, Arc::clone(state));
         }
         watch_cache::spawn(
             client,

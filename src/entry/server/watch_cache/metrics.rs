@@ -17,6 +17,7 @@ pub struct ClusterMetrics {
     synced: Family<[(&'static str, &'static str); 1], Gauge>,
     last_sync: Family<[(&'static str, &'static str); 1], Gauge>,
     errors: Family<[(&'static str, &'static str); 2], Counter>,
+    os_conflicts: Gauge,
 }
 
 impl ClusterMetrics {
@@ -43,7 +44,16 @@ impl ClusterMetrics {
             "Failed list and watch calls of the cluster cache, by resource and verb",
             m.errors.clone(),
         );
+        registry.register(
+            "cluster_cache_node_os_conflicts",
+            "Nodes whose OS labels and reported operating system disagree (taken for no Windows node)",
+            m.os_conflicts.clone(),
+        );
         m
+    }
+
+    pub(super) fn os_conflicts(&self, n: usize) {
+        self.os_conflicts.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub(super) fn objects(&self, w: Watched, n: usize) {

@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use tokio::sync::watch;
 
-use crate::decision::cluster::{ClusterLookup, LinuxNode, WindowsNode, WindowsNodes};
+use crate::decision::cluster::{ClusterLookup, KnownNode, LinuxNode, WindowsNodes};
 use crate::decision::gmsa::CredSpec;
 use crate::decision::policy::Policy;
 use crate::decision::targeting::{RuntimeClassInfo, RuntimeClasses};
@@ -85,9 +85,10 @@ pub struct WatchCache {
     runtime_class_mirror: Mutex<Mirror<RuntimeClassInfo>>,
     /// The published snapshot of `runtime_class_mirror`.
     runtime_classes: ArcSwap<RuntimeClasses>,
-    /// The cluster's Windows nodes (a small projection of each).
-    node_mirror: Mutex<Mirror<WindowsNode>>,
-    /// The names and labels of the other nodes (a metadata-only watch).
+    /// The nodes labelled Windows (a small projection of each): Windows
+    /// nodes, and those whose OS facts contradict each other.
+    node_mirror: Mutex<Mirror<KnownNode>>,
+    /// The names, labels and taints of the other nodes.
     linux_node_mirror: Mutex<Mirror<LinuxNode>>,
     /// The published snapshot of both node mirrors.
     nodes: ArcSwap<WindowsNodes>,
@@ -96,6 +97,9 @@ pub struct WatchCache {
     /// The published snapshot of `gmsa_mirror`, once listed.
     gmsa_specs: ArcSwap<Option<BTreeMap<String, CredSpec>>>,
     synced: watch::Sender<Synced>,
+    /// Counts the published node snapshots, for those who act on a change
+    /// ([`WatchCache::node_changes`]).
+    node_changes: watch::Sender<u64>,
 }
 
 impl Debug for WatchCache {
@@ -122,6 +126,7 @@ impl WatchCache {
             gmsa_mirror: Mutex::new(Mirror::default()),
             gmsa_specs: ArcSwap::from_pointee(None),
             synced: watch::channel(Synced::default()).0,
+            node_changes: watch::channel(0).0,
         }
     }
 
@@ -206,29 +211,35 @@ impl WatchCache {
         n
     }
 
-    /// What winadmit keeps of a Node: only Windows nodes, projected
-    /// (name, labels, kubelet and runtime versions).
+    /// What winadmit keeps of a Node labelled Windows, projected (name,
+    /// labels, taints, kubelet and runtime versions): a Windows node, or,
+    /// when its OS facts contradict each other, a node of the other kind
+    /// with [`LinuxNode::os_conflict`] set.
     #[must_use]
-    pub fn node_entry(node: &Node) -> Option<(String, WindowsNode)> {
+    pub fn node_entry(node: &Node) -> Option<(String, KnownNode)> {
         let value = serde_json::to_value(node).ok()?;
-        let n = WindowsNode::from_object(&value)?;
-        Some((n.name.clone(), n))
+        let n = KnownNode::from_object(&value)?;
+        Some((n.name().to_owned(), n))
     }
 
-    /// What winadmit keeps of a node that is not a Windows node, from its
-    /// metadata: name and labels.
+    /// What winadmit keeps of a node that is not labelled Windows: name,
+    /// labels and taints (and [`LinuxNode::os_conflict`] when its kubelet
+    /// reports Windows).
     #[must_use]
-    pub fn linux_node_entry(
-        node: &kube::core::PartialObjectMeta<Node>,
-    ) -> Option<(String, LinuxNode)> {
-        let name = node.metadata.name.clone()?;
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        Some((name.clone(), LinuxNode { name, labels }))
+    pub fn linux_node_entry(node: &Node) -> Option<(String, LinuxNode)> {
+        let value = serde_json::to_value(node).ok()?;
+        let n = match KnownNode::from_object(&value)? {
+            KnownNode::Linux(n) => n,
+            // Labelled Windows after all (a label changed between the
+            // watch's selection and now): the other watch keeps it.
+            KnownNode::Windows(_) => return None,
+        };
+        Some((n.name.clone(), n))
     }
 
     /// Applies a Windows Node change, publishing a new snapshot when the
     /// data changed; returns how many Windows nodes are cached.
-    pub fn apply_node(&self, change: Change<WindowsNode>) -> usize {
+    pub fn apply_node(&self, change: Change<KnownNode>) -> usize {
         let done = matches!(change, Change::ListDone);
         let mut windows = self
             .node_mirror
@@ -245,6 +256,7 @@ impl WatchCache {
         drop(windows);
         if done {
             self.synced.send_modify(|s| s.nodes = true);
+            self.node_changes.send_modify(|n| *n += 1);
         }
         n
     }
@@ -269,18 +281,52 @@ impl WatchCache {
         drop((linux, windows));
         if done {
             self.synced.send_modify(|s| s.linux_nodes = true);
+            self.node_changes.send_modify(|n| *n += 1);
         }
         n
     }
 
     /// Publishes both node mirrors (locked by the caller) as one snapshot.
-    fn publish_nodes(&self, windows: &Mirror<WindowsNode>, linux: &Mirror<LinuxNode>) {
-        let snapshot = WindowsNodes {
-            nodes: windows.iter().map(|(_, n)| n.clone()).collect(),
+    /// A node labelled Windows whose OS facts contradict each other goes
+    /// with the other nodes, and is logged when it first does.
+    fn publish_nodes(&self, windows: &Mirror<KnownNode>, linux: &Mirror<LinuxNode>) {
+        let mut snapshot = WindowsNodes {
+            nodes: Vec::new(),
             linux: linux.iter().map(|(_, n)| n.clone()).collect(),
             linux_known: linux.is_synced(),
         };
+        for (_, node) in windows.iter() {
+            match node {
+                KnownNode::Windows(n) => snapshot.nodes.push(n.clone()),
+                KnownNode::Linux(n) => snapshot.linux.push(n.clone()),
+            }
+        }
+        let before = self.nodes.load();
+        for (name, conflict) in snapshot.os_conflicts() {
+            if !before.os_conflicts().any(|(n, c)| n == name && c == conflict) {
+                tracing::warn!(
+                    node = %name,
+                    conflict = %conflict,
+                    "cluster cache: node {name} is {conflict}; winadmit takes it for no Windows node (no Windows verdict or mutation follows from it) until its labels and its kubelet agree"
+                );
+            }
+        }
         self.nodes.store(Arc::new(snapshot));
+        self.node_changes.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that sees each new snapshot of the nodes as it is
+    /// published (`changed().await`), so that an action on a node change
+    /// waits for no poll.
+    #[must_use]
+    pub fn node_changes(&self) -> watch::Receiver<u64> {
+        self.node_changes.subscribe()
+    }
+
+    /// How many nodes have OS facts that contradict each other.
+    #[must_use]
+    pub fn os_conflicts(&self) -> usize {
+        self.nodes.load().os_conflicts().count()
     }
 
     /// Applies a GMSACredentialSpec change, publishing a new snapshot once
@@ -359,6 +405,7 @@ impl ClusterLookup for WatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::cluster::WindowsNode;
     use crate::decision::targeting::Os;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::runtime::watcher;
@@ -648,7 +695,7 @@ mod tests {
             ..LinuxNode::default()
         };
         c.apply_node(Change::Relist);
-        c.apply_node(Change::Listed("win-1".into(), win));
+        c.apply_node(Change::Listed("win-1".into(), KnownNode::Windows(win)));
         c.apply_node(Change::ListDone);
         assert!(!c.nodes().unwrap().linux_known);
         c.apply_linux_node(Change::Relist);
@@ -658,7 +705,10 @@ mod tests {
         let snapshot = c.nodes().unwrap();
         assert!(snapshot.linux_known && snapshot.linux.len() == 1 && snapshot.nodes.len() == 1);
         c.apply_linux_node(Change::Deleted("l-1".into()));
-        c.apply_node(Change::Applied("win-2".into(), WindowsNode::default()));
+        c.apply_node(Change::Applied(
+            "win-2".into(),
+            KnownNode::Windows(WindowsNode::default()),
+        ));
         let snapshot = c.nodes().unwrap();
         assert!(snapshot.linux.is_empty() && snapshot.nodes.len() == 2 && snapshot.linux_known);
     }

@@ -12,7 +12,6 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::node::v1::RuntimeClass;
-use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -28,8 +27,8 @@ pub enum Watched {
     RuntimeClasses,
     /// Windows nodes only (label selector `kubernetes.io/os=windows`).
     Nodes,
-    /// The metadata (name, labels) of the other nodes (label selector
-    /// `kubernetes.io/os!=windows`).
+    /// The other nodes (label selector `kubernetes.io/os!=windows`): their
+    /// names, labels and taints.
     LinuxNodes,
     /// `gmsacredentialspecs.windows.k8s.io` (with `serve --gmsa`).
     GmsaCredentialSpecs,
@@ -165,28 +164,36 @@ pub fn spawn(
         let api: Api<Node> = Api::all(client.clone());
         tokio::spawn(async move {
             let start = objects(api, Watched::Nodes, deadlines);
+            let counted = metrics.clone();
             run(start, Watched::Nodes, &metrics, deadlines, move |ev| {
-                Change::from_event(ev, WatchCache::node_entry).map(|ch| cache.apply_node(ch))
+                let n = Change::from_event(ev, WatchCache::node_entry)
+                    .map(|ch| cache.apply_node(ch));
+                counted.os_conflicts(cache.os_conflicts());
+                n
             })
             .await;
         });
     }
-    // The other nodes: their metadata only (name and labels), so memory
-    // and decoding stay small in big clusters.
-    let api: Api<PartialObjectMeta<Node>> = Api::all(client);
+    // The other nodes, whole: their taints (in spec) tell the Windows
+    // nodes' taint from a taint every node carries, and their reported
+    // operating system (in status) a node whose labels lie. Each is kept as
+    // its name, labels and taints.
+    let api: Api<Node> = Api::all(client);
     tokio::spawn(async move {
         let start = objects(api, Watched::LinuxNodes, deadlines);
+        let counted = metrics.clone();
         run(start, Watched::LinuxNodes, &metrics, deadlines, move |ev| {
-            Change::from_event(ev, WatchCache::linux_node_entry)
-                .map(|ch| cache.apply_linux_node(ch))
+            let n = Change::from_event(ev, WatchCache::linux_node_entry)
+                .map(|ch| cache.apply_linux_node(ch));
+            counted.os_conflicts(cache.os_conflicts());
+            n
         })
         .await;
     });
 }
 
 /// Starts a watch of the objects of `api`: for [`Watched::Nodes`], the
-/// Windows nodes only; for [`Watched::LinuxNodes`] (an `Api` of
-/// `PartialObjectMeta`, a metadata-only watch), the others.
+/// nodes labelled Windows only; for [`Watched::LinuxNodes`], the others.
 fn objects<K>(
     api: Api<K>,
     what: Watched,
