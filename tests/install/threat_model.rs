@@ -37,7 +37,7 @@ fn table_rows(page: &str) -> Vec<Row> {
             in_table = true;
             continue; // the header row
         }
-        if !header_seen && cells.iter().all(|c| c.chars().all(|ch| "-: ".contains(ch))) {
+        if !header_seen && t.chars().all(|ch| "|-: ".contains(ch)) {
             header_seen = true;
             continue;
         }
