@@ -307,6 +307,14 @@ impl WindowsNodes {
         self.nodes.is_empty()
     }
 
+    /// Whether anything is known of the cluster's nodes: a Windows node, or
+    /// the whole list of the others (a cluster with no Windows node, once
+    /// listed). The entry points pass the nodes to the decision only then.
+    #[must_use]
+    pub fn any_known(&self) -> bool {
+        !self.is_empty() || self.linux_known
+    }
+
     /// Keeps a node in the list of its kind.
     pub fn push(&mut self, node: KnownNode) {
         match node {

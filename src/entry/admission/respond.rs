@@ -242,7 +242,7 @@ fn decide_review(
     let cx = Context {
         cluster: adm.target.clone(),
         runtime_classes: runtime_classes.as_deref(),
-        nodes: nodes.as_deref().filter(|n| !n.is_empty()),
+        nodes: nodes.as_deref().filter(|n| n.any_known()),
         images: review.resolved.images,
         gmsa: review.resolved.gmsa,
     };

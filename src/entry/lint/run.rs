@@ -78,7 +78,7 @@ pub fn run(
     let cx = Context {
         cluster: cx.cluster.clone(),
         runtime_classes: Some(&known.runtime_classes),
-        nodes: (!known.nodes.is_empty()).then_some(&known.nodes),
+        nodes: known.nodes.any_known().then_some(&known.nodes),
         images: resolved.as_ref().or(cx.images),
         gmsa: known.gmsa.as_ref(),
     };

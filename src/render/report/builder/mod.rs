@@ -376,7 +376,7 @@ impl<'p> ReportBuilder<'p> {
         let cx = Context {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&self.known.runtime_classes),
-            nodes: (!self.known.nodes.is_empty()).then_some(&self.known.nodes),
+            nodes: self.known.nodes.any_known().then_some(&self.known.nodes),
             images: self.images.as_ref(),
             gmsa: looked.as_ref().or(self.known.gmsa.as_ref()),
         };
