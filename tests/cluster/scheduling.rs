@@ -900,10 +900,12 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
     };
     nodes.join(&[Node::windows("win22-1")]);
     poller.join().unwrap();
-    let took = switched
-        .lock()
-        .unwrap()
-        .unwrap_or_else(|| panic!("pin-linux.winadmit.io never turned on; winadmit's log:\n{}", webhook.server.all_logs()));
+    let took = switched.lock().unwrap().unwrap_or_else(|| {
+        panic!(
+            "pin-linux.winadmit.io never turned on; winadmit's log:\n{}",
+            webhook.server.all_logs()
+        )
+    });
     assert!(
         took < std::time::Duration::from_secs(2),
         "pin-linux.winadmit.io on {took:?} after the Windows node was created"

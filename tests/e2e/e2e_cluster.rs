@@ -504,14 +504,21 @@ fn a_linux_node_labelled_windows_is_no_windows_node() {
     };
     // Watch events come in order: once the later node is known, so is the
     // relabelled one with its status.
-    eventually(s.cp, &bound("real", "win-real-1"), "the Windows node", |a| {
-        a.ok() && a.body["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows"
-    });
+    eventually(
+        s.cp,
+        &bound("real", "win-real-1"),
+        "the Windows node",
+        |a| a.ok() && a.body["spec"]["nodeSelector"]["kubernetes.io/os"] == "windows",
+    );
     let answer = s.cp.dry_run_create(&bound("relabelled", "relabelled-1"));
     assert!(answer.ok(), "{answer:?}");
     assert_eq!(answer.body["spec"].get("nodeSelector"), None, "{answer:?}");
     let sc = &answer.body["spec"]["containers"][0]["securityContext"];
-    assert_eq!((sc["runAsUser"].as_i64(), sc["runAsGroup"].as_i64()), (Some(1000), Some(1000)), "{answer:?}");
+    assert_eq!(
+        (sc["runAsUser"].as_i64(), sc["runAsGroup"].as_i64()),
+        (Some(1000), Some(1000)),
+        "{answer:?}"
+    );
     let logs = s.webhook.server.all_logs();
     assert!(
         logs.contains("relabelled-1 is labelled kubernetes.io/os=windows but its kubelet reports operatingSystem linux"),
@@ -542,7 +549,8 @@ fn a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let strict = dir.path().join("strict.yaml");
     std::fs::write(&strict, "rules:\n  WIN-NODE-NAME-UNKNOWN: error\n").unwrap();
-    let kubeconfig = s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
+    let kubeconfig =
+        s.cp.service_account_kubeconfig(dir.path(), "winadmit", "winadmit");
     let strict_webhook = Webhook::start(
         &e2e::overlay_policy(&objects),
         &[
@@ -571,7 +579,12 @@ fn a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so() {
     eventually(s.cp, &bound(strict_ns, "win-7"), "the strict policy", |a| {
         denied_for(a, "WIN-NODE-NAME-UNKNOWN")
     });
-    eventually(s.cp, &bound(strict_ns, "known-linux-1"), "a node that exists", Answer::ok);
+    eventually(
+        s.cp,
+        &bound(strict_ns, "known-linux-1"),
+        "a node that exists",
+        Answer::ok,
+    );
     let default = s.cp.dry_run_create(&bound(default_ns, "win-7"));
     assert!(default.ok(), "the default policy: {default:?}");
     for r in &registrations {

@@ -41,10 +41,7 @@ fn table_rows(page: &str) -> Vec<Row> {
             header_seen = true;
             continue;
         }
-        rows.push(Row {
-            line: i + 1,
-            cells,
-        });
+        rows.push(Row { line: i + 1, cells });
     }
     rows
 }

@@ -182,6 +182,8 @@ fn tainted(names: &[&str], taints: &[(&str, &str, &str)]) -> WindowsNodes {
                 .unwrap()
             })
             .collect(),
+        // These are all the cluster's nodes.
+        linux_known: true,
         ..Default::default()
     }
 }
@@ -239,6 +241,35 @@ fn windows_taint_learnt_from_the_nodes() {
     mixed.nodes.extend(tainted(&["win-b"], &[]).nodes);
     assert!(
         !findings_on(&p, &doc, &mixed)
+            .iter()
+            .any(|(r, _)| r == "WIN-TAINT-TOLERATION")
+    );
+
+    // A NoExecute taint every Windows node carries is never learnt (only
+    // the policy names one), nor a taint a Linux node carries too.
+    let quarantined = tainted(
+        &["win-a", "win-b"],
+        &[("example.com/quarantine", "true", "NoExecute")],
+    );
+    assert!(
+        !findings_on(&p, &doc, &quarantined)
+            .iter()
+            .any(|(r, _)| r == "WIN-TAINT-TOLERATION")
+    );
+    let (out, _) = mutated_on(&p, &doc, &quarantined);
+    assert_eq!(out["spec"].get("tolerations"), None, "{out}");
+    let mut shared = tainted(&["win-a"], &[("os", "windows", "NoSchedule")]);
+    shared.linux.push(winadmit::decision::cluster::LinuxNode {
+        name: "linux-a".into(),
+        taints: vec![winadmit::decision::tolerations::Taint {
+            key: "os".into(),
+            value: Some("windows".into()),
+            effect: "NoSchedule".into(),
+        }],
+        ..Default::default()
+    });
+    assert!(
+        !findings_on(&p, &doc, &shared)
             .iter()
             .any(|(r, _)| r == "WIN-TAINT-TOLERATION")
     );

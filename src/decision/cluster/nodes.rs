@@ -106,11 +106,14 @@ fn node_os(
     if agree {
         return Ok(windows);
     }
-    let label_text = [("kubernetes.io/os", stable), ("beta.kubernetes.io/os", beta)]
-        .into_iter()
-        .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let label_text = [
+        ("kubernetes.io/os", stable),
+        ("beta.kubernetes.io/os", beta),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+    .collect::<Vec<_>>()
+    .join(", ");
     Err(OsConflict {
         labels: label_text,
         reported: reported.map(str::to_owned),
@@ -495,7 +498,14 @@ mod tests {
     fn learnt(c: &WindowsNodes) -> Vec<String> {
         c.windows_taints()
             .into_iter()
-            .map(|(t, _)| format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect))
+            .map(|(t, _)| {
+                format!(
+                    "{}={}:{}",
+                    t.key,
+                    t.value.as_deref().unwrap_or(""),
+                    t.effect
+                )
+            })
             .collect()
     }
 
@@ -553,7 +563,10 @@ mod tests {
             KnownNode::Linux(l) => l.os_conflict.as_ref().map(ToString::to_string),
             KnownNode::Windows(_) => None,
         };
-        let liar = node(serde_json::json!({"kubernetes.io/os": "windows"}), Some("linux"));
+        let liar = node(
+            serde_json::json!({"kubernetes.io/os": "windows"}),
+            Some("linux"),
+        );
         assert!(matches!(liar, KnownNode::Linux(_)));
         assert_eq!(
             conflict(&liar).as_deref(),
@@ -570,14 +583,20 @@ mod tests {
             Some("with no OS label but its kubelet reports operatingSystem windows")
         );
         assert!(matches!(
-            node(serde_json::json!({"kubernetes.io/os": "windows"}), Some("windows")),
+            node(
+                serde_json::json!({"kubernetes.io/os": "windows"}),
+                Some("windows")
+            ),
             KnownNode::Windows(_)
         ));
         assert!(matches!(
             node(serde_json::json!({"kubernetes.io/os": "windows"}), None),
             KnownNode::Windows(_)
         ));
-        let linux = node(serde_json::json!({"kubernetes.io/os": "linux"}), Some("linux"));
+        let linux = node(
+            serde_json::json!({"kubernetes.io/os": "linux"}),
+            Some("linux"),
+        );
         assert!(matches!(linux, KnownNode::Linux(_)) && conflict(&linux).is_none());
         let c = cluster(vec![liar, linux]);
         assert!(c.is_empty(), "no Windows node");

@@ -32,8 +32,8 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let Some(nodes) = cx.nodes.filter(|n| n.linux_known) else {
         return;
     };
-    let known = nodes.nodes.iter().any(|n| n.name == name)
-        || nodes.linux.iter().any(|n| n.name == name);
+    let known =
+        nodes.nodes.iter().any(|n| n.name == name) || nodes.linux.iter().any(|n| n.name == name);
     if !known {
         out.report(
             cx.spec_field(&["nodeName"]),

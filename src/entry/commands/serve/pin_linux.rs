@@ -68,12 +68,7 @@ pub fn rules() -> Value {
 }
 
 /// Starts the loop on the current runtime; it runs until the runtime stops.
-pub fn spawn(
-    client: kube::Client,
-    cache: Arc<WatchCache>,
-    name: String,
-    state: Arc<ServerState>,
-) {
+pub fn spawn(client: kube::Client, cache: Arc<WatchCache>, name: String, state: Arc<ServerState>) {
     // Untyped, so that a field this build does not know survives the update.
     let resource = ApiResource::erase::<MutatingWebhookConfiguration>(&());
     let api: Api<DynamicObject> = Api::all_with(client, &resource);

@@ -303,7 +303,10 @@ impl WatchCache {
         }
         let before = self.nodes.load();
         for (name, conflict) in snapshot.os_conflicts() {
-            if !before.os_conflicts().any(|(n, c)| n == name && c == conflict) {
+            if !before
+                .os_conflicts()
+                .any(|(n, c)| n == name && c == conflict)
+            {
                 tracing::warn!(
                     node = %name,
                     conflict = %conflict,

@@ -166,18 +166,15 @@ pub fn spawn(
             let start = objects(api, Watched::Nodes, deadlines);
             let counted = metrics.clone();
             run(start, Watched::Nodes, &metrics, deadlines, move |ev| {
-                let n = Change::from_event(ev, WatchCache::node_entry)
-                    .map(|ch| cache.apply_node(ch));
+                let n =
+                    Change::from_event(ev, WatchCache::node_entry).map(|ch| cache.apply_node(ch));
                 counted.os_conflicts(cache.os_conflicts());
                 n
             })
             .await;
         });
     }
-    // The other nodes, whole: their taints (in spec) tell the Windows
-    // nodes' taint from a taint every node carries, and their reported
-    // operating system (in status) a node whose labels lie. Each is kept as
-    // its name, labels and taints.
+    // The other nodes, whole: their taints and reported OS count too.
     let api: Api<Node> = Api::all(client);
     tokio::spawn(async move {
         let start = objects(api, Watched::LinuxNodes, deadlines);
