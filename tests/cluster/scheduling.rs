@@ -906,6 +906,7 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
             webhook.server.all_logs()
         )
     });
+    eprintln!("pin-linux.winadmit.io on {took:?} after the Windows node's creation began");
     assert!(
         took < std::time::Duration::from_secs(2),
         "pin-linux.winadmit.io on {took:?} after the Windows node was created"
