@@ -67,6 +67,8 @@ pub struct MetaView<'a> {
     pub labels: Option<StrMap<'a>>,
     #[serde(borrow)]
     pub annotations: Option<StrMap<'a>>,
+    /// Only how many there are: an owned object was made by a controller.
+    pub owner_references: Option<Vec<serde::de::IgnoredAny>>,
 }
 
 /// A pod template: `metadata` plus a pod `spec`.

@@ -182,6 +182,8 @@ pub struct Workload<'v, 'a> {
     /// An Argo Rollout that takes its pod template from another workload
     /// (`spec.workloadRef`): that workload's kind and name.
     pub template_ref: Option<(&'v str, &'v str)>,
+    /// The object has `ownerReferences`: a controller made it.
+    pub owned: bool,
 }
 
 impl<'v, 'a> Workload<'v, 'a> {
@@ -236,6 +238,9 @@ impl<'v, 'a> Workload<'v, 'a> {
             spec_path: template_path.key("spec"),
             template_path,
             template_ref,
+            owned: meta
+                .and_then(|m| m.owner_references.as_ref())
+                .is_some_and(|o| !o.is_empty()),
         })
     }
 
