@@ -646,7 +646,7 @@ fn a_tampered_report_is_repaired_by_the_leader_and_by_a_new_leader() {
     // Emptied, the content-hash annotation kept: put back within the
     // verify interval (2 s here; a bound of FOLLOW).
     let tamper = || {
-        cp.kubectl_ok(&[
+        let stored: Value = serde_json::from_str(&cp.kubectl_ok(&[
             "patch",
             "reports.openreports.io",
             "-n",
@@ -656,10 +656,12 @@ fn a_tampered_report_is_repaired_by_the_leader_and_by_a_new_leader() {
             "merge",
             "-p",
             r#"{"results": [], "summary": {"pass": 999, "fail": 0}}"#,
-        ]);
-        let r = report(cp, ns);
-        assert_eq!(r["summary"]["pass"], 999);
-        assert!(r["metadata"]["annotations"]["winadmit.io/content-hash"].is_string());
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(stored["summary"]["pass"], 999);
+        assert!(stored["metadata"]["annotations"]["winadmit.io/content-hash"].is_string());
     };
     tamper();
     let started = Instant::now();
@@ -839,8 +841,9 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
             })
             .unwrap()
     };
-    let deadline = Instant::now() + FOLLOW;
-    while refused("nobody").status.success() {
+    let started = Instant::now();
+    let deadline = started + 3 * FOLLOW;
+    while !String::from_utf8_lossy(&refused("nobody").stderr).contains("winadmit-audit-writer") {
         cp.kubectl(&[
             "delete",
             "reports.openreports.io",
@@ -854,6 +857,10 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    eprintln!(
+        "the writer policy enforced {:?} after it was applied",
+        started.elapsed()
+    );
 
     cp.apply(&windows_deployment(ns, "first", LTSC2022, true).to_string());
     let policy = dir.path().join("policy.yaml");
@@ -893,15 +900,18 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
     // Paused: the other replica takes the Lease once it expires.
     paused.signal("STOP");
     let deadline = Instant::now() + FOLLOW;
-    while holder(cp, ns).as_deref() == Some(first.as_str()) {
+    let second = loop {
+        match holder(cp, ns) {
+            Some(h) if h != first => break h,
+            _ => {}
+        }
         assert!(
             Instant::now() < deadline,
             "no takeover while {first} is paused:\n{}",
             other.logs()
         );
         std::thread::sleep(Duration::from_millis(200));
-    }
-    let second = holder(cp, ns).unwrap();
+    };
     cp.apply(&windows_deployment(ns, "second", LTSC2022, true).to_string());
     wait_results(
         cp,
@@ -984,6 +994,33 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The holder's writes all passed the policy, the cluster report's too.
+    let failed: f64 = other
+        .metrics()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.starts_with("winadmit_audit_report_writes_total{") && k.contains("failed")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(failed, 0.0, "{}", other.logs());
+    let cluster_report: Value = serde_json::from_str(&cp.kubectl_ok(&[
+        "get",
+        "clusterreports.openreports.io",
+        "winadmit-cluster",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        cluster_report["metadata"]["annotations"]["winadmit.io/writer"],
+        second.as_str()
+    );
+    assert!(
+        paused.logs().contains("not leading: standing by"),
+        "the resumed replica:\n{}",
+        paused.logs()
+    );
     // Nothing else is held back: an admin still edits and deletes reports.
     cp.kubectl(&[
         "delete",
