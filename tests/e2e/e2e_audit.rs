@@ -6,7 +6,11 @@
 //! Windows node change (Node objects created and relabelled directly) are
 //! reflected without a restart; the gauges equal the reports' counts; two
 //! replicas with leader election never both write; killing the leader
-//! loses nothing.
+//! loses nothing; a tampered report is repaired; a rollout's old
+//! ReplicaSet is not reported; with the chart's writer policy, a leader
+//! paused past its Lease cannot write once another leads. Without an API
+//! server: an unreachable one is retried with backoff and named, and no
+//! cluster configuration is said plainly.
 //!
 //! Every audit watches the whole cluster and writes the cluster report, so
 //! the tests take turns (`ONE_AT_A_TIME`).
