@@ -981,7 +981,45 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         assert!(both <= 1.0, "both lead");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // A replica that believes it leads (as a paused leader does in the
+    // instant it wakes, before it reads the Lease): one run without leader
+    // election, under the same service account. Once it has judged, a
+    // change gives it something to write; the API server refuses it, and
+    // it says so.
+    let rogue = Audit::start_as(
+        cp,
+        &sa,
+        &policy,
+        &["--audit-interval", "200ms", "--lease-identity", "replica-c"],
+    );
+    let deadline = Instant::now() + FOLLOW;
+    while rogue.metric("winadmit_audit_passes_total") < 1.0 {
+        assert!(Instant::now() < deadline, "{}", rogue.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
     cp.kubectl_ok(&["delete", "deployment", "-n", ns, "first"]);
+    while !rogue
+        .logs()
+        .contains("refused by the ValidatingAdmissionPolicy winadmit-audit-writer")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the rogue replica's writes were not refused:\n{}",
+            rogue.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "{}",
+        rogue
+            .logs()
+            .lines()
+            .find(|l| l.contains("refused by the ValidatingAdmissionPolicy"))
+            .unwrap_or_default()
+    );
+    drop(rogue);
+
     let r = wait_results(cp, other, ns, "the deleted workload gone", |r| {
         !pairs(r).iter().any(|(w, _)| w == "first") && has(r, "second", "WIN-PRIVILEGED")
     });

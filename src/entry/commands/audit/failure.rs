@@ -58,6 +58,17 @@ impl Failure {
         Self::Unreachable
     }
 
+    /// What the API server or the connection said: the status message
+    /// of an answer (kube's own text repeats the whole status), the causes
+    /// of a failed connection.
+    #[must_use]
+    pub fn detail(err: &kube::Error) -> String {
+        match err {
+            kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+            _ => crate::entry::errors::error_chain(err),
+        }
+    }
+
     /// What it was, in a few words.
     #[must_use]
     pub fn what(self) -> &'static str {
@@ -116,6 +127,7 @@ mod tests {
             (api(404), Failure::NotFound),
             (api(500), Failure::Other),
         ];
+        assert_eq!(Failure::detail(&api(403)), "nope");
         for (err, want) in cases {
             let got = Failure::of(&err);
             assert_eq!(got, want, "{err}");

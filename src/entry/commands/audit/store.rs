@@ -381,7 +381,7 @@ fn describe(r: Resource, err: &watcher::Error) -> (&'static str, String) {
             "audit: cannot {verb} {}: {} ({}); {}",
             r.display,
             failure.what(),
-            crate::entry::errors::error_chain(source),
+            Failure::detail(source),
             failure.fix(r.display, "get, list and watch")
         ),
     )

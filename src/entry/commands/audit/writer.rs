@@ -302,11 +302,15 @@ impl Writer {
         self.metrics.write("failed");
         let resource = format!("{}.{}", self.api.plural(true), self.api.group());
         if fenced(e) {
-            tracing::warn!(
-                identity = %self.identity,
-                "audit: cannot {verb} {resource}: refused by the ValidatingAdmissionPolicy {WRITER_POLICY}: another replica holds the Lease ({}); standing by",
-                crate::entry::errors::error_chain(e)
-            );
+            // Once until a write succeeds, not per report or per pass.
+            if self.failing.as_deref() != Some("fenced") {
+                tracing::warn!(
+                    identity = %self.identity,
+                    "audit: cannot {verb} {resource}: refused by the ValidatingAdmissionPolicy {WRITER_POLICY}: another replica holds the Lease ({}); standing by",
+                    Failure::detail(e)
+                );
+                self.failing = Some("fenced".to_owned());
+            }
             self.written = None;
             return true;
         }
@@ -321,7 +325,7 @@ impl Writer {
         let message = format!(
             "audit: cannot {verb} {resource}: {} ({}); {fix}; retrying on the next pass",
             failure.what(),
-            crate::entry::errors::error_chain(e)
+            Failure::detail(e)
         );
         // Once per kind of failure, not per report.
         let kind = format!("{verb} {failure:?}");
