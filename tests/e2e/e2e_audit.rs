@@ -542,7 +542,18 @@ fn policyreports_with_pods_folded_into_their_controllers() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
-    let audit = Audit::start(cp, &policy, &["--report-api", "policyreport"]);
+    // Verified every second: what the API server returns of a
+    // PolicyReport hashes as what was written, so nothing is rewritten.
+    let audit = Audit::start(
+        cp,
+        &policy,
+        &[
+            "--report-api",
+            "policyreport",
+            "--report-verify-interval",
+            "1s",
+        ],
+    );
     let deadline = Instant::now() + FOLLOW;
     let report = loop {
         let out = cp.kubectl(&[
@@ -589,6 +600,16 @@ fn policyreports_with_pods_folded_into_their_controllers() {
             .unwrap()
             .iter()
             .any(|r| r["rule"] == "WIN-PRIVILEGED")
+    );
+    let writes = || audit.metric("winadmit_audit_report_writes_total");
+    std::thread::sleep(Duration::from_secs(2));
+    let before = writes();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(writes(), before, "rewritten unchanged:\n{}", audit.logs());
+    assert!(
+        !audit.logs().contains("changed by someone else"),
+        "{}",
+        audit.logs()
     );
     let cluster_report = cp.kubectl(&[
         "get",
