@@ -6,7 +6,11 @@
 //! Windows node change (Node objects created and relabelled directly) are
 //! reflected without a restart; the gauges equal the reports' counts; two
 //! replicas with leader election never both write; killing the leader
-//! loses nothing.
+//! loses nothing; a tampered report is repaired; a rollout's old
+//! ReplicaSet is not reported; with the chart's writer policy, a leader
+//! paused past its Lease cannot write once another leads. Without an API
+//! server: an unreachable one is retried with backoff and named, and no
+//! cluster configuration is said plainly.
 //!
 //! Every audit watches the whole cluster and writes the cluster report, so
 //! the tests take turns (`ONE_AT_A_TIME`).
@@ -538,7 +542,18 @@ fn policyreports_with_pods_folded_into_their_controllers() {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
-    let audit = Audit::start(cp, &policy, &["--report-api", "policyreport"]);
+    // Verified every second: what the API server returns of a
+    // PolicyReport hashes as what was written, so nothing is rewritten.
+    let audit = Audit::start(
+        cp,
+        &policy,
+        &[
+            "--report-api",
+            "policyreport",
+            "--report-verify-interval",
+            "1s",
+        ],
+    );
     let deadline = Instant::now() + FOLLOW;
     let report = loop {
         let out = cp.kubectl(&[
@@ -586,6 +601,16 @@ fn policyreports_with_pods_folded_into_their_controllers() {
             .iter()
             .any(|r| r["rule"] == "WIN-PRIVILEGED")
     );
+    let writes = || audit.metric("winadmit_audit_report_writes_total");
+    std::thread::sleep(Duration::from_secs(2));
+    let before = writes();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(writes(), before, "rewritten unchanged:\n{}", audit.logs());
+    assert!(
+        !audit.logs().contains("changed by someone else"),
+        "{}",
+        audit.logs()
+    );
     let cluster_report = cp.kubectl(&[
         "get",
         "clusterpolicyreports.wgpolicyk8s.io",
@@ -597,4 +622,591 @@ fn policyreports_with_pods_folded_into_their_controllers() {
         String::from_utf8_lossy(&cluster_report.stderr)
     );
     cp.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// The report `winadmit-<ns>` as JSON.
+fn report(cp: &ControlPlane, ns: &str) -> Value {
+    cp.get("reports.openreports.io", ns, &format!("winadmit-{ns}"))
+}
+
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+)]
+fn a_tampered_report_is_repaired_by_the_leader_and_by_a_new_leader() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cp = cluster();
+    let ns = "audit-tamper";
+    cp.namespace(ns, &[]);
+    cp.apply(&windows_deployment(ns, "hidden", LTSC2022, true).to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let verify = ["--report-verify-interval", "2s"];
+    let mut audit = Audit::start(cp, &policy, &verify);
+    wait_results(cp, &audit, ns, "the finding", |r| {
+        has(r, "hidden", "WIN-PRIVILEGED")
+    });
+    // Several verify rounds with nothing changed: nothing is rewritten
+    // (what the API server returns hashes as what was written).
+    std::thread::sleep(Duration::from_secs(5));
+    let writes = |a: &Audit, result: &str| {
+        a.metrics()
+            .into_iter()
+            .filter(|(k, _)| {
+                k.starts_with("winadmit_audit_report_writes_total{")
+                    && k.contains(&format!("result=\"{result}\""))
+            })
+            .map(|(_, v)| v)
+            .sum::<f64>()
+    };
+    let applied = writes(&audit, "applied");
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(writes(&audit, "applied"), applied, "{}", audit.logs());
+    assert_eq!(writes(&audit, "repaired"), 0.0, "{}", audit.logs());
+
+    // Emptied, the content-hash annotation kept: put back within the
+    // verify interval (2 s here; a bound of FOLLOW).
+    let tamper = || {
+        let stored: Value = serde_json::from_str(&cp.kubectl_ok(&[
+            "patch",
+            "reports.openreports.io",
+            "-n",
+            ns,
+            &format!("winadmit-{ns}"),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"results": [], "summary": {"pass": 999, "fail": 0}}"#,
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(stored["summary"]["pass"], 999);
+        assert!(stored["metadata"]["annotations"]["winadmit.io/content-hash"].is_string());
+    };
+    tamper();
+    let started = Instant::now();
+    wait_results(cp, &audit, ns, "the tampered report repaired", |r| {
+        has(r, "hidden", "WIN-PRIVILEGED")
+    });
+    let took = started.elapsed();
+    assert_ne!(report(cp, ns)["summary"]["pass"], 999);
+    assert!(writes(&audit, "repaired") >= 1.0, "{}", audit.logs());
+    assert!(
+        audit.logs().contains("changed by someone else"),
+        "{}",
+        audit.logs()
+    );
+    eprintln!("repaired in {took:?} with --report-verify-interval 2s");
+
+    // Tampered while no audit runs: a new leader, with the default
+    // interval (5 minutes), repairs it on taking the lead.
+    audit.kill();
+    tamper();
+    let audit = Audit::start(cp, &policy, &[]);
+    wait_results(cp, &audit, ns, "repaired by the next leader", |r| {
+        has(r, "hidden", "WIN-PRIVILEGED")
+    });
+    assert_ne!(report(cp, ns)["summary"]["pass"], 999);
+    cp.kubectl_ok(&["delete", "deployment", "-n", ns, "hidden"]);
+}
+
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+)]
+fn a_rollout_leaves_the_old_replica_set_out_of_the_reports() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cp = cluster();
+    let ns = "audit-rollout";
+    cp.namespace(ns, &[]);
+    let deployment = |host_network: bool| {
+        let mut d = windows_deployment(ns, "web", LTSC2022, false);
+        d["spec"]["template"]["spec"]["hostNetwork"] = host_network.into();
+        d
+    };
+    // What kube-controller-manager's deployment controller does on a
+    // rollout, step by step: the Deployment's ReplicaSet for each pod
+    // template, the new one scaled up, the old one scaled to 0 and kept
+    // as history (revisionHistoryLimit).
+    let replica_set = |name: &str, replicas: u32, d: &Value| {
+        let uid = cp.get("deployment", ns, "web")["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": "web"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": "web", "uid": uid, "controller": true}]},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                "template": d["spec"]["template"]}
+        })
+        .to_string()
+    };
+    let old = deployment(true);
+    cp.apply(&old.to_string());
+    cp.apply(&replica_set("web-1", 1, &old));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let audit = Audit::start(cp, &policy, &[]);
+    wait_results(cp, &audit, ns, "hostNetwork reported", |r| {
+        pairs(r).iter().any(|(_, rule)| rule == "WIN-HOSTNETWORK")
+    });
+    // hostNetwork removed: a new ReplicaSet, the old one scaled to 0.
+    let new = deployment(false);
+    cp.apply(&new.to_string());
+    cp.apply(&replica_set("web-2", 1, &new));
+    cp.apply(&replica_set("web-1", 0, &old));
+    let r = wait_results(cp, &audit, ns, "the fixed Deployment's finding gone", |r| {
+        !pairs(r).iter().any(|(_, rule)| rule == "WIN-HOSTNETWORK")
+    });
+    assert!(
+        !pairs(&r).iter().any(|(w, _)| w == "web-1"),
+        "{:?}",
+        pairs(&r)
+    );
+    // Stable: not back on a later pass.
+    std::thread::sleep(Duration::from_secs(2));
+    let r = results(cp, ns).unwrap_or_default();
+    assert!(
+        !pairs(&r).iter().any(|(_, rule)| rule == "WIN-HOSTNETWORK"),
+        "{:?}",
+        pairs(&r)
+    );
+    cp.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+}
+
+/// The audit's RBAC and writer policy as the chart renders them for a
+/// release in namespace `ns`.
+fn chart_audit_objects(ns: &str) -> Vec<Value> {
+    let helm = crate::helm_support::helm("e2e_audit");
+    let chart = crate::helm_support::chart();
+    let text = helm.ok(&[
+        "template",
+        "winadmit",
+        chart.to_str().unwrap(),
+        "--namespace",
+        ns,
+        "--set",
+        "audit.enabled=true",
+        "--show-only",
+        "templates/audit.yaml",
+        "--show-only",
+        "templates/audit-writer.yaml",
+    ]);
+    serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| {
+            matches!(
+                v["kind"].as_str(),
+                Some(
+                    "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
+                        | "ValidatingAdmissionPolicy"
+                        | "ValidatingAdmissionPolicyBinding"
+                )
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[cfg_attr(
+    any(no_control_plane, no_helm),
+    ignore = "needs Go to build kube-apiserver and helm (tests/apiserver/, tests/helm/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+)]
+fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cp = cluster();
+    let ns = "audit-fence";
+    cp.namespace(ns, &[]);
+    for o in chart_audit_objects(ns) {
+        cp.apply(&o.to_string());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sa = cp.service_account_kubeconfig(dir.path(), ns, "winadmit-audit");
+    // The policy is enforced once the API server has loaded it: until
+    // then a write without a writer may pass. Wait for a refusal.
+    let refused = |writer: &str| {
+        let r = json!({
+            "apiVersion": "openreports.io/v1alpha1", "kind": "Report",
+            "metadata": {"name": "winadmit-forged", "namespace": ns,
+                "labels": {"app.kubernetes.io/managed-by": "winadmit"},
+                "annotations": {"winadmit.io/writer": writer}},
+            "summary": {"pass": 999}, "results": []
+        });
+        cp.kubectl_cmd()
+            .args(["--kubeconfig", sa.to_str().unwrap(), "apply", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(r.to_string().as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap()
+    };
+    let started = Instant::now();
+    let deadline = started + 3 * FOLLOW;
+    while !String::from_utf8_lossy(&refused("nobody").stderr).contains("winadmit-audit-writer") {
+        cp.kubectl(&[
+            "delete",
+            "reports.openreports.io",
+            "-n",
+            ns,
+            "winadmit-forged",
+        ]);
+        assert!(
+            Instant::now() < deadline,
+            "the writer policy is not enforced"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!(
+        "the writer policy enforced {:?} after it was applied",
+        started.elapsed()
+    );
+
+    cp.apply(&windows_deployment(ns, "first", LTSC2022, true).to_string());
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let flags = |me: &'static str| {
+        vec![
+            "--audit-interval",
+            "200ms",
+            "--leader-election",
+            "--lease-namespace",
+            ns,
+            "--lease-duration",
+            "3s",
+            "--lease-identity",
+            me,
+        ]
+    };
+    let a = Audit::start_as(cp, &sa, &policy, &flags("replica-a"));
+    let b = Audit::start_as(cp, &sa, &policy, &flags("replica-b"));
+    wait_results(cp, &a, ns, "the first workload", |r| {
+        has(r, "first", "WIN-PRIVILEGED")
+    });
+    let first = holder(cp, ns).expect("a Lease holder");
+    let (paused, other) = if first == "replica-a" {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let writer = |cp: &ControlPlane| {
+        report(cp, ns)["metadata"]["annotations"]["winadmit.io/writer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(writer(cp), first);
+
+    // Paused: the other replica takes the Lease once it expires.
+    paused.signal("STOP");
+    let deadline = Instant::now() + FOLLOW;
+    let second = loop {
+        match holder(cp, ns) {
+            Some(h) if h != first => break h,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no takeover while {first} is paused:\n{}",
+            other.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    cp.apply(&windows_deployment(ns, "second", LTSC2022, true).to_string());
+    wait_results(
+        cp,
+        other,
+        ns,
+        "the second workload, by the new leader",
+        |r| has(r, "second", "WIN-PRIVILEGED"),
+    );
+    assert_eq!(writer(cp), second);
+
+    // What the paused replica would send on waking: refused by the API
+    // server, whichever way it is written.
+    let out = refused(&first);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("winadmit-audit-writer"),
+        "a write naming {first} was not refused: {stderr}"
+    );
+    assert!(stderr.contains(&second), "{stderr}");
+    let stamp = cp
+        .kubectl_cmd()
+        .args([
+            "--kubeconfig",
+            sa.to_str().unwrap(),
+            "annotate",
+            "--overwrite",
+            "reports.openreports.io",
+            "-n",
+            ns,
+            &format!("winadmit-{ns}"),
+            &format!("winadmit.io/writer={first}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !stamp.status.success()
+            && String::from_utf8_lossy(&stamp.stderr).contains("winadmit-audit-writer"),
+        "{first} stamped a report before deleting it: {}",
+        String::from_utf8_lossy(&stamp.stderr)
+    );
+
+    // Resumed: it stands by (the Lease names the other), its gauge says
+    // so, and the reports stay correct.
+    paused.signal("CONT");
+    let deadline = Instant::now() + FOLLOW;
+    loop {
+        let leading = (
+            paused.metric("winadmit_audit_leader"),
+            other.metric("winadmit_audit_leader"),
+        );
+        if leading == (0.0, 1.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "leader gauges (resumed, other) {leading:?}\nresumed:\n{}",
+            paused.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for _ in 0..10 {
+        let both = paused.metric("winadmit_audit_leader") + other.metric("winadmit_audit_leader");
+        assert!(both <= 1.0, "both lead");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A replica that believes it leads (as a paused leader does in the
+    // instant it wakes, before it reads the Lease): one run without leader
+    // election, under the same service account. Once it has judged, a
+    // change gives it something to write; the API server refuses it, and
+    // it says so.
+    let rogue = Audit::start_as(
+        cp,
+        &sa,
+        &policy,
+        &["--audit-interval", "200ms", "--lease-identity", "replica-c"],
+    );
+    let deadline = Instant::now() + FOLLOW;
+    while rogue.metric("winadmit_audit_passes_total") < 1.0 {
+        assert!(Instant::now() < deadline, "{}", rogue.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    cp.kubectl_ok(&["delete", "deployment", "-n", ns, "first"]);
+    while !rogue
+        .logs()
+        .contains("refused by the ValidatingAdmissionPolicy winadmit-audit-writer")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the rogue replica's writes were not refused:\n{}",
+            rogue.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "{}",
+        rogue
+            .logs()
+            .lines()
+            .find(|l| l.contains("refused by the ValidatingAdmissionPolicy"))
+            .unwrap_or_default()
+    );
+    drop(rogue);
+
+    let r = wait_results(cp, other, ns, "the deleted workload gone", |r| {
+        !pairs(r).iter().any(|(w, _)| w == "first") && has(r, "second", "WIN-PRIVILEGED")
+    });
+    assert_eq!(writer(cp), second, "{:?}", pairs(&r));
+    cp.kubectl_ok(&["delete", "deployment", "-n", ns, "second"]);
+    // The last workload gone, its report is deleted (stamped, then
+    // deleted, as the holder).
+    let deadline = Instant::now() + FOLLOW;
+    while results(cp, ns).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the report of {ns} was not deleted:\n{}",
+            other.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The holder's writes all passed the policy, the cluster report's too.
+    let failed: f64 = other
+        .metrics()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.starts_with("winadmit_audit_report_writes_total{") && k.contains("failed")
+        })
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(failed, 0.0, "{}", other.logs());
+    let cluster_report: Value = serde_json::from_str(&cp.kubectl_ok(&[
+        "get",
+        "clusterreports.openreports.io",
+        "winadmit-cluster",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        cluster_report["metadata"]["annotations"]["winadmit.io/writer"],
+        second.as_str()
+    );
+    assert!(
+        paused.logs().contains("not leading: standing by"),
+        "the resumed replica:\n{}",
+        paused.logs()
+    );
+    // Nothing else is held back: an admin still edits and deletes reports.
+    cp.kubectl(&[
+        "delete",
+        "reports.openreports.io",
+        "-n",
+        ns,
+        "winadmit-forged",
+    ]);
+}
+
+/// A kubeconfig for an API server at `port` where nothing listens.
+fn unreachable_kubeconfig(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+    let path = dir.join("nowhere.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: x, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
+             users: [{{name: x, user: {{token: t}}}}]\n\
+             contexts: [{{name: x, context: {{cluster: x, user: x}}}}]\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn an_unreachable_api_server_is_retried_with_backoff_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path(), controlplane::free_port());
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let run_for = Duration::from_secs(10);
+    let mut child = Command::new(BIN)
+        .args(["audit", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--gmsa", "off", "--log-format", "json"])
+        // Info for everything, and each retry of the audit's watchers.
+        .args(["--log-level", "info,winadmit::entry::commands::audit=debug"])
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(run_for);
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let message = |l: &Value| {
+        l["fields"]["message"]
+            .as_str()
+            .or_else(|| l["message"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let level = |l: &Value| l["level"].as_str().unwrap_or_default().to_uppercase();
+    let logged: Vec<&Value> = lines.iter().filter(|l| level(l) != "DEBUG").collect();
+    // Bounded: a line per watched resource and a few more, not a line a
+    // second for each.
+    assert!(
+        logged.len() <= 25,
+        "{} lines at info and above in {run_for:?}:\n{text}",
+        logged.len()
+    );
+    // Backoff: 0.8 s doubling (at least) between the attempts of one
+    // resource: at most 4 attempts in 10 s, not one a second.
+    let attempts = lines
+        .iter()
+        .filter(|l| message(l).starts_with("audit: cannot list deployments.apps"))
+        .count();
+    assert!(
+        (1..=5).contains(&attempts),
+        "{attempts} attempts to list deployments in {run_for:?}:\n{text}"
+    );
+    // The failure is named, and its fix is not RBAC's.
+    let warning = lines
+        .iter()
+        .map(message)
+        .find(|m| m.starts_with("audit: cannot list deployments.apps"))
+        .unwrap();
+    assert!(
+        warning.contains("connection refused") && warning.contains("nothing listens"),
+        "{warning}"
+    );
+    for l in &logged {
+        let m = message(l);
+        assert!(
+            !m.contains("grant") && !m.contains("watched again"),
+            "a refused connection gets no RBAC hint and no recovery: {m}"
+        );
+    }
+}
+
+#[test]
+fn without_a_cluster_configuration_the_audit_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["audit", "--gmsa", "off"])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no cluster configuration found") && stderr.contains("--kubeconfig"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("report from files with --from-file"),
+        "audit has no --from-file: {stderr}"
+    );
 }

@@ -17,6 +17,8 @@ mod controlplane;
 mod corpus_dir;
 #[path = "../support/e2e.rs"]
 mod e2e;
+#[path = "../support/helm.rs"]
+mod helm_support;
 #[path = "../support/oracle.rs"]
 mod oracle;
 #[path = "../support/registry.rs"]

@@ -250,3 +250,65 @@ fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
         "{writes}"
     );
 }
+
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn the_chart_admits_report_writes_only_from_the_lease_holder() {
+    for api in ["openreports", "policyreport"] {
+        let objects = rendered(&["--set", &format!("audit.reportApi={api}")]);
+        let policy = named(
+            &objects,
+            "ValidatingAdmissionPolicy",
+            "winadmit-audit-writer",
+        );
+        let spec = &policy["spec"];
+        assert_eq!(spec["failurePolicy"], "Fail");
+        assert_eq!(spec["paramKind"]["kind"], "Lease");
+        assert_eq!(spec["paramKind"]["apiVersion"], "coordination.k8s.io/v1");
+        // Every version of both report APIs: no other version is a way around.
+        assert_eq!(spec["matchConstraints"]["matchPolicy"], "Equivalent");
+        let rule = &spec["matchConstraints"]["resourceRules"][0];
+        assert_eq!(rule["apiVersions"], serde_json::json!(["*"]));
+        assert_eq!(
+            rule["operations"],
+            serde_json::json!(["CREATE", "UPDATE", "DELETE"])
+        );
+        let role = named(&objects, "ClusterRole", "winadmit-audit");
+        for r in role["rules"].as_array().unwrap() {
+            if r["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v == "create" || v == "patch" || v == "delete")
+                && r["apiGroups"][0] != "authorization.k8s.io"
+            {
+                // Every resource the audit may write is matched.
+                for res in r["resources"].as_array().unwrap() {
+                    assert!(
+                        rule["resources"].as_array().unwrap().contains(res),
+                        "{res} is written by the audit and not matched"
+                    );
+                }
+            }
+        }
+        // The release's audit service account, and its Lease.
+        assert_eq!(
+            spec["matchConditions"][0]["expression"],
+            "request.userInfo.username == 'system:serviceaccount:winadmit:winadmit-audit'"
+        );
+        let binding = named(
+            &objects,
+            "ValidatingAdmissionPolicyBinding",
+            "winadmit-audit-writer",
+        );
+        assert_eq!(
+            binding["spec"]["paramRef"],
+            serde_json::json!({"name": "winadmit-audit", "namespace": "winadmit",
+                "parameterNotFoundAction": "Deny"})
+        );
+        assert_eq!(
+            binding["spec"]["validationActions"],
+            serde_json::json!(["Deny"])
+        );
+    }
+}

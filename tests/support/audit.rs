@@ -73,11 +73,18 @@ impl Audit {
     /// The audit of `cp` with `policy` and `extra` flags, at the command's
     /// default intervals otherwise.
     pub fn start_with_defaults(cp: &ControlPlane, policy: &Path, extra: &[&str]) -> Self {
+        Self::start_as(cp, &cp.kubeconfig, policy, extra)
+    }
+
+    /// The audit of `cp` as the user of `kubeconfig` (a service account's,
+    /// `ControlPlane::service_account_kubeconfig`), at the command's
+    /// default intervals but for `extra` flags.
+    pub fn start_as(cp: &ControlPlane, kubeconfig: &Path, policy: &Path, extra: &[&str]) -> Self {
         let port = controlplane::free_port();
         let listen = format!("127.0.0.1:{port}");
         let mut child = Command::new(BIN)
             .args(["audit", "--kubeconfig"])
-            .arg(&cp.kubeconfig)
+            .arg(kubeconfig)
             .arg("--policy")
             .arg(policy)
             .args([
@@ -149,6 +156,17 @@ impl Audit {
             .filter(|(k, _)| k == name || k.starts_with(&format!("{name}{{")))
             .map(|(_, v)| v)
             .sum()
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal} {}", self.child.id());
     }
 
     pub fn kill(&mut self) {

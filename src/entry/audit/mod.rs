@@ -46,6 +46,11 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "winadmit"
 /// The annotation holding a hash of the report's content: a report is
 /// written only when it changes, also across leaders.
 pub const HASH_ANNOTATION: &str = "winadmit.io/content-hash";
+/// The annotation naming the replica that wrote a report (its name in the
+/// audit's Lease). The ValidatingAdmissionPolicy installed with the audit
+/// refuses a write by the audit's service account whose writer is not the
+/// Lease's holder.
+pub const WRITER_ANNOTATION: &str = "winadmit.io/writer";
 /// The name of the cluster-wide summary report.
 pub const CLUSTER_REPORT: &str = "winadmit-cluster";
 
@@ -326,6 +331,57 @@ pub fn hash_of(v: &Value) -> Option<&str> {
     v.pointer("/metadata/annotations")?
         .get(HASH_ANNOTATION)?
         .as_str()
+}
+
+/// A hash of what a report says: its summary, results, source and the
+/// audit's label, keys in order and null fields left out, so a report as
+/// the API server returns it hashes as it was written. Unlike
+/// [`HASH_ANNOTATION`], which anyone editing the report can keep, this is
+/// computed from the content itself.
+#[must_use]
+pub fn content_hash(report: &Value) -> u64 {
+    let mut h = DefaultHasher::new();
+    for key in ["summary", "results", "source"] {
+        key.hash(&mut h);
+        canonical(report.get(key).unwrap_or(&Value::Null), &mut h);
+    }
+    canonical(
+        report
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(MANAGED_BY.0))
+            .unwrap_or(&Value::Null),
+        &mut h,
+    );
+    h.finish()
+}
+
+fn canonical(v: &Value, h: &mut DefaultHasher) {
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(n) => (2u8, n.to_string()).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(a) => {
+            (4u8, a.len()).hash(h);
+            for x in a {
+                canonical(x, h);
+            }
+        }
+        Value::Object(m) => {
+            5u8.hash(h);
+            let mut keys: Vec<&String> = m
+                .iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, _)| k)
+                .collect();
+            keys.sort();
+            keys.len().hash(h);
+            for k in keys {
+                k.hash(h);
+                canonical(&m[k], h);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -146,3 +146,34 @@ fn both_apis_name_the_workload_in_resources() {
         j.results.len() as u64
     );
 }
+
+#[test]
+fn the_content_hash_sees_a_tampered_report_whatever_its_annotation_says() {
+    let j = judged(&[deployment("web", "bad", true)], false);
+    let report = namespace_reports("web", &j, ReportApi::OpenReports).remove(0);
+    let hash = content_hash(&report);
+    // As the API server returns it: keys in another order, more metadata,
+    // a null field dropped.
+    let mut served: Value = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    served["metadata"]["resourceVersion"] = "7".into();
+    served["metadata"]["annotations"][WRITER_ANNOTATION] = "replica-a".into();
+    let results = served["results"].as_array_mut().unwrap();
+    results[0]["unset"] = Value::Null;
+    let reordered: serde_json::Map<String, Value> = served
+        .as_object()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(content_hash(&Value::Object(reordered)), hash);
+    // Emptied, the content-hash annotation kept.
+    let mut tampered = report.clone();
+    tampered["results"] = json!([]);
+    tampered["summary"]["pass"] = 999.into();
+    assert_eq!(hash_of(&tampered), hash_of(&report));
+    assert_ne!(content_hash(&tampered), hash);
+    let mut relabelled = report.clone();
+    relabelled["metadata"]["labels"][MANAGED_BY.0] = "someone".into();
+    assert_ne!(content_hash(&relabelled), hash);
+}

@@ -42,6 +42,11 @@ pub struct AuditArgs {
     /// Most report writes (applies and deletes) per second.
     #[arg(long, value_name = "N", env = "WINADMIT_REPORT_WRITES_PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub report_writes_per_second: u32,
+    /// How often the leader lists the reports in the cluster and compares
+    /// what each says with what it should say, rewriting any that differ
+    /// (edited by someone else); also on taking the lead.
+    #[arg(long, value_name = "DURATION", env = "WINADMIT_REPORT_VERIFY_INTERVAL", default_value = "5m", value_parser = parse_duration)]
+    pub report_verify_interval: Duration,
     /// How often to check the --policy files for changes (a change is
     /// loaded and every workload judged again; a broken file is logged and
     /// the last good policy kept).

@@ -75,7 +75,7 @@ impl AuditMetrics {
         registry.register("audit_passes", "Audit passes completed", m.passes.clone());
         registry.register(
             "audit_report_writes",
-            "Report writes (server-side apply or delete), by result",
+            "Report writes (server-side apply or delete), by result: applied, repaired (a report edited by someone else, written again), deleted, failed",
             m.writes.clone(),
         );
         registry.register(
@@ -85,7 +85,7 @@ impl AuditMetrics {
         );
         registry.register(
             "audit_leader",
-            "1 while this replica holds the audit Lease and writes the reports",
+            "1 while the audit Lease names this replica as its holder and has not expired: it writes the reports",
             m.leader.clone(),
         );
         m

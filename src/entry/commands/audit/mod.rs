@@ -18,6 +18,7 @@
 //! leading, write what changed ([`writer`]).
 
 mod facts;
+mod failure;
 mod service;
 mod store;
 mod writer;
@@ -193,7 +194,8 @@ async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyho
     if let Some(addr) = args.metrics_listen {
         service::serve_metrics(addr, Arc::clone(&metrics), Arc::clone(&ready)).await?;
     }
-    let (leader, lease) = service::leadership(&args, &client).await?;
+    let identity = service::identity(&args);
+    let leadership = service::leadership(&args, &client, &identity).await?;
     let api = match args.report_api {
         ReportApiChoice::Openreports => ReportApi::OpenReports,
         ReportApiChoice::Policyreport => ReportApi::PolicyReport,
@@ -226,14 +228,17 @@ async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyho
     let mut writer = Writer::new(
         client.clone(),
         api,
+        identity,
         args.report_writes_per_second,
+        args.report_verify_interval,
         metrics.audit(),
     );
     wait_synced(&store, &cache).await;
-    state.run(&args, &mut writer, &leader, &ready).await;
+    state.run(&args, &mut writer, &leadership, &ready).await;
     tracing::info!("audit: stopping");
-    drop(leader);
-    if let Some(handle) = lease {
+    let service::Leadership { flag, task, .. } = leadership;
+    drop(flag);
+    if let Some(handle) = task {
         // Dropping the receiver releases the Lease: the next replica leads at once.
         let _ = tokio::time::timeout(Duration::from_secs(5), handle).await;
     }
@@ -246,7 +251,7 @@ impl State {
         &mut self,
         args: &AuditArgs,
         writer: &mut Writer,
-        leader: &tokio::sync::watch::Receiver<bool>,
+        leadership: &service::Leadership,
         ready: &AtomicBool,
     ) {
         let mut tick = tokio::time::interval(args.audit_interval);
@@ -263,7 +268,8 @@ impl State {
             }
             self.pass().await;
             ready.store(true, Ordering::Relaxed);
-            let leading = *leader.borrow();
+            // The Lease itself, not only the lease manager's last word.
+            let leading = leadership.leads().await;
             if leading != was_leading && args.leader_election {
                 tracing::info!(
                     leading,
@@ -278,7 +284,7 @@ impl State {
             was_leading = leading;
             self.metrics.leader(leading);
             let desired = self.desired();
-            let n = writer.reconcile(&desired, leader).await;
+            let n = writer.reconcile(&desired, leading, &leadership.flag).await;
             if leading {
                 self.metrics.reports(n);
             } else {
@@ -415,12 +421,17 @@ async fn wait_synced(store: &Store, cache: &WatchCache) {
     tracing::info!(workloads = store.len(), "audit: workloads listed; judging");
 }
 
+/// What to do when no cluster configuration is found: the audit has no
+/// files to judge instead.
+const NO_CLUSTER: &str = "pass --kubeconfig or --context, set $KUBECONFIG, or run the audit in a pod (the chart's audit.enabled=true); to judge manifests without a cluster, use `winadmit lint PATH` or `winadmit report --from-file PATH`";
+
 /// The client of `--kubeconfig`/`--context` (or in-cluster), with the
 /// watch cache's deadlines on every call.
 async fn connect(args: &AuditArgs) -> anyhow::Result<(Client, String)> {
-    let mut config = crate::entry::commands::report::live::config::load_config(
+    let mut config = crate::entry::commands::report::live::config::load_config_or(
         args.kubeconfig.as_deref(),
         args.context.as_deref(),
+        NO_CLUSTER,
     )
     .await?;
     watch_cache::Deadlines::default().apply_to(&mut config);

@@ -15,35 +15,127 @@ pub(super) type LeaseTask = tokio::task::JoinHandle<
     Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>,
 >;
 
+/// This replica's name: in the Lease, and on every report it writes.
+pub(super) fn identity(args: &AuditArgs) -> String {
+    args.lease_identity
+        .clone()
+        .or_else(|| std::env::var("POD_NAME").ok())
+        .unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            format!("{}-{}", host.trim(), std::process::id())
+        })
+}
+
+/// Who leads: the lease manager's flag, and the Lease itself.
+pub(super) struct Leadership {
+    /// The lease manager's view (`true` without `--leader-election`).
+    pub flag: watch::Receiver<bool>,
+    /// The Lease, read before each round of writes.
+    pub lease: Option<LeaseCheck>,
+    pub task: Option<LeaseTask>,
+}
+
+impl Leadership {
+    /// Whether this replica leads now: the lease manager says so and the
+    /// Lease names it as its holder and has not expired. The flag alone is
+    /// what this process last heard; a process paused past the Lease's
+    /// duration still holds `true` when it resumes.
+    pub async fn leads(&self) -> bool {
+        if !*self.flag.borrow() {
+            return false;
+        }
+        match &self.lease {
+            Some(lease) => lease.held().await,
+            None => true,
+        }
+    }
+}
+
+/// Reads the audit's Lease: is it held by this replica, and not expired?
+pub(super) struct LeaseCheck {
+    api: kube::Api<k8s_openapi::api::coordination::v1::Lease>,
+    name: String,
+    identity: String,
+    /// The last failure to read it, to log each once.
+    failing: std::sync::Mutex<Option<String>>,
+}
+
+impl LeaseCheck {
+    pub async fn held(&self) -> bool {
+        let lease = match self.api.get(&self.name).await {
+            Ok(lease) => {
+                *self
+                    .failing
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                lease
+            }
+            Err(e) => {
+                let message = crate::entry::errors::error_chain(&e);
+                let mut failing = self
+                    .failing
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if failing.as_deref() != Some(message.as_str()) {
+                    tracing::warn!(
+                        "audit: cannot read the Lease {}: {message}; not writing until it can be read",
+                        self.name
+                    );
+                    *failing = Some(message);
+                }
+                return false;
+            }
+        };
+        let Some(spec) = lease.spec else {
+            return false;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let expires = spec.renew_time.as_ref().map(|t| {
+            t.0.as_millisecond() + i64::from(spec.lease_duration_seconds.unwrap_or(0)) * 1000
+        });
+        held_by(
+            spec.holder_identity.as_deref(),
+            expires,
+            &self.identity,
+            now,
+        )
+    }
+}
+
+/// A Lease whose holder is `me` and whose expiry (unix milliseconds) is
+/// after `now`.
+fn held_by(holder: Option<&str>, expires: Option<i64>, me: &str, now: i64) -> bool {
+    holder == Some(me) && expires.is_some_and(|e| e > now)
+}
+
 /// `--leader-election`: the Lease's holder writes; without it this
 /// replica always writes.
 pub(super) async fn leadership(
     args: &AuditArgs,
     client: &Client,
-) -> anyhow::Result<(watch::Receiver<bool>, Option<LeaseTask>)> {
+    identity: &str,
+) -> anyhow::Result<Leadership> {
     if !args.leader_election {
         let (tx, rx) = watch::channel(true);
         // Kept alive for the process: the receiver stays `true`.
         std::mem::forget(tx);
-        return Ok((rx, None));
+        return Ok(Leadership {
+            flag: rx,
+            lease: None,
+            task: None,
+        });
     }
     let namespace = args
         .lease_namespace
         .clone()
         .or_else(|| std::env::var("POD_NAMESPACE").ok())
         .unwrap_or_else(|| "default".to_owned());
-    let identity = args
-        .lease_identity
-        .clone()
-        .or_else(|| std::env::var("POD_NAME").ok())
-        .unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            format!("{}-{}", host.trim(), std::process::id())
-        });
     let duration = args.lease_duration.as_secs().max(2);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &args.lease_name)
         .with_namespace(&namespace)
-        .with_identity(&identity)
+        .with_identity(identity)
         .with_duration(duration)
         .with_grace((duration / 3).max(1))
         .with_field_manager(super::writer::FIELD_MANAGER)
@@ -57,7 +149,16 @@ pub(super) async fn leadership(
         })?;
     tracing::info!(lease = %format!("{namespace}/{}", args.lease_name), identity = %identity, "audit: leader election on; the Lease's holder writes the reports");
     let (rx, handle) = manager.watch().await;
-    Ok((rx, Some(handle)))
+    Ok(Leadership {
+        flag: rx,
+        lease: Some(LeaseCheck {
+            api: kube::Api::namespaced(client.clone(), &namespace),
+            name: args.lease_name.clone(),
+            identity: identity.to_owned(),
+            failing: std::sync::Mutex::new(None),
+        }),
+        task: Some(handle),
+    })
 }
 
 /// `/metrics`, `/healthz`, `/readyz` (ready once a first pass is done).
@@ -125,5 +226,19 @@ pub(super) async fn shutdown() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::held_by;
+
+    #[test]
+    fn a_lease_leads_only_while_it_names_this_replica_and_has_not_expired() {
+        assert!(held_by(Some("a"), Some(2000), "a", 1000));
+        assert!(!held_by(Some("a"), Some(2000), "a", 2000), "expired");
+        assert!(!held_by(Some("b"), Some(2000), "a", 1000), "another holder");
+        assert!(!held_by(None, Some(2000), "a", 1000), "released");
+        assert!(!held_by(Some("a"), None, "a", 1000), "never renewed");
     }
 }

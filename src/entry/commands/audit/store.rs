@@ -12,13 +12,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 
+use super::failure::Failure;
 use crate::entry::commands::report::live::{Resource, WORKLOADS};
 
 /// An object as kept: its JSON text.
@@ -65,6 +66,9 @@ impl Store {
                 self.lock().relist.insert(kind, Vec::new());
             }
             watcher::Event::InitApply(obj) => {
+                if rollout_history(&obj, r) {
+                    return;
+                }
                 if let Some(entry) = normalize(obj, r) {
                     self.lock().relist.entry(kind).or_default().push(entry);
                 }
@@ -74,6 +78,12 @@ impl Store {
                 let listed = inner.relist.remove(&kind).unwrap_or_default();
                 inner.replace_kind(kind, listed);
                 inner.synced[kind] = true;
+            }
+            watcher::Event::Apply(obj) if rollout_history(&obj, r) => {
+                // Scaled to 0 by a rollout: as if deleted.
+                if let Some((ns, name)) = key_of(&obj) {
+                    self.lock().put(kind, ns, name, None);
+                }
             }
             watcher::Event::Apply(obj) => {
                 if let Some((ns, name, value)) = normalize(obj, r) {
@@ -191,6 +201,30 @@ impl Inner {
     }
 }
 
+/// A ReplicaSet that a Deployment controls and has scaled to 0: the
+/// rollout history the Deployment keeps (`revisionHistoryLimit`), running
+/// nothing. Its template is an old one; reported, it would keep a fixed
+/// Deployment's old findings under the ReplicaSet's name. Scaled up again
+/// (a rollback), it is a workload again. A ReplicaSet of no Deployment
+/// scaled to 0 is still reported: someone runs it by hand.
+fn rollout_history(obj: &DynamicObject, r: Resource) -> bool {
+    r.kind == "ReplicaSet"
+        && obj
+            .data
+            .pointer("/spec/replicas")
+            .and_then(serde_json::Value::as_i64)
+            == Some(0)
+        && obj
+            .metadata
+            .owner_references
+            .as_ref()
+            .is_some_and(|owners| {
+                owners
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.kind == "Deployment")
+            })
+}
+
 /// The namespace and name of a watched object.
 fn key_of(obj: &DynamicObject) -> Option<(String, String)> {
     Some((obj.metadata.namespace.clone()?, obj.metadata.name.clone()?))
@@ -225,43 +259,132 @@ fn api_resource(r: Resource) -> ApiResource {
 }
 
 /// Starts one watcher per workload kind feeding `store`; they run until
-/// the runtime stops, retrying with kube's backoff (each distinct failure
-/// logged once).
+/// the runtime stops.
 pub fn spawn(client: &Client, store: &Arc<Store>, watch_seconds: u32) {
     for (kind, &r) in WORKLOADS.iter().enumerate() {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(r));
         let store = Arc::clone(store);
         let config = watcher::Config::default().timeout(watch_seconds);
         tokio::spawn(async move {
-            let mut stream = watcher(api, config).default_backoff().boxed();
-            let mut failing: Option<String> = None;
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(event) => {
-                        if failing.take().is_some() {
-                            tracing::info!(
-                                resource = r.display,
-                                "audit: watching {} again",
-                                r.display
-                            );
-                        }
-                        store.apply(kind, event);
-                    }
-                    Err(e) => {
-                        let message = crate::entry::errors::error_chain(&e);
-                        if failing.as_deref() != Some(message.as_str()) {
-                            tracing::warn!(
-                                resource = r.display,
-                                "audit: cannot list or watch {}: {message}; grant get, list and watch on it to the audit's service account; retrying with backoff",
-                                r.display
-                            );
-                            failing = Some(message);
-                        }
-                    }
-                }
-            }
+            watch(
+                || watcher(api.clone(), config.clone()).boxed(),
+                r,
+                |event| {
+                    store.apply(kind, event);
+                },
+            )
+            .await;
         });
     }
+}
+
+/// How often a failure that persists is logged again at warn level (as
+/// the cluster cache does).
+const REWARN: Duration = Duration::from_secs(300);
+
+/// One watcher loop, backing off as the cluster cache's watchers do
+/// (`watch_cache::watchers::run`): kube's default backoff, 0.8 s doubling
+/// to 30 s with jitter, reset only once a list completes or a watch
+/// delivers. kube's own `default_backoff()` resets on every event, and a
+/// watcher that restarts emits one (`Init`) before it lists again, so a
+/// refused connection was retried about once a second; here it is not.
+/// Each failure is logged once at warn level (again after [`REWARN`]),
+/// repeats at debug level, and the recovery once.
+async fn watch(
+    start: impl Fn() -> futures::stream::BoxStream<
+        'static,
+        watcher::Result<watcher::Event<DynamicObject>>,
+    >,
+    r: Resource,
+    mut apply: impl FnMut(watcher::Event<DynamicObject>),
+) {
+    let mut stream = start();
+    let mut backoff = watcher::DefaultBackoff::default();
+    let mut listing = true;
+    let mut failing: Option<(String, Instant)> = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => {
+                if matches!(event, watcher::Event::Init) {
+                    listing = true;
+                }
+                let done = matches!(event, watcher::Event::InitDone);
+                if done || !listing {
+                    kube::runtime::utils::Backoff::reset(&mut backoff);
+                    if failing.take().is_some() {
+                        tracing::info!(
+                            resource = r.display,
+                            "audit: {} listed and watched again",
+                            r.display
+                        );
+                    }
+                }
+                if done {
+                    listing = false;
+                }
+                apply(event);
+            }
+            Err(e) => {
+                let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+                let (verb, message) = describe(r, &e);
+                let repeat = failing
+                    .as_ref()
+                    .is_some_and(|(m, at)| *m == message && at.elapsed() < REWARN);
+                if repeat || is_expected(&e) {
+                    tracing::debug!(resource = r.display, verb, retry_in = ?delay, "{message}");
+                } else {
+                    tracing::warn!(
+                        resource = r.display,
+                        verb,
+                        "{message}; retrying with backoff (0.8 s doubling to 30 s)"
+                    );
+                    failing = Some((message, Instant::now()));
+                }
+                // The stream is not polled meanwhile: it restarts after this.
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// `410 Gone` on a watch: routine, the watcher lists again.
+fn is_expected(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
+    }
+}
+
+/// The verb that failed and a message naming the resource, the failure
+/// and its fix (the RBAC fix only for a 403).
+fn describe(r: Resource, err: &watcher::Error) -> (&'static str, String) {
+    let (verb, source) = match err {
+        watcher::Error::InitialListFailed(e) => ("list", e),
+        watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => ("watch", e),
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => {
+            return (
+                "watch",
+                format!(
+                    "audit: cannot watch {}: {}; listing again",
+                    r.display,
+                    crate::entry::errors::error_chain(err)
+                ),
+            );
+        }
+    };
+    let failure = Failure::of(source);
+    (
+        verb,
+        format!(
+            "audit: cannot {verb} {}: {} ({}); {}",
+            r.display,
+            failure.what(),
+            Failure::detail(source),
+            failure.fix(r.display, "get, list and watch")
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -310,5 +433,67 @@ mod tests {
         assert_eq!(s.take_dirty().len(), 2);
         s.apply(POD, watcher::Event::Delete(pod("b", "q", "n1", "5")));
         assert_eq!(s.len(), 0);
+    }
+
+    fn replica_set(name: &str, replicas: i64, owner: Option<&str>) -> DynamicObject {
+        let owners = owner.map_or_else(Vec::new, |kind| {
+            vec![
+                serde_json::json!({"apiVersion": "apps/v1", "kind": kind, "name": "web",
+                "uid": "u", "controller": true}),
+            ]
+        });
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": "a", "ownerReferences": owners},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}}
+        }))
+        .unwrap()
+    }
+
+    fn kind_of(name: &str) -> usize {
+        WORKLOADS.iter().position(|r| r.kind == name).unwrap()
+    }
+
+    #[test]
+    fn a_deployments_replica_set_scaled_to_zero_is_rollout_history_not_a_workload() {
+        let rs = kind_of("ReplicaSet");
+        let s = Store::default();
+        s.apply(rs, watcher::Event::Init);
+        s.apply(
+            rs,
+            watcher::Event::InitApply(replica_set("old", 0, Some("Deployment"))),
+        );
+        s.apply(
+            rs,
+            watcher::Event::InitApply(replica_set("new", 2, Some("Deployment"))),
+        );
+        // No Deployment: someone runs it by hand, it stays a workload.
+        s.apply(rs, watcher::Event::InitApply(replica_set("mine", 0, None)));
+        s.apply(rs, watcher::Event::InitDone);
+        let names = |s: &Store| -> Vec<String> {
+            s.objects_of("a")
+                .iter()
+                .map(|t| {
+                    let v: serde_json::Value = serde_json::from_str(t).unwrap();
+                    v["metadata"]["name"].as_str().unwrap().to_owned()
+                })
+                .collect()
+        };
+        assert_eq!(names(&s), ["mine", "new"]);
+        s.take_dirty();
+        // A rollout scales the current one to 0: it leaves, its namespace
+        // is judged again.
+        s.apply(
+            rs,
+            watcher::Event::Apply(replica_set("new", 0, Some("Deployment"))),
+        );
+        assert_eq!(names(&s), ["mine"]);
+        assert_eq!(s.take_dirty().len(), 1);
+        // A rollback scales an old one up: a workload again.
+        s.apply(
+            rs,
+            watcher::Event::Apply(replica_set("old", 1, Some("Deployment"))),
+        );
+        assert_eq!(names(&s), ["mine", "old"]);
     }
 }

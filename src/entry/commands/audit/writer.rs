@@ -1,36 +1,77 @@
 //! Writing the reports: server-side apply (field manager
-//! [`FIELD_MANAGER`]) of each report whose content hash differs from the
-//! one in the cluster, deletes of reports no longer wanted, at most
+//! [`FIELD_MANAGER`]) of each report whose content differs from the one in
+//! the cluster, deletes of reports no longer wanted, at most
 //! `--report-writes-per-second`, and only while this replica leads.
 //!
-//! On taking the lead the writer lists the reports already in the cluster
-//! (label `app.kubernetes.io/managed-by=winadmit`) with their content
-//! hashes, so a new leader rewrites only what changed and deletes what a
-//! killed leader left behind: nothing is lost, the reports converge.
+//! On taking the lead, and again every `--report-verify-interval`, the
+//! writer lists the reports in the cluster (label
+//! `app.kubernetes.io/managed-by=winadmit`) and hashes what each says
+//! ([`content_hash`]), so a new leader rewrites only what differs, deletes
+//! what a killed leader left behind, and a report edited by anyone else
+//! (its results emptied, its content-hash annotation kept) is put back
+//! within that interval.
+//!
+//! Every write names its writer ([`WRITER_ANNOTATION`], this replica's name
+//! in the Lease): the ValidatingAdmissionPolicy installed with the audit
+//! refuses a write whose writer is not the Lease's holder, so a replica
+//! paused past its Lease cannot finish a write once another leads. A
+//! delete carries no object, so the writer first stamps the report with
+//! its name (an update the policy checks), then deletes that version of it
+//! (a precondition on its resourceVersion; the policy checks the stamped
+//! writer again).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+};
 use kube::{Api, Client};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::entry::audit::{MANAGED_BY, ReportApi, hash_of};
+use super::failure::Failure;
+use crate::entry::audit::{MANAGED_BY, ReportApi, WRITER_ANNOTATION, content_hash, hash_of};
 use crate::entry::server::audit_metrics::AuditMetrics;
 
 /// The field manager of the audit's server-side applies.
 pub const FIELD_MANAGER: &str = "winadmit-audit";
+/// The name of the ValidatingAdmissionPolicy that refuses a stale writer.
+pub const WRITER_POLICY: &str = "winadmit-audit-writer";
+/// Reports listed per call when verifying.
+const PAGE: u32 = 50;
 
 /// A report: its namespace (`None`: the cluster report) and name.
 pub type Key = (Option<String>, String);
 
+/// What a report in the cluster says: its content-hash annotation and the
+/// hash of its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    annotation: String,
+    content: u64,
+}
+
+impl Held {
+    fn of(report: &Value) -> Self {
+        Self {
+            annotation: hash_of(report).unwrap_or_default().to_owned(),
+            content: content_hash(report),
+        }
+    }
+}
+
 pub struct Writer {
     client: Client,
     api: ReportApi,
-    /// The reports in the cluster and their content hashes, as far as
-    /// known (`None`: to be listed before writing).
-    written: Option<BTreeMap<Key, String>>,
+    /// This replica's name, written on every report.
+    identity: String,
+    /// The reports in the cluster as far as known (`None`: to be listed
+    /// before writing).
+    written: Option<BTreeMap<Key, Held>>,
+    /// When `written` was listed; listed again after `verify_every`.
+    listed: Instant,
+    verify_every: Duration,
     gap: Duration,
     metrics: AuditMetrics,
     /// The last failure logged, to say each once.
@@ -39,11 +80,21 @@ pub struct Writer {
 
 impl Writer {
     #[must_use]
-    pub fn new(client: Client, api: ReportApi, per_second: u32, metrics: AuditMetrics) -> Self {
+    pub fn new(
+        client: Client,
+        api: ReportApi,
+        identity: String,
+        per_second: u32,
+        verify_every: Duration,
+        metrics: AuditMetrics,
+    ) -> Self {
         Self {
             client,
             api,
+            identity,
             written: None,
+            listed: Instant::now(),
+            verify_every,
             gap: Duration::from_secs(1) / per_second.max(1),
             metrics,
             failing: None,
@@ -74,51 +125,61 @@ impl Writer {
         self.written = None;
     }
 
-    /// The reports in the cluster with the audit's label.
-    async fn list(&self) -> Result<BTreeMap<Key, String>, kube::Error> {
+    /// The reports in the cluster with the audit's label, and what each
+    /// says, a page at a time.
+    async fn list(&self) -> Result<BTreeMap<Key, Held>, kube::Error> {
         let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
         let mut out = BTreeMap::new();
         for namespaced in [true, false] {
             let api: Api<DynamicObject> =
                 Api::all_with(self.client.clone(), &self.resource(namespaced));
-            let list = api.list(&ListParams::default().labels(&selector)).await?;
-            for item in list.items {
-                let Some(name) = item.metadata.name.clone() else {
-                    continue;
-                };
-                let hash = item
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crate::entry::audit::HASH_ANNOTATION))
-                    .cloned()
-                    .unwrap_or_default();
-                out.insert((item.metadata.namespace.clone(), name), hash);
+            let mut params = ListParams::default().labels(&selector).limit(PAGE);
+            loop {
+                let list = api.list(&params).await?;
+                for item in list.items {
+                    let key = (item.metadata.namespace.clone(), item.metadata.name.clone());
+                    let (ns, Some(name)) = key else { continue };
+                    let Ok(value) = serde_json::to_value(&item) else {
+                        continue;
+                    };
+                    out.insert((ns, name), Held::of(&value));
+                }
+                match list.metadata.continue_ {
+                    Some(next) if !next.is_empty() => params = params.continue_token(&next),
+                    _ => break,
+                }
             }
         }
         Ok(out)
     }
 
-    /// Makes the cluster's reports `desired`, while `leader` says so.
-    /// Returns how many reports the cluster holds as far as known.
+    /// Makes the cluster's reports `desired`, while this replica leads:
+    /// `leading` (the Lease, read before this round) and `leader` (the
+    /// lease manager's flag, checked before each write). Returns how many
+    /// reports the cluster holds as far as known.
     pub async fn reconcile(
         &mut self,
         desired: &BTreeMap<Key, Value>,
+        leading: bool,
         leader: &watch::Receiver<bool>,
     ) -> usize {
-        if !*leader.borrow() {
+        if !leading || !*leader.borrow() {
             self.written = None;
             return 0;
+        }
+        if self.written.is_some() && self.listed.elapsed() >= self.verify_every {
+            self.written = None;
         }
         if self.written.is_none() {
             match self.list().await {
                 Ok(w) => {
-                    tracing::info!(
+                    tracing::debug!(
                         reports = w.len(),
-                        "audit: leading; {} reports of winadmit in the cluster",
+                        "audit: {} reports of winadmit in the cluster",
                         w.len()
                     );
                     self.written = Some(w);
+                    self.listed = Instant::now();
                 }
                 Err(e) => {
                     self.failed(&e, "list");
@@ -138,22 +199,42 @@ impl Writer {
             if !*leader.borrow() {
                 return 0;
             }
-            let hash = hash_of(report).unwrap_or_default();
-            if written.get(key).map(String::as_str) == Some(hash) {
+            let want = Held::of(report);
+            let have = written.get(key);
+            if have == Some(&want) {
                 continue;
             }
+            // Its annotation says it is current, its content says not:
+            // edited by someone else.
+            let tampered = have.is_some_and(|h| h.annotation == want.annotation);
+            let mut report = report.clone();
+            report["metadata"]["annotations"][WRITER_ANNOTATION] = self.identity.clone().into();
             let params = PatchParams::apply(FIELD_MANAGER).force();
             match self
                 .api_for(key.0.as_deref())
-                .patch(&key.1, &params, &Patch::Apply(report))
+                .patch(&key.1, &params, &Patch::Apply(&report))
                 .await
             {
                 Ok(_) => {
-                    self.metrics.write("applied");
-                    written.insert(key.clone(), hash.to_owned());
+                    if tampered {
+                        tracing::warn!(
+                            report = %key.1,
+                            namespace = key.0.as_deref().unwrap_or_default(),
+                            "audit: the report {} was changed by someone else (its content no longer matches its {} annotation); written again",
+                            key.1,
+                            crate::entry::audit::HASH_ANNOTATION
+                        );
+                    }
+                    self.metrics
+                        .write(if tampered { "repaired" } else { "applied" });
+                    written.insert(key.clone(), want);
                     self.failing = None;
                 }
-                Err(e) => self.failed(&e, "apply"),
+                Err(e) => {
+                    if self.failed(&e, "apply") {
+                        return 0;
+                    }
+                }
             }
             tokio::time::sleep(self.gap).await;
         }
@@ -166,19 +247,18 @@ impl Writer {
             if !*leader.borrow() {
                 return 0;
             }
-            match self
-                .api_for(key.0.as_deref())
-                .delete(&key.1, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {
-                    self.metrics.write("deleted");
+            match self.delete(&key).await {
+                Ok(deleted) => {
+                    if deleted {
+                        self.metrics.write("deleted");
+                    }
                     written.remove(&key);
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    written.remove(&key);
+                Err(e) => {
+                    if self.failed(&e, "delete") {
+                        return 0;
+                    }
                 }
-                Err(e) => self.failed(&e, "delete"),
             }
             tokio::time::sleep(self.gap).await;
         }
@@ -187,30 +267,84 @@ impl Writer {
         n
     }
 
-    fn failed(&mut self, e: &kube::Error, verb: &'static str) {
+    /// Deletes a report as its writer: stamps it with this replica's name,
+    /// then deletes that version. `false`: it was gone already.
+    async fn delete(&self, key: &Key) -> Result<bool, kube::Error> {
+        let api = self.api_for(key.0.as_deref());
+        let stamp = json!({"metadata": {"annotations": {WRITER_ANNOTATION: self.identity}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        let stamped = match api.patch(&key.1, &params, &Patch::Merge(&stamp)).await {
+            Ok(o) => o,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: stamped.metadata.resource_version,
+                uid: stamped.metadata.uid,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&key.1, &params).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Logs and counts a failed write or list. `true`: the write was
+    /// refused because another replica holds the Lease; this round stops
+    /// and the reports are listed again before the next.
+    fn failed(&mut self, e: &kube::Error, verb: &'static str) -> bool {
         self.metrics.write("failed");
         let resource = format!("{}.{}", self.api.plural(true), self.api.group());
-        let hint = match e {
-            kube::Error::Api(s) if s.code == 404 => format!(
-                "the API server does not serve {resource}: install the CRDs (the chart's crds.install value, or charts/winadmit/crds/)"
+        if fenced(e) {
+            // Once until a write succeeds, not per report or per pass.
+            if self.failing.as_deref() != Some("fenced") {
+                tracing::warn!(
+                    identity = %self.identity,
+                    "audit: cannot {verb} {resource}: refused by the ValidatingAdmissionPolicy {WRITER_POLICY}: another replica holds the Lease ({}); standing by",
+                    Failure::detail(e)
+                );
+                self.failing = Some("fenced".to_owned());
+            }
+            self.written = None;
+            return true;
+        }
+        let failure = Failure::of(e);
+        let fix = match failure {
+            // The resource itself, not one object, is not served.
+            Failure::NotFound if not_served(e) => format!(
+                "the API server does not serve {resource}: install the report CRDs (the chart value audit.installCRDs=true, or kubectl apply --server-side -f charts/winadmit/files/crds/)"
             ),
-            kube::Error::Api(s) if s.code == 403 => format!(
-                "forbidden: grant get, list, create, patch and delete on {resource} to the audit's service account"
-            ),
-            _ => "retrying on the next pass".to_owned(),
+            _ => failure.fix(&resource, "get, list, create, patch and delete"),
         };
         let message = format!(
-            "audit: cannot {verb} {resource}: {}; {hint}",
-            crate::entry::errors::error_chain(e)
+            "audit: cannot {verb} {resource}: {} ({}); {fix}; retrying on the next pass",
+            failure.what(),
+            Failure::detail(e)
         );
         // Once per kind of failure, not per report.
-        let kind = match e {
-            kube::Error::Api(s) => format!("{verb} {}", s.code),
-            _ => format!("{verb} connection"),
-        };
+        let kind = format!("{verb} {failure:?}");
         if self.failing.as_deref() != Some(kind.as_str()) {
             tracing::warn!("{message}");
             self.failing = Some(kind);
         }
+        false
     }
+}
+
+/// A write refused by the policy that admits only the Lease's holder.
+fn fenced(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.message.contains(WRITER_POLICY))
+}
+
+/// A 404 for the resource rather than for one object: the API server
+/// does not serve it (its CRD is not installed).
+fn not_served(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404
+        && s.message.contains("could not find the requested resource"))
 }

@@ -11,6 +11,21 @@ pub(crate) async fn load_config(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> anyhow::Result<Config> {
+    load_config_or(
+        kubeconfig,
+        context,
+        "pass --kubeconfig, set $KUBECONFIG, or report from files with --from-file",
+    )
+    .await
+}
+
+/// [`load_config`] for a command whose way out without a cluster
+/// configuration is `instead` (said when none is found).
+pub(crate) async fn load_config_or(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    instead: &str,
+) -> anyhow::Result<Config> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -28,7 +43,13 @@ pub(crate) async fn load_config(
             })?;
             Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| anyhow::anyhow!("cannot use kubeconfig {}: {}", path.display(), root_cause(&e)))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot use kubeconfig {}: {}",
+                        path.display(),
+                        root_cause(&e)
+                    )
+                })
         }
         None if context.is_some() => Config::from_kubeconfig(&options).await.map_err(|e| {
             anyhow::anyhow!(
@@ -39,7 +60,7 @@ pub(crate) async fn load_config(
         }),
         None => Config::infer().await.map_err(|e| {
             anyhow::anyhow!(
-                "no cluster configuration found (not in a pod, and {}: {}): pass --kubeconfig, set $KUBECONFIG, or report from files with --from-file",
+                "no cluster configuration found (not in a pod, and {}: {}): {instead}",
                 default_kubeconfig(),
                 root_cause(&e)
             )
