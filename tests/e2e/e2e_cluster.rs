@@ -4,8 +4,9 @@
 //! what the test creates and changes, a cache that survives an API server
 //! restart, and the live `winadmit report`.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -113,7 +114,7 @@ fn denied_for(answer: &Answer, rule: &str) -> bool {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_cache_runs_with_the_install_rbac() {
     let s = setup("the_cache_runs_with_the_install_rbac");
@@ -159,7 +160,7 @@ fn the_cache_runs_with_the_install_rbac() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_missing_verb_is_logged_as_forbidden() {
     let s = setup("a_missing_verb_is_logged_as_forbidden");
@@ -213,7 +214,7 @@ fn a_missing_verb_is_logged_as_forbidden() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_namespace_mode_label_follows_the_cluster() {
     let s = setup("the_namespace_mode_label_follows_the_cluster");
@@ -252,7 +253,7 @@ fn the_namespace_mode_label_follows_the_cluster() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_windows_runtime_class_follows_the_cluster() {
     let s = setup("a_windows_runtime_class_follows_the_cluster");
@@ -297,7 +298,7 @@ fn a_windows_runtime_class_follows_the_cluster() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn windows_nodes_and_an_api_server_restart() {
     let s = setup("windows_nodes_and_an_api_server_restart");
@@ -359,7 +360,7 @@ fn windows_nodes_and_an_api_server_restart() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
     let s = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts");

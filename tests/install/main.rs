@@ -26,3 +26,4 @@ mod generated;
 mod helm;
 mod manifests;
 mod readme;
+mod test_tools;
