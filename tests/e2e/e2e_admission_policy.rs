@@ -1170,6 +1170,10 @@ fn updates_count_only_what_they_introduce() {
 /// manifests/overlays/admission-policy`. After each, a Windows pod with
 /// hostNetwork is refused.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
 fn documented_installs_work_over_each_other() {
     let cp = ControlPlane::start(&controlplane::binaries(
         "documented_installs_work_over_each_other",

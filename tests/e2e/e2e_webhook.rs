@@ -83,6 +83,45 @@ fn readme_denial_example_is_what_kubectl_prints() {
     );
 }
 
+/// An IIS Deployment that selects no OS, applied with kubectl: the mutating
+/// webhook pins it to Windows nodes, and the warning kubectl prints keeps
+/// the OS it adds (`kubernetes.io/os=windows`), cut to fit as it is.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn kubectl_shows_the_os_of_the_pin_warning() {
+    let s = enforce("kubectl_shows_the_os_of_the_pin_warning");
+    let ns = ns(s, "pin-warning");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("iis.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  selector:\n    matchLabels: {app: iis}\n  template:\n    metadata:\n      labels: {app: iis}\n    spec:\n      containers:\n      - name: iis\n        image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n",
+    )
+    .unwrap();
+    let out =
+        s.cp.kubectl_cmd()
+            .current_dir(dir.path())
+            .args(["apply", "-n", &ns, "-f", "iis.yaml"])
+            .output()
+            .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("Warning: ")).collect();
+    assert!(
+        warnings.contains(
+            &"Warning: WIN-UNPINNED-IMAGE spec.template.spec.containers[0].image: winadmit: add nodeSelector kubernetes.io/os=windows"
+        ),
+        "kubectl printed: {warnings:#?}"
+    );
+    let stored = s.cp.get("deployment", &ns, "iis");
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/os"],
+        "windows"
+    );
+}
+
 /// A Windows pod spec (`spec.os.name: windows`, so the API server's own
 /// Windows validation runs) with fields Windows ignores, which the mutating
 /// webhook removes: the API server would refuse it as written.
