@@ -538,3 +538,46 @@ fn quick_start_files_are_ignored_by_git() {
         );
     }
 }
+
+/// The examples the README links are what it says they are: `lint` of the
+/// README's pod gives the denial's findings (exit 1), and the example
+/// policy loads and makes an unpinned Windows image an error.
+#[test]
+fn examples_are_the_readmes_pod_and_a_working_policy() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for link in ["(examples/pod.yaml)", "(examples/policy.yaml)"] {
+        assert!(readme.contains(link), "the README does not link {link}");
+    }
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .args(args)
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["lint", "examples/pod.yaml"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for rule in [
+        "error[WIN-HOSTNETWORK]",
+        "error[WIN-SYSCTLS]",
+        "warning[WIN-PRIVILEGED]",
+    ] {
+        assert!(text.contains(rule), "examples/pod.yaml: no {rule}:\n{text}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let iis = dir.path().join("iis.yaml");
+    std::fs::write(
+        &iis,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: iis\nspec:\n  containers:\n  - name: iis\n    image: contoso/servercore-iis:1.0\n",
+    )
+    .unwrap();
+    let iis = iis.to_str().unwrap();
+    let plain = run(&["lint", iis]);
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    let strict = run(&["lint", "--policy", "examples/policy.yaml", iis]);
+    let text = String::from_utf8_lossy(&strict.stdout);
+    assert_eq!(strict.status.code(), Some(1), "{text}{strict:?}");
+    assert!(text.contains("error[WIN-UNPINNED-IMAGE]"), "{text}");
+}
