@@ -448,3 +448,89 @@ fn e2e_merge(a: &mut Value, b: &Value) {
         (a, b) => *a = b.clone(),
     }
 }
+
+/// The README's PolicyReport pipe, under `set -o pipefail`, on an API
+/// server of its own: without the wgpolicyk8s.io CRDs `kubectl apply`
+/// says `no matches for kind "PolicyReport"`; with the chart's copies
+/// applied (as the README says) the pipe works with `--fail-on never`, and
+/// fails without it when the report finds errors, although `kubectl apply`
+/// succeeded.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn readme_policyreport_pipe_needs_the_crds_and_fail_on_never() {
+    let test = "readme_policyreport_pipe_needs_the_crds_and_fail_on_never";
+    let cp = ControlPlane::start(&controlplane::binaries(test));
+    cp.namespace("shop", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let denied = pod(
+        "shop",
+        "iis",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
+    );
+    let file = dir.path().join("pods.json");
+    std::fs::write(&file, denied.to_string()).unwrap();
+    let pipe = |fail_on: &str| {
+        let script = format!(
+            "set -o pipefail; {bin} report --from-file {file} --format policyreport {fail_on} | {kubectl} --kubeconfig {kubeconfig} apply -f -",
+            bin = binary::BIN,
+            file = file.display(),
+            kubectl = cp.bin.join("kubectl").display(),
+            kubeconfig = cp.kubeconfig.display(),
+        );
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+
+    let out = pipe("--fail-on never");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no matches for kind \"PolicyReport\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let crds = ["policyreports", "clusterpolicyreports"]
+        .map(|k| format!("charts/winadmit/files/crds/wgpolicyk8s.io_{k}.yaml"));
+    let out = cp
+        .kubectl_cmd()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["apply", "-f", &crds[0], "-f", &crds[1]])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/policyreports.wgpolicyk8s.io",
+        "--timeout=30s",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = pipe("--fail-on never");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports = cp.kubectl_ok(&[
+        "get",
+        "policyreports.wgpolicyk8s.io",
+        "-n",
+        "shop",
+        "-o",
+        "json",
+    ]);
+    assert!(reports.contains("WIN-HOSTNETWORK"), "{reports}");
+
+    // Without it: kubectl apply succeeds, the report's exit 1 fails the pipe.
+    let out = pipe("");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("unchanged")
+            || String::from_utf8_lossy(&out.stdout).contains("configured"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
