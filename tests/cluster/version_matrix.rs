@@ -295,9 +295,13 @@ fn policies(cp: &ControlPlane, version: &str, mutating: bool) {
 }
 
 macro_rules! versions {
-    ($($name:ident: $minor:expr, $absent:meta, $reason:literal),* $(,)?) => {$(
+    ($($name:ident: $minor:expr, $absent:ident, $reason:literal),* $(,)?) => {$(
         #[test]
         #[cfg_attr($absent, ignore = $reason)]
+        #[cfg_attr(
+            all(no_control_plane, not($absent)),
+            ignore = "needs etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+        )]
         fn $name() {
             matrix($minor);
         }
@@ -305,12 +309,12 @@ macro_rules! versions {
 }
 
 versions! {
-    kube_apiserver_1_34: 34, any(no_control_plane, no_apiserver_1_34),
-        "needs kube-apiserver v1.34 and the control plane v1.37, which are not built: run tests/apiserver/v1.34/build.sh and tests/apiserver/build.sh",
-    kube_apiserver_1_35: 35, any(no_control_plane, no_apiserver_1_35),
-        "needs kube-apiserver v1.35 and the control plane v1.37, which are not built: run tests/apiserver/v1.35/build.sh and tests/apiserver/build.sh",
-    kube_apiserver_1_36: 36, any(no_control_plane, no_apiserver_1_36),
-        "needs kube-apiserver v1.36 and the control plane v1.37, which are not built: run tests/apiserver/v1.36/build.sh and tests/apiserver/build.sh",
+    kube_apiserver_1_34: 34, no_apiserver_1_34,
+        "needs kube-apiserver v1.34, which is not built: run tests/apiserver/v1.34/build.sh",
+    kube_apiserver_1_35: 35, no_apiserver_1_35,
+        "needs kube-apiserver v1.35, which is not built: run tests/apiserver/v1.35/build.sh",
+    kube_apiserver_1_36: 36, no_apiserver_1_36,
+        "needs kube-apiserver v1.36, which is not built: run tests/apiserver/v1.36/build.sh",
     kube_apiserver_1_37: 37, no_control_plane,
         "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh",
 }
