@@ -1,28 +1,45 @@
 //! Tells the tests which external inputs they can use, so that a test
-//! without its input is compiled as *ignored*, with the reason, and never
-//! shows as passed:
+//! without its input is compiled as *ignored*, with the reason and the
+//! command that provides it, and never shows as passed.
 //!
-//! - `no_control_plane`: Go is missing, so the end-to-end tests
-//!   (`tests/e2e/`, `tests/cluster/`) cannot build kube-apiserver, etcd and kubectl
-//!   (`tests/apiserver/build.sh`);
-//! - `no_helm`: Go is missing, so the chart tests (`tests/install/helm.rs`) cannot
-//!   build helm (`tests/helm/build.sh`);
-//! - `no_kubectl`: neither Go (to build kubectl v1.37) nor a `kubectl` on
+//! The Go-built tools are never built by `cargo test`: a test that needs
+//! one runs when it is already built under `target/` (or
+//! `$CARGO_TARGET_DIR`), and is otherwise ignored with the command that
+//! builds it (`.ci/run` builds them all first):
+//!
+//! - `no_control_plane`: kube-apiserver, etcd, kubectl, kube-scheduler and
+//!   kube-controller-manager v1.37 are not in `target/controlplane/bin`
+//!   (`tests/apiserver/build.sh`), for the end-to-end tests (`tests/e2e/`,
+//!   `tests/cluster/`);
+//! - `no_kwok`: KWOK is not in `target/controlplane/kwok`
+//!   (`tests/kwok/build.sh`), for the scheduling tests;
+//! - `no_apiserver_1_34`, `no_apiserver_1_35`, `no_apiserver_1_36`: the
+//!   older kube-apiserver of the version matrix is not in
+//!   `target/controlplane/v1.NN/bin` (`tests/apiserver/v1.NN/build.sh`);
+//! - `no_helm`: helm is not in `target/helm/bin` (`tests/helm/build.sh`),
+//!   for the chart tests;
+//! - `no_image_tools`: crane and actionlint are not in `target/image/bin`
+//!   (`tests/image/build.sh`);
+//! - `no_kubectl`: kubectl v1.37 is not built and no `kubectl` is on
 //!   `PATH`, for the kustomize tests;
+//! - `no_crd_modules`: Go is missing, so `tests/report_crds/fetch.sh`
+//!   cannot download the report CRDs' modules;
+//!
+//! and the inputs found on the machine:
+//!
 //! - `no_corpus`: the real-world manifests beside the checkout
 //!   (`../shared/corpus`, or `WINADMIT_CORPUS`) are absent;
 //! - `no_chromium`: no headless Chromium on `PATH` for the HTML report test;
 //! - `no_registry`: Debian's `docker-registry` (the CNCF distribution
 //!   registry) or `htpasswd` is not on `PATH`, for the registry tests
-//!   (`tests/webhook/registry.rs`);
-//! - `no_image_tools`: Go is missing, so `tests/webhook/image.rs` cannot build crane
-//!   and actionlint (`tests/image/build.sh`).
+//!   (`tests/webhook/registry.rs`).
 //!
-//! Each is checked when the tests are built. Setting the matching
-//! `WINADMIT_REQUIRE_*` variable (as `.ci/run` does) turns the check off:
-//! the tests then always run, and fail when their input is missing.
-//! Changing `PATH`, `WINADMIT_CORPUS` or a `WINADMIT_REQUIRE_*` variable
-//! checks again.
+//! Each is checked when the tests are built, and again when a tool's
+//! folder changes (building a tool builds the tests that need it again).
+//! Setting the matching `WINADMIT_REQUIRE_*` variable (as `.ci/run` does)
+//! turns the check off: the tests then always run, and fail when their
+//! input is missing. Changing `PATH`, `CARGO_TARGET_DIR`,
+//! `WINADMIT_CORPUS` or a `WINADMIT_REQUIRE_*` variable checks again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,19 +47,63 @@ use std::process::Command;
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=PATH");
+    println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
 
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| manifest.join("target"), |t| manifest.join(t));
+    let controlplane = target.join("controlplane/bin");
+    let control_plane = built(
+        &controlplane,
+        &[
+            "kube-apiserver",
+            "etcd",
+            "kubectl",
+            "kube-scheduler",
+            "kube-controller-manager",
+        ],
+    );
+    flag(
+        "no_control_plane",
+        "WINADMIT_REQUIRE_APISERVER",
+        !control_plane,
+    );
+    flag(
+        "no_kwok",
+        "WINADMIT_REQUIRE_APISERVER",
+        !built(&target.join("controlplane/kwok"), &["kwok", "stages.yaml"]),
+    );
+    for minor in [34, 35, 36] {
+        flag(
+            &format!("no_apiserver_1_{minor}"),
+            "WINADMIT_REQUIRE_APISERVER",
+            !built(
+                &target.join(format!("controlplane/v1.{minor}/bin")),
+                &["kube-apiserver"],
+            ),
+        );
+    }
+    flag(
+        "no_helm",
+        "WINADMIT_REQUIRE_HELM",
+        !built(&target.join("helm/bin"), &["helm"]),
+    );
+    flag(
+        "no_image_tools",
+        "WINADMIT_REQUIRE_IMAGE_TOOLS",
+        !built(&target.join("image/bin"), &["crane", "actionlint"]),
+    );
+    flag(
+        "no_kubectl",
+        "WINADMIT_REQUIRE_KUBECTL",
+        !controlplane.join("kubectl").is_file() && !on_path(&["kubectl"]),
+    );
     let go = Command::new("go")
         .arg("version")
         .output()
         .is_ok_and(|o| o.status.success());
-    flag("no_control_plane", "WINADMIT_REQUIRE_APISERVER", !go);
-    flag("no_helm", "WINADMIT_REQUIRE_HELM", !go);
-    flag("no_image_tools", "WINADMIT_REQUIRE_IMAGE_TOOLS", !go);
-    flag(
-        "no_kubectl",
-        "WINADMIT_REQUIRE_KUBECTL",
-        !go && !on_path(&["kubectl"]),
-    );
+    flag("no_crd_modules", "WINADMIT_REQUIRE_APISERVER", !go);
+
     flag(
         "no_chromium",
         "WINADMIT_REQUIRE_CHROMIUM",
@@ -75,6 +136,17 @@ fn flag(name: &str, require: &str, absent: bool) {
     if absent && std::env::var_os(require).is_none() {
         println!("cargo::rustc-cfg={name}");
     }
+}
+
+/// Whether every one of `files` is in `dir`. `dir` is created when
+/// missing (the tools' build scripts create it too) so that cargo can
+/// watch it: a tool built later into it runs this script again.
+fn built(dir: &Path, files: &[&str]) -> bool {
+    // A folder that cannot be created is reported by the tool's build
+    // script; this one only says the tool is not there.
+    let _ = std::fs::create_dir_all(dir);
+    println!("cargo::rerun-if-changed={}", dir.display());
+    files.iter().all(|f| dir.join(f).is_file())
 }
 
 /// Whether one of `programs` is an executable file on `PATH`.

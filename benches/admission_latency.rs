@@ -11,7 +11,7 @@
 //!
 //! - `none`: no admission webhook or policy matches the namespace;
 //! - `noop`: the no-op webhook on winadmit's own stack
-//!   (`examples/noop_server.rs`, `NOOP_SERVER` names its binary), both
+//!   (`benches/programs/noop_server.rs`, `NOOP_SERVER` names its binary), both
 //!   registrations;
 //! - `winadmit`, `validate`, `mutate`: `winadmit serve` with the base
 //!   install's policy, both registrations or one;

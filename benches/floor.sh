@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The floor comparison: `winadmit serve --worker-threads 1`
-# against examples/noop_server.rs (the same axum + rustls + hyper stack,
+# against benches/programs/noop_server.rs (the same axum + rustls + hyper stack,
 # answering allowed:true after reading only the uid), both pinned to one
 # CPU from exec (`taskset -c 0`: every thread, the log writer and the
 # blocking pool included, inherits it), oha pinned to another, 16
@@ -24,7 +24,7 @@
 #        NOBUILD=1 WIN_BIN=/tmp/winadmit-before benches/floor.sh   # A/B
 # Env:   DUR, ROUNDS, CONC (16), RATE (2000), NOBUILD=1 (use the built
 #        binaries), WIN_BIN (the winadmit binary), NOOP_BIN (the floor
-#        server, examples/noop_server), OUT (target/floor).
+#        server, the noop_server example), OUT (target/floor).
 # Needs: oha (cargo install oha --locked), taskset, python3.
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load benchmark for `winadmit serve`, against a no-op webhook on the same
-# stack (examples/noop_server.rs: same listener, rustls config, hyper and
+# stack (benches/programs/noop_server.rs: same listener, rustls config, hyper and
 # axum middleware, answering allowed:true after reading the uid), measured
 # in the same run, scenario by scenario, alternating the two servers.
 #

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Builds the winadmit image without a Docker engine and pushes it to REF:
 #
-#   image/build.sh [REF]        (default ghcr.io/winadmit/winadmit:VERSION)
+#   image/build.sh REF              e.g. registry.example.com/platform/winadmit:0.1.0
+#   image/build.sh --release REF    the release workflow only
+#
+# With no REF it prints its usage and exits 2 before building anything.
+# The official repository (ghcr.io/winadmit/winadmit) is written only with
+# --release, which only .github/workflows/release.yml passes: a REF there
+# without it is refused, before anything is built or pushed.
 #
 # The image holds one layer: the `dist` binary at /usr/local/bin/winadmit,
 # the glibc libraries it links and Debian's CA certificates (each copied
@@ -17,10 +23,40 @@
 # Environment: CRANE (a crane binary), WINADMIT_IMAGE_OUT (work folder,
 # default target/image), SOURCE_DATE_EPOCH.
 set -euo pipefail
+# The repository the chart and the manifests name by default.
+official=ghcr.io/winadmit/winadmit
+usage() {
+  cat <<USAGE
+usage: image/build.sh REF
+  Builds the winadmit image (no Docker engine) and pushes it to REF, a
+  repository and tag your cluster pulls from, for example
+  registry.example.com/platform/winadmit:0.1.0. Log in first with
+  target/image/bin/crane auth login HOST (tests/image/build.sh builds crane).
+  $official is the official image: only the release workflow writes it
+  (image/build.sh --release REF).
+USAGE
+}
+release=0
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  --release) release=1; shift ;;
+esac
+if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
+  usage >&2
+  exit 2
+fi
+ref="$1"
+# Registry hosts and repositories are matched without regard to case.
+case "$(printf '%s' "$ref" | tr '[:upper:]' '[:lower:]')" in
+  "$official" | "$official":* | "$official"@*)
+    if [ "$release" != 1 ]; then
+      echo "image/build.sh: refusing to write $ref: $official is the official image, written only by the release workflow (.github/workflows/release.yml). Push to your own registry instead, e.g. image/build.sh registry.example.com/platform/winadmit:TAG" >&2
+      exit 2
+    fi ;;
+esac
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
-ref="${1:-ghcr.io/winadmit/winadmit:$version}"
 out="${WINADMIT_IMAGE_OUT:-${CARGO_TARGET_DIR:-$root/target}/image}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"

@@ -17,8 +17,10 @@
 //! (`cargo test --test cluster -- --nocapture`; the numbers are in
 //! docs/BENCHMARKS.md). The waits are bounded by [`FOLLOW`], not timed.
 //!
-//! Without Go the test is ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane and KWOK built (`tests/apiserver/build.sh`,
+//! `tests/kwok/build.sh`) the test is ignored, with those commands
+//! (`build.rs`), unless `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run`
+//! builds them and sets it).
 
 use crate::audit;
 use crate::scheduling_kit as scheduling;
@@ -337,8 +339,8 @@ fn gauges_equal_reports(nodes: &Nodes, audit: &Audit) {
 
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn the_audit_follows_workloads_policy_node_pool_and_apiserver_restart() {
     let cluster = scheduling::shared("audit_scheduling");

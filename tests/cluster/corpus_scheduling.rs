@@ -201,8 +201,8 @@ fn settle<'n>(nodes: &Nodes, namespaces: impl Iterator<Item = &'n String> + Clon
 
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 #[cfg_attr(
     no_corpus,

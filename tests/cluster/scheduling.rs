@@ -8,8 +8,10 @@
 //! them through the admission chain); each test asserts the node each pod
 //! is bound to and its phase.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane and KWOK built (`tests/apiserver/build.sh`,
+//! `tests/kwok/build.sh`) the tests are ignored, with those commands
+//! (`build.rs`), unless `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run`
+//! builds them and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -127,8 +129,8 @@ fn all_on(pods: &[Placed], os: Os) -> bool {
 /// run (a Job's and a CronJob's complete).
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn windows_pods_of_every_controller_land_on_windows_and_run() {
     let nodes = mixed("windows_pods_of_every_controller_land_on_windows_and_run");
@@ -203,8 +205,8 @@ fn template_selector(nodes: &Nodes, resource: &str, ns: &str, name: &str) -> Val
 /// node (without winadmit half of them land on the Linux nodes).
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn an_iis_deployment_lands_entirely_on_windows() {
     let nodes = mixed("an_iis_deployment_lands_entirely_on_windows");
@@ -232,8 +234,8 @@ fn an_iis_deployment_lands_entirely_on_windows() {
 /// warned about, and left as written.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_name_that_only_looks_windows_is_warned_about_and_not_pinned() {
     let nodes = mixed("a_name_that_only_looks_windows_is_warned_about_and_not_pinned");
@@ -264,8 +266,8 @@ fn a_name_that_only_looks_windows_is_warned_about_and_not_pinned() {
 /// Linux, every pod on a Linux node.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn nginx_lands_entirely_on_linux() {
     let nodes = mixed("nginx_lands_entirely_on_linux");
@@ -294,8 +296,8 @@ fn nginx_lands_entirely_on_linux() {
 /// node, none on a Windows node.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_daemonset_that_tolerates_everything_runs_on_every_linux_node_only() {
     let nodes = cluster("a_daemonset_that_tolerates_everything_runs_on_every_linux_node_only")
@@ -327,8 +329,8 @@ fn a_daemonset_that_tolerates_everything_runs_on_every_linux_node_only() {
 /// the Windows nodes.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_patched_windows_deployment_runs_clean() {
     let nodes = mixed("a_patched_windows_deployment_runs_clean");
@@ -355,8 +357,8 @@ fn a_patched_windows_deployment_runs_clean() {
 /// pod.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_refused_windows_deployment_makes_no_pod() {
     let nodes = mixed("a_refused_windows_deployment_makes_no_pod");
@@ -399,8 +401,8 @@ fn a_refused_windows_deployment_makes_no_pod() {
 /// before the stable ABI: exact build only) is refused and makes no pod.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_windows_server_2025_pool_runs_2022_images_and_refuses_2019_ones() {
     let nodes =
@@ -455,8 +457,8 @@ fn a_windows_server_2025_pool_runs_2022_images_and_refuses_2019_ones() {
 /// the failure.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn linux_workloads_are_unaffected_with_winadmit_down() {
     let nodes = mixed("linux_workloads_are_unaffected_with_winadmit_down");
@@ -570,8 +572,8 @@ fn until_winadmit_knows_every_node(nodes: &Nodes, ns: &str) {
 /// selector has one pod on each Linux node and none on a Windows node.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn every_way_onto_a_windows_node_is_judged() {
     let nodes = cluster("every_way_onto_a_windows_node_is_judged").nodes(&[
@@ -716,8 +718,8 @@ fn a_pod_that_names_a_dedicated_or_quarantined_node_gains_no_toleration() {
 /// Linux (WIN-LINUX-UNPINNED); the pods on Linux nodes are folded into it.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
     let nodes = mixed("the_live_report_names_pods_running_on_a_node_of_the_wrong_os");
@@ -830,8 +832,8 @@ fn until_pin_linux(nodes: &Nodes, configuration: &str, on: bool, webhook: &e2e::
 /// another writer are put back.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
     let test = "a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux";
@@ -964,8 +966,8 @@ fn pin_linux_index(nodes: &Nodes, configuration: &str) -> usize {
 /// `hostNetwork` it is pinned to Windows and runs there.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn the_one_call_install_judges_a_pod_bound_to_a_windows_node() {
     let test = "the_one_call_install_judges_a_pod_bound_to_a_windows_node";

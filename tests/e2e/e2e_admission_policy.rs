@@ -17,7 +17,8 @@
 //! that cannot be closed are in [`KNOWN`], each with its reason (the same
 //! words as docs/admission-policy.md); nothing else is ignored.
 //!
-//! Without Go on PATH the tests are compiled as ignored (`build.rs`), unless
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are compiled as ignored (`build.rs`), unless
 //! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it); without the
 //! corpus, its corpus test is ignored too.
 
@@ -511,11 +512,11 @@ fn compare_all(s: &Setups, label: &str, objects: &[(String, Value)]) -> usize {
 )]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn corpus_policies_agree_with_the_webhook() {
     let test = "corpus_policies_agree_with_the_webhook";
@@ -929,11 +930,11 @@ fn workload(kind: &str, name: &str, template: &Value) -> Value {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn generated_workloads_policies_agree_with_the_webhook() {
     let s = setups("generated_workloads_policies_agree_with_the_webhook");
@@ -964,11 +965,11 @@ fn generated_workloads_policies_agree_with_the_webhook() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn large_workloads_stay_within_the_cel_budget() {
     let s = setups("large_workloads_stay_within_the_cel_budget");
@@ -1064,11 +1065,11 @@ fn large_workloads_stay_within_the_cel_budget() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn updates_count_only_what_they_introduce() {
     let s = setups("updates_count_only_what_they_introduce");
@@ -1169,6 +1170,10 @@ fn updates_count_only_what_they_introduce() {
 /// manifests/overlays/admission-policy`. After each, a Windows pod with
 /// hostNetwork is refused.
 #[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
 fn documented_installs_work_over_each_other() {
     let cp = ControlPlane::start(&controlplane::binaries(
         "documented_installs_work_over_each_other",

@@ -15,8 +15,9 @@
 //! Every audit watches the whole cluster and writes the cluster report, so
 //! the tests take turns (`ONE_AT_A_TIME`).
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::audit;
 use crate::controlplane;
@@ -96,7 +97,7 @@ fn wait_results(
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn reports_follow_workloads_policy_and_windows_nodes() {
     let _turn = ONE_AT_A_TIME
@@ -324,7 +325,7 @@ fn holder(cp: &ControlPlane, ns: &str) -> Option<String> {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn one_writer_among_replicas_and_a_killed_leader_loses_nothing() {
     let _turn = ONE_AT_A_TIME
@@ -456,7 +457,7 @@ fn live_report(cp: &ControlPlane, ns: &str, extra: &[&str]) -> Vec<(String, Stri
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn what_if_the_windows_pool_ran_another_build() {
     let _turn = ONE_AT_A_TIME
@@ -498,7 +499,7 @@ fn what_if_the_windows_pool_ran_another_build() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn policyreports_with_pods_folded_into_their_controllers() {
     let _turn = ONE_AT_A_TIME

@@ -4,8 +4,9 @@
 //! what the test creates and changes, a cache that survives an API server
 //! restart, and the live `winadmit report`.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -113,7 +114,7 @@ fn denied_for(answer: &Answer, rule: &str) -> bool {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_cache_runs_with_the_install_rbac() {
     let s = setup("the_cache_runs_with_the_install_rbac");
@@ -159,7 +160,7 @@ fn the_cache_runs_with_the_install_rbac() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_missing_verb_is_logged_as_forbidden() {
     let s = setup("a_missing_verb_is_logged_as_forbidden");
@@ -213,7 +214,7 @@ fn a_missing_verb_is_logged_as_forbidden() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_namespace_mode_label_follows_the_cluster() {
     let s = setup("the_namespace_mode_label_follows_the_cluster");
@@ -252,7 +253,7 @@ fn the_namespace_mode_label_follows_the_cluster() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_windows_runtime_class_follows_the_cluster() {
     let s = setup("a_windows_runtime_class_follows_the_cluster");
@@ -297,7 +298,7 @@ fn a_windows_runtime_class_follows_the_cluster() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn windows_nodes_and_an_api_server_restart() {
     let s = setup("windows_nodes_and_an_api_server_restart");
@@ -359,7 +360,7 @@ fn windows_nodes_and_an_api_server_restart() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn live_report_lists_the_cluster_with_the_webhooks_verdicts() {
     let s = setup("live_report_lists_the_cluster_with_the_webhooks_verdicts");
@@ -594,4 +595,90 @@ fn a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so() {
             r["metadata"]["name"].as_str().unwrap(),
         ]);
     }
+}
+
+/// The README's PolicyReport pipe, under `set -o pipefail`, on an API
+/// server of its own: without the wgpolicyk8s.io CRDs `kubectl apply`
+/// says `no matches for kind "PolicyReport"`; with the chart's copies
+/// applied (as the README says) the pipe works with `--fail-on never`, and
+/// fails without it when the report finds errors, although `kubectl apply`
+/// succeeded.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn readme_policyreport_pipe_needs_the_crds_and_fail_on_never() {
+    let test = "readme_policyreport_pipe_needs_the_crds_and_fail_on_never";
+    let cp = ControlPlane::start(&controlplane::binaries(test));
+    cp.namespace("shop", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let denied = pod(
+        "shop",
+        "iis",
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}, "hostNetwork": true}),
+    );
+    let file = dir.path().join("pods.json");
+    std::fs::write(&file, denied.to_string()).unwrap();
+    let pipe = |fail_on: &str| {
+        let script = format!(
+            "set -o pipefail; {bin} report --from-file {file} --format policyreport {fail_on} | {kubectl} --kubeconfig {kubeconfig} apply -f -",
+            bin = binary::BIN,
+            file = file.display(),
+            kubectl = cp.bin.join("kubectl").display(),
+            kubeconfig = cp.kubeconfig.display(),
+        );
+        std::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+
+    let out = pipe("--fail-on never");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no matches for kind \"PolicyReport\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let crds = ["policyreports", "clusterpolicyreports"]
+        .map(|k| format!("charts/winadmit/files/crds/wgpolicyk8s.io_{k}.yaml"));
+    let out = cp
+        .kubectl_cmd()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["apply", "-f", &crds[0], "-f", &crds[1]])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/policyreports.wgpolicyk8s.io",
+        "--timeout=30s",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = pipe("--fail-on never");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports = cp.kubectl_ok(&[
+        "get",
+        "policyreports.wgpolicyk8s.io",
+        "-n",
+        "shop",
+        "-o",
+        "json",
+    ]);
+    assert!(reports.contains("WIN-HOSTNETWORK"), "{reports}");
+
+    // Without it: kubectl apply succeeds, the report's exit 1 fails the pipe.
+    let out = pipe("");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("unchanged")
+            || String::from_utf8_lossy(&out.stdout).contains("configured"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

@@ -10,8 +10,9 @@
 //! winadmit is the real process, stopped (SIGSTOP) to be slow and killed
 //! to be down; only "answers garbage" needs a fake server.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -81,7 +82,7 @@ fn timed_create(cp: &ControlPlane, obj: &Value) -> (Output, Duration) {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
     let cp = controlplane::shared("fail_refuses_windows_pods_while_winadmit_is_slow_or_down");
@@ -137,7 +138,7 @@ fn fail_refuses_windows_pods_while_winadmit_is_slow_or_down() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn ignore_admits_windows_pods_while_winadmit_is_slow_or_down() {
     let cp = controlplane::shared("ignore_admits_windows_pods_while_winadmit_is_slow_or_down");
@@ -244,7 +245,7 @@ fn garbage_server() -> Garbage {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn garbage_answers_follow_the_failure_policy() {
     let cp = controlplane::shared("garbage_answers_follow_the_failure_policy");
@@ -295,7 +296,7 @@ fn garbage_answers_follow_the_failure_policy() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_ca_bundle_that_does_not_match_fails_the_call() {
     let cp = controlplane::shared("a_ca_bundle_that_does_not_match_fails_the_call");
@@ -337,7 +338,7 @@ fn a_ca_bundle_that_does_not_match_fails_the_call() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn certificate_rotation_fails_no_call() {
     let cp = controlplane::shared("certificate_rotation_fails_no_call");

@@ -19,8 +19,9 @@
 //! winadmit does not do; HTTP-level cases (H*, T*) and certificate reload
 //! (I16), which other suites cover for winadmit's own server.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -244,7 +245,7 @@ fn contents_at<'a>(answer: &'a Answer, pointer: &str) -> Option<&'a str> {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn without_gmsa_settings_nothing_happens() {
     let s = setup("without_gmsa_settings_nothing_happens");
@@ -263,7 +264,7 @@ fn without_gmsa_settings_nothing_happens() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn matching_contents_are_allowed_and_kept() {
     let s = setup("matching_contents_are_allowed_and_kept");
@@ -296,7 +297,7 @@ fn matching_contents_are_allowed_and_kept() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn other_contents_are_refused() {
     let s = setup("other_contents_are_refused");
@@ -331,7 +332,7 @@ fn other_contents_are_refused() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn contents_without_a_name_are_refused() {
     let s = setup("contents_without_a_name_are_refused");
@@ -363,7 +364,7 @@ fn contents_without_a_name_are_refused() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_service_account_without_use_is_refused() {
     let s = setup("a_service_account_without_use_is_refused");
@@ -396,7 +397,7 @@ fn a_service_account_without_use_is_refused() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_missing_credential_spec_is_refused() {
     let s = setup("a_missing_credential_spec_is_refused");
@@ -426,7 +427,7 @@ fn a_missing_credential_spec_is_refused() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn names_are_filled_in_with_the_resources_contents() {
     let s = setup("names_are_filled_in_with_the_resources_contents");
@@ -462,7 +463,7 @@ fn names_are_filled_in_with_the_resources_contents() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn credential_specs_are_served_at_both_versions() {
     let s = setup("credential_specs_are_served_at_both_versions");
@@ -495,7 +496,7 @@ fn credential_specs_are_served_at_both_versions() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn gmsa_settings_of_an_existing_pod_cannot_change() {
     let s = setup("gmsa_settings_of_an_existing_pod_cannot_change");
@@ -538,7 +539,7 @@ fn gmsa_settings_of_an_existing_pod_cannot_change() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn init_containers_are_checked_and_filled_in() {
     let s = setup("init_containers_are_checked_and_filled_in");
@@ -576,7 +577,7 @@ fn init_containers_are_checked_and_filled_in() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn ephemeral_containers_are_authorized() {
     let s = setup("ephemeral_containers_are_authorized");
@@ -622,7 +623,7 @@ fn ephemeral_containers_are_authorized() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_credential_spec_created_later_is_watched() {
     let s = setup("a_credential_spec_created_later_is_watched");
@@ -652,7 +653,7 @@ fn a_credential_spec_created_later_is_watched() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn an_authorization_that_cannot_be_asked_refuses_the_pod() {
     const SA: &str = "winadmit-no-lsar";
@@ -861,7 +862,7 @@ fn live_report(kubeconfig: &std::path::Path) -> (Value, String) {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_live_report_checks_credential_specs_and_who_may_use_them() {
     let s = setup("the_live_report_checks_credential_specs_and_who_may_use_them");
@@ -904,7 +905,7 @@ fn the_live_report_checks_credential_specs_and_who_may_use_them() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_live_report_says_unknown_when_it_may_not_ask() {
     const SA: &str = "gmsa-reader";
@@ -982,7 +983,7 @@ fn metric(text: &str, line_start: &str) -> f64 {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn report_endpoint_readiness_and_metrics_follow_gmsa() {
     let s = setup("report_endpoint_readiness_and_metrics_follow_gmsa");
@@ -1105,7 +1106,7 @@ fn report_endpoint_readiness_and_metrics_follow_gmsa() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn readiness_waits_for_the_credential_specs_list() {
     const SA: &str = "winadmit-no-gmsa-list";
@@ -1199,7 +1200,7 @@ fn readiness_waits_for_the_credential_specs_list() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn skip_annotations_never_open_the_gmsa_boundary() {
     let s = setup("skip_annotations_never_open_the_gmsa_boundary");
@@ -1293,7 +1294,7 @@ fn skip_annotations_never_open_the_gmsa_boundary() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod() {
     let s = setup("audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod");

@@ -4,8 +4,9 @@
 //! install gives it (admitted or refused, the same message, the same
 //! warnings, the same stored object), with one webhook call instead of two.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -88,7 +89,7 @@ fn objects(ns: &str) -> Vec<Value> {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn one_call_answers_as_the_two_call_install_does() {
     let cp = controlplane::shared("one_call_answers_as_the_two_call_install_does");

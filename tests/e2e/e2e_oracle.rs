@@ -15,8 +15,9 @@
 //! admits them where node selection alone targets Linux
 //! (WIN-WINDOWSOPTIONS-LINUX-IGNORED, a warning).
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::oracle;
@@ -30,7 +31,7 @@ use oracle::report;
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_api_server_agrees_with_winadmit_on_generated_windows_pods() {
     let test = "the_api_server_agrees_with_winadmit_on_generated_windows_pods";
@@ -52,7 +53,7 @@ fn the_api_server_agrees_with_winadmit_on_generated_windows_pods() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_api_server_refuses_windows_options_only_with_os_name_linux() {
     let test = "the_api_server_refuses_windows_options_only_with_os_name_linux";

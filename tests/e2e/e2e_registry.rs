@@ -4,9 +4,10 @@
 //! pod runs a Linux-only image, when a pod nothing pins to Windows runs a
 //! Windows-only image, and when the registry is down.
 //!
-//! Without Go, or without `docker-registry` and `htpasswd`, the tests are
-//! ignored, with the reason (`build.rs`), unless `WINADMIT_REQUIRE_APISERVER`
-//! and `WINADMIT_REQUIRE_REGISTRY` are set (`.ci/run` sets them).
+//! Without the control plane built (`tests/apiserver/build.sh`), or without
+//! `docker-registry` and `htpasswd`, the tests are ignored, naming what is
+//! missing (`build.rs`), unless `WINADMIT_REQUIRE_APISERVER` and
+//! `WINADMIT_REQUIRE_REGISTRY` are set (`.ci/run` sets them).
 
 #![cfg_attr(any(no_control_plane, no_registry), allow(dead_code, unused_imports))]
 
@@ -23,8 +24,16 @@ use registry_support::{Registry, push_images};
 
 #[test]
 #[cfg_attr(
-    any(no_control_plane, no_registry),
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh), and docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+    all(no_control_plane, no_registry),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh; needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+)]
+#[cfg_attr(
+    all(no_control_plane, not(no_registry)),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_control_plane), no_registry),
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
 )]
 fn kubectl_sees_verdicts_from_the_registry_and_a_failing_registry_never_denies() {
     let cp = controlplane::shared("kubectl_sees_verdicts_from_the_registry");
@@ -151,8 +160,16 @@ fn finding<'a>(list: &'a [(String, String, String)], object: &str, rule: &str) -
 /// the facts unknown and never fails the report.
 #[test]
 #[cfg_attr(
-    any(no_control_plane, no_registry),
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh), and docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+    all(no_control_plane, no_registry),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh; needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+)]
+#[cfg_attr(
+    all(no_control_plane, not(no_registry)),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_control_plane), no_registry),
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
 )]
 fn live_report_looks_up_the_images_it_lists() {
     let cp = controlplane::shared("live_report_looks_up_the_images_it_lists");
@@ -313,8 +330,16 @@ fn pull_secret(ns: &str, name: &str, registry: &Registry) -> Value {
 /// namespace give the facts again.
 #[test]
 #[cfg_attr(
-    any(no_control_plane, no_registry),
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh), and docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+    all(no_control_plane, no_registry),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh; needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
+)]
+#[cfg_attr(
+    all(no_control_plane, not(no_registry)),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_control_plane), no_registry),
+    ignore = "needs docker-registry and htpasswd on PATH (Debian packages docker-registry, apache2-utils)"
 )]
 fn pods_own_pull_secrets_give_facts_only_to_pods_that_hold_them() {
     let cp = controlplane::shared("pods_own_pull_secrets");

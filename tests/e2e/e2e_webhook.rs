@@ -4,8 +4,9 @@
 //! showing what a user sees. Each claim of the README's webhook sections is
 //! a test here.
 //!
-//! Without Go the tests are ignored, with the reason (`build.rs`), unless
-//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` sets it).
+//! Without the control plane built (`tests/apiserver/build.sh`) the tests
+//! are ignored, with that command (`build.rs`), unless
+//! `WINADMIT_REQUIRE_APISERVER` is set (`.ci/run` builds it and sets it).
 
 use crate::controlplane;
 use crate::e2e;
@@ -47,45 +48,30 @@ fn ns(setup: &Enforce, name: &str) -> String {
 }
 
 /// The README's denial example, word for word, is what kubectl v1.37 prints
-/// when it creates the pod through the installed webhooks.
+/// when it creates the README's pod (`examples/pod.yaml`) through the
+/// installed webhooks.
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn readme_denial_example_is_what_kubectl_prints() {
     let s = enforce("readme_denial_example_is_what_kubectl_prints");
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let start = readme
-        .find("$ kubectl apply -f pod.yaml\n")
-        .expect("the README shows `$ kubectl apply -f pod.yaml`");
+        .find("$ kubectl apply -f examples/pod.yaml\n")
+        .expect("the README shows `$ kubectl apply -f examples/pod.yaml`");
     let block = &readme[start..];
     let block = &block[..block.find("```").unwrap()];
     let expected: Vec<&str> = block.lines().skip(1).collect();
 
+    // The README's pod, from the checkout, as a user applies it.
     let ns = ns(s, "readme");
-    let dir = tempfile::tempdir().unwrap();
-    let mut iis = pod(
-        &ns,
-        "iis",
-        json!({
-            "nodeSelector": {"kubernetes.io/os": "windows"},
-            "hostNetwork": true,
-            "securityContext": {"sysctls": [{"name": "kernel.shm_rmid_forced", "value": "1"}]},
-            "containers": [{
-                "name": "iis",
-                "image": "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022",
-                "securityContext": {"privileged": true}
-            }]
-        }),
-    );
-    iis["metadata"].as_object_mut().unwrap().remove("namespace");
-    std::fs::write(dir.path().join("pod.yaml"), iis.to_string()).unwrap();
     let out =
         s.cp.kubectl_cmd()
-            .current_dir(dir.path())
-            .args(["apply", "-n", &ns, "-f", "pod.yaml"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["apply", "-n", &ns, "-f", "examples/pod.yaml"])
             .output()
             .unwrap();
     assert!(!out.status.success(), "the pod was admitted");
@@ -94,6 +80,45 @@ fn readme_denial_example_is_what_kubectl_prints() {
     assert_eq!(
         printed, expected,
         "kubectl's output differs from the README's example"
+    );
+}
+
+/// An IIS Deployment that selects no OS, applied with kubectl: the mutating
+/// webhook pins it to Windows nodes, and the warning kubectl prints keeps
+/// the OS it adds (`kubernetes.io/os=windows`), cut to fit as it is.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn kubectl_shows_the_os_of_the_pin_warning() {
+    let s = enforce("kubectl_shows_the_os_of_the_pin_warning");
+    let ns = ns(s, "pin-warning");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("iis.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  selector:\n    matchLabels: {app: iis}\n  template:\n    metadata:\n      labels: {app: iis}\n    spec:\n      containers:\n      - name: iis\n        image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n",
+    )
+    .unwrap();
+    let out =
+        s.cp.kubectl_cmd()
+            .current_dir(dir.path())
+            .args(["apply", "-n", &ns, "-f", "iis.yaml"])
+            .output()
+            .unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("Warning: ")).collect();
+    assert!(
+        warnings.contains(
+            &"Warning: WIN-UNPINNED-IMAGE spec.template.spec.containers[0].image: winadmit: add nodeSelector kubernetes.io/os=windows"
+        ),
+        "kubectl printed: {warnings:#?}"
+    );
+    let stored = s.cp.get("deployment", &ns, "iis");
+    assert_eq!(
+        stored["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/os"],
+        "windows"
     );
 }
 
@@ -185,7 +210,7 @@ fn pod_spec_of(obj: &Value) -> &Value {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn patches_are_applied_and_stored_for_every_workload_kind() {
     let s = enforce("patches_are_applied_and_stored_for_every_workload_kind");
@@ -223,7 +248,7 @@ fn patches_are_applied_and_stored_for_every_workload_kind() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn server_side_dry_run_stores_nothing() {
     let s = enforce("server_side_dry_run_stores_nothing");
@@ -252,7 +277,7 @@ fn server_side_dry_run_stores_nothing() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn exclusions_keep_objects_away_from_the_webhooks() {
     let s = enforce("exclusions_keep_objects_away_from_the_webhooks");
@@ -308,7 +333,7 @@ fn exclusions_keep_objects_away_from_the_webhooks() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn updates_count_only_what_they_introduce() {
     let s = enforce("updates_count_only_what_they_introduce");
@@ -364,7 +389,7 @@ fn updates_count_only_what_they_introduce() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn ephemeral_containers_are_judged_and_patched() {
     let s = enforce("ephemeral_containers_are_judged_and_patched");
@@ -417,7 +442,7 @@ fn ephemeral_containers_are_judged_and_patched() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_match_condition_that_does_not_compile_is_refused() {
     let s = enforce("a_match_condition_that_does_not_compile_is_refused");
@@ -447,7 +472,7 @@ fn a_match_condition_that_does_not_compile_is_refused() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn winadmit_is_reinvoked_after_a_later_mutation() {
     let s = enforce("winadmit_is_reinvoked_after_a_later_mutation");
@@ -512,7 +537,7 @@ fn winadmit_is_reinvoked_after_a_later_mutation() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn custom_resources_with_a_pod_template_are_patched_and_denied() {
     let s = enforce("custom_resources_with_a_pod_template_are_patched_and_denied");
@@ -584,7 +609,7 @@ fn custom_resources_with_a_pod_template_are_patched_and_denied() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_skip_annotation_opts_one_workload_out_of_one_rule() {
     let s = enforce("a_skip_annotation_opts_one_workload_out_of_one_rule");

@@ -878,7 +878,7 @@ const OVERLAY: &str = "manifests/overlays/admission-policy";
 #[test]
 #[cfg_attr(
     no_kubectl,
-    ignore = "needs kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
+    ignore = "needs kubectl: run tests/apiserver/build.sh (it builds kubectl v1.37) or put kubectl on PATH"
 )]
 fn overlay_renders_with_kustomize() {
     let built = winadmit::entry::manifests::Render::AdmissionPolicy.objects();
@@ -894,7 +894,7 @@ fn overlay_renders_with_kustomize() {
         .arg("kustomize")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(OVERLAY))
         .output()
-        .expect("kubectl runs (install Go: tests/apiserver/build.sh builds kubectl v1.37)");
+        .expect("kubectl runs (run tests/apiserver/build.sh, which builds kubectl v1.37, or put kubectl on PATH)");
     assert!(
         out.status.success(),
         "{}",

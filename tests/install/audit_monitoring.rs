@@ -173,7 +173,10 @@ fn named<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a se
 }
 
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
     let exported = exported();
     let objects = rendered(&[]);

@@ -35,7 +35,7 @@ fn rules_md() -> (PathBuf, String) {
 #[test]
 #[cfg_attr(
     no_kubectl,
-    ignore = "needs kubectl for the renders: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
+    ignore = "needs kubectl for the renders: run tests/apiserver/build.sh (it builds kubectl v1.37) or put kubectl on PATH"
 )]
 fn every_generated_file_is_current() {
     let mut files = vec![rules_md(), readme::readme_with_generated_blocks()];

@@ -18,8 +18,9 @@
 //!
 //! The tests of the chart's own files (appVersion, README, the generated
 //! admission policies) need neither helm nor the API server. The others are
-//! compiled as ignored without Go (build.rs's `no_helm` and
-//! `no_control_plane`), and run and fail instead when `WINADMIT_REQUIRE_HELM`
+//! compiled as ignored while helm or the control plane is not built
+//! (build.rs's `no_helm` and `no_control_plane`: `tests/helm/build.sh`,
+//! `tests/apiserver/build.sh`), and run and fail instead when `WINADMIT_REQUIRE_HELM`
 //! (and, for the cluster tests, `WINADMIT_REQUIRE_APISERVER`) is set, as
 //! `.ci/run` does.
 
@@ -304,7 +305,10 @@ fn template(helm: &Helm, ns: &str, args: &[&str]) -> Vec<Value> {
 /// `helm lint --strict` passes on the chart with its defaults and with
 /// each `ci/*-values.yaml` (the variants chart-testing lints and installs).
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn helm_lint_strict() {
     let helm = helm::helm("helm_lint_strict");
     let chart = helm::chart();
@@ -362,8 +366,8 @@ fn placeholder(file: &str) -> String {
 ///   install (kustomize reads `winadmit certs` output; its render holds
 ///   placeholders): the Secret must hold a PEM CA, certificate and key,
 ///   both caBundles must be its CA, and the Secret's `winadmit.io/rotation`
-///   annotation is the rotation value; then they are replaced by the
-///   placeholders.
+///   annotation is the rotation value and its `winadmit.io/hosts` the
+///   Service's names; then they are replaced by the placeholders.
 fn normalise(helm_objects: &mut [Value], kustomize: &mut Vec<Value>) {
     kustomize.retain(|o| kind(o) != "Namespace");
     for o in helm_objects.iter_mut().chain(kustomize.iter_mut()) {
@@ -403,8 +407,15 @@ fn normalise(helm_objects: &mut [Value], kustomize: &mut Vec<Value>) {
                 assert!(pem.contains(begin), "{file} is not PEM: {pem}");
                 data.insert(file.into(), placeholder(file).into());
             }
+            let ns = o["metadata"]["namespace"].as_str().unwrap().to_owned();
             let annotations = o["metadata"].as_object_mut().unwrap().remove("annotations");
-            assert_eq!(annotations, Some(json!({"winadmit.io/rotation": "1"})));
+            assert_eq!(
+                annotations,
+                Some(json!({
+                    "winadmit.io/rotation": "1",
+                    "winadmit.io/hosts": format!("winadmit,winadmit.{ns},winadmit.{ns}.svc,winadmit.{ns}.svc.cluster.local"),
+                }))
+            );
         }
     }
 }
@@ -488,7 +499,10 @@ fn assert_same_objects(case: &str, mut chart: Vec<Value>, mut kustomize: Vec<Val
 /// `helm template` renders the objects of the kustomize install for the
 /// same settings, for every certificate mode and overlay.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn helm_template_equals_kustomize() {
     let helm = helm::helm("helm_template_equals_kustomize");
     let dir = tempfile::tempdir().unwrap();
@@ -590,7 +604,10 @@ fn helm_template_equals_kustomize() {
 /// keeps its token (the server reads credential specs with a get), and the
 /// flags say so.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn helm_template_gmsa_without_the_cluster_cache() {
     let helm = helm::helm("helm_template_gmsa_without_the_cluster_cache");
     let objects = template(
@@ -635,7 +652,10 @@ fn helm_template_gmsa_without_the_cluster_cache() {
 /// `pullSecrets` (also with the cluster cache off), and nothing by default
 /// or with `pullSecrets` alone.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn helm_template_registry_values() {
     use clap::Parser as _;
     let helm = helm::helm("helm_template_registry_values");
@@ -731,7 +751,10 @@ fn helm_template_registry_values() {
 /// The values the kustomize install has no counterpart for render what
 /// they say, and nothing when off.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn helm_template_extra_values() {
     let helm = helm::helm("helm_template_extra_values");
     let find = |objects: &[Value], k: &str| -> Option<Value> {
@@ -841,7 +864,10 @@ fn helm_template_extra_values() {
 
 /// helm refuses bad values, naming the value and what it accepts.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn bad_values_are_refused_with_the_field() {
     let helm = helm::helm("bad_values_are_refused_with_the_field");
     let chart = helm::chart();
@@ -1101,8 +1127,16 @@ fn ca_bundle_certs(cp: &ControlPlane) -> usize {
 ///    release in its namespace.
 #[test]
 #[cfg_attr(
-    any(no_helm, no_control_plane),
-    ignore = "needs Go to build helm, kube-apiserver, etcd and kubectl (tests/helm/build.sh, tests/apiserver/build.sh)"
+    all(no_helm, no_control_plane),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh; needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(no_helm, not(no_control_plane)),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_helm), no_control_plane),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn helm_install_upgrade_uninstall_webhook() {
     let test = "helm_install_upgrade_uninstall_webhook";
@@ -1407,13 +1441,126 @@ fn helm_install_upgrade_uninstall_webhook() {
     b.wait_exit(Duration::from_secs(30));
 }
 
+/// Whether the PEM certificate `cert` (base64, as in a Secret) is valid for
+/// `host` (a DNS name or an IP address).
+fn names_host(cert: &str, host: &str) -> bool {
+    use rustls::pki_types::pem::PemObject as _;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(&unb64(cert)).unwrap();
+    let cert = webpki::EndEntityCert::try_from(&der).unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+    cert.verify_is_valid_for_subject_name(&name).is_ok()
+}
+
+/// `helm upgrade` with a new `webhook.url` host makes a certificate that
+/// names it (a new CA; the webhooks trust it and the previous one, as for a
+/// rotation), and an upgrade that keeps the host keeps the certificate.
+#[test]
+#[cfg_attr(
+    all(no_helm, no_control_plane),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh; needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(no_helm, not(no_control_plane)),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_helm), no_control_plane),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn helm_upgrade_to_a_new_webhook_url_renews_the_certificate() {
+    let test = "helm_upgrade_to_a_new_webhook_url_renews_the_certificate";
+    let helm = helm::helm(test);
+    let cp = controlplane::shared(test);
+    let _cluster = CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let helm = helm.with_kubeconfig(&cp.kubeconfig);
+    let chart = helm::chart();
+    let chart = chart.to_str().unwrap();
+    let ns = "winadmit-url";
+    let secret = || cp.get("secret", ns, "winadmit-tls");
+    let upgrade = |extra: &[&str]| {
+        let mut args = vec!["upgrade", "winadmit", chart, "-n", ns, "--reuse-values"];
+        args.extend_from_slice(extra);
+        helm.ok(&args);
+    };
+
+    helm.ok(&[
+        "install",
+        "winadmit",
+        chart,
+        "-n",
+        ns,
+        "--create-namespace",
+        "--set",
+        "webhook.url=https://webhook-a.example.test:8443",
+    ]);
+    let first = secret();
+    let crt = first["data"]["tls.crt"].as_str().unwrap().to_owned();
+    for host in ["webhook-a.example.test", &format!("winadmit.{ns}.svc")] {
+        assert!(
+            names_host(&crt, host),
+            "the certificate does not name {host}"
+        );
+    }
+    assert_eq!(ca_bundle_certs(cp), 1);
+
+    // Another host: a certificate for it, trusted along with the previous CA.
+    upgrade(&["--set", "webhook.url=https://webhook-b.example.test:8443"]);
+    let second = secret();
+    let crt = second["data"]["tls.crt"].as_str().unwrap().to_owned();
+    assert!(
+        names_host(&crt, "webhook-b.example.test"),
+        "the upgrade kept a certificate that does not name the new host"
+    );
+    assert!(!names_host(&crt, "webhook-a.example.test"));
+    assert_eq!(second["data"]["previous-ca.crt"], first["data"]["ca.crt"]);
+    assert_eq!(
+        second["metadata"]["annotations"]["winadmit.io/hosts"],
+        format!(
+            "winadmit,winadmit.{ns},winadmit.{ns}.svc,winadmit.{ns}.svc.cluster.local,webhook-b.example.test"
+        )
+    );
+    assert_eq!(
+        ca_bundle_certs(cp),
+        2,
+        "the webhooks trust the new and the previous CA"
+    );
+
+    // The same host on another port, and an IP address.
+    upgrade(&["--set", "webhook.url=https://webhook-b.example.test:9443/"]);
+    assert_eq!(
+        secret()["data"],
+        second["data"],
+        "same host, same certificate"
+    );
+    upgrade(&["--set", "webhook.url=https://192.0.2.7:8443"]);
+    let third = secret();
+    let crt = third["data"]["tls.crt"].as_str().unwrap().to_owned();
+    assert!(
+        names_host(&crt, "192.0.2.7"),
+        "the certificate does not name the address"
+    );
+    assert_eq!(third["data"]["previous-ca.crt"], second["data"]["ca.crt"]);
+
+    helm.ok(&["uninstall", "winadmit", "-n", ns, "--wait"]);
+}
+
 /// The admission-policy install: helm installs the ValidatingAdmissionPolicies
 /// and their bindings, the API server itself denies a Windows hostNetwork
 /// pod, and `helm uninstall` leaves no policy or binding behind.
 #[test]
 #[cfg_attr(
-    any(no_helm, no_control_plane),
-    ignore = "needs Go to build helm, kube-apiserver, etcd and kubectl (tests/helm/build.sh, tests/apiserver/build.sh)"
+    all(no_helm, no_control_plane),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh; needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+#[cfg_attr(
+    all(no_helm, not(no_control_plane)),
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
+#[cfg_attr(
+    all(not(no_helm), no_control_plane),
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn helm_install_uninstall_admission_policy() {
     let test = "helm_install_uninstall_admission_policy";

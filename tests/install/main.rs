@@ -26,4 +26,5 @@ mod generated;
 mod helm;
 mod manifests;
 mod readme;
+mod test_tools;
 mod threat_model;

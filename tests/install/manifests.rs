@@ -120,7 +120,7 @@ fn require_kubectl() {
         .output();
     assert!(
         out.as_ref().is_ok_and(|o| o.status.success()),
-        "{} does not run ({out:?}); install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH",
+        "{} does not run ({out:?}); run tests/apiserver/build.sh (it builds kubectl v1.37) or put kubectl on PATH",
         program.display()
     );
 }
@@ -873,7 +873,7 @@ fn lint_passes_on_the_rendered_install() {
 #[test]
 #[cfg_attr(
     no_kubectl,
-    ignore = "needs kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
+    ignore = "needs kubectl: run tests/apiserver/build.sh (it builds kubectl v1.37) or put kubectl on PATH"
 )]
 fn winadmit_manifests_matches_kustomize() {
     require_kubectl();
@@ -1924,7 +1924,7 @@ fn moved_install_stays_outside_the_policy_reach() {
 #[test]
 #[cfg_attr(
     no_kubectl,
-    ignore = "needs kubectl: install Go (tests/apiserver/build.sh builds kubectl v1.37) or put kubectl on PATH"
+    ignore = "needs kubectl: run tests/apiserver/build.sh (it builds kubectl v1.37) or put kubectl on PATH"
 )]
 fn registry_components_turn_lookups_on_with_mounted_credentials() {
     use clap::Parser as _;

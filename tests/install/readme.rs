@@ -470,3 +470,114 @@ fn the_doc_checks_find_placeholders_and_broken_links() {
         "{broken:?}"
     );
 }
+
+/// The README's opening and `lint` agree on a Windows IIS Deployment that
+/// nothing pins to Windows nodes: the default install pins it, `lint`
+/// warns and exits 0 (only error findings fail CI by default), and
+/// `--fail-on warning` fails it. The README says each of these.
+#[test]
+fn readme_says_what_fails_ci_for_an_unpinned_windows_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("iis.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  selector:\n    matchLabels: {app: iis}\n  template:\n    metadata:\n      labels: {app: iis}\n    spec:\n      containers:\n      - name: iis\n        image: mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022\n",
+    )
+    .unwrap();
+    let lint = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .arg("lint")
+            .args(extra)
+            .arg(&file)
+            .output()
+            .unwrap()
+    };
+    let out = lint(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("warning[WIN-UNPINNED-IMAGE]"), "{text}");
+    assert!(!text.contains("error["), "{text}");
+    assert_eq!(lint(&["--fail-on", "warning"]).status.code(), Some(1));
+
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let opening = &readme[..readme.find("\n## ").unwrap()];
+    let opening = opening.split_whitespace().collect::<Vec<_>>().join(" ");
+    for claim in [
+        "A Windows pod without an OS node selector can be placed on a Linux node, where its image cannot be pulled.",
+        "Such a pod is patched, not refused, and `lint` reports it as a warning (exit 0)",
+        "by default only **error** findings, what the webhook would deny, fail CI (`lint` exits 1)",
+        "`lint --fail-on warning` also fails on warnings, such as a Windows image that nothing pins to Windows nodes",
+    ] {
+        assert!(
+            opening.contains(claim),
+            "the README's opening no longer says: {claim}"
+        );
+    }
+    assert!(
+        !opening.contains("lands on a Linux node and fails"),
+        "the README's opening says such a pod fails"
+    );
+}
+
+/// What the quick start writes into the checkout is ignored by git.
+#[test]
+fn quick_start_files_are_ignored_by_git() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    assert!(readme.contains("cargo run --release -- example review > review.json"));
+    assert!(readme.contains("--self-signed-dir target/self-signed"));
+    for written in ["review.json", "target/self-signed/ca.pem"] {
+        let out = Command::new("git")
+            .args(["check-ignore", "-q", written])
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{written} is not ignored by git"
+        );
+    }
+}
+
+/// The examples the README links are what it says they are: `lint` of the
+/// README's pod gives the denial's findings (exit 1), and the example
+/// policy loads and makes an unpinned Windows image an error.
+#[test]
+fn examples_are_the_readmes_pod_and_a_working_policy() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for link in ["(examples/pod.yaml)", "(examples/policy.yaml)"] {
+        assert!(readme.contains(link), "the README does not link {link}");
+    }
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_winadmit"))
+            .args(args)
+            .current_dir(root())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["lint", "examples/pod.yaml"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for rule in [
+        "error[WIN-HOSTNETWORK]",
+        "error[WIN-SYSCTLS]",
+        "warning[WIN-PRIVILEGED]",
+    ] {
+        assert!(text.contains(rule), "examples/pod.yaml: no {rule}:\n{text}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let iis = dir.path().join("iis.yaml");
+    std::fs::write(
+        &iis,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: iis\nspec:\n  containers:\n  - name: iis\n    image: contoso/servercore-iis:1.0\n",
+    )
+    .unwrap();
+    let iis = iis.to_str().unwrap();
+    let plain = run(&["lint", iis]);
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    let strict = run(&["lint", "--policy", "examples/policy.yaml", iis]);
+    let text = String::from_utf8_lossy(&strict.stdout);
+    assert_eq!(strict.status.code(), Some(1), "{text}{strict:?}");
+    assert!(text.contains("error[WIN-UNPINNED-IMAGE]"), "{text}");
+}

@@ -137,6 +137,52 @@ fn exit_codes() {
     );
 }
 
+/// `--fail-on never` (for `report ... | kubectl apply -f -` under
+/// `set -o pipefail`) exits 0 on error findings, which are still all
+/// written; an input problem is still exit 2, for `lint` and `report`.
+#[test]
+fn fail_on_never_still_lists_errors_and_exits_2_on_bad_input() {
+    for command in [&["lint"][..], &["report", "--from-file"][..]] {
+        let run = |extra: &[&str], file: &str| {
+            let mut args = command.to_vec();
+            args.push(file);
+            args.extend_from_slice(extra);
+            winadmit(&args)
+        };
+        let failing = run(&["--format", "json"], BAD);
+        assert_eq!(failing.status.code(), Some(1), "{command:?}");
+        let never = run(&["--format", "json", "--fail-on", "never"], BAD);
+        assert_eq!(
+            never.status.code(),
+            Some(0),
+            "{command:?}: {}",
+            transcript(&never)
+        );
+        assert_eq!(
+            never.stdout, failing.stdout,
+            "{command:?}: --fail-on never changed the output"
+        );
+        let broken = run(&["--fail-on", "never"], "tests/fixtures/lint/broken.yaml");
+        assert_eq!(
+            broken.status.code(),
+            Some(2),
+            "{command:?}: {}",
+            transcript(&broken)
+        );
+    }
+    let piped = winadmit(&[
+        "report",
+        "--from-file",
+        BAD,
+        "--format",
+        "policyreport",
+        "--fail-on",
+        "never",
+    ]);
+    assert_eq!(piped.status.code(), Some(0), "{}", transcript(&piped));
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("kind: PolicyReport"));
+}
+
 #[test]
 fn bad_input_is_exit_2_and_the_rest_is_still_linted() {
     let out = winadmit(&[
@@ -152,6 +198,41 @@ fn bad_input_is_exit_2_and_the_rest_is_still_linted() {
 fn directories_are_walked_for_manifests_only() {
     let out = winadmit(&["lint", "tests/fixtures/lint/dir"]);
     insta::assert_snapshot!(transcript(&out));
+}
+
+/// A directory with no manifest in it (empty, or only other files) is a
+/// wrong path, not a clean run: exit 2 naming it, before anything is
+/// linted, also when another path given is right.
+#[test]
+fn a_directory_without_manifests_is_exit_2_naming_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let no_yaml = tempfile::tempdir().unwrap();
+    std::fs::write(no_yaml.path().join("README.md"), "# deploy\n").unwrap();
+    std::fs::create_dir(no_yaml.path().join("charts")).unwrap();
+    std::fs::write(no_yaml.path().join("charts/values.txt"), "a: b\n").unwrap();
+    for dir in [empty.path(), no_yaml.path()] {
+        let dir = dir.to_str().unwrap();
+        for args in [
+            vec!["lint", dir],
+            vec!["lint", "tests/fixtures/lint/dir", dir],
+        ] {
+            let out = winadmit(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", transcript(&out));
+            assert!(out.stdout.is_empty(), "{args:?}: {}", transcript(&out));
+            assert_eq!(
+                String::from_utf8_lossy(&out.stderr),
+                format!(
+                    "winadmit: {dir}: no .yaml, .yml or .json file in this directory or below it: give the directory or files that hold the manifests\n"
+                ),
+                "{args:?}"
+            );
+        }
+    }
+    // One manifest deep below is enough.
+    std::fs::create_dir_all(no_yaml.path().join("charts/a/b")).unwrap();
+    std::fs::copy(CLEAN, no_yaml.path().join("charts/a/b/pod.yml")).unwrap();
+    let out = winadmit(&["lint", no_yaml.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", transcript(&out));
 }
 
 #[test]

@@ -12,11 +12,12 @@
 //! the API server first, then etcd, when the test process goes away, even
 //! when a test panics or the process is killed.
 //!
-//! Without Go the tests are ignored, with the reason: `build.rs` sets
-//! `cfg(no_control_plane)` and each test carries
-//! `#[cfg_attr(no_control_plane, ignore = "...")]`. With Go, or with
-//! `WINADMIT_REQUIRE_APISERVER` set (`.ci/run` sets it), they run, and a
-//! control plane that cannot be built fails them.
+//! `cargo test` builds none of them: `build.rs` sets `cfg(no_control_plane)`
+//! when they are not in `target/controlplane/bin` (and `cfg(no_apiserver_1_NN)`
+//! for each older API server), and each test carries
+//! `#[cfg_attr(no_control_plane, ignore = "...")]` naming the command that
+//! builds them. With `WINADMIT_REQUIRE_APISERVER` set (`.ci/run` builds them
+//! and sets it), they run, and a missing binary fails them.
 
 #![allow(dead_code)] // each test target uses a part
 
@@ -50,34 +51,24 @@ fn required() -> bool {
 }
 
 /// The directory holding `kube-apiserver`, `etcd` and `kubectl` v1.37,
-/// built on first use.
+/// built by `tests/apiserver/build.sh`.
 ///
 /// # Panics
-/// The build fails or Go is missing (the tests that get here were built
-/// with Go on PATH, or require the control plane).
+/// They are not built (the tests that get here were built with them in
+/// place, or require the control plane).
 pub fn binaries(test: &str) -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let out = Command::new(apiserver_module().join("build.sh"))
-            .arg(bin_dir())
-            .output()
-            .map_err(|e| format!("cannot run tests/apiserver/build.sh: {e}"))?;
-        match out.status.code() {
-            Some(0) => Ok(bin_dir()),
-            // build.sh: go is not on PATH.
-            Some(3) => Err("go not found on PATH".into()),
-            _ => Err(format!(
-                "tests/apiserver/build.sh failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )),
-        }
-    });
-    match built {
-        Ok(dir) => dir.clone(),
-        Err(why) => panic!(
-            "{test}: cannot build the control plane: {why}; install Go 1.26 to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
-        ),
-    }
+    let dir = bin_dir();
+    let missing: Vec<&str> = ["kube-apiserver", "etcd", "kubectl"]
+        .into_iter()
+        .filter(|b| !dir.join(b).is_file())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{test}: {} not built in {}: run tests/apiserver/build.sh (Go 1.26; about 5 minutes cold)",
+        missing.join(", "),
+        dir.display()
+    );
+    dir
 }
 
 /// The minor versions of the version matrix (`tests/cluster/version_matrix.rs`):
@@ -86,25 +77,21 @@ pub fn binaries(test: &str) -> PathBuf {
 pub const MATRIX: &[u32] = &[34, 35, 36, 37];
 
 /// The directory holding kube-apiserver v1.`minor` (of [`MATRIX`]), built
-/// on first use into `target/controlplane/v1.NN/bin`; etcd and kubectl are
-/// always [`binaries`]'s. An error says why it cannot be built.
+/// by `tests/apiserver/v1.NN/build.sh` into `target/controlplane/v1.NN/bin`;
+/// etcd and kubectl are always [`binaries`]'s. An error says how to build
+/// it.
 pub fn apiserver_of(minor: u32) -> Result<PathBuf, String> {
     if minor == 37 {
         return Ok(bin_dir());
     }
-    let module = apiserver_module().join(format!("v1.{minor}"));
     let out_dir = bin_dir().parent().unwrap().join(format!("v1.{minor}/bin"));
-    let out = Command::new(module.join("build.sh"))
-        .arg(&out_dir)
-        .output()
-        .map_err(|e| format!("cannot run {}/build.sh: {e}", module.display()))?;
-    match out.status.code() {
-        Some(0) => Ok(out_dir),
-        Some(3) => Err("go not found on PATH".into()),
-        _ => Err(format!(
-            "tests/apiserver/v1.{minor}/build.sh failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )),
+    if out_dir.join("kube-apiserver").is_file() {
+        Ok(out_dir)
+    } else {
+        Err(format!(
+            "kube-apiserver v1.{minor} is not built in {}: run tests/apiserver/v1.{minor}/build.sh",
+            out_dir.display()
+        ))
     }
 }
 
@@ -114,15 +101,12 @@ pub fn is_required() -> bool {
     required()
 }
 
-/// kubectl v1.37 from `target/controlplane/bin` when it can be built, else
+/// kubectl v1.37 from `target/controlplane/bin` when it is built, else
 /// `kubectl` on PATH (client-only uses: `kubectl kustomize`).
 pub fn kubectl_program() -> PathBuf {
     let built = bin_dir().join("kubectl");
     if built.is_file() {
         return built;
-    }
-    if Command::new("go").arg("version").output().is_ok() {
-        return binaries("kubectl").join("kubectl");
     }
     PathBuf::from("kubectl")
 }

@@ -2,16 +2,16 @@
 //! module in `tests/helm/` into `target/helm/bin` (`tests/helm/build.sh`;
 //! stamped, so it rebuilds only when the module or the script change).
 //!
-//! Without Go the chart tests are ignored, with the reason: `build.rs` sets
+//! `cargo test` does not build it: without it in `target/helm/bin` the chart
+//! tests are ignored, with the command that builds it (`build.rs` sets
 //! `cfg(no_helm)` and each test carries `#[cfg_attr(no_helm, ignore =
-//! "...")]`. With Go, or with `WINADMIT_REQUIRE_HELM` set (`.ci/run` sets
-//! it), they run, and a helm that cannot be built fails them.
+//! "...")]`). With `WINADMIT_REQUIRE_HELM` set (`.ci/run` builds helm and
+//! sets it), they run, and a missing helm fails them.
 
 #![allow(dead_code)] // each test target uses a part
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 fn module() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/helm")
@@ -26,34 +26,19 @@ fn bin_dir() -> PathBuf {
     target.join("helm/bin")
 }
 
-/// helm, built on first use.
+/// helm, built by `tests/helm/build.sh`.
 ///
 /// # Panics
-/// The build fails or Go is missing (the tests that get here were built
-/// with Go on PATH, or require helm).
+/// It is not built (the tests that get here were built with it in place,
+/// or require helm).
 pub fn helm(test: &str) -> Helm {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let out = Command::new(module().join("build.sh"))
-            .arg(bin_dir())
-            .output()
-            .map_err(|e| format!("cannot run tests/helm/build.sh: {e}"))?;
-        match out.status.code() {
-            Some(0) => Ok(bin_dir().join("helm")),
-            // build.sh: go is not on PATH.
-            Some(3) => Err("go not found on PATH".into()),
-            _ => Err(format!(
-                "tests/helm/build.sh failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )),
-        }
-    });
-    match built {
-        Ok(bin) => Helm::new(bin),
-        Err(why) => panic!(
-            "{test}: cannot build helm: {why}; install Go 1.26 to build helm (tests/helm/build.sh)"
-        ),
-    }
+    let bin = bin_dir().join("helm");
+    assert!(
+        bin.is_file(),
+        "{test}: helm is not built in {}: run tests/helm/build.sh (Go 1.26; about 6 minutes cold)",
+        bin_dir().display()
+    );
+    Helm::new(&bin)
 }
 
 /// The chart in this repository.

@@ -27,7 +27,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -53,32 +53,19 @@ fn kwok_dir() -> PathBuf {
     target.join("controlplane/kwok")
 }
 
-/// KWOK and its stages, built on first use.
+/// KWOK and its stages, built by `tests/kwok/build.sh`.
 ///
 /// # Panics
-/// The build fails (the tests that get here were built with Go on PATH,
-/// or require the control plane).
+/// They are not built (the tests that get here were built with them in
+/// place, or require the control plane).
 fn kwok(test: &str) -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kwok/build.sh");
-        let out = Command::new(script)
-            .arg(kwok_dir())
-            .output()
-            .map_err(|e| format!("cannot run tests/kwok/build.sh: {e}"))?;
-        if out.status.success() {
-            Ok(kwok_dir())
-        } else {
-            Err(format!(
-                "tests/kwok/build.sh failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    });
-    match built {
-        Ok(dir) => dir.clone(),
-        Err(why) => panic!("{test}: cannot build KWOK: {why}"),
-    }
+    let dir = kwok_dir();
+    assert!(
+        dir.join("kwok").is_file() && dir.join("stages.yaml").is_file(),
+        "{test}: KWOK is not built in {}: run tests/kwok/build.sh",
+        dir.display()
+    );
+    dir
 }
 
 /// The scheduler, the controller manager and KWOK of the process's

@@ -1276,3 +1276,77 @@ fn certain_images_pin_their_os_by_default() {
     let pinned_linux = linux_pod("containers:\n- name: web\n  image: nginx:1.27");
     assert!(pinned("", &pinned_linux, Some(WIN22_NODE)).0.is_empty());
 }
+
+/// The warnings `/mutate` returns for each OS pin keep the OS: the pin's
+/// text is cut to its first clause when the whole is too long for a
+/// warning, and that clause ends after the label's value
+/// (`kubernetes.io/os=windows`), never at the `: ` of a `key: value`.
+#[test]
+fn pin_warnings_name_the_os() {
+    use winadmit::decision::decide::{PatchSource, Request, decide};
+    let warnings = |yaml: &str, cx: &Context<'_>| {
+        let docs = winadmit::input::source::parse(yaml).unwrap();
+        let value = docs[0].value.clone();
+        let view = ObjectView::deserialize(&value).unwrap();
+        let workload = Workload::from_view(&view).unwrap();
+        decide(
+            &Policy::default_policy(),
+            cx,
+            &workload,
+            &Request::manifest(PatchSource::Preview(&value)),
+        )
+        .patch_warnings()
+    };
+    let deployment = |image: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: iis\nspec:\n  selector: {{matchLabels: {{app: iis}}}}\n  template:\n    metadata: {{labels: {{app: iis}}}}\n    spec:\n      tolerations:\n      - operator: Exists\n      containers:\n      - name: iis\n        image: {image}\n"
+        )
+    };
+    let known = registry();
+    let mut nodes = winadmit::decision::cluster::ClusterObjects::default();
+    nodes.learn(&winadmit::input::source::parse(WIN22_NODE).unwrap()[0].value);
+    let by_facts = Context {
+        images: Some(&known),
+        ..Context::default()
+    };
+    let with_windows_nodes = Context {
+        nodes: Some(&nodes.nodes),
+        ..Context::default()
+    };
+    let cases = [
+        (
+            "a name that can only be Windows",
+            deployment("mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022"),
+            &Context::default(),
+            "WIN-UNPINNED-IMAGE",
+            "kubernetes.io/os=windows",
+        ),
+        (
+            "registry facts: only Windows",
+            deployment("contoso/payments:4.2"),
+            &by_facts,
+            "WIN-IMAGE-WINDOWS-ONLY",
+            "kubernetes.io/os=windows",
+        ),
+        (
+            "Linux-only images, Windows nodes in the cluster",
+            deployment("docker.io/fluent/fluent-bit:3.2.10-debug"),
+            &with_windows_nodes,
+            "WIN-LINUX-UNPINNED",
+            "kubernetes.io/os=linux",
+        ),
+    ];
+    for (case, yaml, cx, rule, selector) in cases {
+        let w = warnings(&yaml, cx);
+        let pin: Vec<&String> = w.iter().filter(|w| w.starts_with(rule)).collect();
+        assert_eq!(pin.len(), 1, "{case}: {w:#?}");
+        assert!(
+            pin[0].contains(&format!("add nodeSelector {selector}")),
+            "{case}: the warning lost the OS: {:?}",
+            pin[0]
+        );
+        for line in &w {
+            assert!(!line.ends_with("kubernetes.io/os"), "{case}: {line:?}");
+        }
+    }
+}

@@ -110,7 +110,24 @@ fn writes_the_files_and_prints_the_ca_bundle() {
     // Existing files are kept unless --force; then replaced, key still 0600.
     let again = certs(&out_dir, &[]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    let hint = String::from_utf8_lossy(&again.stderr);
+    assert!(hint.contains("--force"), "{hint}");
+    // The hint is docs/install.md's procedure: both CAs first, never the
+    // Secret and the caBundle in one step.
+    let install =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/install.md")).unwrap();
+    assert!(
+        install.contains("### Rotating self-signed certificates")
+            && install.contains("Do not replace the Secret and the caBundle\nin one step."),
+        "docs/install.md changed its rotation section: keep the certs hint in step"
+    );
+    assert!(
+        hint.contains("\"Rotating self-signed certificates\"")
+            && hint.contains("trust the old and the new CA first")
+            && hint.contains("never the Secret and the caBundle in one step")
+            && !hint.contains("together"),
+        "{hint}"
+    );
     assert_eq!(std::fs::read(out_dir.join("ca.crt")).unwrap(), ca);
     let forced = certs(&out_dir, &["--force"]);
     assert_eq!(forced.status.code(), Some(0));

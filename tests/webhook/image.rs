@@ -14,9 +14,11 @@
 //!
 //! The image test builds the `dist` profile (about 10 minutes on 2 cores),
 //! so it is ignored by `cargo test` and by `.ci/run`; run it with
-//! `cargo test --test webhook -- --ignored image::`. Without Go (crane and actionlint are built from Go modules)
-//! both are compiled as ignored (build.rs's `no_image_tools`), and run and
-//! fail instead when `WINADMIT_REQUIRE_IMAGE_TOOLS` is set.
+//! `cargo test --test webhook -- --ignored image::`. crane and actionlint
+//! are built from Go modules by `tests/image/build.sh`, never by the tests:
+//! without them the actionlint test is ignored with that command
+//! (build.rs's `no_image_tools`), and runs and fails instead when
+//! `WINADMIT_REQUIRE_IMAGE_TOOLS` is set.
 
 use crate::registry_support as registry;
 
@@ -30,14 +32,19 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// crane and actionlint, built once into target/image/bin.
+/// crane and actionlint, built by tests/image/build.sh into target/image/bin
+/// (or `$CARGO_TARGET_DIR/image/bin`).
 fn tools() -> PathBuf {
-    let out = root().join("target/image/bin");
-    let status = Command::new(root().join("tests/image/build.sh"))
-        .arg(&out)
-        .status()
-        .expect("runs tests/image/build.sh");
-    assert!(status.success(), "tests/image/build.sh failed: {status}");
+    let out = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), PathBuf::from)
+        .join("image/bin");
+    for tool in ["crane", "actionlint"] {
+        assert!(
+            out.join(tool).is_file(),
+            "{tool} is not built in {}: run tests/image/build.sh",
+            out.display()
+        );
+    }
     out
 }
 
@@ -55,7 +62,7 @@ fn run(cmd: &mut Command) -> String {
 #[test]
 #[cfg_attr(
     no_image_tools,
-    ignore = "needs Go to build actionlint (tests/image/build.sh)"
+    ignore = "needs actionlint, which is not built: run tests/image/build.sh"
 )]
 fn release_workflow_passes_actionlint() {
     let bin = tools();
@@ -83,7 +90,7 @@ fn chart_and_manifests_name_the_built_image() {
         .and_then(|v| v.strip_suffix('"'))
         .unwrap();
     let script = std::fs::read_to_string(root().join("image/build.sh")).unwrap();
-    assert!(script.contains("ghcr.io/winadmit/winadmit:$version"));
+    assert!(script.contains("\nofficial=ghcr.io/winadmit/winadmit\n"));
     let values = std::fs::read_to_string(root().join("charts/winadmit/values.yaml")).unwrap();
     assert!(
         values.contains("repository: ghcr.io/winadmit/winadmit"),
@@ -99,6 +106,110 @@ fn chart_and_manifests_name_the_built_image() {
     assert!(
         deployment.contains(&format!("image: ghcr.io/winadmit/winadmit:{version}")),
         "manifests/base/deployment.yaml"
+    );
+}
+
+/// image/build.sh run with `args` and a work folder of its own, which it
+/// must not create when it refuses: (exit code, stderr, whether it started).
+fn build_script(args: &[&str]) -> (Option<i32>, String, bool) {
+    let scratch = tempfile::tempdir().unwrap();
+    let out_dir = scratch.path().join("image");
+    let out = Command::new(root().join("image/build.sh"))
+        .args(args)
+        .env("WINADMIT_IMAGE_OUT", &out_dir)
+        // A crane that fails: nothing can be pushed even if the guard fails.
+        .env("CRANE", "/bin/false")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "{args:?}: stdout {:?}", out.stdout);
+    (
+        out.status.code(),
+        String::from_utf8(out.stderr).unwrap(),
+        out_dir.exists(),
+    )
+}
+
+/// With no argument, image/build.sh prints its usage and exits 2 before
+/// building or pushing anything.
+#[test]
+fn image_build_without_a_reference_prints_usage() {
+    for args in [&[][..], &[""][..], &["--release"][..], &["a", "b"][..]] {
+        let (code, stderr, started) = build_script(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("usage: image/build.sh REF\n"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!started, "{args:?}: it created its work folder");
+    }
+}
+
+/// The official repository is refused without `--release`, whatever the
+/// tag, digest or case, before anything is built; `--release` is passed by
+/// the release workflow and by nothing else in the repository.
+#[test]
+fn image_build_refuses_the_official_image_without_release() {
+    for reference in [
+        "ghcr.io/winadmit/winadmit",
+        "ghcr.io/winadmit/winadmit:0.1.0",
+        "GHCR.io/WinAdmit/winadmit:latest",
+        "ghcr.io/winadmit/winadmit@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    ] {
+        let (code, stderr, started) = build_script(&[reference]);
+        assert_eq!(code, Some(2), "{reference}: {stderr}");
+        assert!(
+            stderr.contains(&format!("refusing to write {reference}"))
+                && stderr.contains(".github/workflows/release.yml"),
+            "{reference}: {stderr}"
+        );
+        assert!(!started, "{reference}: it created its work folder");
+    }
+    let workflow = std::fs::read_to_string(root().join(".github/workflows/release.yml")).unwrap();
+    assert!(
+        workflow.contains(r#"image/build.sh --release "$REGISTRY/winadmit:$VERSION""#),
+        "the release workflow does not pass --release"
+    );
+    let files = Command::new("git")
+        .args([
+            "grep",
+            "-l",
+            "-F",
+            "build.sh --release",
+            "--",
+            ".",
+            ":!tests/webhook/image.rs",
+            ":!image/build.sh",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&files.stdout),
+        ".github/workflows/release.yml\n",
+        "only the release workflow passes --release"
+    );
+}
+
+/// A reference elsewhere passes the guard: the script goes on to its
+/// work folder (here a file, so that it stops there, before any build).
+#[test]
+fn image_build_accepts_another_registry() {
+    let scratch = tempfile::tempdir().unwrap();
+    let blocker = scratch.path().join("image");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let out = Command::new(root().join("image/build.sh"))
+        .arg("registry.example.com/platform/winadmit:0.1.0")
+        .env("WINADMIT_IMAGE_OUT", &blocker)
+        .env("CRANE", "/bin/false")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("mkdir") && !stderr.contains("usage:") && !stderr.contains("refusing"),
+        "{stderr}"
     );
 }
 

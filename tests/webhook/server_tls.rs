@@ -172,6 +172,33 @@ fn start_fails(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `serve` without a certificate names both ways to give one:
+/// `--tls-cert` with `--tls-key`, or `--self-signed`.
+#[test]
+fn serve_without_a_certificate_names_self_signed() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .env_remove("WINADMIT_TLS_CERT")
+            .env_remove("WINADMIT_TLS_KEY")
+            .env_remove("WINADMIT_SELF_SIGNED")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = run(&[]);
+    assert!(
+        e.contains("<--tls-cert <FILE>|--self-signed>"),
+        "serve with no flags: {e}"
+    );
+    let e = run(&["--tls-cert", "tls.crt"]);
+    assert!(e.contains("--tls-key <FILE>"), "{e}");
+    let e = run(&["--tls-key", "tls.key"]);
+    assert!(e.contains("--self-signed"), "{e}");
+}
+
 #[test]
 fn start_up_fails_fast_naming_the_flag_and_file() {
     let c = certs();

@@ -63,7 +63,7 @@ fn check_windows_only(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             let fix = Fix {
                 kind: FixKind::Scheduling,
                 description: format!(
-                    "add nodeSelector kubernetes.io/os: windows ({named}: only Windows)"
+                    "add nodeSelector kubernetes.io/os=windows ({named}: only Windows)"
                 ),
                 ops: vec![super::unpinned_image::node_selector_op(cx)],
             };

@@ -70,7 +70,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
     let fix = Fix {
         kind: FixKind::PinByImages,
         description: format!(
-            "add nodeSelector kubernetes.io/os: linux (image {image} has no Windows variant)"
+            "add nodeSelector kubernetes.io/os=linux (image {image} has no Windows variant)"
         ),
         ops: vec![crate::decision::targeting::add_os_node_selector(
             &cx.workload.spec_path,

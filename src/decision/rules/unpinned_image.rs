@@ -59,7 +59,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
             let fix = Fix {
                 kind: FixKind::PinByImages,
                 description: format!(
-                    "add nodeSelector kubernetes.io/os: windows (image {certain} can only run on Windows)"
+                    "add nodeSelector kubernetes.io/os=windows (image {certain} can only run on Windows)"
                 ),
                 ops: vec![node_selector_op(cx)],
             };
@@ -71,7 +71,7 @@ fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {
         } else {
             let fix = Fix {
                 kind: FixKind::Scheduling,
-                description: "add nodeSelector kubernetes.io/os: windows".into(),
+                description: "add nodeSelector kubernetes.io/os=windows".into(),
                 ops: vec![node_selector_op(cx)],
             };
             out.report_with_fix(

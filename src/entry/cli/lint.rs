@@ -16,8 +16,13 @@ pub enum LintFormat {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailOn {
+    /// Exit 1 on error findings (the default).
     Error,
+    /// Exit 1 on error or warning findings.
     Warning,
+    /// Exit 0 whatever the findings (a report piped into `kubectl apply`
+    /// under `set -o pipefail`); an input problem still exits 2.
+    Never,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

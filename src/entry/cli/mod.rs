@@ -42,7 +42,7 @@ pub struct Cli {
 pub enum Command {
     /// Check manifest files for Windows problems (for CI).
     #[command(
-        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed, a bad policy): the other files are still linted."
+        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed, a bad policy, a directory with no manifest file): the other files are still linted. --fail-on never exits 0 whatever the findings."
     )]
     Lint(LintArgs),
     /// List the rule catalogue.
@@ -58,7 +58,7 @@ pub enum Command {
     /// Dry run: what admission would deny, warn about or change, for a live
     /// cluster or for files (`kubectl get -o json|yaml` output).
     #[command(
-        after_help = "Each object's verdict (deny, warn, allow) is what admission does after the mutating webhook's patch; its findings, and the exit code, are those of the object as written, as `lint` gives them, so both commands fail a CI job on the same files. Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, custom resources that could not be discovered (unless --allow-partial), no workload matched (unless --allow-empty), or WINADMIT_NAMESPACE set (it names the install namespace of `certs` and `manifests`; `report` reads WINADMIT_REPORT_NAMESPACE)."
+        after_help = "Each object's verdict (deny, warn, allow) is what admission does after the mutating webhook's patch; its findings, and the exit code, are those of the object as written, as `lint` gives them, so both commands fail a CI job on the same files. Exit codes, whatever the format (-o report.html too): 0 no error finding; 1 error findings (or warnings with --fail-on warning), so a CI job can fail on them; 2 a usage or input problem, a cluster that cannot be listed, custom resources that could not be discovered (unless --allow-partial), no workload matched (unless --allow-empty), or WINADMIT_NAMESPACE set (it names the install namespace of `certs` and `manifests`; `report` reads WINADMIT_REPORT_NAMESPACE). --fail-on never exits 0 whatever the findings (for `--format policyreport | kubectl apply -f -` under `set -o pipefail`)."
     )]
     Report(ReportArgs),
     /// Keep the cluster's workloads judged: watch them and the cluster facts

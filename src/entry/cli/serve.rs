@@ -41,7 +41,14 @@ pub enum ReportExposure {
 }
 
 /// `winadmit serve`: every flag also reads the environment variable beside it.
+/// A certificate is required: `--tls-cert` and `--tls-key`, or
+/// `--self-signed` (the usage error names both).
 #[derive(Debug, Args)]
+#[command(group(
+    clap::ArgGroup::new("tls")
+        .required(true)
+        .args(["tls_cert", "self_signed"])
+))]
 pub struct ServeArgs {
     /// Address to serve HTTPS on [default: 0.0.0.0:8443; 127.0.0.1:8443
     /// with --self-signed, whose certificate names only localhost].
@@ -52,7 +59,7 @@ pub struct ServeArgs {
         long,
         value_name = "FILE",
         env = "WINADMIT_TLS_CERT",
-        required_unless_present = "self_signed",
+        requires = "tls_key",
         conflicts_with = "self_signed"
     )]
     pub tls_cert: Option<PathBuf>,
@@ -61,7 +68,7 @@ pub struct ServeArgs {
         long,
         value_name = "FILE",
         env = "WINADMIT_TLS_KEY",
-        required_unless_present = "self_signed",
+        requires = "tls_cert",
         conflicts_with = "self_signed"
     )]
     pub tls_key: Option<PathBuf>,

@@ -31,7 +31,7 @@ pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
             let path = out.join(name);
             if path.exists() {
                 bail!(
-                    "{} exists; pass --force to replace it (then re-apply the Secret and the caBundle together)",
+                    "{} exists. To rotate the certificate of an install, write the new files to another folder (--out certs-new) and follow docs/install.md, \"Rotating self-signed certificates\": trust the old and the new CA first, then switch the Secret, then drop the old CA, never the Secret and the caBundle in one step. --force overwrites these files",
                     path.display()
                 );
             }

@@ -14,7 +14,8 @@ use crate::entry::lint;
 use crate::render::{json, junit, sarif, text};
 
 /// # Errors
-/// The policy cannot be loaded (exit 2, naming the file and key).
+/// The policy cannot be loaded (exit 2, naming the file and key), or a
+/// directory given holds no manifest file (exit 2, naming it).
 pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let LintArgs {
         paths,
@@ -39,6 +40,17 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     if paths.iter().any(|p| p.as_os_str() == "-") && std::io::stdin().is_terminal() {
         anyhow::bail!(
             "no input: give manifest files or directories, or pipe manifests into `winadmit lint -`"
+        );
+    }
+    // A directory with nothing to lint is a wrong path (a CI typo), not a
+    // clean result.
+    if let Some(dir) = paths
+        .iter()
+        .find(|p| p.is_dir() && !crate::input::source::dir_has_manifest(p))
+    {
+        anyhow::bail!(
+            "{}: no .yaml, .yml or .json file in this directory or below it: give the directory or files that hold the manifests",
+            dir.display()
         );
     }
     let resolve = |wanted: &BTreeSet<String>| match &resolver {

@@ -157,6 +157,7 @@ pub fn exit_code(
     let failing = match fail_on {
         crate::entry::cli::FailOn::Error => errors > 0,
         crate::entry::cli::FailOn::Warning => errors + warnings > 0,
+        crate::entry::cli::FailOn::Never => false,
     };
     ExitCode::from(if input_failed {
         EXIT_INPUT

@@ -289,6 +289,17 @@ pub fn manifest_paths(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<InputProblem>) {
     (files, problems)
 }
 
+/// Whether the walk of directory `dir` ([`manifest_paths`]) finds a
+/// manifest file at all; it stops at the first. An unreadable entry counts
+/// as one: [`manifest_paths`] reports it.
+#[must_use]
+pub fn dir_has_manifest(dir: &Path) -> bool {
+    walkdir::WalkDir::new(dir)
+        .follow_links(true)
+        .into_iter()
+        .any(|e| e.map_or(true, |e| e.file_type().is_file() && is_manifest(e.path())))
+}
+
 fn is_manifest(p: &Path) -> bool {
     matches!(
         p.extension().and_then(|e| e.to_str()),

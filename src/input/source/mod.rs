@@ -20,7 +20,9 @@ pub mod files;
 pub mod json;
 pub mod prescan;
 
-pub use files::{Input, InputProblem, Inputs, Text, looks_like_json, manifest_paths};
+pub use files::{
+    Input, InputProblem, Inputs, Text, dir_has_manifest, looks_like_json, manifest_paths,
+};
 
 use std::borrow::Cow;
 use std::fmt;

@@ -12,7 +12,7 @@
 //! `COLD_MB=<n>` writes an n MiB buffer before each timed review, so each
 //! starts with its data (and the code in the shared caches) evicted, as in
 //! a server between two requests. Each fixture then also gets a `floor`
-//! row: what `examples/noop_server.rs` does with the body (read the uid,
+//! row: what `benches/programs/noop_server.rs` does with the body (read the uid,
 //! write `allowed: true`), under the same eviction.
 
 use std::time::{Duration, Instant};
