@@ -669,8 +669,8 @@ fn every_way_onto_a_windows_node_is_judged() {
 /// naming the dedicated and the quarantined node are never scheduled.
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs Go to build kube-apiserver, kube-scheduler, kube-controller-manager and KWOK (tests/apiserver/build.sh, tests/kwok/build.sh)"
+    any(no_control_plane, no_kwok),
+    ignore = "needs kube-apiserver, kube-scheduler, kube-controller-manager and KWOK, which are not built: run tests/apiserver/build.sh and tests/kwok/build.sh"
 )]
 fn a_pod_that_names_a_dedicated_or_quarantined_node_gains_no_toleration() {
     let os = |n: Node| n.taint("os", "windows", "NoSchedule");

@@ -633,7 +633,7 @@ fn report(cp: &ControlPlane, ns: &str) -> Value {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_tampered_report_is_repaired_by_the_leader_and_by_a_new_leader() {
     let _turn = ONE_AT_A_TIME
@@ -719,7 +719,7 @@ fn a_tampered_report_is_repaired_by_the_leader_and_by_a_new_leader() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver (tests/apiserver/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_rollout_leaves_the_old_replica_set_out_of_the_reports() {
     let _turn = ONE_AT_A_TIME
@@ -827,7 +827,7 @@ fn chart_audit_objects(ns: &str) -> Vec<Value> {
 #[test]
 #[cfg_attr(
     any(no_control_plane, no_helm),
-    ignore = "needs Go to build kube-apiserver and helm (tests/apiserver/, tests/helm/); set WINADMIT_REQUIRE_APISERVER to fail instead"
+    ignore = "needs kube-apiserver and helm, which are not built: run tests/apiserver/build.sh and tests/helm/build.sh"
 )]
 fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
     let _turn = ONE_AT_A_TIME

@@ -484,7 +484,7 @@ fn node_reporting(cp: &ControlPlane, name: &str, labels: &Value, os: &str) {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_linux_node_labelled_windows_is_no_windows_node() {
     let s = setup("a_linux_node_labelled_windows_is_no_windows_node");
@@ -534,7 +534,7 @@ fn a_linux_node_labelled_windows_is_no_windows_node() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so() {
     let s = setup("a_pod_bound_to_an_unknown_node_is_refused_when_the_policy_says_so");

@@ -255,7 +255,10 @@ fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
 }
 
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn the_chart_admits_report_writes_only_from_the_lease_holder() {
     for api in ["openreports", "policyreport"] {
         let objects = rendered(&["--set", &format!("audit.reportApi={api}")]);
