@@ -17,6 +17,8 @@ mod controlplane;
 mod corpus_dir;
 #[path = "../support/e2e.rs"]
 mod e2e;
+#[path = "../support/helm.rs"]
+mod helm_support;
 #[path = "../support/oracle.rs"]
 mod oracle;
 #[path = "../support/registry.rs"]
@@ -29,6 +31,7 @@ mod e2e_audit;
 mod e2e_cluster;
 mod e2e_failure;
 mod e2e_gmsa;
+mod e2e_gmsa_installs;
 mod e2e_one_call;
 mod e2e_oracle;
 mod e2e_registry;

@@ -25,6 +25,7 @@ use crate::decision::engine::{self, Context, Evaluation};
 use crate::decision::finding::{Finding, Severity};
 use crate::decision::patch::Mutation;
 use crate::decision::policy::{Mode, Policy};
+use crate::decision::rules;
 use crate::decision::workload::{Kind, Workload};
 
 pub(crate) mod messages;
@@ -113,7 +114,9 @@ pub enum Exemption {
     Policy(String),
     /// The webhook is not called for the namespace (`reach`): admission
     /// never sees it, so the verdict is allow; the findings stay, for the
-    /// operator to read.
+    /// operator to read. An opt-out label never covers the security
+    /// boundary ([`rules::BOUNDARY`]): with a boundary finding the object
+    /// is judged on those findings alone, and carries no exemption.
     Reach(String),
 }
 
@@ -368,7 +371,23 @@ pub fn decide(
         exemption,
         ..Decision::default()
     };
-    if decision.exemption.is_some() {
+    let boundary_only = opted_out_by_label(policy, w, decision.exemption.as_ref())
+        && decision
+            .evaluation
+            .findings
+            .iter()
+            .any(|f| rules::is_boundary(f.rule));
+    if boundary_only {
+        // A namespace's labels are its author's to set: an opt-out label
+        // takes the namespace out of every rule but the security boundary
+        // (the gMSA registrations, which leave the label out of their
+        // namespaceSelector, still send its pods here).
+        decision
+            .evaluation
+            .findings
+            .retain(|f| rules::is_boundary(f.rule));
+        decision.exemption = None;
+    } else if decision.exemption.is_some() {
         return decision;
     }
     let mode = request.mode.or_else(|| namespace_mode(policy, labels));
@@ -381,6 +400,10 @@ pub fn decide(
         .max()
         .unwrap_or(Verdict::Allow);
     decision.verdict = decision.validation;
+    if boundary_only {
+        // Nothing else is judged or patched there.
+        return decision;
+    }
     match request.patch {
         PatchSource::None => {}
         PatchSource::Patch(tree) => {
@@ -391,6 +414,19 @@ pub fn decide(
         }
     }
     decision
+}
+
+/// The object is outside the webhook's reach only because of a label its
+/// namespace carries (`reach.optOutNamespaceLabels`), not by the
+/// namespace's name.
+fn opted_out_by_label(
+    policy: &Policy,
+    w: &Workload<'_, '_>,
+    exemption: Option<&Exemption>,
+) -> bool {
+    matches!(exemption, Some(Exemption::Reach(_)))
+        && w.namespace
+            .is_some_and(|ns| !policy.reach.excluded_namespaces.iter().any(|n| n == ns))
 }
 
 /// Which findings count, and what each does under the mode.
