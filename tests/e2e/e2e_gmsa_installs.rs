@@ -109,22 +109,23 @@ fn gmsa_with(component: &str) -> String {
     )
 }
 
-/// The namespaces of install `setup`: a plain one and one labelled with
-/// the opt-out label and audit mode; each with a ServiceAccount `allowed`
-/// (may `use` webapp1) and `denied` (no grant).
-fn namespaces(cp: &ControlPlane, setup: &str) -> [String; 2] {
+/// The namespaces of install `setup`: a plain one, one labelled with the
+/// opt-out label and one in audit mode; each with a ServiceAccount
+/// `allowed` (may `use` webapp1) and `denied` (no grant).
+fn namespaces(cp: &ControlPlane, setup: &str) -> [String; 3] {
     let plain = format!("{setup}-plain");
     let ignored = format!("{setup}-ignored");
+    let audit = format!("{setup}-audit");
     cp.namespace(&plain, &[("winadmit-e2e", setup)]);
     cp.namespace(
         &ignored,
-        &[
-            ("winadmit-e2e", setup),
-            ("winadmit.io/ignore", "true"),
-            ("winadmit.io/mode", "audit"),
-        ],
+        &[("winadmit-e2e", setup), ("winadmit.io/ignore", "true")],
     );
-    for ns in [&plain, &ignored] {
+    cp.namespace(
+        &audit,
+        &[("winadmit-e2e", setup), ("winadmit.io/mode", "audit")],
+    );
+    for ns in [&plain, &ignored, &audit] {
         cp.apply(&e2e::to_list(&[
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "allowed", "namespace": ns}}),
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "denied", "namespace": ns}}),
@@ -134,7 +135,7 @@ fn namespaces(cp: &ControlPlane, setup: &str) -> [String; 2] {
                 "subjects": [{"kind": "ServiceAccount", "name": "allowed", "namespace": ns}]}),
         ]));
     }
-    [plain, ignored]
+    [plain, ignored, audit]
 }
 
 /// A Windows pod of `account` in `ns` with `options` on the pod, carrying
@@ -209,10 +210,18 @@ fn wait_refused(cp: &ControlPlane, what: &str, pod: &Value, rule: &str) -> Answe
 /// Every case of install `what` (whose objects are in force for `setup`'s
 /// namespaces): each refused in both namespaces, by one of `refusers` (a
 /// webhook's or policy's name as the API server's message gives it); the
-/// authorized name admitted.
-fn check_install(cp: &ControlPlane, what: &str, setup: &str, refusers: &[&str]) {
-    let [plain, ignored] = namespaces(cp, setup);
-    for ns in [&plain, &ignored] {
+/// authorized name admitted. `ready` runs first, with the labelled
+/// namespace's name.
+fn check_install(
+    cp: &ControlPlane,
+    what: &str,
+    setup: &str,
+    refusers: &[&str],
+    ready: &dyn Fn(&str),
+) {
+    let [plain, ignored, audit] = namespaces(cp, setup);
+    ready(&ignored);
+    for ns in [&plain, &ignored, &audit] {
         for (name, account, options, rule) in refused_cases() {
             let p = pod(ns, name, account, options);
             let a = wait_refused(cp, what, &p, rule);
@@ -222,6 +231,12 @@ fn check_install(cp: &ControlPlane, what: &str, setup: &str, refusers: &[&str]) 
                 "{what} {ns}/{name}: refused by none of {refusers:?}: {m}"
             );
             assert!(!m.contains("to opt out"), "{what} {ns}/{name}: {m}");
+            // The message names the field (a policy's messageExpression
+            // worked, rather than its static message).
+            assert!(
+                m.contains("spec.securityContext.windowsOptions.gmsaCredentialSpec"),
+                "{what} {ns}/{name}: {m}"
+            );
         }
         let ok = pod(
             ns,
@@ -279,6 +294,31 @@ fn check_webhook_install(c: &Cluster, what: &str, setup: &str, objects: &[Value]
     );
     let webhook = start_webhook(c, &e2e::overlay_policy(objects));
     c.cp.apply(&e2e::to_list(&e2e::registrations(objects, setup, &webhook)));
+    // In the namespace with the opt-out label only the gMSA registration
+    // is called, and it judges nothing but the gMSA rules: a pod with
+    // hostNetwork (an error elsewhere) and an authorized name is admitted
+    // once the server knows the label (it learns namespaces' labels from
+    // its watch, a moment after the namespace is made, and judges the pod
+    // whole until then). The cases run after that, against a server that
+    // knows the label.
+    let label_known = |ns: &str| {
+        let mut host_network = pod(
+            ns,
+            "host-network",
+            "allowed",
+            json!({"gmsaCredentialSpecName": "webapp1"}),
+        );
+        host_network["spec"]["hostNetwork"] = json!(true);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let a = c.cp.dry_run_create(&host_network);
+            if a.ok() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: {a:?}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
     check_install(
         c.cp,
         what,
@@ -288,29 +328,8 @@ fn check_webhook_install(c: &Cluster, what: &str, setup: &str, objects: &[Value]
             r#"admission webhook "validate.winadmit.io" denied"#,
             r#"admission webhook "admit.winadmit.io" denied"#,
         ],
+        &label_known,
     );
-    // In the namespace with the opt-out label, only the gMSA registration
-    // is called, and it judges nothing but the gMSA rules: a pod with
-    // hostNetwork (an error elsewhere) and an authorized name is admitted.
-    let ns = format!("{setup}-ignored");
-    let mut host_network = pod(
-        &ns,
-        "host-network",
-        "allowed",
-        json!({"gmsaCredentialSpecName": "webapp1"}),
-    );
-    host_network["spec"]["hostNetwork"] = json!(true);
-    // The server learns the namespace's labels from its watch, a moment
-    // after the namespace is made; until then it judges the pod whole.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let a = c.cp.dry_run_create(&host_network);
-        if a.ok() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{what}: {a:?}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
     drop(webhook);
 }
 
@@ -428,6 +447,7 @@ fn the_policy_only_install_holds_the_gmsa_boundary() {
         "manifests/overlays/admission-policy",
         setup,
         &["ValidatingAdmissionPolicy 'winadmit-gmsa'"],
+        &|_| {},
     );
     // A Deployment's template is checked as its pods are.
     let ns = format!("{setup}-ignored");

@@ -163,7 +163,6 @@ fn own_variables() -> Vec<(String, String)> {
     // One check per slot, each in its own variable (the cost limit of
     // one expression allows two); a name an earlier slot holds is not
     // asked again.
-    let mut denied = Vec::new();
     for k in 0..SLOTS {
         let earlier: Vec<String> = (0..k)
             .map(|j| format!("variables.gmsaNames[{j}]"))
@@ -177,9 +176,7 @@ fn own_variables() -> Vec<(String, String)> {
                 may_use(&name)
             ),
         ));
-        denied.push(format!("(variables.gmsaMayUse{k} ? [] : [{name}])"));
     }
-    out.push(("gmsaDenied".to_owned(), denied.join(" + ")));
     out
 }
 
@@ -259,18 +256,31 @@ pub fn documents(
     vars.extend(own_variables());
     let mut validations = Vec::new();
     if rules.contains(&NOT_AUTHORIZED) {
-        let fix = " Fix: grant it verb use on gmsacredentialspecs in API group windows.k8s.io, with a ClusterRole (resourceNames: the credential specs) and a RoleBinding in namespace ' + request.namespace + ' to the ServiceAccount.";
-        validations.push(validation(
-            "size(variables.gmsaDenied) == 0",
-            &paths_where("gmsaCredentialSpecName", &|o| {
-                format!("has({o}.gmsaCredentialSpecName) && {o}.gmsaCredentialSpecName in variables.gmsaDenied")
-            }),
-            &format!(
-                "': service account \"' + variables.gmsaAccount + '\" is not authorized to `use` GMSA cred spec ' + variables.gmsaDenied.map(n, '\"' + n + '\"').join(', ') + ' ({NOT_AUTHORIZED}).{fix}'"
-            ),
-            NOT_AUTHORIZED,
-            "the pod's service account is not authorized to `use` a GMSA cred spec it names",
-        ));
+        // A validation per slot: a message cannot read the authorizer
+        // (nor a variable that does), so each slot's message names its own
+        // credential spec.
+        for k in 0..SLOTS {
+            let name = format!("variables.gmsaNames[{k}]");
+            let paths = paths_where("gmsaCredentialSpecName", &|o| {
+                format!("has({o}.gmsaCredentialSpecName) && {o}.gmsaCredentialSpecName == {name}")
+            });
+            let mut v = validation(
+                &format!("variables.gmsaMayUse{k}"),
+                &paths,
+                &format!(
+                    "': service account \"' + variables.gmsaAccount + '\" is not authorized to `use` GMSA cred spec \"' + {name} + '\" ({NOT_AUTHORIZED}). Fix: grant it verb use on gmsacredentialspecs in API group windows.k8s.io (resourceNames: [' + {name} + ']) with a ClusterRole and a RoleBinding in namespace ' + request.namespace + ' to ServiceAccount ' + variables.gmsaAccount + '.'"
+                ),
+                NOT_AUTHORIZED,
+                "the pod's service account is not authorized to `use` a GMSA cred spec it names",
+            );
+            // Evaluated on every request: nothing to say for an empty slot.
+            v["messageExpression"] = format!(
+                "size(variables.gmsaNames) <= {k} ? '' : ({})",
+                v["messageExpression"].as_str().unwrap_or_default()
+            )
+            .into();
+            validations.push(v);
+        }
         validations.push(validation(
             &format!("size(variables.gmsaNames) <= {SLOTS}"),
             &paths_where("gmsaCredentialSpecName", &|o| {
