@@ -54,6 +54,10 @@ const KNOWN: &[(&str, &str)] = &[
         "The stored object carries the removal records (`winadmit.io/removed.RULE` annotations), where the webhook leaves none: a `MutatingAdmissionPolicy` cannot return warnings, and the record is what lets the validating policy warn about each removal.",
     ),
     (
+        "pin by images",
+        "The pin to Windows by images comes without a warning: a `MutatingAdmissionPolicy` cannot return warnings, so a pod that selects no OS and is pinned for an image that can only be Windows is stored with the node selector the webhook adds, without the webhook's WIN-UNPINNED-IMAGE warning that says so.",
+    ),
+    (
         "ephemeral container removals",
         "Removals from ephemeral containers come without a warning: through `pods/ephemeralcontainers` the API server keeps nothing of an update but the ephemeral containers, so no record reaches the validating policy. The fields removed are the webhook's.",
     ),
@@ -339,6 +343,30 @@ fn take_removal_records(answer: &mut Answer) -> Vec<String> {
 fn differences(webhook: &Answer, policy: &Answer) -> Vec<String> {
     let mut policy = policy.clone();
     let mut out = take_removal_records(&mut policy);
+    // KNOWN "pin by images": the webhook's warning about its pin, where
+    // both stored the pinned object (or both refused it).
+    let mut webhook = webhook.clone();
+    let pinned = |a: &Answer| {
+        a.object.as_ref().is_some_and(|o| {
+            let spec = if o["kind"] == "Pod" {
+                &o["spec"]
+            } else if o["kind"] == "CronJob" {
+                &o["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+            } else {
+                &o["spec"]["template"]["spec"]
+            };
+            spec["nodeSelector"]["kubernetes.io/os"] == "windows"
+        })
+    };
+    if webhook.warned.contains("WIN-UNPINNED-IMAGE")
+        && !policy.warned.contains("WIN-UNPINNED-IMAGE")
+        && webhook.stderr.contains("add nodeSelector kubernetes.io/os")
+        && webhook.object == policy.object
+        && (webhook.object.is_none() || pinned(&webhook))
+    {
+        webhook.warned.remove("WIN-UNPINNED-IMAGE");
+    }
+    let webhook = &webhook;
     if webhook.admitted != policy.admitted {
         out.push(format!(
             "verdict: webhook {}, policy {}",
