@@ -240,20 +240,8 @@ fn validation(ok: &str, paths: &str, text: &str, rule: &str, fallback: &str) -> 
     })
 }
 
-/// `winadmit-gmsa` and its binding, or nothing when the policy turns every
-/// gMSA rule it could check off.
-#[must_use]
-pub fn documents(
-    policy: &Policy,
-    cluster: &TargetCluster,
-    shared: &[(&'static str, String)],
-) -> Vec<Value> {
-    let rules = rules(policy, cluster);
-    if rules.is_empty() {
-        return Vec::new();
-    }
-    let mut vars = shared_needed(shared);
-    vars.extend(own_variables());
+/// The validations of `winadmit-gmsa` for `rules`, in order.
+fn validations(rules: &[&str]) -> Vec<Value> {
     let mut validations = Vec::new();
     if rules.contains(&NOT_AUTHORIZED) {
         // A validation per slot: a message cannot read the authorizer
@@ -321,6 +309,24 @@ pub fn documents(
             "GMSA cred spec contents without the name of the corresponding resource",
         ));
     }
+    validations
+}
+
+/// `winadmit-gmsa` and its binding, or nothing when the policy turns every
+/// gMSA rule it could check off.
+#[must_use]
+pub fn documents(
+    policy: &Policy,
+    cluster: &TargetCluster,
+    shared: &[(&'static str, String)],
+) -> Vec<Value> {
+    let rules = rules(policy, cluster);
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let mut vars = shared_needed(shared);
+    vars.extend(own_variables());
+    let validations = validations(&rules);
     let mut conditions: Vec<(&'static str, String)> = match_conditions(policy, cluster)
         .into_iter()
         .filter(|(n, _)| *n != "targets-windows")

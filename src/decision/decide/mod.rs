@@ -25,12 +25,13 @@ use crate::decision::engine::{self, Context, Evaluation};
 use crate::decision::finding::{Finding, Severity};
 use crate::decision::patch::Mutation;
 use crate::decision::policy::{Mode, Policy};
-use crate::decision::rules;
 use crate::decision::workload::{Kind, Workload};
 
 pub(crate) mod messages;
 mod patching;
+mod reach;
 use patching::patch_and_verdict;
+use reach::Reached;
 
 pub use messages::MAX_WARNING_KEPT_CHARS;
 
@@ -115,8 +116,9 @@ pub enum Exemption {
     /// The webhook is not called for the namespace (`reach`): admission
     /// never sees it, so the verdict is allow; the findings stay, for the
     /// operator to read. An opt-out label never covers the security
-    /// boundary ([`rules::BOUNDARY`]): with a boundary finding the object
-    /// is judged on those findings alone, and carries no exemption.
+    /// boundary ([`crate::decision::rules::BOUNDARY`]): with a boundary
+    /// finding the object is judged on those findings alone, and carries
+    /// no exemption.
     Reach(String),
 }
 
@@ -356,40 +358,15 @@ pub fn decide(
         }
         _ => cx,
     };
-    let evaluation = engine::evaluate(policy, w, cx);
-    let labels = |key: &str| (request.labels)(w.namespace?, key);
-    let exemption = match &evaluation.exempt {
-        Some(reason) => Some(Exemption::Policy(reason.clone())),
-        None => w
-            .namespace
-            .filter(|_| request.reach)
-            .and_then(|ns| policy.outside_reach(ns, labels))
-            .map(Exemption::Reach),
-    };
     let mut decision = Decision {
-        evaluation,
-        exemption,
+        evaluation: engine::evaluate(policy, w, cx),
         ..Decision::default()
     };
-    let boundary_only = opted_out_by_label(policy, w, decision.exemption.as_ref())
-        && decision
-            .evaluation
-            .findings
-            .iter()
-            .any(|f| rules::is_boundary(f.rule));
-    if boundary_only {
-        // A namespace's labels are its author's to set: an opt-out label
-        // takes the namespace out of every rule but the security boundary
-        // (the gMSA registrations, which leave the label out of their
-        // namespaceSelector, still send its pods here).
-        decision
-            .evaluation
-            .findings
-            .retain(|f| rules::is_boundary(f.rule));
-        decision.exemption = None;
-    } else if decision.exemption.is_some() {
+    let reached = reach::exempt(policy, w, request, &mut decision);
+    if reached == Reached::Exempt {
         return decision;
     }
+    let labels = |key: &str| (request.labels)(w.namespace?, key);
     let mode = request.mode.or_else(|| namespace_mode(policy, labels));
     decision.mode = mode;
     count(policy, cx, w, request, &mut decision);
@@ -400,7 +377,7 @@ pub fn decide(
         .max()
         .unwrap_or(Verdict::Allow);
     decision.verdict = decision.validation;
-    if boundary_only {
+    if reached == Reached::BoundaryOnly {
         // Nothing else is judged or patched there.
         return decision;
     }
@@ -414,19 +391,6 @@ pub fn decide(
         }
     }
     decision
-}
-
-/// The object is outside the webhook's reach only because of a label its
-/// namespace carries (`reach.optOutNamespaceLabels`), not by the
-/// namespace's name.
-fn opted_out_by_label(
-    policy: &Policy,
-    w: &Workload<'_, '_>,
-    exemption: Option<&Exemption>,
-) -> bool {
-    matches!(exemption, Some(Exemption::Reach(_)))
-        && w.namespace
-            .is_some_and(|ns| !policy.reach.excluded_namespaces.iter().any(|n| n == ns))
 }
 
 /// Which findings count, and what each does under the mode.
