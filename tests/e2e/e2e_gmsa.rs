@@ -40,7 +40,7 @@ const NS: &str = "gmsa-cases";
 
 /// The upstream CRD (admission-webhook/deploy/gmsa-crd.yml): v1alpha1
 /// (served, deprecated) and v1 (stored), one schema, no preserve-unknown.
-fn crd() -> Value {
+pub(crate) fn crd() -> Value {
     let s = |props: Value| json!({"type": "object", "properties": props});
     let string = json!({"type": "string"});
     let schema = json!({"type": "object", "properties": {"credspec": s(json!({
@@ -67,7 +67,7 @@ fn crd() -> Value {
 }
 
 /// A credential spec's contents, as `New-CredentialSpec` writes them.
-fn credspec(account: &str) -> Value {
+pub(crate) fn credspec(account: &str) -> Value {
     json!({
         "CmsPlugins": ["ActiveDirectory"],
         "DomainJoinConfig": {"DnsName": "example.org", "DnsTreeName": "example.org",
@@ -79,13 +79,13 @@ fn credspec(account: &str) -> Value {
 }
 
 /// Go's `json.Marshal` of `credspec(account)`: sorted keys, compact.
-fn canonical(account: &str) -> String {
+pub(crate) fn canonical(account: &str) -> String {
     format!(
         r#"{{"ActiveDirectoryConfig":{{"GroupManagedServiceAccounts":[{{"Name":"{account}","Scope":"EXAMPLE"}},{{"Name":"{account}","Scope":"example.org"}}]}},"CmsPlugins":["ActiveDirectory"],"DomainJoinConfig":{{"DnsName":"example.org","DnsTreeName":"example.org","Guid":"00000000-0000-0000-0000-000000000001","MachineAccountName":"{account}","NetBiosName":"EXAMPLE","Sid":"S-1-5-21-1-2-3"}}}}"#
     )
 }
 
-fn credential_spec(version: &str, name: &str, contents: Option<Value>) -> Value {
+pub(crate) fn credential_spec(version: &str, name: &str, contents: Option<Value>) -> Value {
     let mut o = json!({"apiVersion": format!("windows.k8s.io/{version}"), "kind": "GMSACredentialSpec",
         "metadata": {"name": name}});
     if let Some(c) = contents {
@@ -211,14 +211,17 @@ fn named(n: &str, contents: &str) -> Value {
     json!({"gmsaCredentialSpecName": n, "gmsaCredentialSpec": contents})
 }
 
-/// The API server refused `answer` through winadmit's validating webhook
-/// with `rule` and a message containing `text`.
+/// The API server refused `answer` through winadmit's validating webhooks
+/// with `rule` and a message containing `text`. Both registrations judge a
+/// pod that names a credential spec; the API server calls them at once and
+/// answers with the refusal that came first.
 #[track_caller]
 fn assert_refused(answer: &Answer, rule: &str, text: &str) {
     let m = answer.message();
     assert!(
         !answer.ok()
-            && m.contains(r#"admission webhook "validate.winadmit.io" denied"#)
+            && (m.contains(r#"admission webhook "validate.winadmit.io" denied"#)
+                || m.contains(r#"admission webhook "gmsa.winadmit.io" denied"#))
             && m.contains(rule)
             && m.contains(text),
         "expected a refusal by {rule} saying {text:?}, got {answer:?}"

@@ -31,6 +31,7 @@ mod e2e_audit;
 mod e2e_cluster;
 mod e2e_failure;
 mod e2e_gmsa;
+mod e2e_gmsa_installs;
 mod e2e_one_call;
 mod e2e_oracle;
 mod e2e_registry;

@@ -463,17 +463,14 @@ fn winadmit_manifests(args: &[&str]) -> Vec<Value> {
 }
 
 fn assert_same_objects(case: &str, mut chart: Vec<Value>, mut kustomize: Vec<Value>) {
-    // With gmsa.mode on, the chart adds the `winadmit-gmsa` registration
-    // (pods naming a credential spec, failurePolicy Fail whatever `mode` and
-    // `failurePolicy` say); the kustomize gmsa overlay has no audit mode to
-    // guard against and registers with Fail already. The one object only the
-    // chart has.
-    if let Some(i) = chart.iter().position(|o| {
-        kind(o) == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "winadmit-gmsa"
-    }) {
-        let gmsa = chart.remove(i);
-        assert_eq!(case, "gmsa", "winadmit-gmsa rendered in {case}");
-        assert_eq!(gmsa["webhooks"][0]["failurePolicy"], "Fail", "{gmsa}");
+    // With gmsa.mode on, both render the `winadmit-gmsa` registration (pods
+    // naming a credential spec, failurePolicy Fail whatever `mode` and
+    // `failurePolicy` say), compared below with the rest.
+    for o in &chart {
+        if kind(o) == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "winadmit-gmsa" {
+            assert_eq!(case, "gmsa", "winadmit-gmsa rendered in {case}");
+            assert_eq!(o["webhooks"][0]["failurePolicy"], "Fail", "{o}");
+        }
     }
     if chart.iter().any(|o| kind(o) == "Secret") {
         normalise_generated_ca_bundles(&mut chart);
@@ -596,6 +593,96 @@ fn helm_template_equals_kustomize() {
     ];
     for (case, ns, args, kustomize) in cases {
         assert_same_objects(case, template(&helm, ns, &args), kustomize);
+    }
+}
+
+/// Two releases in one cluster (release `winadmit` in namespace winadmit,
+/// release `team-b` in namespace team-b, each with the webhook, gMSA and the
+/// audit): no cluster-scoped object of one has the name of one of the
+/// other's, but the CustomResourceDefinitions, which are the cluster's. The
+/// release named winadmit keeps the kustomize install's names, and each
+/// server manages its own release's mutating configuration.
+#[test]
+#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+fn two_releases_share_no_cluster_scoped_name() {
+    let helm = helm::helm("two_releases_share_no_cluster_scoped_name");
+    let chart = helm::chart();
+    let render = |release: &str, ns: &str| {
+        e2e::parse_yaml(&helm.ok(&[
+            "template",
+            release,
+            chart.to_str().unwrap(),
+            "--namespace",
+            ns,
+            "--set",
+            "gmsa.mode=auto",
+            "--set",
+            "audit.enabled=true",
+        ]))
+    };
+    let cluster_scoped = |objects: &[Value]| -> BTreeMap<String, String> {
+        objects
+            .iter()
+            .filter(|o| o["metadata"].get("namespace").is_none())
+            .filter(|o| !matches!(kind(o), "CustomResourceDefinition" | "Namespace"))
+            .map(|o| {
+                (
+                    format!("{}/{}", kind(o), o["metadata"]["name"].as_str().unwrap()),
+                    kind(o).to_owned(),
+                )
+            })
+            .collect()
+    };
+    let first = render("winadmit", "winadmit");
+    let second = render("team-b", "team-b");
+    let (a, b) = (cluster_scoped(&first), cluster_scoped(&second));
+    for k in [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        assert!(
+            a.values().any(|v| v == k),
+            "release winadmit has no {k}: {a:?}"
+        );
+    }
+    let shared: Vec<&String> = a.keys().filter(|k| b.contains_key(*k)).collect();
+    assert!(shared.is_empty(), "both releases render {shared:?}");
+    for name in [
+        "ClusterRole/winadmit",
+        "ClusterRoleBinding/winadmit",
+        "ValidatingWebhookConfiguration/winadmit",
+        "ValidatingWebhookConfiguration/winadmit-gmsa",
+        "MutatingWebhookConfiguration/winadmit",
+        "ClusterRole/winadmit-audit",
+    ] {
+        assert!(a.contains_key(name), "release winadmit: no {name} in {a:?}");
+    }
+    assert!(
+        b.contains_key("MutatingWebhookConfiguration/team-b-winadmit"),
+        "{b:?}"
+    );
+    // Each server manages (and may update) its own release's configuration.
+    for (objects, own) in [(&first, "winadmit"), (&second, "team-b-winadmit")] {
+        let text = serde_json::to_string(objects).unwrap();
+        assert!(text.contains(&format!("--manage-pin-linux={own}")), "{own}");
+        let role = objects
+            .iter()
+            .find(|o| kind(o) == "ClusterRole" && o["metadata"]["name"] == own)
+            .unwrap();
+        let rule = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"] == json!(["mutatingwebhookconfigurations"]))
+            .unwrap();
+        assert_eq!(rule["resourceNames"], json!([own]));
+        let binding = objects
+            .iter()
+            .find(|o| kind(o) == "ClusterRoleBinding" && o["metadata"]["name"] == own)
+            .unwrap();
+        assert_eq!(binding["roleRef"]["name"], own);
     }
 }
 

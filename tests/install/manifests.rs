@@ -175,8 +175,14 @@ fn kind(obj: &Value) -> &str {
     obj["kind"].as_str().unwrap_or_default()
 }
 
+/// The one object of kind `k` (of the webhook configurations, the one
+/// named `winadmit`: components/gmsa adds `winadmit-gmsa`, [`gmsa_registration`]).
 fn one<'a>(objects: &'a [Value], k: &str) -> &'a Value {
-    let found: Vec<&Value> = objects.iter().filter(|o| kind(o) == k).collect();
+    let found: Vec<&Value> = objects
+        .iter()
+        .filter(|o| kind(o) == k)
+        .filter(|o| !k.ends_with("WebhookConfiguration") || o["metadata"]["name"] == "winadmit")
+        .collect();
     assert_eq!(found.len(), 1, "expected one {k}");
     found[0]
 }
@@ -185,9 +191,9 @@ fn one<'a>(objects: &'a [Value], k: &str) -> &'a Value {
 /// (`/validate`, `/mutate`), or for the one-call install the mutating one
 /// alone, at `/admit`.
 fn registrations(objects: &[Value]) -> Vec<(&'static str, &'static str)> {
-    let validating = objects
-        .iter()
-        .any(|o| kind(o) == "ValidatingWebhookConfiguration");
+    let validating = objects.iter().any(|o| {
+        kind(o) == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "winadmit"
+    });
     if validating {
         vec![
             ("ValidatingWebhookConfiguration", "/validate"),
@@ -221,6 +227,55 @@ fn pin_linux(objects: &[Value]) -> Option<Value> {
         .iter()
         .find(|w| w["name"] == "pin-linux.winadmit.io")
         .cloned()
+}
+
+/// The `gmsa.winadmit.io` webhook of components/gmsa's `winadmit-gmsa`, when
+/// the install has it.
+fn gmsa_registration(objects: &[Value]) -> Option<Value> {
+    let configs: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            kind(o) == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "winadmit-gmsa"
+        })
+        .collect();
+    assert!(configs.len() <= 1, "one winadmit-gmsa at most");
+    let hooks = configs.first()?["webhooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "winadmit-gmsa has one webhook");
+    assert_eq!(hooks[0]["name"], "gmsa.winadmit.io");
+    Some(hooks[0].clone())
+}
+
+/// The gMSA boundary's registration: `/validate` on the install's Service,
+/// with its TLS, failurePolicy Fail whatever the install's, pods only, and
+/// no namespace label in its namespaceSelector (only kube-system and the
+/// install's own namespace are left out, by name).
+fn check_gmsa_registration(name: &str, ns: &str, gmsa: &Value, mwh: &Value) {
+    let svc = &gmsa["clientConfig"]["service"];
+    assert_eq!(svc["path"], "/validate", "{name}");
+    assert_eq!(svc["namespace"], ns, "{name}");
+    assert_eq!(
+        svc["name"], mwh["clientConfig"]["service"]["name"],
+        "{name}"
+    );
+    assert_eq!(
+        gmsa.pointer("/clientConfig/caBundle"),
+        mwh.pointer("/clientConfig/caBundle"),
+        "{name}: winadmit-gmsa caBundle"
+    );
+    assert_eq!(gmsa["failurePolicy"], "Fail", "{name}");
+    assert_eq!(
+        gmsa["namespaceSelector"],
+        serde_json::json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+            "operator": "NotIn", "values": ["kube-system", ns]}]}),
+        "{name}: only namespaces excluded by name"
+    );
+    assert_eq!(
+        gmsa["rules"],
+        serde_json::json!([{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"], "resources": ["pods", "pods/ephemeralcontainers"],
+            "scope": "Namespaced"}]),
+        "{name}"
+    );
 }
 
 /// The API server decodes base64 ignoring line breaks, and kustomize wraps
@@ -808,9 +863,14 @@ fn check_wiring(name: &str, objects: &[Value]) {
             "only that install has no pin-linux"
         );
     }
+    if let Some(gmsa) = gmsa_registration(objects) {
+        check_gmsa_registration(name, ns, &gmsa, &mwh);
+    } else {
+        assert_ne!(name, "gmsa", "the gmsa install registers winadmit-gmsa");
+    }
     if let Some(vwh) = objects
         .iter()
-        .any(|o| kind(o) == "ValidatingWebhookConfiguration")
+        .any(|o| kind(o) == "ValidatingWebhookConfiguration" && o["metadata"]["name"] == "winadmit")
         .then(|| webhook(objects, "ValidatingWebhookConfiguration"))
     {
         for field in [

@@ -145,10 +145,13 @@ impl Webhook {
 }
 
 /// Rewrites a rendered webhook configuration to call `url_base` with `ca`
-/// as its caBundle, names it `winadmit-<setup>` and scopes it to namespaces
-/// labelled `winadmit-e2e: <setup>`.
+/// as its caBundle, names it `winadmit-<setup>` (`winadmit-gmsa`:
+/// `winadmit-<setup>-gmsa`) and scopes it to namespaces labelled
+/// `winadmit-e2e: <setup>`.
 fn point_at(config: &mut Value, setup: &str, url_base: &str, ca: &[u8]) {
-    config["metadata"]["name"] = json!(format!("winadmit-{setup}"));
+    let name = config["metadata"]["name"].as_str().unwrap_or("winadmit");
+    let rest = name.strip_prefix("winadmit").unwrap_or(name).to_owned();
+    config["metadata"]["name"] = json!(format!("winadmit-{setup}{rest}"));
     if let Some(annotations) = config["metadata"]
         .get_mut("annotations")
         .and_then(Value::as_object_mut)

@@ -1,9 +1,22 @@
 {{/*
-The objects are named `winadmit`, like the kustomize install: one release per
-cluster (the webhook configurations and the ClusterRole are cluster-wide).
+The namespaced objects are named `winadmit`, like the kustomize install.
 tests/install/helm.rs renders this chart and manifests/ for the same settings and
 compares them object by object.
 */}}
+
+{{/*
+The name of the release's cluster-scoped objects (ClusterRoles and their
+bindings, webhook configurations): the release name when it contains
+"winadmit" (so a release named winadmit keeps the kustomize install's names),
+`<release>-winadmit` otherwise. Two releases never share one.
+*/}}
+{{- define "winadmit.fullname" -}}
+{{- if contains "winadmit" .Release.Name -}}
+{{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else -}}
+{{ printf "%s-winadmit" .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+{{- end }}
 
 {{- define "winadmit.labels" -}}
 app.kubernetes.io/name: winadmit

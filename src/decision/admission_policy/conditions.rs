@@ -1,10 +1,11 @@
 //! The match conditions: which objects the policies look at (a pod spec,
 //! a user not exempt, a pod that targets or may target Windows).
 
+use super::bind::bind_variables;
 use super::images::build_regexes;
 use super::removals::needs_mutation;
 use super::signals::{linux_signals, windows_signals};
-use super::variables::{any_of, by_kind};
+use super::variables::{any_of, by_kind, variables};
 use crate::decision::cluster::TargetCluster;
 use crate::decision::policy::Policy;
 use crate::decision::rules::cel::{WINDOWS_PATH, cel_list, cel_str, globs_regex};
@@ -53,6 +54,17 @@ pub fn mutation_match_conditions(
     cluster: &TargetCluster,
 ) -> Vec<(&'static str, String)> {
     let mut out = match_conditions(policy, cluster);
+    // A pod that selects no OS whose images can only be Windows is pinned
+    // to Windows (mutation.pinWindowsImages), then mutated as a Windows pod;
+    // one with a Linux signal is left out by no-linux-targeting below.
+    if super::images::pins_by_images(policy) {
+        let pinned = bind_variables("variables.pinnableByImages", &variables(policy));
+        for (name, expr) in &mut out {
+            if *name == "targets-windows" {
+                *expr = format!("({expr}) || ({pinned})");
+            }
+        }
+    }
     let spec = by_kind(
         "object.spec",
         "object.spec.jobTemplate.spec.template.spec",

@@ -269,5 +269,49 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
             "taggedLinuxImages",
             "variables.imageFacts.filter(f, f[1] == '' && f[2] == '' && f[3] == 'tag').map(f, f[0])".to_owned(),
         ),
+        // `RuleParams::is_certain_windows_image`: a tag word
+        // `windowsservercore` or `nanoserver`, a Windows build by the
+        // table, or `params.certainWindowsImages`.
+        (
+            "certainWindowsImages",
+            format!(
+                "variables.imageParts.filter(p, p[2].replace('_', '-').split('-').exists(w, w == 'windowsservercore' || w == 'nanoserver') || {}).map(p, p[0]) + variables.imageFacts.filter(f, f[1] != '').map(f, f[0])",
+                matches(
+                    "p[0].lowerAscii()",
+                    globs_regex(&policy.params.certain_windows_images).as_ref()
+                )
+            ),
+        ),
+        ("pinnableByImages", pinnable_by_images(policy)),
     ]
+}
+
+/// Does the policy pin pods to Windows by their images' names?
+pub(super) fn pins_by_images(policy: &Policy) -> bool {
+    policy.mutation.pin_windows_images
+        && policy.mutation.inject_node_selector
+        && policy
+            .level_of(
+                crate::decision::rules::unpinned_image::ID,
+                &crate::decision::cluster::TargetCluster::default(),
+            )
+            .is_some()
+}
+
+/// The images pin a pod that selects no OS to Windows
+/// (`mutation.pinWindowsImages`, as WIN-UNPINNED-IMAGE's fix): an image is
+/// Windows by `params.windowsImages`, one can only be Windows by its name,
+/// and none is known to run only on Linux; not when the object is exempt or
+/// skips WIN-UNPINNED-IMAGE, or the policy turns the rule, the pin or the
+/// node selector off. Whether the pod selects an OS is the match
+/// conditions' to say, at the target's version
+/// (`conditions::mutation_match_conditions`).
+fn pinnable_by_images(policy: &Policy) -> String {
+    if !pins_by_images(policy) {
+        return "false".to_owned();
+    }
+    format!(
+        "!({}) && size(variables.windowsImages) > 0 && size(variables.certainWindowsImages) > 0 && size(variables.linuxImages) == 0",
+        super::validations::exempt_or_skipped(policy, crate::decision::rules::unpinned_image::ID)
+    )
 }

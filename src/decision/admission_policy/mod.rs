@@ -31,6 +31,7 @@ use crate::decision::version::KubeVersion;
 mod bind;
 mod conditions;
 mod documents;
+pub mod gmsa;
 mod images;
 mod mutation;
 mod removals;
@@ -159,6 +160,17 @@ pub fn export(
     let groups = groups(policy, &all, mode, with_mutation);
     let shared = variables(policy);
     let mut documents = validating_documents(policy, cluster, &groups, &shared);
+    // The gMSA boundary: a policy of its own, bound in every mode.
+    documents.extend(gmsa::documents(policy, cluster, &shared));
+    for rule in gmsa::rules(policy, cluster) {
+        if let (Some(g), Some(reason)) = (
+            gaps.iter_mut().find(|g| g.rule == rule),
+            gmsa::partial_reason(rule),
+        ) {
+            g.reason = reason.to_owned();
+            g.partial = true;
+        }
+    }
     if !mutating {
         gaps.push(Gap {
             rule: "mutation",

@@ -120,14 +120,9 @@ pub(super) fn mutation_gaps(policy: &Policy) -> Vec<Gap> {
             policy.mutation.infer_from_images,
             "mutation.inferFromImages",
         ),
-        // Images that can only be Windows by their names could be written
-        // in CEL, but the exported policies see only pods the
-        // may-target-windows matchConditions select, and the registry's
-        // facts and the cluster's nodes not at all.
-        (
-            policy.mutation.pin_windows_images,
-            "mutation.pinWindowsImages",
-        ),
+        // Pinning to Windows by the images' names is exported (the
+        // variable pinnableByImages); to Linux it needs the cluster's
+        // Windows nodes, which a policy does not see.
         (policy.mutation.pin_linux_images, "mutation.pinLinuxImages"),
         (policy.mutation.isolation.is_some(), "mutation.isolation"),
         (

@@ -165,7 +165,7 @@ fn skip(policy: &Policy, rule: &str) -> Option<String> {
 }
 
 /// `variables.exempt`, or the rule skipped by annotation where allowed.
-fn exempt_or_skipped(policy: &Policy, rule: &str) -> String {
+pub(super) fn exempt_or_skipped(policy: &Policy, rule: &str) -> String {
     match skip(policy, rule) {
         Some(s) => format!("variables.exempt || {s}"),
         None => "variables.exempt".to_owned(),

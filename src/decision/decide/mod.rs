@@ -29,7 +29,9 @@ use crate::decision::workload::{Kind, Workload};
 
 pub(crate) mod messages;
 mod patching;
+mod reach;
 use patching::patch_and_verdict;
+use reach::Reached;
 
 pub use messages::MAX_WARNING_KEPT_CHARS;
 
@@ -113,7 +115,10 @@ pub enum Exemption {
     Policy(String),
     /// The webhook is not called for the namespace (`reach`): admission
     /// never sees it, so the verdict is allow; the findings stay, for the
-    /// operator to read.
+    /// operator to read. An opt-out label never covers the security
+    /// boundary ([`crate::decision::rules::BOUNDARY`]): with a boundary
+    /// finding the object is judged on those findings alone, and carries
+    /// no exemption.
     Reach(String),
 }
 
@@ -353,24 +358,15 @@ pub fn decide(
         }
         _ => cx,
     };
-    let evaluation = engine::evaluate(policy, w, cx);
-    let labels = |key: &str| (request.labels)(w.namespace?, key);
-    let exemption = match &evaluation.exempt {
-        Some(reason) => Some(Exemption::Policy(reason.clone())),
-        None => w
-            .namespace
-            .filter(|_| request.reach)
-            .and_then(|ns| policy.outside_reach(ns, labels))
-            .map(Exemption::Reach),
-    };
     let mut decision = Decision {
-        evaluation,
-        exemption,
+        evaluation: engine::evaluate(policy, w, cx),
         ..Decision::default()
     };
-    if decision.exemption.is_some() {
+    let reached = reach::exempt(policy, w, request, &mut decision);
+    if reached == Reached::Exempt {
         return decision;
     }
+    let labels = |key: &str| (request.labels)(w.namespace?, key);
     let mode = request.mode.or_else(|| namespace_mode(policy, labels));
     decision.mode = mode;
     count(policy, cx, w, request, &mut decision);
@@ -381,6 +377,10 @@ pub fn decide(
         .max()
         .unwrap_or(Verdict::Allow);
     decision.verdict = decision.validation;
+    if reached == Reached::BoundaryOnly {
+        // Nothing else is judged or patched there.
+        return decision;
+    }
     match request.patch {
         PatchSource::None => {}
         PatchSource::Patch(tree) => {

@@ -233,3 +233,101 @@ fn boundary_rules_are_never_skipped_and_enforced_in_every_mode() {
     assert_eq!(d.validation, Verdict::Deny, "the gMSA rule still denies");
     assert!(d.audited.contains(&"WIN-HOSTNETWORK"));
 }
+
+/// A namespace label its author sets (`winadmit.io/ignore: "true"`, the
+/// default policy's opt-out) takes the namespace out of every rule but the
+/// gMSA boundary: a pod there with a boundary finding is denied on that
+/// finding alone, in every mode; without one it is exempt, as before. A
+/// namespace excluded by name (the operator's `reach.excludedNamespaces`)
+/// stays exempt from everything.
+#[test]
+fn an_opt_out_label_never_covers_the_gmsa_boundary() {
+    use crate::decision::decide::{self, Exemption, Operation, PatchSource, Request, Verdict};
+    use crate::decision::policy::{Mode, Policy};
+    let mut facts = Facts {
+        complete: true,
+        ..Facts::default()
+    };
+    facts.specs.insert(
+        "domain-admin".into(),
+        CredSpec::Found(Some(json!({"a": 1}))),
+    );
+    for ns in ["web", "kube-system"] {
+        facts.authz.insert(
+            (ns.into(), "app".into(), "domain-admin".into()),
+            Authz {
+                allowed: false,
+                reason: String::new(),
+            },
+        );
+    }
+    let cx = crate::decision::engine::Context {
+        gmsa: Some(&facts),
+        ..crate::decision::engine::Context::default()
+    };
+    let pod = |ns: &str, gmsa: bool| {
+        let mut spec = json!({"serviceAccountName": "app", "hostNetwork": true,
+            "nodeSelector": {"kubernetes.io/os": "windows"},
+            "containers": [{"name": "c", "image": "mcr.microsoft.com/windows/servercore:ltsc2022"}]});
+        if gmsa {
+            spec["securityContext"] =
+                json!({"windowsOptions": {"gmsaCredentialSpecName": "domain-admin"}});
+        }
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": ns}, "spec": spec})
+    };
+    let ignored = |_: &str, key: &str| (key == "winadmit.io/ignore").then(|| "true".to_owned());
+    let policy = Policy::default_policy();
+    let decide_with = |doc: &Value, mode: Option<Mode>| {
+        let view = policy.pod_templates.read(doc).unwrap();
+        let w = crate::decision::workload::Workload::from_view(&view).unwrap();
+        let d = decide::decide(
+            &policy,
+            &cx,
+            &w,
+            &Request {
+                labels: &ignored,
+                mode,
+                user: None,
+                operation: Operation::Create,
+                patch: PatchSource::None,
+                reach: true,
+            },
+        );
+        let message = d.denial_message(&w);
+        (d, message)
+    };
+    for mode in [None, Some(Mode::Audit), Some(Mode::Warn)] {
+        let (d, message) = decide_with(&pod("web", true), mode);
+        assert_eq!(d.validation, Verdict::Deny, "{mode:?}");
+        assert_eq!(d.exemption, None);
+        let message = message.unwrap();
+        assert!(message.contains("WIN-GMSA-NOT-AUTHORIZED"), "{message}");
+        // Only the boundary is judged there: hostNetwork is not.
+        assert!(!message.contains("WIN-HOSTNETWORK"), "{message}");
+        assert!(
+            d.evaluation
+                .findings
+                .iter()
+                .all(|f| crate::decision::rules::is_boundary(f.rule)),
+            "{:?}",
+            d.evaluation.findings
+        );
+    }
+    // No boundary finding: the label exempts the namespace, as it always did.
+    let (d, _) = decide_with(&pod("web", false), None);
+    assert_eq!(d.validation, Verdict::Allow);
+    assert!(
+        matches!(d.exemption, Some(Exemption::Reach(_))),
+        "{:?}",
+        d.exemption
+    );
+    // Excluded by name: exempt from everything.
+    let (d, _) = decide_with(&pod("kube-system", true), None);
+    assert_eq!(d.validation, Verdict::Allow);
+    assert!(
+        matches!(d.exemption, Some(Exemption::Reach(_))),
+        "{:?}",
+        d.exemption
+    );
+}

@@ -4,7 +4,7 @@
 use super::gmsa_pod;
 use super::{Rule, RuleContext, RuleFindings, RuleInfo, Scope};
 use crate::decision::gmsa::{self, CredSpec, Mismatch};
-use crate::decision::rules::cel::{Export, NEEDS_GMSA_OBJECTS};
+use crate::decision::rules::cel::Export;
 
 pub static RULE: Rule = Rule {
     info: RuleInfo {
@@ -23,7 +23,11 @@ pub static RULE: Rule = Rule {
         until: None,
     },
     check,
-    export: |_| Export::Gap(NEEDS_GMSA_OBJECTS),
+    export: |_| {
+        Export::Gap(
+            "exported in policy winadmit-gmsa (admission_policy::gmsa), which cannot read the GMSACredentialSpec and so refuses every gmsaCredentialSpec set with a name, not among each rule's validations",
+        )
+    },
 };
 
 fn check(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings) {

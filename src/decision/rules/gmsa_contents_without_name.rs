@@ -24,7 +24,7 @@ pub static RULE: Rule = Rule {
     check,
     export: |_| {
         Export::Gap(
-            "applies only where the cluster serves GMSACredentialSpecs, which an admission policy cannot tell: left to the webhook",
+            "exported in policy winadmit-gmsa (admission_policy::gmsa), which refuses it whether or not the cluster serves GMSACredentialSpecs, not among each rule's validations",
         )
     },
 };

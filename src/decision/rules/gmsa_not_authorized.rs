@@ -25,7 +25,7 @@ pub static RULE: Rule = Rule {
     check,
     export: |_| {
         Export::Gap(
-            "needs a SubjectAccessReview for the pod's service account, which CEL can ask only for the requesting user: live facts",
+            "exported in policy winadmit-gmsa (admission_policy::gmsa), which asks CEL's authorizer.serviceAccount() whether the pod's service account may `use` each credential spec it names, not among each rule's validations",
         )
     },
 };

@@ -131,13 +131,16 @@ impl WatchCache {
     }
 
     /// A cache keeping the namespace labels `policy` reads: its
-    /// `namespaceModeLabel` and `mutation.isolationNamespaceLabel`.
+    /// `namespaceModeLabel`, `mutation.isolationNamespaceLabel` and
+    /// `reach.optOutNamespaceLabels` (a namespace opted out is judged on
+    /// the gMSA rules alone when the gMSA registration sends its pods).
     #[must_use]
     pub fn for_policy(policy: &Policy) -> Self {
         let mut keys = vec![policy.namespace_mode_label.clone()];
         if let Some(k) = &policy.mutation.isolation_namespace_label {
             keys.push(k.clone());
         }
+        keys.extend(policy.reach.opt_out_namespace_labels.keys().cloned());
         keys.retain(|k| !k.is_empty());
         keys.dedup();
         Self::new(keys)
@@ -722,6 +725,9 @@ mod tests {
         p.namespace_mode_label = "example.com/mode".into();
         p.mutation.isolation_namespace_label = Some("example.com/iso".into());
         let c = WatchCache::for_policy(&p);
-        assert_eq!(c.label_keys, ["example.com/mode", "example.com/iso"]);
+        assert_eq!(
+            c.label_keys,
+            ["example.com/mode", "example.com/iso", "winadmit.io/ignore"]
+        );
     }
 }
