@@ -579,7 +579,7 @@ fn corpus_policies_agree_with_the_webhook() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn windows_only_images_are_pinned_by_both() {
     let s = setups("windows_only_images_are_pinned_by_both");

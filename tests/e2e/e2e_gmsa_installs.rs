@@ -338,7 +338,7 @@ fn check_webhook_install(c: &Cluster, what: &str, setup: &str, objects: &[Value]
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_gmsa_install_holds_in_every_namespace() {
     let c = cluster("the_gmsa_install_holds_in_every_namespace");
@@ -366,7 +366,7 @@ fn the_gmsa_install_holds_in_every_namespace() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn gmsa_combined_with_audit_one_call_and_no_match_conditions_holds() {
     let c = cluster("gmsa_combined_with_audit_one_call_and_no_match_conditions_holds");
@@ -393,7 +393,7 @@ fn gmsa_combined_with_audit_one_call_and_no_match_conditions_holds() {
 #[test]
 #[cfg_attr(
     any(no_control_plane, no_helm),
-    ignore = "needs Go to build kube-apiserver, etcd, kubectl and helm (tests/apiserver/build.sh, tests/helm/build.sh)"
+    ignore = "needs kube-apiserver and helm, which are not built: run tests/apiserver/build.sh and tests/helm/build.sh"
 )]
 fn the_chart_holds_the_gmsa_boundary() {
     let c = cluster("the_chart_holds_the_gmsa_boundary");
@@ -424,7 +424,7 @@ fn the_chart_holds_the_gmsa_boundary() {
 #[test]
 #[cfg_attr(
     no_control_plane,
-    ignore = "needs Go to build kube-apiserver, etcd and kubectl (tests/apiserver/build.sh)"
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
 fn the_policy_only_install_holds_the_gmsa_boundary() {
     let c = cluster("the_policy_only_install_holds_the_gmsa_boundary");

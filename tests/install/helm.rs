@@ -603,7 +603,10 @@ fn helm_template_equals_kustomize() {
 /// release named winadmit keeps the kustomize install's names, and each
 /// server manages its own release's mutating configuration.
 #[test]
-#[cfg_attr(no_helm, ignore = "needs Go to build helm (tests/helm/build.sh)")]
+#[cfg_attr(
+    no_helm,
+    ignore = "needs helm, which is not built: run tests/helm/build.sh"
+)]
 fn two_releases_share_no_cluster_scoped_name() {
     let helm = helm::helm("two_releases_share_no_cluster_scoped_name");
     let chart = helm::chart();
