@@ -33,7 +33,10 @@ use controlplane::ControlPlane;
 
 /// How long a report may take to follow a change in these tests (an
 /// audit pass every 200 ms; a bound, not a measurement).
-const FOLLOW: Duration = Duration::from_secs(30);
+/// How long a change may take to reach the reports: a bound for a loaded
+/// machine (the whole e2e suite shares one API server); a test that
+/// passes returns as soon as the reports show it.
+const FOLLOW: Duration = Duration::from_secs(90);
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -602,26 +605,25 @@ fn policyreports_with_pods_folded_into_their_controllers() {
             .iter()
             .any(|r| r["rule"] == "WIN-PRIVILEGED")
     );
-    let writes = || audit.metric("winadmit_audit_report_writes_total");
-    // The first pass may still be writing other reports (a loaded
-    // machine): wait until the count holds still, then watch it hold.
-    let settle = Instant::now() + Duration::from_secs(30);
-    let mut before = writes();
-    loop {
-        std::thread::sleep(Duration::from_secs(2));
-        let now = writes();
-        if now == before {
-            break;
-        }
-        assert!(
-            Instant::now() < settle,
-            "the audit never stopped writing:\n{}",
-            audit.logs()
-        );
-        before = now;
-    }
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(writes(), before, "rewritten unchanged:\n{}", audit.logs());
+    // This namespace's report is not written again while nothing in it
+    // changes (the audit verifies it every second). Its resourceVersion
+    // is compared, not the audit's write count: other tests' namespaces
+    // are written meanwhile.
+    let version = || {
+        let out = cp.kubectl(&[
+            "get",
+            "policyreports.wgpolicyk8s.io",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.metadata.resourceVersion} {end}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let before = version();
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(version(), before, "rewritten unchanged:\n{}", audit.logs());
     assert!(
         !audit.logs().contains("changed by someone else"),
         "{}",
