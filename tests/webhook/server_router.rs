@@ -677,7 +677,7 @@ async fn not_found_lists_the_routes_of_this_listener() {
     let text = String::from_utf8_lossy(&body);
     assert!(
         text.contains(
-            "POST /validate, POST /mutate, POST /admit, POST /report, GET /healthz, GET /readyz, GET /metrics"
+            "POST /validate, POST /mutate, POST /admit, POST /report, GET /healthz, GET /readyz, GET /readyz/pin-linux, GET /metrics"
         ),
         "{text}"
     );
@@ -696,7 +696,7 @@ async fn not_found_lists_the_routes_of_this_listener() {
     let text = String::from_utf8_lossy(&body);
     assert!(
         text.contains(
-            "serves POST /validate, POST /mutate, POST /admit, GET /healthz, GET /readyz\n"
+            "serves POST /validate, POST /mutate, POST /admit, GET /healthz, GET /readyz, GET /readyz/pin-linux\n"
         ),
         "{text}"
     );

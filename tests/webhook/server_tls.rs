@@ -514,7 +514,7 @@ async fn the_server_describes_itself_in_json_logs() {
         .unwrap_or_default();
     assert!(
         routes.contains(
-            "POST /validate, POST /mutate, POST /admit, POST /report, GET /healthz, GET /readyz, GET /metrics"
+            "POST /validate, POST /mutate, POST /admit, POST /report, GET /healthz, GET /readyz, GET /readyz/pin-linux, GET /metrics"
         ),
         "{routes}"
     );
