@@ -110,6 +110,42 @@ fn deployment(name: &str, kind: &str, spec: &Value) -> Value {
            "spec": {"template": {"spec": spec}}})
 }
 
+/// A Deployment's ReplicaSet scaled to 0 is rollout history: folded into
+/// the Deployment whatever its old template says. Scaled up, or scaled to
+/// 0 with no Deployment, it is reported.
+#[test]
+fn a_deployments_replica_set_scaled_to_zero_is_not_reported() {
+    let policy = Policy::default_policy();
+    let fixed = windows_pod("x", json!({}))["spec"].clone();
+    let old = windows_pod("x", json!({"hostNetwork": true}))["spec"].clone();
+    let dep = deployment("web", "Deployment", &fixed);
+    let replicas = |name: &str, n: u32, owner: bool| {
+        let mut rs = deployment(name, "ReplicaSet", &old);
+        rs["spec"]["replicas"] = json!(n);
+        if owner {
+            rs = owned(rs, "Deployment", "web");
+        }
+        rs
+    };
+    let (r, s) = run(
+        &policy,
+        folding(),
+        &[
+            dep,
+            replicas("web-old", 0, true),
+            replicas("web-rollback", 1, true),
+            replicas("by-hand", 0, false),
+        ],
+    );
+    let names: Vec<&str> = r.iter().map(|o| o.name.as_str()).collect();
+    assert!(!names.contains(&"web-old"), "{names:?}");
+    assert!(
+        names.contains(&"web-rollback") && names.contains(&"by-hand"),
+        "{names:?}"
+    );
+    assert_eq!((s.objects, s.folded), (4, 1));
+}
+
 #[test]
 fn owned_objects_fold_unless_they_differ() {
     let policy = Policy::default_policy();

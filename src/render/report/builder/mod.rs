@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::fold::{controller_of, object_key, owner_capable, signature};
+use super::fold::{controller_of, object_key, owner_capable, rollout_history, signature};
 use super::why::verdict_reasons;
 use super::{
     Finished, NamespaceSummary, ObjectReport, Origin, ReportOptions, ReportSummary, RuleSummary,
@@ -170,6 +170,13 @@ impl<'p> ReportBuilder<'p> {
             return Added::Other;
         };
         self.summary.objects += 1;
+        // Folded into its Deployment without being judged: what it says
+        // is history.
+        if self.options.fold && rollout_history(value, workload.kind) {
+            self.summary.folded += 1;
+            self.namespace_entry(workload.namespace).folded += 1;
+            return Added::Held;
+        }
         let (report, signature) = self.evaluate(value, &workload, origin);
         let self_key = owner_capable(workload.kind)
             .then(|| object_key(workload.namespace, workload.kind_name, workload.name));
