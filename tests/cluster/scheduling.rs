@@ -780,12 +780,9 @@ fn the_live_report_names_pods_running_on_a_node_of_the_wrong_os() {
     assert_eq!(out.status.code(), Some(1), "{}", e2e::stderr(&out));
 }
 
-/// The pin-linux registration's rules (`[]` while winadmit has it off).
-fn pin_linux_rules(nodes: &Nodes, configuration: &str) -> Value {
-    rules_of(nodes.cp(), configuration)
-}
-
-fn rules_of(cp: &controlplane::ControlPlane, configuration: &str) -> Value {
+/// `pin-linux.winadmit.io` in the configuration as the API server stores
+/// it, and its index among the webhooks.
+fn pin_linux_webhook(cp: &controlplane::ControlPlane, configuration: &str) -> (usize, Value) {
     let c: Value = serde_json::from_str(&cp.kubectl_ok(&[
         "get",
         "mutatingwebhookconfiguration",
@@ -798,16 +795,26 @@ fn rules_of(cp: &controlplane::ControlPlane, configuration: &str) -> Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|h| h["name"] == "pin-linux.winadmit.io")
-        // The API server leaves an empty list out.
-        .map(|h| h.get("rules").cloned().unwrap_or_else(|| json!([])))
-        .unwrap_or_default()
+        .cloned()
+        .enumerate()
+        .find(|(_, h)| h["name"] == "pin-linux.winadmit.io")
+        .unwrap()
+}
+
+/// The pin-linux registration's rules (`[]` while winadmit has it off).
+fn pin_linux_rules(cp: &controlplane::ControlPlane, configuration: &str) -> Value {
+    // The API server leaves an empty list out.
+    pin_linux_webhook(cp, configuration)
+        .1
+        .get("rules")
+        .cloned()
+        .unwrap_or_else(|| json!([]))
 }
 
 /// Waits (30 s at most) until the pin-linux registration is on or off.
 fn until_pin_linux(nodes: &Nodes, configuration: &str, on: bool, webhook: &e2e::Webhook) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while pin_linux_rules(nodes, configuration)
+    while pin_linux_rules(nodes.cp(), configuration)
         .as_array()
         .is_some_and(Vec::is_empty)
         == on
@@ -889,7 +896,7 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
         std::thread::spawn(move || {
             let deadline = start + std::time::Duration::from_secs(30);
             while std::time::Instant::now() < deadline {
-                if !rules_of(cp, &configuration)
+                if !pin_linux_rules(cp, &configuration)
                     .as_array()
                     .is_none_or(Vec::is_empty)
                 {
@@ -913,10 +920,10 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
         took < std::time::Duration::from_secs(2),
         "pin-linux.winadmit.io on {took:?} after the Windows node was created"
     );
-    assert_eq!(pin_linux_rules(&nodes, &configuration), rules);
+    assert_eq!(pin_linux_rules(nodes.cp(), &configuration), rules);
 
     // Another writer empties the rules: they are put back.
-    let index = pin_linux_index(&nodes, &configuration);
+    let (index, _) = pin_linux_webhook(nodes.cp(), &configuration);
     nodes.cp().kubectl_ok(&[
         "patch",
         "mutatingwebhookconfiguration",
@@ -927,7 +934,7 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
             .to_string(),
     ]);
     until_pin_linux(&nodes, &configuration, true, &webhook);
-    assert_eq!(pin_linux_rules(&nodes, &configuration), rules);
+    assert_eq!(pin_linux_rules(nodes.cp(), &configuration), rules);
 
     let ns = "pin-linux-on";
     nodes
@@ -940,24 +947,6 @@ fn a_cluster_without_windows_nodes_sends_no_pod_to_pin_linux() {
         template_selector(&nodes, "deployment", ns, "pinned"),
         json!({"kubernetes.io/os": "linux"})
     );
-}
-
-/// The index of pin-linux.winadmit.io in the configuration.
-fn pin_linux_index(nodes: &Nodes, configuration: &str) -> usize {
-    let c: Value = serde_json::from_str(&nodes.cp().kubectl_ok(&[
-        "get",
-        "mutatingwebhookconfiguration",
-        configuration,
-        "-o",
-        "json",
-    ]))
-    .unwrap();
-    c["webhooks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|h| h["name"] == "pin-linux.winadmit.io")
-        .unwrap()
 }
 
 /// The one-call install (one mutating registration calling `/admit`):

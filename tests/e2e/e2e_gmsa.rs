@@ -163,19 +163,7 @@ fn setup(test: &str) -> &'static Setup {
             ],
         )
         .adopted_by(cp);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !(webhook.server.logs_contain("gmsa: on (--gmsa auto)")
-            && webhook
-                .server
-                .logs_contain("cluster cache: gmsacredentialspecs.windows.k8s.io listed"))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "gMSA never turned on: {}",
-                webhook.server.all_logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        webhook.wait_gmsa_on();
         cp.apply(&e2e::to_list(&e2e::registrations(&objects, "gmsa", &webhook)));
         e2e::wait_registered(cp, &webhook, NS, 2);
         Setup { cp, webhook }

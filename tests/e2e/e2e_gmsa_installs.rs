@@ -264,19 +264,7 @@ fn start_webhook(c: &Cluster, policy: &str) -> Webhook {
         ],
     )
     .adopted_by(c.cp);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !(webhook.server.logs_contain("gmsa: on (--gmsa auto)")
-        && webhook
-            .server
-            .logs_contain("cluster cache: gmsacredentialspecs.windows.k8s.io listed"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "gMSA never turned on: {}",
-            webhook.server.all_logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    webhook.wait_gmsa_on();
     webhook
 }
 
@@ -481,17 +469,20 @@ fn the_policy_only_install_holds_the_gmsa_boundary() {
     let patch = json!([{"op": "add", "path": "/spec/ephemeralContainers", "value": [{
         "name": "debug", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
         "securityContext": {"windowsOptions": {"gmsaCredentialSpecName": "domain-admin"}}}]}]);
-    let out = c.cp.kubectl(&[
-        "patch",
-        "pod",
-        "running",
-        "-n",
-        &ns,
-        "--subresource=ephemeralcontainers",
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ]);
+    let add_ephemeral = |patch: &Value| {
+        c.cp.kubectl(&[
+            "patch",
+            "pod",
+            "running",
+            "-n",
+            &ns,
+            "--subresource=ephemeralcontainers",
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ])
+    };
+    let out = add_ephemeral(&patch);
     let err = e2e::stderr(&out);
     assert!(
         !out.status.success()
@@ -502,16 +493,6 @@ fn the_policy_only_install_holds_the_gmsa_boundary() {
     let mut patch = patch;
     patch[0]["value"][0]["securityContext"]["windowsOptions"]["gmsaCredentialSpecName"] =
         json!("webapp1");
-    let out = c.cp.kubectl(&[
-        "patch",
-        "pod",
-        "running",
-        "-n",
-        &ns,
-        "--subresource=ephemeralcontainers",
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ]);
+    let out = add_ephemeral(&patch);
     assert!(out.status.success(), "{}", e2e::stderr(&out));
 }

@@ -126,6 +126,24 @@ impl Webhook {
 }
 
 impl Webhook {
+    /// Waits (20 s at most) until `--gmsa auto` has turned the gMSA checks
+    /// on and the cache has listed the credential specs.
+    pub fn wait_gmsa_on(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(self.server.logs_contain("gmsa: on (--gmsa auto)")
+            && self
+                .server
+                .logs_contain("cluster cache: gmsacredentialspecs.windows.k8s.io listed"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "gMSA never turned on: {}",
+                self.server.all_logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits (10 s at most) for a review log line of `name` that `matches`:
     /// the log line may trail the API server's answer.
     pub fn wait_review(&self, name: &str, matches: impl Fn(&Value) -> bool) -> Value {

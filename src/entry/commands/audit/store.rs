@@ -21,6 +21,7 @@ use kube::{Api, Client};
 
 use super::failure::Failure;
 use crate::entry::commands::report::live::{Resource, WORKLOADS};
+use crate::entry::server::watch_cache::{RelistBackoff, is_expected};
 
 /// An object as kept: its JSON text.
 pub type Kept = Arc<str>;
@@ -283,13 +284,10 @@ pub fn spawn(client: &Client, store: &Arc<Store>, watch_seconds: u32) {
 const REWARN: Duration = Duration::from_secs(300);
 
 /// One watcher loop, backing off as the cluster cache's watchers do
-/// (`watch_cache::watchers::run`): kube's default backoff, 0.8 s doubling
-/// to 30 s with jitter, reset only once a list completes or a watch
-/// delivers. kube's own `default_backoff()` resets on every event, and a
-/// watcher that restarts emits one (`Init`) before it lists again, so a
-/// refused connection was retried about once a second; here it is not.
-/// Each failure is logged once at warn level (again after [`REWARN`]),
-/// repeats at debug level, and the recovery once.
+/// ([`RelistBackoff`]: 0.8 s doubling to 30 s with jitter, reset only once
+/// a list completes or a watch delivers). Each failure is logged once at
+/// warn level (again after [`REWARN`]), repeats at debug level, and the
+/// recovery once.
 async fn watch(
     start: impl Fn() -> futures::stream::BoxStream<
         'static,
@@ -299,33 +297,22 @@ async fn watch(
     mut apply: impl FnMut(watcher::Event<DynamicObject>),
 ) {
     let mut stream = start();
-    let mut backoff = watcher::DefaultBackoff::default();
-    let mut listing = true;
+    let mut relist = RelistBackoff::default();
     let mut failing: Option<(String, Instant)> = None;
     while let Some(item) = stream.next().await {
         match item {
             Ok(event) => {
-                if matches!(event, watcher::Event::Init) {
-                    listing = true;
-                }
-                let done = matches!(event, watcher::Event::InitDone);
-                if done || !listing {
-                    kube::runtime::utils::Backoff::reset(&mut backoff);
-                    if failing.take().is_some() {
-                        tracing::info!(
-                            resource = r.display,
-                            "audit: {} listed and watched again",
-                            r.display
-                        );
-                    }
-                }
-                if done {
-                    listing = false;
+                if relist.saw(&event) && failing.take().is_some() {
+                    tracing::info!(
+                        resource = r.display,
+                        "audit: {} listed and watched again",
+                        r.display
+                    );
                 }
                 apply(event);
             }
             Err(e) => {
-                let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+                let delay = relist.delay();
                 let (verb, message) = describe(r, &e);
                 let repeat = failing
                     .as_ref()
@@ -344,16 +331,6 @@ async fn watch(
                 tokio::time::sleep(delay).await;
             }
         }
-    }
-}
-
-/// `410 Gone` on a watch: routine, the watcher lists again.
-fn is_expected(err: &watcher::Error) -> bool {
-    match err {
-        watcher::Error::WatchError(status) => status.code == 410,
-        watcher::Error::WatchFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 410,
-        _ => false,
     }
 }
 

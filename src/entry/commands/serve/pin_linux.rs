@@ -45,9 +45,9 @@ const OLD_RULES_ANNOTATION: &str = "winadmit.io/pin-linux-rules";
 /// The longest a change made by something else stays in place.
 pub const RESYNC: Duration = Duration::from_secs(10);
 
-/// The webhook's rules with Windows nodes in the cluster: the same as
-/// `manifests/base/webhooks.yaml` and the chart install
-/// (`tests/install/manifests.rs` checks both against this).
+/// The webhook's rules with Windows nodes in the cluster: those the
+/// install renders (the unit test below reads `manifests/rendered/base.yaml`;
+/// `tests/install/helm.rs` keeps the chart equal to it).
 #[must_use]
 pub fn rules() -> Value {
     let rule = |group: &str, operations: &[&str], resources: &[&str]| {
@@ -168,12 +168,10 @@ pub fn render(configuration: &mut Value, on: bool) -> anyhow::Result<bool> {
     else {
         anyhow::bail!("it has no webhook {WEBHOOK}: install the configuration again");
     };
-    let rules = if on { rules() } else { json!([]) };
-    // The API server leaves an empty list out.
-    if rules.as_array().is_some_and(Vec::is_empty) && hook.get("rules").is_none() {
-        return Ok(*configuration != before);
+    // The API server leaves an empty list out: no rules is no change.
+    if on || hook.get("rules").is_some() {
+        hook["rules"] = if on { rules() } else { json!([]) };
     }
-    hook["rules"] = rules;
     Ok(*configuration != before)
 }
 
@@ -226,6 +224,20 @@ mod tests {
         narrowed_by_someone["webhooks"][1]["rules"][0]["operations"] = json!(["UPDATE"]);
         assert!(render(&mut narrowed_by_someone, true).unwrap());
         assert_eq!(narrowed_by_someone, installed());
+    }
+
+    #[test]
+    fn the_rules_are_those_the_install_renders() {
+        let docs =
+            crate::input::source::parse(include_str!("../../../../manifests/rendered/base.yaml"))
+                .unwrap();
+        let installed = docs
+            .iter()
+            .filter(|d| d.value["kind"] == "MutatingWebhookConfiguration")
+            .flat_map(|d| d.value["webhooks"].as_array().cloned().unwrap_or_default())
+            .find(|h| h["name"] == WEBHOOK)
+            .unwrap();
+        assert_eq!(installed["rules"], rules());
     }
 
     #[test]

@@ -30,6 +30,7 @@
 //! Publishing parsed snapshots from a reflector would keep the reads but
 //! hold the trimmed objects on top of the snapshots.
 
+mod backoff;
 mod metrics;
 mod mirror;
 mod watchers;
@@ -48,6 +49,7 @@ use crate::decision::gmsa::CredSpec;
 use crate::decision::policy::Policy;
 use crate::decision::targeting::{RuntimeClassInfo, RuntimeClasses};
 
+pub use backoff::{RelistBackoff, is_expected};
 pub use metrics::ClusterMetrics;
 pub use mirror::{Change, Mirror};
 pub use watchers::{

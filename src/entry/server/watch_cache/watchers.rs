@@ -16,6 +16,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+use super::backoff::{RelistBackoff, is_expected};
 use super::{Change, ClusterMetrics, WatchCache};
 use crate::decision::gmsa::CredSpec;
 use crate::entry::errors::error_chain;
@@ -290,8 +291,7 @@ pub fn spawn_gmsa(
 /// deadline; a silent server is cut off. The stream has no backoff of the
 /// watcher's own: it resets on every event, so a list whose first page
 /// succeeds and whose second fails (an endless continue token) would be
-/// retried every 0.8 s. This loop backs off instead, and resets only once a
-/// list is complete or a watch delivers.
+/// retried every 0.8 s. This loop backs off instead ([`RelistBackoff`]).
 async fn run<K>(
     start: impl Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     what: Watched,
@@ -301,20 +301,19 @@ async fn run<K>(
 ) {
     let mut stream = start();
     let mut log = Progress::new(what, metrics);
-    let mut relist = watcher::DefaultBackoff::default();
-    // While a list is in progress each page must arrive within `list_page`:
-    // a server that trickles bytes defeats the read timeout, not this.
-    let mut listing = true;
+    let mut relist = RelistBackoff::default();
     loop {
-        let item = if listing {
+        // While a list is in progress each page must arrive within
+        // `list_page`: a server that trickles bytes defeats the read
+        // timeout, not this.
+        let item = if relist.listing() {
             if let Ok(item) = tokio::time::timeout(deadlines.list_page, stream.next()).await {
                 item
             } else {
                 log.list_page_late(deadlines.list_page);
                 // Not at once: a server that keeps the list going
-                // (an endless continue token) is retried with the
-                // watcher's own backoff, with jitter.
-                tokio::time::sleep(relist.next().unwrap_or(Duration::from_secs(30))).await;
+                // (an endless continue token) is retried with backoff.
+                tokio::time::sleep(relist.delay()).await;
                 stream = start();
                 continue;
             }
@@ -324,25 +323,16 @@ async fn run<K>(
         let Some(item) = item else { break };
         match item {
             Ok(event) => {
-                if matches!(event, watcher::Event::Init) {
-                    listing = true;
-                }
+                relist.saw(&event);
                 let done = matches!(event, watcher::Event::InitDone);
-                if done || !listing {
-                    kube::runtime::utils::Backoff::reset(&mut relist);
-                }
-                if done {
-                    listing = false;
-                }
                 if let Some(n) = apply(event) {
                     log.applied(n, done);
                 }
             }
             Err(err) => {
                 log.failed(&err);
-                // 0.8 s doubling to 30 s, with jitter, until a list
-                // completes: the stream is not polled meanwhile.
-                tokio::time::sleep(relist.next().unwrap_or(Duration::from_secs(30))).await;
+                // The stream is not polled meanwhile.
+                tokio::time::sleep(relist.delay()).await;
             }
         }
     }
@@ -444,16 +434,6 @@ pub const LIST_PAGE: Duration = Duration::from_secs(60);
 
 /// How often a failure that persists is logged again at warn level.
 const REWARN: Duration = Duration::from_secs(300);
-
-/// `410 Gone` on a watch: routine, the watcher relists.
-fn is_expected(err: &watcher::Error) -> bool {
-    match err {
-        watcher::Error::WatchError(status) => status.code == 410,
-        watcher::Error::WatchFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 410,
-        _ => false,
-    }
-}
 
 /// The verb that failed and a message naming it, the resource, why, what
 /// the webhook does meanwhile and what to do.
