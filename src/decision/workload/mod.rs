@@ -186,6 +186,19 @@ pub struct Workload<'v, 'a> {
     pub owned: bool,
 }
 
+/// Whether a ReplicaSet is rollout history: one a Deployment controls and
+/// has scaled to 0, kept by the Deployment (`revisionHistoryLimit`) and
+/// running nothing. Its template is an old one: judged, it would keep a
+/// fixed Deployment's old findings under the ReplicaSet's name, so the
+/// audit and `report` leave it out. Scaled up again (a rollback), it is a
+/// workload again; a ReplicaSet of no Deployment scaled to 0 is still
+/// judged (someone runs it by hand). `replicas` is its `spec.replicas`,
+/// `controller` the kind of its controller owner.
+#[must_use]
+pub fn replica_set_is_rollout_history(replicas: Option<i64>, controller: Option<&str>) -> bool {
+    replicas == Some(0) && controller == Some("Deployment")
+}
+
 impl<'v, 'a> Workload<'v, 'a> {
     /// Reads the workload out of a parsed object, or `None` when the object
     /// is not a kind winadmit checks. Declared kinds are workloads once

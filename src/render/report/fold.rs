@@ -65,16 +65,16 @@ pub(super) fn controller_of(value: &Value, kind: Kind) -> Option<(String, String
     owns.then(|| (owner_kind.to_owned(), owner_name.to_owned()))
 }
 
-/// A ReplicaSet that a Deployment controls and has scaled to 0: the
-/// rollout history the Deployment keeps (`revisionHistoryLimit`), running
-/// nothing. Its template is an old one: reported, it would keep a fixed
-/// Deployment's old findings under the ReplicaSet's name. Scaled up again
-/// (a rollback), it is a workload again; a ReplicaSet of no Deployment
-/// scaled to 0 is still reported (someone runs it by hand).
+/// A Deployment's ReplicaSet scaled to 0
+/// ([`crate::decision::workload::replica_set_is_rollout_history`]).
 pub(super) fn rollout_history(value: &Value, kind: Kind) -> bool {
     kind == Kind::ReplicaSet
-        && value.pointer("/spec/replicas").and_then(Value::as_i64) == Some(0)
-        && controller_of(value, kind).is_some_and(|(owner, _)| owner == "Deployment")
+        && crate::decision::workload::replica_set_is_rollout_history(
+            value.pointer("/spec/replicas").and_then(Value::as_i64),
+            controller_of(value, kind)
+                .map(|(owner, _)| owner)
+                .as_deref(),
+        )
 }
 
 /// What the report says about a workload, independent of where its pod spec

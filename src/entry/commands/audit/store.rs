@@ -202,28 +202,22 @@ impl Inner {
     }
 }
 
-/// A ReplicaSet that a Deployment controls and has scaled to 0: the
-/// rollout history the Deployment keeps (`revisionHistoryLimit`), running
-/// nothing. Its template is an old one; reported, it would keep a fixed
-/// Deployment's old findings under the ReplicaSet's name. Scaled up again
-/// (a rollback), it is a workload again. A ReplicaSet of no Deployment
-/// scaled to 0 is still reported: someone runs it by hand.
+/// A Deployment's ReplicaSet scaled to 0, kept out of the store
+/// ([`crate::decision::workload::replica_set_is_rollout_history`]).
 fn rollout_history(obj: &DynamicObject, r: Resource) -> bool {
+    let controller = obj.metadata.owner_references.as_ref().and_then(|owners| {
+        owners
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.kind.as_str())
+    });
     r.kind == "ReplicaSet"
-        && obj
-            .data
-            .pointer("/spec/replicas")
-            .and_then(serde_json::Value::as_i64)
-            == Some(0)
-        && obj
-            .metadata
-            .owner_references
-            .as_ref()
-            .is_some_and(|owners| {
-                owners
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.kind == "Deployment")
-            })
+        && crate::decision::workload::replica_set_is_rollout_history(
+            obj.data
+                .pointer("/spec/replicas")
+                .and_then(serde_json::Value::as_i64),
+            controller,
+        )
 }
 
 /// The namespace and name of a watched object.
