@@ -859,7 +859,14 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
     let dir = tempfile::tempdir().unwrap();
     let sa = cp.service_account_kubeconfig(dir.path(), ns, "winadmit-audit");
     // The policy is enforced once the API server has loaded it: until
-    // then a write without a writer may pass. Wait for a refusal.
+    // then a write without a writer may pass. Wait for a refusal, with a
+    // Lease some other replica holds.
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "winadmit-audit", "namespace": ns},
+        "spec": {"holderIdentity": "replica-x"}
+    });
+    cp.apply(&lease.to_string());
     let refused = |writer: &str| {
         let r = json!({
             "apiVersion": "openreports.io/v1alpha1", "kind": "Report",
@@ -886,7 +893,11 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
     };
     let started = Instant::now();
     let deadline = started + 3 * FOLLOW;
-    while !String::from_utf8_lossy(&refused("nobody").stderr).contains("winadmit-audit-writer") {
+    loop {
+        let stderr = String::from_utf8_lossy(&refused("nobody").stderr).into_owned();
+        if stderr.contains("winadmit-audit-writer") {
+            break;
+        }
         cp.kubectl(&[
             "delete",
             "reports.openreports.io",
@@ -896,7 +907,7 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         ]);
         assert!(
             Instant::now() < deadline,
-            "the writer policy is not enforced"
+            "the writer policy is not enforced: {stderr}"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -904,6 +915,25 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         "the writer policy enforced {:?} after it was applied",
         started.elapsed()
     );
+    // No Lease (no replica has led yet) refuses nobody: the API server
+    // looks the parameter up before the match conditions, so refusing
+    // then would refuse the administrator and the namespace controller.
+    cp.kubectl_ok(&["delete", "lease", "-n", ns, "winadmit-audit"]);
+    let deadline = Instant::now() + FOLLOW;
+    while !refused("nobody").status.success() {
+        assert!(
+            Instant::now() < deadline,
+            "a write is still refused without a Lease"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    cp.kubectl_ok(&[
+        "delete",
+        "reports.openreports.io",
+        "-n",
+        ns,
+        "winadmit-forged",
+    ]);
 
     cp.apply(&windows_deployment(ns, "first", LTSC2022, true).to_string());
     let policy = dir.path().join("policy.yaml");

@@ -310,7 +310,7 @@ fn the_chart_admits_report_writes_only_from_the_lease_holder() {
         assert_eq!(
             binding["spec"]["paramRef"],
             serde_json::json!({"name": "winadmit-audit", "namespace": "winadmit",
-                "parameterNotFoundAction": "Deny"})
+                "parameterNotFoundAction": "Allow"})
         );
         assert_eq!(
             binding["spec"]["validationActions"],
