@@ -915,6 +915,18 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
         "the writer policy enforced {:?} after it was applied",
         started.elapsed()
     );
+    // The audit's account cannot delete the Lease to write unchecked.
+    let can_delete = cp
+        .kubectl_cmd()
+        .args(["--kubeconfig", sa.to_str().unwrap()])
+        .args(["auth", "can-i", "delete", "leases", "-n", ns])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&can_delete.stdout).trim(),
+        "no",
+        "the audit may delete its Lease"
+    );
     // No Lease (no replica has led yet) refuses nobody: the API server
     // looks the parameter up before the match conditions, so refusing
     // then would refuse the administrator and the namespace controller.
