@@ -61,7 +61,7 @@ fn setup(test: &str) -> &'static Setup {
         let certs = server::certs();
         // Nothing listens there: the webhook is down.
         let down = format!("https://127.0.0.1:{}", controlplane::free_port());
-        write_webhooks(&dir, &down, &certs);
+        write_webhooks(&dir, &down, &certs.ca.pem());
         let out = binary::winadmit(&[
             "admission-policy",
             "--static",
@@ -87,9 +87,10 @@ fn setup(test: &str) -> &'static Setup {
 
 /// `winadmit manifests --static DIR` pointed at `url`, leaving out the
 /// namespaces of the policy comparison.
-fn write_webhooks(dir: &Path, url: &str, certs: &server::Certs) {
-    let ca = dir.join("ca.crt");
-    std::fs::write(&ca, certs.ca.pem()).unwrap();
+fn write_webhooks(dir: &Path, url: &str, ca_pem: &str) {
+    // Next to the directory: a file in it is not the command's.
+    let ca = dir.with_extension("ca.crt");
+    std::fs::write(&ca, ca_pem).unwrap();
     let out = binary::winadmit(&[
         "manifests",
         "--static",
@@ -386,7 +387,7 @@ fn webhook_down_then_a_regenerated_directory_is_taken_up() {
     )
     .adopted_by(cp);
     let written = Instant::now();
-    write_webhooks(&s.dir, &webhook.url(""), &s.certs);
+    write_webhooks(&s.dir, &webhook.url(""), &s.certs.ca.pem());
     let deadline = written + Duration::from_secs(120);
     let taken_up = loop {
         let name = format!("probe-{}", written.elapsed().as_millis());
@@ -434,6 +435,117 @@ fn webhook_down_then_a_regenerated_directory_is_taken_up() {
         "mutatingwebhookconfiguration,validatingwebhookconfiguration",
         "winadmit-guard",
     ]);
+
+    rotate_the_ca_without_a_window(s, &webhook);
+}
+
+/// Waits (30 s at most) until both webhook plugins of the API server have
+/// loaded their directories as they are now (`last_config_info`'s hash).
+fn wait_webhooks_loaded(s: &Setup) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = metric_lines(
+            &s.cp,
+            "apiserver_manifest_admission_config_controller_last_config_info",
+        );
+        let loaded = [
+            ("MutatingAdmissionWebhook", "mutating-webhooks"),
+            ("ValidatingAdmissionWebhook", "validating-webhooks"),
+        ]
+        .iter()
+        .all(|(plugin, dir)| {
+            let hash = directory_hash(&s.dir.join(dir));
+            info.iter().any(|l| {
+                l.contains(&format!("plugin=\"{plugin}\""))
+                    && l.contains(&format!("hash=\"{hash}\""))
+            })
+        });
+        if loaded {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the webhook directories were not loaded in 30 s: {info:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The CA rotation of docs/install.md, with Windows pods created all along
+/// and every one of them judged by winadmit: (1) the bundle holds the old
+/// and the new CA, (2) winadmit serves a certificate of the new CA, (3) the
+/// bundle holds the new CA alone. Skipping (2) would refuse the pods after
+/// (3), so the last pods show the new certificate in use.
+fn rotate_the_ca_without_a_window(s: &Setup, webhook: &Webhook) {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cp = &s.cp;
+    let url = webhook.url("");
+    let new_ca = server::Ca::new("test CA 2");
+    let stop = AtomicBool::new(false);
+    let failures = Mutex::new(Vec::new());
+    let names = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let name = format!("rotate-{i}");
+                let pod = e2e::pod(
+                    GUARD_NS,
+                    &name,
+                    json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+                );
+                let (admitted, stderr) = create(cp, &pod);
+                if !admitted {
+                    failures.lock().unwrap().push(stderr);
+                }
+                names.lock().unwrap().push(name);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        // (1) Both CAs.
+        let both = format!("{}{}", s.certs.ca.pem(), new_ca.pem());
+        write_webhooks(&s.dir, &url, &both);
+        wait_webhooks_loaded(s);
+        std::thread::sleep(Duration::from_secs(1));
+        // (2) The new certificate, reloaded by winadmit.
+        let (cert, key, _) = new_ca.leaf("second");
+        server::write_pair(s.certs.cert.parent().unwrap(), &cert, &key);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !webhook
+            .server
+            .all_logs()
+            .contains("reloaded the TLS certificate")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "winadmit did not reload its certificate in 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        // (3) The new CA alone.
+        write_webhooks(&s.dir, &url, &new_ca.pem());
+        wait_webhooks_loaded(s);
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let failures = failures.into_inner().unwrap();
+    let names = names.into_inner().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} pods refused during the rotation: {failures:#?}",
+        failures.len(),
+        names.len()
+    );
+    assert!(names.len() > 10, "too few pods: {}", names.len());
+    std::thread::sleep(Duration::from_secs(1));
+    let last = names.last().unwrap();
+    assert!(
+        !webhook.reviews_of(last).is_empty(),
+        "{last} was not judged by winadmit after the rotation"
+    );
 }
 
 /// Held by the tests that create or delete admission objects through the

@@ -50,7 +50,15 @@ pub fn run(args: AdmissionPolicyArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = static_dir {
         let files = static_admission::policy_files(&exported.documents, &exempt_namespace)?;
-        let config = static_dir::write(&dir, static_host_dir.as_deref(), &files)?;
+        let config = static_dir::write(
+            &dir,
+            static_host_dir.as_deref(),
+            &[
+                static_admission::Plugin::MutatingPolicy,
+                static_admission::Plugin::ValidatingPolicy,
+            ],
+            &files,
+        )?;
         static_dir::report(&config, &files);
         return Ok(ExitCode::from(EXIT_CLEAN));
     }

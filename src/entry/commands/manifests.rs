@@ -75,7 +75,15 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
             static_admission::WebhookTarget { url, ca_pem: ca },
             &exempt_namespace,
         )?;
-        let config = static_dir::write(&dir, static_host_dir.as_deref(), &files)?;
+        let config = static_dir::write(
+            &dir,
+            static_host_dir.as_deref(),
+            &[
+                static_admission::Plugin::MutatingWebhook,
+                static_admission::Plugin::ValidatingWebhook,
+            ],
+            &files,
+        )?;
         static_dir::report(&config, &files);
         return Ok(ExitCode::from(EXIT_CLEAN));
     }

@@ -19,12 +19,20 @@ use crate::entry::static_admission::{self, ADMISSION_CONFIGURATION, File, Plugin
 
 /// Writes `files` into `dir` and the `AdmissionConfiguration` naming the
 /// plugin directories as `host_dir` (default: `dir`'s absolute path).
-/// Returns the path of the `AdmissionConfiguration`.
+/// The command's own files in the directories of `owned` (its plugins)
+/// that it no longer generates are removed: regenerated with
+/// `--no-mutating`, the mutating policy is gone. Returns the path of the
+/// `AdmissionConfiguration`.
 ///
 /// # Errors
 /// A `host_dir` that is not absolute, or a directory or file that cannot
 /// be written.
-pub fn write(dir: &Path, host_dir: Option<&str>, files: &[File]) -> anyhow::Result<PathBuf> {
+pub fn write(
+    dir: &Path,
+    host_dir: Option<&str>,
+    owned: &[Plugin],
+    files: &[File],
+) -> anyhow::Result<PathBuf> {
     let host_dir = match host_dir {
         Some(h) if h.starts_with('/') => h.to_owned(),
         Some(h) => bail!(
@@ -35,9 +43,17 @@ pub fn write(dir: &Path, host_dir: Option<&str>, files: &[File]) -> anyhow::Resu
             .display()
             .to_string(),
     };
-    let plugins: BTreeSet<Plugin> = files.iter().map(|f| f.plugin).collect();
+    let plugins: BTreeSet<Plugin> = files
+        .iter()
+        .map(|f| f.plugin)
+        .chain(owned.iter().copied())
+        .collect();
     for plugin in &plugins {
         let sub = dir.join(plugin.dir());
+        // An owned plugin with nothing to write: only stale files to remove.
+        if !sub.is_dir() && !files.iter().any(|f| f.plugin == *plugin) {
+            continue;
+        }
         std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
         let mine: Vec<&File> = files.iter().filter(|f| f.plugin == *plugin).collect();
         for f in &mine {
