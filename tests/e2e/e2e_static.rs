@@ -270,6 +270,10 @@ fn metric_lines(cp: &ControlPlane, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Held by the tests that read the policy directories' state or write into
+/// them.
+static POLICY_FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The `apiserver_manifest_admission_config_controller_*` metrics show
 /// each plugin's directory loaded, with the hash of the files as written.
 #[test]
@@ -279,6 +283,9 @@ fn metric_lines(cp: &ControlPlane, name: &str) -> Vec<String> {
 )]
 fn metrics_show_the_static_files_loaded() {
     let s = setup("metrics_show_the_static_files_loaded");
+    let _files = POLICY_FILES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let reloads = metric_lines(
         &s.cp,
         "apiserver_manifest_admission_config_controller_automatic_reloads_total",
@@ -299,14 +306,6 @@ fn metrics_show_the_static_files_loaded() {
                 .any(|l| l.contains(&format!("plugin=\"{plugin}\""))
                     && l.contains("status=\"success\"")),
             "{plugin}: no successful load in {reloads:#?}"
-        );
-        assert!(
-            !reloads
-                .iter()
-                .any(|l| l.contains(&format!("plugin=\"{plugin}\""))
-                    && l.contains("status=\"failure\"")
-                    && !l.ends_with(" 0")),
-            "{plugin}: a failed load in {reloads:#?}"
         );
         // The webhooks' hash changes when a test regenerates their files.
         if dir.ends_with("policies") {
@@ -482,6 +481,16 @@ fn rotate_the_ca_without_a_window(s: &Setup, webhook: &Webhook) {
     let cp = &s.cp;
     let url = webhook.url("");
     let new_ca = server::Ca::new("test CA 2");
+    // A bundle without the CA of the certificate winadmit serves: the API
+    // server does not trust whoever answers at the URL, and refuses.
+    write_webhooks(&s.dir, &url, &new_ca.pem());
+    wait_webhooks_loaded(s);
+    let (admitted, stderr) = create(cp, &windows_host_network(GUARD_NS, "untrusted"));
+    assert!(!admitted, "admitted through an untrusted webhook");
+    assert!(
+        stderr.contains("failed calling webhook") && stderr.contains("certificate"),
+        "{stderr}"
+    );
     let stop = AtomicBool::new(false);
     let failures = Mutex::new(Vec::new());
     let names = Mutex::new(Vec::new());
@@ -721,4 +730,68 @@ fn static_policies_agree_with_the_api_object_export_on_the_corpus() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     api_object_export(&s.cp);
     compare(&s.cp, "corpus", &corpus_objects(&dir));
+}
+
+/// A file written into a policy directory while the API server runs that
+/// breaks a loader rule (a name without the reserved suffix) is refused at
+/// reload, counted as a failure, and the previous configuration stays in
+/// force; removed, the directory loads again.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn a_bad_file_at_reload_keeps_the_previous_configuration() {
+    let s = setup("a_bad_file_at_reload_keeps_the_previous_configuration");
+    let _files = POLICY_FILES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let failures = || {
+        metric_lines(
+            &s.cp,
+            "apiserver_manifest_admission_config_controller_automatic_reloads_total",
+        )
+        .iter()
+        .filter(|l| {
+            l.contains("plugin=\"ValidatingAdmissionPolicy\"") && l.contains("status=\"failure\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>()
+    };
+    let before = failures();
+    let dir = s.dir.join("validating-policies");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: no-suffix\nspec:\n  validations:\n  - expression: 'false'\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while failures() <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the bad file was not refused in 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (admitted, stderr) = create(&s.cp, &windows_host_network(POLICY_NS, "bad-file"));
+    std::fs::remove_file(&bad).unwrap();
+    assert!(!admitted, "the previous policies are gone: {stderr}");
+    assert!(stderr.contains("winadmit-errors.static.k8s.io"), "{stderr}");
+    // Removed, the directory (as it was) loads again.
+    let hash = directory_hash(&dir);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !metric_lines(
+        &s.cp,
+        "apiserver_manifest_admission_config_controller_last_config_info",
+    )
+    .iter()
+    .any(|l| l.contains("plugin=\"ValidatingAdmissionPolicy\"") && l.contains(&hash))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the directory did not load again"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
