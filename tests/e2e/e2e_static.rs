@@ -35,6 +35,9 @@ use sha2::Digest as _;
 const GUARD_NS: &str = "st-guard";
 const POLICY_NS: &str = "st-policy";
 const OBJECTS_NS: &str = "st-objects";
+/// Labelled to opt out (`winadmit.io/ignore`) and to audit only
+/// (`winadmit.io/mode`), which the static form does not read.
+const LABELLED_NS: &str = "st-labelled";
 const SUFFIX: &str = ".static.k8s.io";
 
 /// The kinds of API object an install of winadmit consists of.
@@ -81,6 +84,13 @@ fn setup(test: &str) -> &'static Setup {
             cp.namespace(ns, &[("winadmit-e2e", setup)]);
         }
         cp.namespace("winadmit", &[]);
+        cp.namespace(
+            LABELLED_NS,
+            &[
+                ("winadmit.io/ignore", "true"),
+                ("winadmit.io/mode", "audit"),
+            ],
+        );
         Setup { cp, dir, certs }
     })
 }
@@ -103,6 +113,8 @@ fn write_webhooks(dir: &Path, url: &str, ca_pem: &str) {
         POLICY_NS,
         "--exempt-namespace",
         OBJECTS_NS,
+        "--exempt-namespace",
+        LABELLED_NS,
     ]);
     assert!(out.status.success(), "{}", e2e::stderr(&out));
 }
@@ -136,8 +148,9 @@ fn no_winadmit_api_objects(cp: &ControlPlane) {
 
 /// Before any winadmit object exists through the API, a Windows pod with
 /// hostNetwork is refused: by the static ValidatingAdmissionPolicy where
-/// only the policies apply, and where the static webhooks apply too (the
-/// webhook is down: failurePolicy Fail) it is refused as well.
+/// only the policies apply, also in a namespace labelled to opt out and to
+/// audit only, and where the static webhooks apply too (the webhook is
+/// down: failurePolicy Fail) it is refused as well.
 #[test]
 #[cfg_attr(
     no_control_plane,
@@ -146,12 +159,16 @@ fn no_winadmit_api_objects(cp: &ControlPlane) {
 fn static_guard_refuses_before_any_api_object_exists() {
     let s = setup("static_guard_refuses_before_any_api_object_exists");
     no_winadmit_api_objects(&s.cp);
-    let (admitted, stderr) = create(&s.cp, &windows_host_network(POLICY_NS, "hn"));
-    assert!(!admitted, "{stderr}");
-    assert!(
-        stderr.contains("winadmit-errors.static.k8s.io") && stderr.contains("WIN-HOSTNETWORK"),
-        "refused by the static policy: {stderr}"
-    );
+    // Namespace labels are API objects too: the static policies do not
+    // read the opt-out and mode labels.
+    for ns in [POLICY_NS, LABELLED_NS] {
+        let (admitted, stderr) = create(&s.cp, &windows_host_network(ns, "hn"));
+        assert!(!admitted, "{ns}: {stderr}");
+        assert!(
+            stderr.contains("winadmit-errors.static.k8s.io") && stderr.contains("WIN-HOSTNETWORK"),
+            "{ns}: refused by the static policy: {stderr}"
+        );
+    }
     let (admitted, stderr) = create(&s.cp, &windows_host_network(GUARD_NS, "hn"));
     assert!(!admitted, "{stderr}");
 }

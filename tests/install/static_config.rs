@@ -149,6 +149,74 @@ fn both_commands_fill_one_directory_and_a_rerun_replaces_their_files() {
     );
 }
 
+/// Every overlay with webhooks gives its registrations in the static form,
+/// whatever way the overlay gets its own caBundle; the self-signed one
+/// takes the CA of `--certs` when no `--ca-bundle` is given.
+#[test]
+fn every_overlay_with_webhooks_writes_its_static_registrations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca.crt");
+    std::fs::write(&ca, CA).unwrap();
+    let certs = tmp.path().join("certs");
+    let (code, err) = run(&["certs", "--out", certs.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for overlay in [
+        "base",
+        "cert-manager",
+        "self-signed",
+        "audit",
+        "no-match-conditions",
+        "custom-resources",
+        "gmsa",
+        "one-call",
+    ] {
+        let dir = tmp.path().join(overlay);
+        let d = dir.to_str().unwrap();
+        let mut args = vec![
+            "manifests",
+            "--overlay",
+            overlay,
+            "--static",
+            d,
+            "--webhook-url",
+            "https://10.0.0.5",
+        ];
+        if overlay == "self-signed" {
+            args.extend(["--certs", certs.to_str().unwrap()]);
+        } else {
+            args.extend(["--ca-bundle", ca.to_str().unwrap()]);
+        }
+        let (code, err) = run(&args);
+        assert_eq!(code, 0, "{overlay}: {err}");
+        let written = files(&dir);
+        assert!(
+            written
+                .iter()
+                .any(|f| f.ends_with("webhooks/winadmit.static.k8s.io.yaml")),
+            "{overlay}: {written:?}"
+        );
+    }
+    // The admission-policy overlay has no webhook: nothing to write.
+    let dir = tmp.path().join("admission-policy");
+    let (code, err) = run(&[
+        "manifests",
+        "--overlay",
+        "admission-policy",
+        "--static",
+        dir.to_str().unwrap(),
+        "--webhook-url",
+        "https://10.0.0.5",
+        "--ca-bundle",
+        ca.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("nothing to write (no webhook configuration"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+}
+
 /// What kube-apiserver would not load, or could not call, is refused
 /// before anything is written.
 #[test]
@@ -198,7 +266,7 @@ fn refusals_exit_2_with_the_reason_and_write_nothing() {
                 "--ca-bundle",
                 not_ca.to_str().unwrap(),
             ],
-            "holds no PEM certificate",
+            "--ca-bundle: no PEM certificate",
         ),
         (
             vec![

@@ -60,11 +60,19 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
             certs: certs.as_ref(),
             namespace: namespace.as_deref(),
             image: image.as_deref(),
-            ca_bundle: ca_pem.as_deref(),
+            // The static webhooks get the bundle below, whichever way the
+            // overlay gets its own (cert-manager's cainjector...).
+            ca_bundle: if static_dir.is_some() {
+                None
+            } else {
+                ca_pem.as_deref()
+            },
         },
     )?;
 
     if let Some(dir) = static_dir {
+        // The self-signed overlay's CA, when no other bundle is given.
+        let ca_pem = ca_pem.or_else(|| certs.as_ref().map(|c| c.ca_crt.clone()));
         let (Some(url), Some(ca)) = (webhook_url.as_deref(), ca_pem.as_deref()) else {
             anyhow::bail!(
                 "--static needs --webhook-url (where kube-apiserver calls winadmit) and --ca-bundle (the CA of winadmit's serving certificate): a static webhook cannot name a Service"
