@@ -12,7 +12,8 @@
 //! - The command line: [`cli`] (the arguments) and [`commands`] (one module
 //!   per subcommand).
 //! - The install: [`certs`] (serving certificates) and [`manifests`] (the
-//!   install YAML); [`errors`] helps every entry point word an error.
+//!   install YAML), [`static_admission`] (the API server's static
+//!   admission configuration); [`errors`] helps every entry point word an error.
 
 pub mod admission;
 pub mod audit;
@@ -25,3 +26,4 @@ pub mod lint;
 pub mod manifests;
 pub mod report;
 pub mod server;
+pub mod static_admission;

@@ -202,19 +202,19 @@ fn wait_policies(cp: &ControlPlane) {
 
 /// What the API server answered to a server-side dry-run create.
 #[derive(Debug, Clone, PartialEq)]
-struct Answer {
-    admitted: bool,
+pub(crate) struct Answer {
+    pub(crate) admitted: bool,
     /// Rule ids in the denial of an admission plugin (webhook or policy).
-    denied: BTreeSet<String>,
+    pub(crate) denied: BTreeSet<String>,
     /// Rule ids in the warnings.
-    warned: BTreeSet<String>,
+    pub(crate) warned: BTreeSet<String>,
     /// The returned object, normalised ([`normalise`]).
-    object: Option<Value>,
+    pub(crate) object: Option<Value>,
     /// A refusal that is not an admission denial (the API server's own
     /// validation, an unknown kind...), with the namespace blanked.
-    other_error: Option<String>,
+    pub(crate) other_error: Option<String>,
     /// Everything kubectl printed on stderr, for the failure report.
-    stderr: String,
+    pub(crate) stderr: String,
 }
 
 /// The rule ids (`WIN-[A-Z0-9-]+`) in `text`.
@@ -237,7 +237,7 @@ fn rule_ids(text: &str) -> BTreeSet<String> {
 }
 
 /// `kubectl create --dry-run=server -o json` of `object` in `ns`.
-fn submit(cp: &ControlPlane, ns: &str, object: &Value) -> Answer {
+pub(crate) fn submit(cp: &ControlPlane, ns: &str, object: &Value) -> Answer {
     let mut object = object.clone();
     object["metadata"]["namespace"] = json!(ns);
     answer(&e2e::create(cp, &object, true), ns)
@@ -552,8 +552,14 @@ fn corpus_policies_agree_with_the_webhook() {
     let test = "corpus_policies_agree_with_the_webhook";
     let dir = corpus_dir::corpus_dir(test);
     let s = setups(test);
+    compare_all(s, "corpus", &corpus_objects(&dir));
+}
+
+/// Every workload document (of the kinds either setup matches) of every
+/// corpus file in `dir`, named `file#N`.
+pub(crate) fn corpus_objects(dir: &Path) -> Vec<(String, Value)> {
     let mut objects = Vec::new();
-    for path in corpus_dir::manifests(&dir) {
+    for path in corpus_dir::manifests(dir) {
         let text = std::fs::read_to_string(&path).unwrap();
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         let Ok(docs) = winadmit::input::yaml::load(
@@ -569,7 +575,7 @@ fn corpus_policies_agree_with_the_webhook() {
         }
     }
     assert!(objects.len() > 80, "corpus workloads: {}", objects.len());
-    compare_all(s, "corpus", &objects);
+    objects
 }
 
 /// A Deployment of an image that can only be Windows
@@ -1016,6 +1022,12 @@ fn workload(kind: &str, name: &str, template: &Value) -> Value {
 )]
 fn generated_workloads_policies_agree_with_the_webhook() {
     let s = setups("generated_workloads_policies_agree_with_the_webhook");
+    compare_all(s, "generated", &generated_objects());
+}
+
+/// Every hand-made case as a Pod, a Deployment, a ReplicaSet, a Job and a
+/// CronJob, and a few as the other kinds.
+pub(crate) fn generated_objects() -> Vec<(String, Value)> {
     let mut objects = Vec::new();
     for (i, c) in cases().iter().enumerate() {
         let mut template = windows_template();
@@ -1030,7 +1042,7 @@ fn generated_workloads_policies_agree_with_the_webhook() {
             ));
         }
     }
-    compare_all(s, "generated", &objects);
+    objects
 }
 
 /// The CEL cost of a large workload stays within the API server's budget

@@ -35,4 +35,5 @@ mod e2e_gmsa_installs;
 mod e2e_one_call;
 mod e2e_oracle;
 mod e2e_registry;
+mod e2e_static;
 mod e2e_webhook;

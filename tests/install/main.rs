@@ -26,5 +26,6 @@ mod generated;
 mod helm;
 mod manifests;
 mod readme;
+mod static_config;
 mod test_tools;
 mod threat_model;

@@ -98,6 +98,21 @@ pub struct AdmissionPolicyArgs {
     /// Leave out the MutatingAdmissionPolicy (e.g. where its API is not enabled).
     #[arg(long)]
     pub no_mutating: bool,
+    /// Write the API server's static admission configuration into DIR
+    /// instead of printing: a directory per admission plugin, objects named
+    /// `*.static.k8s.io` that no API call can change or delete, and
+    /// DIR/admission-configuration.yaml for `--admission-control-config-file`
+    /// (docs/install.md, "Static admission configuration").
+    #[arg(long = "static", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// With --static: DIR's path on the control-plane hosts, as the
+    /// AdmissionConfiguration names it (default: DIR's absolute path).
+    #[arg(long, value_name = "PATH", requires = "static_dir")]
+    pub static_host_dir: Option<String>,
+    /// With --static: leave this namespace out too (repeat for more), e.g.
+    /// the network plugin's namespace when it is not kube-system.
+    #[arg(long, value_name = "NS", requires = "static_dir")]
+    pub exempt_namespace: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -196,6 +211,32 @@ pub struct ManifestsArgs {
     /// Server image, e.g. registry.example.com/winadmit:0.1.0.
     #[arg(long, value_name = "IMG", env = "WINADMIT_IMAGE")]
     pub image: Option<String>,
+    /// Write the API server's static admission configuration into DIR
+    /// instead of printing: a directory per admission plugin, objects named
+    /// `*.static.k8s.io` that no API call can change or delete, and
+    /// DIR/admission-configuration.yaml for `--admission-control-config-file`
+    /// (docs/install.md, "Static admission configuration").
+    #[arg(long = "static", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// With --static: DIR's path on the control-plane hosts, as the
+    /// AdmissionConfiguration names it (default: DIR's absolute path).
+    #[arg(long, value_name = "PATH", requires = "static_dir")]
+    pub static_host_dir: Option<String>,
+    /// With --static: leave this namespace out too (repeat for more), e.g.
+    /// the network plugin's namespace when it is not kube-system.
+    #[arg(long, value_name = "NS", requires = "static_dir")]
+    pub exempt_namespace: Vec<String>,
+    /// With --static: the URL kube-apiserver calls winadmit at,
+    /// `https://HOST[:PORT]`, e.g. the Service's cluster IP or the address
+    /// of winadmit on the control-plane host; /mutate and /validate are
+    /// appended. Its host must be in the serving certificate.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "static_dir",
+        env = "WINADMIT_WEBHOOK_URL"
+    )]
+    pub webhook_url: Option<String>,
 }
 
 /// Parses `500ms`, `10s`, `2m` or a bare number of seconds.

@@ -1,6 +1,7 @@
 //! `winadmit manifests`: the committed `kubectl kustomize` render of an
 //! overlay (`manifests/rendered/`), with the certificates, namespace, image
-//! and caBundle filled in.
+//! and caBundle filled in; with `--static DIR`, the overlay's webhook
+//! configurations as the API server's static admission configuration.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -8,9 +9,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::EXIT_CLEAN;
+use super::{EXIT_CLEAN, static_dir};
 use crate::entry::cli::{ManifestsArgs, Overlay};
 use crate::entry::manifests::{self, Certs, Customization, Render};
+use crate::entry::static_admission;
 
 /// # Errors
 /// Unreadable files, a missing `--certs` for the self-signed overlay, or
@@ -22,6 +24,10 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         certs,
         namespace,
         image,
+        static_dir,
+        static_host_dir,
+        exempt_namespace,
+        webhook_url,
     } = args;
     let render = match overlay {
         Overlay::Base => Render::Base,
@@ -43,7 +49,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|p| std::fs::read(p).with_context(|| format!("reading --ca-bundle {}", p.display())))
         .transpose()?;
-    if render == Render::Base && ca_pem.is_none() {
+    if render == Render::Base && ca_pem.is_none() && static_dir.is_none() {
         eprintln!(
             "winadmit: note: the base install has no caBundle and no TLS Secret; pass --ca-bundle FILE and create the Secret winadmit-tls, or use --overlay cert-manager or self-signed"
         );
@@ -54,10 +60,41 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
             certs: certs.as_ref(),
             namespace: namespace.as_deref(),
             image: image.as_deref(),
-            ca_bundle: ca_pem.as_deref(),
+            // The static webhooks get the bundle below, whichever way the
+            // overlay gets its own (cert-manager's cainjector...).
+            ca_bundle: if static_dir.is_some() {
+                None
+            } else {
+                ca_pem.as_deref()
+            },
         },
     )?;
 
+    if let Some(dir) = static_dir {
+        // The self-signed overlay's CA, when no other bundle is given.
+        let ca_pem = ca_pem.or_else(|| certs.as_ref().map(|c| c.ca_crt.clone()));
+        let (Some(url), Some(ca)) = (webhook_url.as_deref(), ca_pem.as_deref()) else {
+            anyhow::bail!(
+                "--static needs --webhook-url (where kube-apiserver calls winadmit) and --ca-bundle (the CA of winadmit's serving certificate): a static webhook cannot name a Service"
+            );
+        };
+        let files = static_admission::webhook_files(
+            &objects,
+            static_admission::WebhookTarget { url, ca_pem: ca },
+            &exempt_namespace,
+        )?;
+        let config = static_dir::write(
+            &dir,
+            static_host_dir.as_deref(),
+            &[
+                static_admission::Plugin::MutatingWebhook,
+                static_admission::Plugin::ValidatingWebhook,
+            ],
+            &files,
+        )?;
+        static_dir::report(&config, &files);
+        return Ok(ExitCode::from(EXIT_CLEAN));
+    }
     let yaml = manifests::to_yaml(&objects).context("serializing the manifests")?;
     let mut stdout = std::io::stdout().lock();
     stdout

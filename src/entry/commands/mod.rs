@@ -14,6 +14,7 @@ pub mod lint;
 pub mod manifests;
 pub mod report;
 pub mod serve;
+pub mod static_dir;
 
 /// Exit codes are a contract: 0 clean, 1 findings, 2 usage or input problem.
 pub const EXIT_CLEAN: u8 = 0;
