@@ -544,10 +544,6 @@ fn compare_all(s: &Setups, label: &str, objects: &[(String, Value)]) -> usize {
     no_control_plane,
     ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
-)]
 fn corpus_policies_agree_with_the_webhook() {
     let test = "corpus_policies_agree_with_the_webhook";
     let dir = corpus_dir::corpus_dir(test);
@@ -1016,10 +1012,6 @@ fn workload(kind: &str, name: &str, template: &Value) -> Value {
     no_control_plane,
     ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
 )]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
-)]
 fn generated_workloads_policies_agree_with_the_webhook() {
     let s = setups("generated_workloads_policies_agree_with_the_webhook");
     compare_all(s, "generated", &generated_objects());
@@ -1053,10 +1045,6 @@ pub(crate) fn generated_objects() -> Vec<(String, Value)> {
 /// by the webhook (whose denial lists at most 50 findings: its rule ids
 /// are a subset), and, without the errors, mutated as the webhook does.
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
-)]
 #[cfg_attr(
     no_control_plane,
     ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
@@ -1153,10 +1141,6 @@ fn large_workloads_stay_within_the_cel_budget() {
 /// problem alone; an ephemeral container is mutated alike (KNOWN
 /// "ephemeral container removals": without the warning).
 #[test]
-#[cfg_attr(
-    no_control_plane,
-    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
-)]
 #[cfg_attr(
     no_control_plane,
     ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"

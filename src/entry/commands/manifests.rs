@@ -29,17 +29,7 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         exempt_namespace,
         webhook_url,
     } = args;
-    let render = match overlay {
-        Overlay::Base => Render::Base,
-        Overlay::CertManager => Render::CertManager,
-        Overlay::SelfSigned => Render::SelfSigned,
-        Overlay::Audit => Render::Audit,
-        Overlay::NoMatchConditions => Render::NoMatchConditions,
-        Overlay::CustomResources => Render::CustomResources,
-        Overlay::AdmissionPolicy => Render::AdmissionPolicy,
-        Overlay::Gmsa => Render::Gmsa,
-        Overlay::OneCall => Render::OneCall,
-    };
+    let render = render_of(overlay);
     // Only the self-signed overlay holds the certificates.
     let certs = match (&certs, render) {
         (Some(dir), Render::SelfSigned) => Some(read_certs(dir)?),
@@ -73,26 +63,14 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = static_dir {
         // The self-signed overlay's CA, when no other bundle is given.
         let ca_pem = ca_pem.or_else(|| certs.as_ref().map(|c| c.ca_crt.clone()));
-        let (Some(url), Some(ca)) = (webhook_url.as_deref(), ca_pem.as_deref()) else {
-            anyhow::bail!(
-                "--static needs --webhook-url (where kube-apiserver calls winadmit) and --ca-bundle (the CA of winadmit's serving certificate): a static webhook cannot name a Service"
-            );
-        };
-        let files = static_admission::webhook_files(
+        write_static(
             &objects,
-            static_admission::WebhookTarget { url, ca_pem: ca },
-            &exempt_namespace,
-        )?;
-        let config = static_dir::write(
             &dir,
             static_host_dir.as_deref(),
-            &[
-                static_admission::Plugin::MutatingWebhook,
-                static_admission::Plugin::ValidatingWebhook,
-            ],
-            &files,
+            webhook_url.as_deref(),
+            ca_pem.as_deref(),
+            &exempt_namespace,
         )?;
-        static_dir::report(&config, &files);
         return Ok(ExitCode::from(EXIT_CLEAN));
     }
     let yaml = manifests::to_yaml(&objects).context("serializing the manifests")?;
@@ -101,6 +79,53 @@ pub fn run(args: ManifestsArgs) -> anyhow::Result<ExitCode> {
         .write_all(yaml.as_bytes())
         .context("writing the manifests to stdout")?;
     Ok(ExitCode::from(EXIT_CLEAN))
+}
+
+fn render_of(overlay: Overlay) -> Render {
+    match overlay {
+        Overlay::Base => Render::Base,
+        Overlay::CertManager => Render::CertManager,
+        Overlay::SelfSigned => Render::SelfSigned,
+        Overlay::Audit => Render::Audit,
+        Overlay::NoMatchConditions => Render::NoMatchConditions,
+        Overlay::CustomResources => Render::CustomResources,
+        Overlay::AdmissionPolicy => Render::AdmissionPolicy,
+        Overlay::Gmsa => Render::Gmsa,
+        Overlay::OneCall => Render::OneCall,
+    }
+}
+
+/// `--static DIR`: the overlay's webhooks as the API server's static
+/// configuration, called at `url` and trusting `ca_pem`.
+fn write_static(
+    objects: &[serde_json::Value],
+    dir: &Path,
+    host_dir: Option<&str>,
+    url: Option<&str>,
+    ca_pem: Option<&[u8]>,
+    exempt_namespace: &[String],
+) -> anyhow::Result<()> {
+    let (Some(url), Some(ca)) = (url, ca_pem) else {
+        anyhow::bail!(
+            "--static needs --webhook-url (where kube-apiserver calls winadmit) and --ca-bundle (the CA of winadmit's serving certificate): a static webhook cannot name a Service"
+        );
+    };
+    let files = static_admission::webhook_files(
+        objects,
+        static_admission::WebhookTarget { url, ca_pem: ca },
+        exempt_namespace,
+    )?;
+    let config = static_dir::write(
+        dir,
+        host_dir,
+        &[
+            static_admission::Plugin::MutatingWebhook,
+            static_admission::Plugin::ValidatingWebhook,
+        ],
+        &files,
+    )?;
+    static_dir::report(&config, &files);
+    Ok(())
 }
 
 /// `ca.crt`, `tls.crt` and `tls.key` from the output directory of `winadmit certs`.
