@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod audit;
 mod images;
 mod lint;
+mod lint_render;
 mod policy;
 mod report;
 mod serve;
@@ -20,6 +21,7 @@ mod serve;
 pub use audit::{AuditArgs, ReportApiChoice};
 pub use images::{ImagesArgs, ImagesCommand, RegistryArgs, ResolveArgs};
 pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
+pub use lint_render::{BaselineArgs, RenderArgs};
 pub use policy::{ModeChoice, PolicyArgs, RuntimeChoice};
 pub use report::{ApiDeadlines, ApiLimits, ReportArgs, ReportFormat};
 pub use serve::{

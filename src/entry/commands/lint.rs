@@ -27,8 +27,11 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         registry,
         registry_args,
         color,
+        render,
+        baseline: _,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
+    let (paths, rendered) = render_inputs(paths, &render, &cluster)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let resolver = if registry {
         Some(crate::input::registry::Resolver::new(
@@ -76,7 +79,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         report,
         not_fixed,
         fixed: changed,
-    } = lint::run(&paths, &pol, &cx, &options)?;
+    } = lint::run_with(&paths, rendered, &pol, &cx, &options)?;
     for c in &changed {
         eprintln!("winadmit: fixed {c}");
     }
@@ -111,6 +114,42 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         count(Severity::Warning),
         !report.input_errors.is_empty(),
     ))
+}
+
+/// The charts and overlays among `paths` rendered (each command shown on
+/// stderr), and the paths left to read as files. `--helm-chart` alone
+/// reads no stdin.
+fn render_inputs(
+    mut paths: Vec<std::path::PathBuf>,
+    render: &crate::entry::cli::RenderArgs,
+    cluster: &crate::decision::cluster::TargetCluster,
+) -> anyhow::Result<(Vec<std::path::PathBuf>, Vec<lint::rendered::Rendered>)> {
+    if !render.helm_chart.is_empty() && paths.len() == 1 && paths[0].as_os_str() == "-" {
+        paths.clear();
+    }
+    let crate::entry::cli::RenderArgs {
+        helm_chart,
+        release_name,
+        namespace,
+        values,
+        set,
+        values_set,
+        api_versions,
+    } = render;
+    let options = lint::rendered::RenderOptions {
+        helm_charts: helm_chart.clone(),
+        release_name: release_name.clone(),
+        namespace: namespace.clone(),
+        values: values.clone(),
+        set: set.clone(),
+        values_sets: values_set.clone(),
+        api_versions: api_versions.clone(),
+    };
+    let sources = lint::rendered::prepare(&paths, &options, cluster.kubernetes_version)?;
+    for c in &sources.commands {
+        eprintln!("winadmit: rendered with: {c}");
+    }
+    Ok((sources.plain, sources.rendered))
 }
 
 /// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in
