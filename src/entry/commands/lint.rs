@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use crate::decision::engine::Context;
 use crate::decision::finding::Severity;
 use crate::decision::images::KnownImages;
-use crate::entry::cli::{LintArgs, LintFormat};
+use crate::entry::cli::{FailOn, LintArgs, LintFormat};
 use crate::entry::lint;
+use crate::render::baseline::State;
 use crate::render::{json, junit, sarif, text};
 
 /// # Errors
@@ -28,9 +29,10 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         registry_args,
         color,
         render,
-        baseline: _,
+        baseline,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
+    let baseline = super::lint_baseline::load(baseline)?;
     let (paths, rendered) = render_inputs(paths, &render, &cluster)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let resolver = if registry {
@@ -76,7 +78,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             .then_some(&resolve as &lint::ResolveImages<'_>),
     };
     let lint::Linted {
-        report,
+        mut report,
         not_fixed,
         fixed: changed,
     } = lint::run_with(&paths, rendered, &pol, &cx, &options)?;
@@ -92,6 +94,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let applied = super::lint_baseline::apply(baseline, &mut report, format == LintFormat::Sarif)?;
     let use_color = super::use_color(color, std::io::stdout().is_terminal());
     // Written as it is rendered: no second copy of a large report. A closed
     // pipe ends the process quietly (super::Stdout).
@@ -99,17 +102,37 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let written = match format {
         LintFormat::Text => text::write(&report, use_color, &mut out),
         LintFormat::Json => json::write(&report, &mut out),
-        LintFormat::Sarif => {
-            sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
-        }
+        LintFormat::Sarif => sarif::write_compared(
+            &report,
+            &sarif::current_dir(),
+            applied.states.as_deref(),
+            &mut out,
+        )
+        .map_err(std::io::Error::from),
         LintFormat::Junit => junit::write(&report, &mut out),
     };
     written.context("writing the report to stdout")?;
     out.flush().ok();
 
-    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+    // Against a baseline, only new findings fail (SARIF keeps the others,
+    // marked unchanged); a baseline just written fails on none.
+    let new = |i: usize| {
+        applied
+            .states
+            .as_ref()
+            .is_none_or(|s| s.get(i) == Some(&State::New))
+    };
+    let count = |s: Severity| {
+        (report.findings.iter().enumerate())
+            .filter(|(i, f)| f.severity == s && new(*i))
+            .count()
+    };
     Ok(super::exit_code(
-        fail_on,
+        if applied.written {
+            FailOn::Never
+        } else {
+            fail_on
+        },
         count(Severity::Error),
         count(Severity::Warning),
         !report.input_errors.is_empty(),
