@@ -13,6 +13,7 @@ mod report_support;
 
 mod audit_crds;
 mod audit_mode;
+mod charts;
 mod cli;
 mod fix_corpus;
 mod fix_files;
