@@ -44,7 +44,7 @@ pub struct Cli {
 pub enum Command {
     /// Check manifest files for Windows problems (for CI).
     #[command(
-        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed, a bad policy, a directory with no manifest file): the other files are still linted. --fail-on never exits 0 whatever the findings."
+        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed: the other files are still linted; a bad policy or baseline, a directory with no manifest file, a chart or overlay whose tool (helm, kustomize or kubectl) is missing or fails: nothing is linted). With --baseline only findings the baseline does not record count; --write-baseline exits 0 unless an input cannot be read. --fail-on never exits 0 whatever the findings."
     )]
     Lint(LintArgs),
     /// List the rule catalogue.
