@@ -24,6 +24,8 @@
 //!   `PATH`, for the kustomize tests;
 //! - `no_crd_modules`: Go is missing, so `tests/report_crds/fetch.sh`
 //!   cannot download the report CRDs' modules;
+//! - `no_chart_modules`: Go is missing, so `tests/charts/fetch.sh` cannot
+//!   download the modules of the real charts and overlays lint is tested on;
 //!
 //! and the inputs found on the machine:
 //!
@@ -103,6 +105,7 @@ fn main() {
         .output()
         .is_ok_and(|o| o.status.success());
     flag("no_crd_modules", "WINADMIT_REQUIRE_APISERVER", !go);
+    flag("no_chart_modules", "WINADMIT_REQUIRE_HELM", !go);
 
     flag(
         "no_chromium",

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::decision::finding::{PatchOperation, Severity};
 
 pub mod ansi;
+pub mod baseline;
 pub mod compact;
 pub mod escape;
 pub mod json;

@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde::ser::SerializeSeq as _;
 use serde_json::{Value, json};
 
+use super::baseline::{self, State};
 use super::{FindingRef, Report};
 use crate::decision::finding::Severity;
 use crate::decision::rules;
@@ -34,6 +35,20 @@ pub fn current_dir() -> PathBuf {
 /// # Errors
 /// Writing to `out` fails.
 pub fn write(report: &impl Report, root: &Path, out: &mut dyn Write) -> serde_json::Result<()> {
+    write_compared(report, root, None, out)
+}
+
+/// [`write`], each result with its `baselineState` when `states` (one per
+/// finding, in output order) are given.
+///
+/// # Errors
+/// Writing to `out` fails.
+pub fn write_compared(
+    report: &impl Report,
+    root: &Path,
+    states: Option<&[State]>,
+    out: &mut dyn Write,
+) -> serde_json::Result<()> {
     let rule_index: HashMap<&str, usize> = rules::ALL
         .iter()
         .enumerate()
@@ -67,6 +82,7 @@ pub fn write(report: &impl Report, root: &Path, out: &mut dyn Write) -> serde_js
                 report,
                 rule_index: &rule_index,
                 root,
+                states,
             },
             tool: json!({ "driver": {
                 "name": "winadmit",
@@ -136,13 +152,16 @@ struct Results<'r, R> {
     report: &'r R,
     rule_index: &'r HashMap<&'static str, usize>,
     root: &'r Path,
+    states: Option<&'r [State]>,
 }
 
 impl<R: Report> Serialize for Results<'_, R> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.report.finding_count()))?;
-        for f in self.report.findings() {
-            seq.serialize_element(&result(&f, self.rule_index, self.root))?;
+        for (i, f) in self.report.findings().enumerate() {
+            let mut out = result(&f, self.rule_index, self.root);
+            out.baseline_state = self.states.and_then(|s| s.get(i)).map(|s| s.sarif());
+            seq.serialize_element(&out)?;
         }
         seq.end()
     }
@@ -151,6 +170,8 @@ impl<R: Report> Serialize for Results<'_, R> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ResultOut<'f> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_state: Option<&'static str>,
     level: &'static str,
     locations: [Location<'f>; 1],
     message: Text,
@@ -237,6 +258,7 @@ fn result<'f>(
 ) -> ResultOut<'f> {
     let ns = f.namespace.map(|n| format!("{n}/")).unwrap_or_default();
     ResultOut {
+        baseline_state: None,
         level: level(f.severity),
         locations: [Location {
             logical_locations: [Logical {
@@ -258,7 +280,7 @@ fn result<'f>(
             ),
         },
         partial_fingerprints: Fingerprints {
-            v1: format!("{}|{}|{ns}{}|{}", f.rule, f.kind, f.name, f.field),
+            v1: baseline::identity(f),
         },
         rule_id: f.rule,
         rule_index: rule_index.get(f.rule).copied(),

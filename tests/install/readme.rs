@@ -252,6 +252,7 @@ fn docs_name_one_home_and_no_placeholder() {
     files_under(&root().join("charts"), &text_files, &mut files);
     files_under(&root().join("manifests"), &text_files, &mut files);
     files_under(&root().join(".github"), &text_files, &mut files);
+    files_under(&root().join("docs/ci"), &text_files, &mut files);
     files_under(&root().join("image"), &|_| true, &mut files);
     files.push(root().join(".pre-commit-hooks.yaml"));
     files.push(root().join("Cargo.toml"));

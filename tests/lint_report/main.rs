@@ -13,6 +13,8 @@ mod report_support;
 
 mod audit_crds;
 mod audit_mode;
+mod charts;
+mod ci_templates;
 mod cli;
 mod fix_corpus;
 mod fix_files;

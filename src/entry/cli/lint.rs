@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{PolicyArgs, RegistryArgs};
+use super::{BaselineArgs, PolicyArgs, RegistryArgs, RenderArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LintFormat {
@@ -34,7 +34,10 @@ pub enum ColorChoice {
 
 #[derive(Debug, Args)]
 pub struct LintArgs {
-    /// Files or directories (recursively: .yaml, .yml, .json); `-` reads stdin.
+    /// Files or directories (recursively: .yaml, .yml, .json); `-` reads
+    /// stdin. A Helm chart (a directory with `Chart.yaml`, a `.tgz`) is
+    /// rendered with helm, a directory with `kustomization.yaml` built with
+    /// kustomize, and what they render is judged.
     #[arg(value_name = "PATH", default_value = "-")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
@@ -63,4 +66,8 @@ pub struct LintArgs {
     /// Colour in text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
     pub color: ColorChoice,
+    #[command(flatten)]
+    pub render: RenderArgs,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
 }

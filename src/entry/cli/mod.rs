@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod audit;
 mod images;
 mod lint;
+mod lint_render;
 mod policy;
 mod report;
 mod serve;
@@ -20,6 +21,7 @@ mod serve;
 pub use audit::{AuditArgs, ReportApiChoice};
 pub use images::{ImagesArgs, ImagesCommand, RegistryArgs, ResolveArgs};
 pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
+pub use lint_render::{BaselineArgs, RenderArgs};
 pub use policy::{ModeChoice, PolicyArgs, RuntimeChoice};
 pub use report::{ApiDeadlines, ApiLimits, ReportArgs, ReportFormat};
 pub use serve::{
@@ -42,7 +44,7 @@ pub struct Cli {
 pub enum Command {
     /// Check manifest files for Windows problems (for CI).
     #[command(
-        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed, a bad policy, a directory with no manifest file): the other files are still linted. --fail-on never exits 0 whatever the findings."
+        after_help = "Findings are judged on the objects as written, before the mutating webhook's patch (`report --from-file` also shows the admission verdict after it; both exit by the same rule). Exit codes: 0 no error finding (no warning either with --fail-on warning); 1 error findings (or warnings with --fail-on warning); 2 a usage or input problem (a file that cannot be read or parsed: the other files are still linted; a bad policy or baseline, a directory with no manifest file, a chart or overlay whose tool (helm, kustomize or kubectl) is missing or fails: nothing is linted). With --baseline only findings the baseline does not record count; --write-baseline exits 0 unless an input cannot be read. --fail-on never exits 0 whatever the findings."
     )]
     Lint(LintArgs),
     /// List the rule catalogue.

@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use crate::decision::engine::Context;
 use crate::decision::finding::Severity;
 use crate::decision::images::KnownImages;
-use crate::entry::cli::{LintArgs, LintFormat};
+use crate::entry::cli::{FailOn, LintArgs, LintFormat};
 use crate::entry::lint;
+use crate::render::baseline::State;
 use crate::render::{json, junit, sarif, text};
 
 /// # Errors
@@ -27,8 +28,12 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         registry,
         registry_args,
         color,
+        render,
+        baseline,
     } = args;
     let (pol, cluster) = super::load_policy(&policy)?;
+    let baseline = super::lint_baseline::load(baseline)?;
+    let (paths, rendered) = render_inputs(paths, &render, &cluster)?;
     let images = super::load_image_facts(image_facts.as_deref())?;
     let resolver = if registry {
         Some(crate::input::registry::Resolver::new(
@@ -73,10 +78,10 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             .then_some(&resolve as &lint::ResolveImages<'_>),
     };
     let lint::Linted {
-        report,
+        mut report,
         not_fixed,
         fixed: changed,
-    } = lint::run(&paths, &pol, &cx, &options)?;
+    } = lint::run_with(&paths, rendered, &pol, &cx, &options)?;
     for c in &changed {
         eprintln!("winadmit: fixed {c}");
     }
@@ -89,6 +94,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let applied = super::lint_baseline::apply(baseline, &mut report, format == LintFormat::Sarif)?;
     let use_color = super::use_color(color, std::io::stdout().is_terminal());
     // Written as it is rendered: no second copy of a large report. A closed
     // pipe ends the process quietly (super::Stdout).
@@ -96,21 +102,77 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let written = match format {
         LintFormat::Text => text::write(&report, use_color, &mut out),
         LintFormat::Json => json::write(&report, &mut out),
-        LintFormat::Sarif => {
-            sarif::write(&report, &sarif::current_dir(), &mut out).map_err(std::io::Error::from)
-        }
+        LintFormat::Sarif => sarif::write_compared(
+            &report,
+            &sarif::current_dir(),
+            applied.states.as_deref(),
+            &mut out,
+        )
+        .map_err(std::io::Error::from),
         LintFormat::Junit => junit::write(&report, &mut out),
     };
     written.context("writing the report to stdout")?;
     out.flush().ok();
 
-    let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+    // Against a baseline, only new findings fail (SARIF keeps the others,
+    // marked unchanged); a baseline just written fails on none.
+    let new = |i: usize| {
+        applied
+            .states
+            .as_ref()
+            .is_none_or(|s| s.get(i) == Some(&State::New))
+    };
+    let count = |s: Severity| {
+        (report.findings.iter().enumerate())
+            .filter(|(i, f)| f.severity == s && new(*i))
+            .count()
+    };
     Ok(super::exit_code(
-        fail_on,
+        if applied.written {
+            FailOn::Never
+        } else {
+            fail_on
+        },
         count(Severity::Error),
         count(Severity::Warning),
         !report.input_errors.is_empty(),
     ))
+}
+
+/// The charts and overlays among `paths` rendered (each command shown on
+/// stderr), and the paths left to read as files. `--helm-chart` alone
+/// reads no stdin.
+fn render_inputs(
+    mut paths: Vec<std::path::PathBuf>,
+    render: &crate::entry::cli::RenderArgs,
+    cluster: &crate::decision::cluster::TargetCluster,
+) -> anyhow::Result<(Vec<std::path::PathBuf>, Vec<lint::rendered::Rendered>)> {
+    if !render.helm_chart.is_empty() && paths.len() == 1 && paths[0].as_os_str() == "-" {
+        paths.clear();
+    }
+    let crate::entry::cli::RenderArgs {
+        helm_chart,
+        release_name,
+        namespace,
+        values,
+        set,
+        values_set,
+        api_versions,
+    } = render;
+    let options = lint::rendered::RenderOptions {
+        helm_charts: helm_chart.clone(),
+        release_name: release_name.clone(),
+        namespace: namespace.clone(),
+        values: values.clone(),
+        set: set.clone(),
+        values_sets: values_set.clone(),
+        api_versions: api_versions.clone(),
+    };
+    let sources = lint::rendered::prepare(&paths, &options, cluster.kubernetes_version)?;
+    for c in &sources.commands {
+        eprintln!("winadmit: rendered with: {c}");
+    }
+    Ok((sources.plain, sources.rendered))
 }
 
 /// `WINADMIT_LINT_THREADS`: the most threads lint uses (1: one pass in

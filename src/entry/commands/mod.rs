@@ -11,6 +11,7 @@ pub mod example;
 pub mod explain;
 pub mod images;
 pub mod lint;
+mod lint_baseline;
 pub mod manifests;
 pub mod report;
 pub mod serve;

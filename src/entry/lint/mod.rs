@@ -6,6 +6,7 @@
 //! read by [`crate::input::source::files`], the reader `report --from-file` uses.
 
 mod cross;
+pub mod rendered;
 mod run;
 
 use std::borrow::Cow;
@@ -24,7 +25,7 @@ use crate::render::{InputProblem, LintReport, ObjectId};
 pub use cross::CrossObject;
 use cross::keep_service;
 
-pub use run::{Linted, Options, ResolveImages, run};
+pub use run::{Linted, Options, ResolveImages, run, run_with};
 
 /// Source positions to look up once a YAML document's objects are
 /// evaluated: (YAML document, JSON Pointer), in the order the problems and

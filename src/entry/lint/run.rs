@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use super::rendered::Rendered;
 use super::{CrossObject, lint_text_with};
 use crate::decision::engine::Context;
 use crate::decision::images::KnownImages;
@@ -53,8 +54,27 @@ pub fn run(
     cx: &Context<'_>,
     options: &Options<'_>,
 ) -> anyhow::Result<Linted> {
+    run_with(paths, Vec::new(), policy, cx, options)
+}
+
+/// [`run`], with texts charts and overlays rendered to
+/// ([`super::rendered`]) judged after `paths`, as files are (`--fix`
+/// leaves them alone: they are not files).
+///
+/// # Errors
+/// Resolving images, or writing fixed files, failed.
+pub fn run_with(
+    paths: &[PathBuf],
+    rendered: Vec<Rendered>,
+    policy: &Policy,
+    cx: &Context<'_>,
+    options: &Options<'_>,
+) -> anyhow::Result<Linted> {
     let mut report = CompactReport::new(options.patches);
     let (mut inputs, problems) = Inputs::open(paths, options.fix, false);
+    for r in rendered {
+        inputs.add_rendered(r.name, r.note, r.text);
+    }
     for problem in problems {
         report.summary.input_errors += 1;
         report.input_errors.push(problem);
@@ -134,7 +154,11 @@ fn lint_all(
             match inputs.take(i) {
                 Ok(Text::Whole(text)) => {
                     let name = inputs.input(i).name();
+                    let first = part.findings.len();
                     lint_text_with(&name, text.into(), policy, cx, &mut part, &mut cross);
+                    if let Some(note) = inputs.input(i).rendered_note() {
+                        note_rendered(&mut part, first, note);
+                    }
                 }
                 Ok(Text::Stream(_)) => unreachable!("lint reads no stream"),
                 Err(problem) => {
@@ -152,6 +176,15 @@ fn lint_all(
         cross.absorb(part_cross);
     }
     cross.finish(policy, cx, report);
+}
+
+/// Adds how its text was rendered to each finding of a rendered input
+/// (from `first`): the values set it came from, the tool.
+fn note_rendered(part: &mut CompactReport, first: usize, note: &str) {
+    for i in first..part.findings.len() {
+        let message = format!("{} [{note}]", part.findings[i].message);
+        part.findings[i].message = part.strings.get(&message);
+    }
 }
 
 /// Runs `work` over `0..n` split into one contiguous run per core (a run

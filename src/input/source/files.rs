@@ -39,6 +39,13 @@ impl InputProblem {
 pub enum Input {
     File(PathBuf),
     Stdin,
+    /// A text a tool rendered (a chart's template, an overlay's resource
+    /// file), held in memory: `name` is the file it came from, `note` how
+    /// it was rendered.
+    Rendered {
+        name: String,
+        note: String,
+    },
 }
 
 impl Input {
@@ -48,6 +55,16 @@ impl Input {
         match self {
             Self::File(p) => p.display().to_string(),
             Self::Stdin => "<stdin>".into(),
+            Self::Rendered { name, .. } => name.clone(),
+        }
+    }
+
+    /// How a rendered input was rendered (for its findings' messages).
+    #[must_use]
+    pub fn rendered_note(&self) -> Option<&str> {
+        match self {
+            Self::Rendered { note, .. } => Some(note),
+            Self::File(_) | Self::Stdin => None,
         }
     }
 }
@@ -109,7 +126,7 @@ impl Inputs {
                     Input::File(p) if single || !is_regular_file(p) => {
                         Some(read_file(p, large_json))
                     }
-                    Input::File(_) => None,
+                    Input::File(_) | Input::Rendered { .. } => None,
                 })
             })
             .collect();
@@ -121,6 +138,14 @@ impl Inputs {
             learnt,
         };
         (inputs, problems)
+    }
+
+    /// Adds a rendered text, held for both passes (never rewritten by
+    /// `--fix`).
+    pub fn add_rendered(&mut self, name: String, note: String, text: String) {
+        self.inputs.push(Input::Rendered { name, note });
+        self.held.push(Mutex::new(Some(Ok(Text::Whole(text)))));
+        self.learnt.push(false);
     }
 
     /// Whether a JSON text over the size limit is read as a stream
@@ -152,7 +177,7 @@ impl Inputs {
             .iter()
             .filter_map(|i| match i {
                 Input::File(p) if is_regular_file(p) => Some(p.clone()),
-                Input::File(_) | Input::Stdin => None,
+                Input::File(_) | Input::Stdin | Input::Rendered { .. } => None,
             })
             .collect()
     }
@@ -211,7 +236,9 @@ impl Inputs {
                     }
                     true
                 }
-                (None, Input::Stdin) => unreachable!("stdin is read once"),
+                (None, Input::Stdin | Input::Rendered { .. }) => {
+                    unreachable!("stdin and rendered texts are read once")
+                }
             };
         }
         known
@@ -230,7 +257,9 @@ impl Inputs {
         match (taken, &self.inputs[i]) {
             (Some(text), _) => text,
             (None, Input::File(p)) => read_file(p, self.large_json),
-            (None, Input::Stdin) => unreachable!("stdin is read once"),
+            (None, Input::Stdin | Input::Rendered { .. }) => {
+                unreachable!("stdin and rendered texts are read once")
+            }
         }
     }
 }
