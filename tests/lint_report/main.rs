@@ -14,6 +14,7 @@ mod report_support;
 mod audit_crds;
 mod audit_mode;
 mod cli;
+mod exceptions;
 mod fix_corpus;
 mod fix_files;
 mod gmsa_cli;
