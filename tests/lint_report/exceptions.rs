@@ -143,3 +143,136 @@ fn report_from_files_lists_the_exception_as_skip() {
     let bare = winadmit(&["report", "--from-file", POD, "--format", "json"]);
     assert_eq!(bare.status.code(), Some(1), "{bare:?}");
 }
+
+/// The migration on the corpus: each workload's error and warning
+/// findings (but the gMSA rules', which no annotation skips) become `winadmit.io/skip.<RULE>`
+/// annotations, `winadmit exceptions from-annotations` turns them into
+/// PolicyExceptions, and with annotations off (`skips.allowed: false`)
+/// `lint` accepts those exceptions: each annotated finding is excepted,
+/// none left as an error.
+#[test]
+#[cfg_attr(
+    no_corpus,
+    ignore = "needs the real-world manifests in ../shared/corpus (or set WINADMIT_CORPUS)"
+)]
+fn the_corpus_skip_annotations_become_exceptions_lint_accepts() {
+    use winadmit::decision::decide::{self, PatchSource, Request};
+    use winadmit::decision::engine::Context;
+    use winadmit::decision::policy::Policy;
+    use winadmit::decision::workload::Workload;
+    let corpus =
+        crate::corpus_dir::corpus_dir("the_corpus_skip_annotations_become_exceptions_lint_accepts");
+    let policy = Policy::default_policy();
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    let mut annotated = 0;
+    for (i, file) in crate::corpus_dir::manifests(&corpus).iter().enumerate() {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let Ok(docs) = winadmit::input::source::parse(&text) else {
+            continue;
+        };
+        for (j, doc) in docs.into_iter().enumerate() {
+            let mut value = doc.value;
+            let rules: Vec<&'static str> = {
+                let Ok(view) = policy.pod_templates.read(&value) else {
+                    continue;
+                };
+                let Some(w) = Workload::from_view(&view) else {
+                    continue;
+                };
+                let d = decide::decide(
+                    &policy,
+                    &Context::default(),
+                    &w,
+                    &Request::manifest(PatchSource::None),
+                );
+                let mut rules: Vec<&'static str> = d
+                    .evaluation
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity >= winadmit::decision::finding::Severity::Warning)
+                    .map(|f| f.rule)
+                    .filter(|r| !winadmit::decision::rules::is_boundary(r))
+                    .collect();
+                rules.sort_unstable();
+                rules.dedup();
+                rules
+            };
+            if rules.is_empty() || !value["metadata"].is_object() {
+                continue;
+            }
+            for rule in &rules {
+                value["metadata"]["annotations"][format!("winadmit.io/skip.{rule}")] =
+                    serde_json::json!(format!("corpus: {rule} is known"));
+                annotated += 1;
+            }
+            std::fs::write(manifests.join(format!("{i}-{j}.json")), value.to_string()).unwrap();
+        }
+    }
+    assert!(annotated > 10, "only {annotated} annotations made");
+    let expires = winadmit::decision::exceptions::Timestamp(
+        winadmit::entry::exceptions::clock().0 + 30 * winadmit::decision::exceptions::DAY,
+    )
+    .to_string();
+    let out = winadmit(&[
+        "exceptions",
+        "from-annotations",
+        manifests.to_str().unwrap(),
+        "--expires",
+        &expires,
+        "--owner",
+        "team-windows",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let exceptions = dir.path().join("exceptions");
+    std::fs::create_dir(&exceptions).unwrap();
+    std::fs::write(exceptions.join("all.yaml"), &out.stdout).unwrap();
+    let policy_file = dir.path().join("policy.yaml");
+    std::fs::write(&policy_file, "skips: {allowed: false}\n").unwrap();
+    let lint = |with_exceptions: bool| {
+        let mut args = vec![
+            "lint".to_owned(),
+            "--format".into(),
+            "json".into(),
+            "--fail-on".into(),
+            "never".into(),
+            "--policy".into(),
+            policy_file.display().to_string(),
+            manifests.display().to_string(),
+        ];
+        if with_exceptions {
+            args.extend(["--exceptions".into(), exceptions.display().to_string()]);
+        }
+        let out = winadmit(&args);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (without, _) = lint(false);
+    let errors_without = without["summary"]["errors"].as_u64().unwrap()
+        + without["summary"]["warnings"].as_u64().unwrap();
+    assert!(
+        errors_without > 0,
+        "the annotations are off: the findings stand"
+    );
+    let (with, stderr) = lint(true);
+    assert!(
+        !stderr.contains("ignored") && !stderr.contains("not read"),
+        "every exception made is accepted: {stderr}"
+    );
+    let left: Vec<&serde_json::Value> = with["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .collect();
+    assert!(left.is_empty(), "findings left: {left:#?}");
+    let excepted = with["excepted"].as_array().map_or(0, Vec::len);
+    assert!(
+        excepted as u64 >= errors_without,
+        "{excepted} excepted of {errors_without}"
+    );
+}
