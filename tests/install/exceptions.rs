@@ -28,7 +28,7 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 
 #[test]
 fn the_crd_requires_a_reason_and_an_end_date() {
-    let chart = docs("charts/winadmit/files/crds/winadmit.io_policyexceptions.yaml");
+    let chart = docs("charts/winadmit/crds/winadmit.io_policyexceptions.yaml");
     let base = docs("manifests/base/exceptions.yaml");
     let crd = of_kind(&base, "CustomResourceDefinition");
     assert_eq!(&chart[0], crd, "the chart's CRD and the base's differ");

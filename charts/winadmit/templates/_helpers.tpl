@@ -299,9 +299,9 @@ served version matches (matchPolicy: Equivalent).
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
-  name: winadmit-exception-lifetime
+  name: {{ include "winadmit.fullname" . }}-exception-lifetime
   labels:
-    app.kubernetes.io/name: winadmit
+    {{- include "winadmit.labels" . | nindent 4 }}
 spec:
   failurePolicy: Fail
   matchConstraints:
@@ -328,10 +328,10 @@ spec:
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
 metadata:
-  name: winadmit-exception-lifetime
+  name: {{ include "winadmit.fullname" . }}-exception-lifetime
   labels:
-    app.kubernetes.io/name: winadmit
+    {{- include "winadmit.labels" . | nindent 4 }}
 spec:
-  policyName: winadmit-exception-lifetime
+  policyName: {{ include "winadmit.fullname" . }}-exception-lifetime
   validationActions: [Deny]
 {{- end }}
