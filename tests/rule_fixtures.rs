@@ -410,6 +410,7 @@ fn findings(case: &Case) -> Result<Vec<Seen>, String> {
         nodes: nodes.as_ref(),
         images: images.as_ref(),
         gmsa: gmsa.as_ref(),
+        exceptions: None,
     };
     if let Some(old) = &ctx.update_of {
         return updated(&policy, &cx, &pod, &workload_value(old, &at)?, &path);

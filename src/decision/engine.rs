@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::decision::cluster::{TargetCluster, WindowsNodes};
+use crate::decision::exceptions::{ExceptionRef, ExceptionSet};
 use crate::decision::finding::{Finding, Severity};
 use crate::decision::policy::{Policy, SKIP_ANNOTATION_PREFIX};
 use crate::decision::rules::{self, RuleContext, RuleFindings, Scope};
@@ -35,6 +36,9 @@ pub struct Context<'c> {
     /// The cluster's gMSA credential specs and authorization answers, when
     /// the entry point knows the resource; `None` keeps the gMSA rules silent.
     pub gmsa: Option<&'c crate::decision::gmsa::Facts>,
+    /// The `PolicyException`s in force at the entry point's "now";
+    /// `None`: none.
+    pub exceptions: Option<&'c ExceptionSet>,
 }
 
 impl Context<'_> {
@@ -47,6 +51,7 @@ impl Context<'_> {
             nodes: None,
             images: None,
             gmsa: None,
+            exceptions: None,
         }
     }
 
@@ -68,11 +73,23 @@ impl Context<'_> {
     }
 }
 
-/// A rule the workload opted out of, and why.
+/// A rule the workload opted out of (annotation) or an exception covers,
+/// and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skipped {
     pub rule: String,
     pub reason: String,
+    /// The `PolicyException` that covers the rule's findings; `None`: the
+    /// workload's own `winadmit.io/skip.<RULE>` annotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exception: Option<ExceptionRef>,
+}
+
+/// A finding a `PolicyException` covers: kept, marked, not counted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Excepted {
+    pub finding: Finding,
+    pub exception: ExceptionRef,
 }
 
 /// The verdict on one workload.
@@ -85,6 +102,9 @@ pub struct Evaluation {
     pub exempt: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// The findings exceptions cover (not in `findings`: they count for nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub excepted: Vec<Excepted>,
     /// The pod runs Hyper-V isolated (by its RuntimeClass), so its images
     /// need not match the node's Windows build. For the mutation step.
     #[serde(skip)]
@@ -153,6 +173,9 @@ pub fn evaluate(policy: &Policy, workload: &Workload<'_, '_>, cx: &Context<'_>) 
         all_containers: crate::decision::view::containers_of(spec),
     };
     (eval.findings, eval.skipped) = run_rules(policy, workload, &rule_cx, cluster);
+    if let Some(set) = cx.exceptions.filter(|s| !s.is_empty()) {
+        except(policy, set, workload, &mut eval);
+    }
     eval.hyperv = hyperv;
     eval
 }
@@ -196,10 +219,44 @@ fn run_rules(
             skipped.push(Skipped {
                 rule: info.id.to_owned(),
                 reason: reason.to_owned(),
+                exception: None,
             });
         }
     }
     (sink.into_findings(), skipped)
+}
+
+/// Moves the findings an exception in force covers from `findings` to
+/// `excepted`, and names each (rule, exception) once among `skipped`.
+fn except(policy: &Policy, set: &ExceptionSet, w: &Workload<'_, '_>, eval: &mut Evaluation) {
+    let findings = std::mem::take(&mut eval.findings);
+    for f in findings {
+        match set.covering(
+            &policy.exceptions,
+            w,
+            (f.rule, rules::is_boundary(f.rule)),
+            &f.field,
+        ) {
+            Some(by) => {
+                if !eval
+                    .skipped
+                    .iter()
+                    .any(|s| s.rule == f.rule && s.exception.as_ref() == Some(by))
+                {
+                    eval.skipped.push(Skipped {
+                        rule: f.rule.to_owned(),
+                        reason: by.reason.clone(),
+                        exception: Some(by.clone()),
+                    });
+                }
+                eval.excepted.push(Excepted {
+                    finding: f,
+                    exception: by.clone(),
+                });
+            }
+            None => eval.findings.push(f),
+        }
+    }
 }
 
 /// The reason a workload gives for skipping a rule, from the annotation

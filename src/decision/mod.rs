@@ -10,7 +10,8 @@
 //! Beside them: the policy model ([`policy`]; `input::policy` reads policy
 //! files); the facts about the target cluster ([`cluster`], [`version`],
 //! [`windows_builds`], [`tolerations`]) and about images ([`images`]) and
-//! gMSA credential specs ([`gmsa`]); findings and field paths ([`finding`],
+//! gMSA credential specs ([`gmsa`]); the exceptions a platform team grants
+//! ([`exceptions`]); findings and field paths ([`finding`],
 //! [`path`]); what an entry point looks up before it judges a workload
 //! ([`lookups`]); checks across objects ([`services`]); the API server's own
 //! format rules ([`names`], [`strict`]); pattern matching ([`glob`]); and
@@ -20,6 +21,7 @@ pub mod admission_policy;
 pub mod cluster;
 pub mod decide;
 pub mod engine;
+pub mod exceptions;
 pub mod finding;
 pub mod glob;
 pub mod gmsa;

@@ -7,6 +7,7 @@
 //! - `winadmit lint` and `--fix`: [`lint`] and [`fix`].
 //! - `winadmit audit`: [`audit`] (workloads judged as `report` judges them,
 //!   into openreports.io or wgpolicyk8s.io reports).
+//! - The `PolicyException`s every entry point honours: [`exceptions`].
 //! - `winadmit report`: [`report`], with its own formats (text, JSON, HTML,
 //!   PolicyReport).
 //! - The command line: [`cli`] (the arguments) and [`commands`] (one module
@@ -21,6 +22,7 @@ pub mod certs;
 pub mod cli;
 pub mod commands;
 pub mod errors;
+pub mod exceptions;
 pub mod fix;
 pub mod lint;
 pub mod manifests;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::{
     CheckedRef, FindingRef, InputProblem, LintFinding, LintReport, LintSummary, ObjectId, Report,
 };
+use crate::decision::exceptions::ExceptionRef;
 use crate::decision::finding::{PatchOperation, Severity};
 use crate::decision::rules::RuleInfo;
 
@@ -98,6 +99,7 @@ impl Eq for Key {}
 #[derive(Debug, Clone)]
 pub struct Mark {
     pub(crate) findings: usize,
+    excepted: usize,
     checked: usize,
     input_errors: usize,
     notes: usize,
@@ -168,6 +170,9 @@ impl Strings {
 #[derive(Debug, Default)]
 pub struct CompactReport {
     pub findings: Vec<Record>,
+    /// The findings a `PolicyException` covers, with it: shown as skipped,
+    /// never counted.
+    pub excepted: Vec<(Record, Arc<ExceptionRef>)>,
     /// The workloads checked, in input order.
     pub checked: Vec<Arc<Object>>,
     pub input_errors: Vec<InputProblem>,
@@ -260,6 +265,7 @@ impl CompactReport {
     pub fn mark(&self) -> Mark {
         Mark {
             findings: self.findings.len(),
+            excepted: self.excepted.len(),
             checked: self.checked.len(),
             input_errors: self.input_errors.len(),
             notes: self.notes.len(),
@@ -271,6 +277,7 @@ impl CompactReport {
     /// Takes out everything added since `mark`.
     pub fn rollback(&mut self, mark: &Mark) {
         self.findings.truncate(mark.findings);
+        self.excepted.truncate(mark.excepted);
         self.checked.truncate(mark.checked);
         self.input_errors.truncate(mark.input_errors);
         self.notes.truncate(mark.notes);
@@ -282,6 +289,7 @@ impl CompactReport {
     pub fn absorb(&mut self, other: Self) {
         let Self {
             findings,
+            excepted,
             checked,
             input_errors,
             notes,
@@ -292,6 +300,7 @@ impl CompactReport {
             rules: _,
         } = other;
         super::append(&mut self.findings, findings);
+        super::append(&mut self.excepted, excepted);
         super::append(&mut self.checked, checked);
         super::append(&mut self.input_errors, input_errors);
         super::append(&mut self.notes, notes);
@@ -372,6 +381,16 @@ fn finding_ref(r: &Record) -> FindingRef<'_> {
 impl Report for CompactReport {
     fn finding_count(&self) -> usize {
         self.findings.len()
+    }
+
+    fn excepted_count(&self) -> usize {
+        self.excepted.len()
+    }
+
+    fn excepted(&self, i: usize) -> Option<(FindingRef<'_>, &ExceptionRef)> {
+        self.excepted
+            .get(i)
+            .map(|(r, e)| (finding_ref(r), e.as_ref()))
     }
 
     fn finding(&self, i: usize) -> FindingRef<'_> {

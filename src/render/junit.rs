@@ -33,16 +33,23 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         .map(|i| report.checked(i))
         .filter(|c| findings_of(c.file, c.document).any(|f| f.severity == Severity::Error))
         .count();
-    let tests = report.checked_count() + report.input_errors().len();
+    let skipped = report.excepted_count();
+    let tests = report.checked_count() + report.input_errors().len() + skipped;
     let errors = report.input_errors().len();
+    // Findings PolicyExceptions cover are skipped test cases.
+    let skipped = if skipped > 0 {
+        format!(" skipped=\"{skipped}\"")
+    } else {
+        String::new()
+    };
     writeln!(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>")?;
     writeln!(
         out,
-        "<testsuites name=\"winadmit\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">"
+        "<testsuites name=\"winadmit\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\"{skipped}>"
     )?;
     writeln!(
         out,
-        "  <testsuite name=\"winadmit lint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">"
+        "  <testsuite name=\"winadmit lint\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\"{skipped}>"
     )?;
     for c in (0..report.checked_count()).map(|i| report.checked(i)) {
         let ns = c.namespace.map(|n| format!("{n}/")).unwrap_or_default();
@@ -62,6 +69,7 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         write_failures(&mine, out)?;
         writeln!(out, "    </testcase>")?;
     }
+    write_skipped(report, out)?;
     for p in report.input_errors() {
         writeln!(
             out,
@@ -72,6 +80,32 @@ pub fn write(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out, "  </testsuite>\n</testsuites>")
+}
+
+/// A finding a PolicyException covers: a skipped test case naming it.
+fn write_skipped(report: &impl Report, out: &mut dyn Write) -> io::Result<()> {
+    for (f, e) in report.excepted_findings() {
+        let ns = f.namespace.map(|n| format!("{n}/")).unwrap_or_default();
+        let name = format!("{} {} {ns}{} {}", f.rule, f.kind, f.name, f.field);
+        let why = format!(
+            "excepted by {} until {}: {}{}",
+            e.title(),
+            e.expires_at,
+            e.reason,
+            e.ticket
+                .as_ref()
+                .map(|t| format!(" (ticket {t})"))
+                .unwrap_or_default()
+        );
+        writeln!(
+            out,
+            "    <testcase classname=\"{}\" name=\"{}\">\n      <skipped message=\"{}\"/>\n    </testcase>",
+            Markup(f.file),
+            Markup(&name),
+            Markup(&why)
+        )?;
+    }
+    Ok(())
 }
 
 /// A test case's findings: its errors as one `<failure>`, its warnings in

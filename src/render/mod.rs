@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use crate::decision::exceptions::ExceptionRef;
 use crate::decision::finding::{PatchOperation, Severity};
 
 pub mod ansi;
@@ -124,6 +125,21 @@ pub trait Report {
     /// The findings in output order.
     fn findings(&self) -> impl Iterator<Item = FindingRef<'_>> {
         (0..self.finding_count()).map(|i| self.finding(i))
+    }
+
+    /// How many findings a `PolicyException` covers (not counted above).
+    fn excepted_count(&self) -> usize {
+        0
+    }
+
+    /// The `i`th finding an exception covers, with the exception.
+    fn excepted(&self, _i: usize) -> Option<(FindingRef<'_>, &ExceptionRef)> {
+        None
+    }
+
+    /// The findings exceptions cover, in output order.
+    fn excepted_findings(&self) -> impl Iterator<Item = (FindingRef<'_>, &ExceptionRef)> {
+        (0..self.excepted_count()).filter_map(|i| self.excepted(i))
     }
 }
 

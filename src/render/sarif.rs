@@ -157,11 +157,30 @@ struct Results<'r, R> {
 
 impl<R: Report> Serialize for Results<'_, R> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.report.finding_count()))?;
+        let n = self.report.finding_count() + self.report.excepted_count();
+        let mut seq = s.serialize_seq(Some(n))?;
         for (i, f) in self.report.findings().enumerate() {
             let mut out = result(&f, self.rule_index, self.root);
             out.baseline_state = self.states.and_then(|s| s.get(i)).map(|s| s.sarif());
             seq.serialize_element(&out)?;
+        }
+        // A finding a PolicyException covers: a result suppressed outside
+        // the source (kind `external`), the exception's reason as the
+        // justification.
+        for (f, e) in self.report.excepted_findings() {
+            let mut r = result(&f, self.rule_index, self.root);
+            r.suppressions = Some([Suppression {
+                kind: "external",
+                status: "accepted",
+                justification: e.reason.clone(),
+                properties: json!({
+                    "exception": format!("{}/{}", e.namespace, e.name),
+                    "ticket": e.ticket,
+                    "owner": e.owner,
+                    "expiresAt": e.expires_at,
+                }),
+            }]);
+            seq.serialize_element(&r)?;
         }
         seq.end()
     }
@@ -178,6 +197,18 @@ struct ResultOut<'f> {
     partial_fingerprints: Fingerprints,
     rule_id: &'static str,
     rule_index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suppressions: Option<[Suppression; 1]>,
+}
+
+/// SARIF's `suppression`: the finding stands, and is accepted outside the
+/// source.
+#[derive(Serialize)]
+struct Suppression {
+    kind: &'static str,
+    status: &'static str,
+    justification: String,
+    properties: Value,
 }
 
 #[derive(Serialize)]
@@ -284,6 +315,7 @@ fn result<'f>(
         },
         rule_id: f.rule,
         rule_index: rule_index.get(f.rule).copied(),
+        suppressions: None,
     }
 }
 

@@ -20,6 +20,23 @@ pub fn write(report: &impl Report, color: bool, out: &mut dyn Write) -> io::Resu
         push_finding(&mut buf, &f, color);
         out.write_all(buf.as_bytes())?;
     }
+    for (f, e) in report.excepted_findings() {
+        let ns = f.namespace.map(|n| format!("{n}/")).unwrap_or_default();
+        writeln!(
+            out,
+            "{}:{}:{}: skipped[{}] {}: excepted by {} until {}: {}\n  = object: {} {ns}{}",
+            f.file,
+            f.line,
+            f.column,
+            f.rule,
+            f.field,
+            e.title(),
+            e.expires_at,
+            e.reason,
+            f.kind,
+            f.name
+        )?;
+    }
     write_summary(report.summary(), out)
 }
 

@@ -21,20 +21,35 @@ use controlplane::{Answer, ControlPlane};
 use e2e::{Webhook, pod, stderr};
 
 /// The install's RBAC objects (Namespace, ServiceAccount, ClusterRole,
-/// ClusterRoleBinding), applied as rendered.
+/// ClusterRoleBinding) and the PolicyException CRD its cache watches,
+/// applied as rendered.
 fn apply_rbac(cp: &ControlPlane, objects: &[Value]) {
     let rbac: Vec<Value> = objects
         .iter()
         .filter(|o| {
             matches!(
                 e2e::kind(o),
-                "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+                "Namespace"
+                    | "ServiceAccount"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "CustomResourceDefinition"
             )
         })
         .cloned()
         .collect();
-    assert_eq!(rbac.len(), 4, "the install's RBAC objects");
+    assert_eq!(
+        rbac.len(),
+        5,
+        "the install's RBAC objects and PolicyException CRD"
+    );
     cp.apply(&e2e::to_list(&rbac));
+    cp.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/policyexceptions.winadmit.io",
+    ]);
 }
 
 struct Setup {

@@ -160,6 +160,8 @@ fn setup(test: &str) -> &'static Setup {
                 kubeconfig.to_str().unwrap(),
                 "--gmsa",
                 "auto",
+                "--own-namespace",
+                "winadmit",
             ],
         )
         .adopted_by(cp);
@@ -1325,5 +1327,72 @@ fn audit_and_warn_modes_still_refuse_an_unauthorized_gmsa_pod() {
             !a.ok() && a.message().contains("WIN-GMSA-NOT-AUTHORIZED"),
             "{mode}: {a:?}"
         );
+    }
+}
+
+/// A PolicyException in winadmit's namespace naming a gMSA rule does not
+/// open the boundary when the policy does not name the rule
+/// (`exceptions.boundaryRules`): it covers the pod's other rule
+/// (WIN-HOSTNETWORK, gone from the denial once the webhook has the
+/// exception) while WIN-GMSA-NOT-AUTHORIZED still denies.
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn a_policy_exception_does_not_open_the_gmsa_boundary() {
+    let s = setup("a_policy_exception_does_not_open_the_gmsa_boundary");
+    let crd: Vec<Value> = e2e::rendered("gmsa")
+        .into_iter()
+        .filter(|o| e2e::kind(o) == "CustomResourceDefinition")
+        .collect();
+    assert_eq!(crd.len(), 1, "the install's PolicyException CRD");
+    s.cp.apply(&e2e::to_list(&crd));
+    s.cp.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/policyexceptions.winadmit.io",
+        "--timeout=60s",
+    ]);
+    let now = winadmit::entry::exceptions::clock();
+    let expires =
+        winadmit::decision::exceptions::Timestamp(now.0 + winadmit::decision::exceptions::DAY);
+    let exception = json!({"apiVersion": "winadmit.io/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": "gmsa-migration", "namespace": "winadmit"},
+        "spec": {"rules": ["WIN-GMSA-NOT-AUTHORIZED", "WIN-HOSTNETWORK"], "match": {"names": ["v8x-*"]},
+            "reason": "migration", "expiresAt": expires.to_string()}});
+    let mut pod = gmsa_pod("v8x-1", "denied", Value::Null, &[("web", name("webapp1"))]);
+    pod["spec"]["hostNetwork"] = json!(true);
+    // The main webhook's denial names both rules before the exception.
+    let by_validate = |a: &Answer| {
+        a.message()
+            .contains(r#"admission webhook "validate.winadmit.io" denied"#)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = s.cp.dry_run_create(&pod);
+        if by_validate(&a) {
+            assert!(a.message().contains("WIN-HOSTNETWORK"), "{a:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no denial by validate.winadmit.io: {a:?}"
+        );
+    }
+    s.cp.apply(&exception.to_string());
+    // The watch may be in its backoff from before the CRD: 60 s at most.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let a = s.cp.dry_run_create(&pod);
+        assert_refused(&a, "WIN-GMSA-NOT-AUTHORIZED", "is not authorized to `use`");
+        if by_validate(&a) && !a.message().contains("WIN-HOSTNETWORK") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exception never covered WIN-HOSTNETWORK: {a:?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
     }
 }

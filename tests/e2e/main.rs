@@ -29,6 +29,7 @@ mod server;
 mod e2e_admission_policy;
 mod e2e_audit;
 mod e2e_cluster;
+mod e2e_exceptions;
 mod e2e_failure;
 mod e2e_gmsa;
 mod e2e_gmsa_installs;

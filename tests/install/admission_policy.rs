@@ -335,6 +335,7 @@ fn engine_outcome(
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     let eval = engine::evaluate(policy, &workload, &cx);
     let mut out = Outcome {
@@ -372,6 +373,7 @@ fn engine_mutated(policy: &Policy, cluster: &TargetCluster, doc: &Value) -> Valu
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     let m = patch::settle(
         policy,

@@ -88,8 +88,15 @@ fn check(what: &str, expr: &str, exported: &BTreeSet<String>) -> Vec<String> {
         .filter(|n| !exported.contains(*n))
         .map(|n| format!("{what}: {expr:?} names {n}, which winadmit does not export"))
         .collect();
-    if !used.iter().any(|n| n.starts_with("winadmit_audit_")) {
-        problems.push(format!("{what}: {expr:?} names no winadmit_audit_ metric"));
+    // The audit's own metrics, or the PolicyException gauges the audit
+    // keeps too (docs/exceptions.md).
+    if !used
+        .iter()
+        .any(|n| n.starts_with("winadmit_audit_") || n.starts_with("winadmit_exceptions_"))
+    {
+        problems.push(format!(
+            "{what}: {expr:?} names no winadmit_audit_ or winadmit_exceptions_ metric"
+        ));
     }
     problems
 }

@@ -298,6 +298,12 @@ fn template(helm: &Helm, ns: &str, args: &[&str]) -> Vec<Value> {
         "--namespace",
         ns,
     ];
+    // With the chart's crds/ (the PolicyException CRD), as the kustomize
+    // base renders it; the policy-only overlay has no exceptions (helm
+    // installs the CRD there too, unused: `--skip-crds` leaves it out).
+    if !args.contains(&"admissionPolicy.enabled=true") {
+        all.push("--include-crds");
+    }
     all.extend(args);
     e2e::parse_yaml(&helm.ok(&all))
 }

@@ -22,6 +22,7 @@ mod server;
 
 mod admission_policy;
 mod audit_monitoring;
+mod exceptions;
 mod generated;
 mod helm;
 mod manifests;

@@ -527,6 +527,15 @@ fn check_type(obj: &Value) -> Result<(), String> {
         "MutatingWebhookConfiguration" => {
             roundtrip::<admissionregistration::v1::MutatingWebhookConfiguration>(obj)
         }
+        "ValidatingAdmissionPolicy" => {
+            roundtrip::<admissionregistration::v1::ValidatingAdmissionPolicy>(obj)
+        }
+        "ValidatingAdmissionPolicyBinding" => {
+            roundtrip::<admissionregistration::v1::ValidatingAdmissionPolicyBinding>(obj)
+        }
+        "CustomResourceDefinition" => roundtrip::<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        >(obj),
         // cert-manager's CRDs are not in k8s-openapi: check the fields used
         // against cert-manager.io/v1.
         "Issuer" | "Certificate" => check_cert_manager(obj),

@@ -16,6 +16,7 @@ mod audit_mode;
 mod charts;
 mod ci_templates;
 mod cli;
+mod exceptions;
 mod fix_corpus;
 mod fix_files;
 mod gmsa_cli;

@@ -91,6 +91,7 @@ fn lint_file(path: &Path, cluster: &TargetCluster) -> LintReport {
                 nodes: None,
                 images: None,
                 gmsa: None,
+                exceptions: None,
             };
             lint_text(&name, text, &policy, &cx, &mut report);
         }

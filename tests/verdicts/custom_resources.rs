@@ -29,6 +29,7 @@ fn cx() -> Context<'static> {
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
         runtime_classes: None,
     }
 }

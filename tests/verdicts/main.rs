@@ -26,6 +26,7 @@ mod corpus;
 mod custom_resources;
 mod decide;
 mod entry_points_agree;
+mod exceptions_agree;
 mod fuzz_regressions;
 mod knowledge;
 mod layers;

@@ -155,6 +155,7 @@ fn severities_at(cluster: &TargetCluster, yaml: &str, rule: &str) -> Vec<Severit
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     evaluate(
         &Policy::default_policy(),
@@ -528,6 +529,7 @@ fn lint_rules(policy: &Policy, yaml: &str) -> Vec<(String, String, Severity)> {
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     let mut report = winadmit::render::LintReport::default();
     winadmit::entry::lint::lint_text("t.yaml", yaml, policy, &cx, &mut report);

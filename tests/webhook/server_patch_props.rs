@@ -250,6 +250,7 @@ fn fixable_left(adm: &Admission, object: &Value) -> Vec<String> {
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     let m = &adm.policy.mutation;
     engine::evaluate(&adm.policy, &w, &cx)

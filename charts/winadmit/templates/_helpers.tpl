@@ -52,9 +52,11 @@ Fail
 apiVersion: winadmit.io/v1alpha1
 kind: Policy
 mode: {{ .Values.mode }}
-{{- with .Values.policy }}
-{{ toYaml . }}
-{{- end }}
+{{- $policy := deepCopy .Values.policy }}
+{{- $exceptions := get $policy "exceptions" | default dict }}
+{{- $_ := set $exceptions "maxLifetimeDays" (int .Values.exceptions.maxLifetimeDays) }}
+{{- $_ := set $policy "exceptions" $exceptions }}
+{{ toYaml $policy }}
 {{- end }}
 
 {{/*
@@ -283,4 +285,53 @@ the caBundle.
   sideEffects: None
   admissionReviewVersions: ["v1", "v1beta1"]
   timeoutSeconds: 2
+{{- end }}
+
+{{/*
+The ValidatingAdmissionPolicy and binding that refuse a PolicyException
+whose expiresAt lies beyond its creationTimestamp plus the longest
+lifetime, on CREATE and UPDATE (the API server sets the creation time
+before validating admission; the CRD's own rules cannot see it). Every
+served version matches (matchPolicy: Equivalent).
+*/}}
+{{- define "winadmit.exceptionLifetime" -}}
+{{- $days := int .Values.exceptions.maxLifetimeDays -}}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ include "winadmit.fullname" . }}-exception-lifetime
+  labels:
+    {{- include "winadmit.labels" . | nindent 4 }}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    matchPolicy: Equivalent
+    resourceRules:
+      - apiGroups: ["winadmit.io"]
+        apiVersions: ["*"]
+        operations: ["CREATE", "UPDATE"]
+        resources: ["policyexceptions"]
+  variables:
+    - name: longest
+      expression: "duration('{{ mul 24 $days }}h')"
+  validations:
+    - expression: >-
+        has(object.spec) && has(object.spec.expiresAt) &&
+        timestamp(string(object.spec.expiresAt)) <=
+        timestamp(string(object.metadata.creationTimestamp)) + variables.longest
+      messageExpression: >-
+        'spec.expiresAt ' + (has(object.spec) && has(object.spec.expiresAt) ? string(object.spec.expiresAt) : '(none)') +
+        ' lies beyond metadata.creationTimestamp ' + string(object.metadata.creationTimestamp) +
+        ' plus the longest lifetime of an exception ({{ $days }} days): a renewal is a new PolicyException'
+      reason: Invalid
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ include "winadmit.fullname" . }}-exception-lifetime
+  labels:
+    {{- include "winadmit.labels" . | nindent 4 }}
+spec:
+  policyName: {{ include "winadmit.fullname" . }}-exception-lifetime
+  validationActions: [Deny]
 {{- end }}

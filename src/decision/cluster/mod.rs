@@ -308,6 +308,9 @@ pub struct ClusterObjects {
     /// The GMSACredentialSpec objects seen, when there was one: the
     /// input is then the cluster's whole list of them.
     pub gmsa: Option<crate::decision::gmsa::Facts>,
+    /// The `PolicyException` objects seen (`winadmit.io`), as written: the
+    /// entry point reads them and says which count.
+    pub exceptions: Vec<serde_json::Value>,
 }
 
 impl ClusterObjects {
@@ -349,6 +352,9 @@ impl ClusterObjects {
                 });
             facts.specs.insert(name, spec);
             true
+        } else if kind == "PolicyException" && api_version.starts_with("winadmit.io/") {
+            self.exceptions.push(value.clone());
+            true
         } else {
             false
         }
@@ -363,6 +369,7 @@ impl ClusterObjects {
         self.nodes.nodes.extend(other.nodes.nodes);
         self.nodes.linux.extend(other.nodes.linux);
         self.nodes.linux_known |= other.nodes.linux_known;
+        self.exceptions.extend(other.exceptions);
         if let Some(other) = other.gmsa {
             match &mut self.gmsa {
                 Some(facts) => facts.specs.extend(other.specs),
@@ -396,6 +403,14 @@ pub trait ClusterLookup: Send + Sync {
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         None
     }
+    /// The PolicyExceptions in force at `now`, if the entry point watches
+    /// them.
+    fn exceptions(
+        &self,
+        _now: crate::decision::exceptions::Timestamp,
+    ) -> Option<Arc<crate::decision::exceptions::ExceptionSet>> {
+        None
+    }
     /// The gMSA facts of one workload, from an entry point that asks the cluster
     /// as the report reaches the workload (the live `report`, the server's
     /// `/report`): the credential specs `names` and whether `account` in
@@ -423,6 +438,13 @@ impl<T: ClusterLookup + ?Sized> ClusterLookup for Arc<T> {
 
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         (**self).nodes()
+    }
+
+    fn exceptions(
+        &self,
+        now: crate::decision::exceptions::Timestamp,
+    ) -> Option<Arc<crate::decision::exceptions::ExceptionSet>> {
+        (**self).exceptions(now)
     }
 
     fn gmsa(

@@ -285,11 +285,20 @@ impl Decision {
             .map(|(f, _)| messages::warning(f))
             .collect();
         let more = warned.count();
-        if lines.is_empty() {
+        let mut lines = if lines.is_empty() {
             lines
         } else {
             messages::cap_warnings(lines, more)
-        }
+        };
+        lines.extend(self.exception_warnings());
+        lines
+    }
+
+    /// One warning per rule an exception covers: the rule, the exception
+    /// and its end date ([`messages::exceptions`]).
+    #[must_use]
+    pub fn exception_warnings(&self) -> Vec<String> {
+        messages::exceptions(&self.evaluation)
     }
 
     /// `/mutate`'s warnings: one per change of the patch, then its notes.
@@ -477,3 +486,5 @@ pub fn verdict(policy: &Policy, eval: &Evaluation, namespace_mode: Option<Mode>)
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_exceptions;

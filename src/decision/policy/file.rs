@@ -187,6 +187,7 @@ pub(super) struct PolicyFile {
     pub(super) exemptions: Option<Exemptions>,
     pub(super) reach: Option<Reach>,
     pub(super) skips: Option<Skips>,
+    pub(super) exceptions: Option<crate::decision::exceptions::ExceptionSettings>,
     pub(super) params: Option<ParamsFile>,
     /// Read as a map and layered key by key over the current settings.
     pub(super) mutation: Option<serde_json::Map<String, serde_json::Value>>,

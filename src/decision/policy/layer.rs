@@ -33,6 +33,8 @@ impl Policy {
             selectors: Vec::new(),
             params: RuleParams::default(),
             skips: Skips::default(),
+            exceptions: crate::decision::exceptions::ExceptionSettings::default(),
+            own_namespace: None,
             honours_skips: true,
             derived: Derived::default(),
             mutation: MutationSettings::default(),
@@ -64,6 +66,7 @@ impl Policy {
             exemptions,
             reach,
             skips,
+            exceptions,
             params,
             mutation,
             pod_templates,
@@ -108,6 +111,10 @@ impl Policy {
         if let Some(s) = skips {
             check_skips(&s, &at)?;
             self.skips = s;
+        }
+        if let Some(e) = exceptions {
+            check_exceptions(&e, &at)?;
+            self.exceptions = e;
         }
         if let Some(p) = params {
             p.check(&at)?;
@@ -222,6 +229,37 @@ impl Policy {
         self.exemptions = ex;
         Ok(())
     }
+}
+
+/// `exceptions`: namespaces that can be, a lifetime of at least a day,
+/// only boundary rules under `boundaryRules`.
+fn check_exceptions(
+    e: &crate::decision::exceptions::ExceptionSettings,
+    at: At<'_>,
+) -> Result<(), PolicyError> {
+    if e.max_lifetime_days == 0 {
+        return Err(at(
+            "/exceptions/maxLifetimeDays",
+            "exceptions.maxLifetimeDays: at least 1 (an exception must be able to last)".into(),
+        ));
+    }
+    for (i, id) in e.boundary_rules.iter().enumerate() {
+        if !rules::is_boundary(id) {
+            return Err(at(
+                &format!("/exceptions/boundaryRules/{i}"),
+                format!(
+                    "exceptions.boundaryRules[{i}]: `{id}` is not a rule that guards a security boundary (those are {}); every other rule may be excepted",
+                    rules::BOUNDARY.join(", ")
+                ),
+            ));
+        }
+    }
+    check_each(
+        &e.namespaces,
+        "exceptions.namespaces",
+        at,
+        namespace_problem,
+    )
 }
 
 /// `skips`: known rule ids, no boundary rule among the skippable ones,

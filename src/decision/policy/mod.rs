@@ -286,6 +286,11 @@ pub struct Policy {
     pub pod_templates: crate::decision::workload::PodTemplates,
     /// Which `winadmit.io/skip.<RULE>` annotations count.
     pub skips: Skips,
+    /// Which `PolicyException` objects count (`exceptions`).
+    pub exceptions: crate::decision::exceptions::ExceptionSettings,
+    /// winadmit's own namespace, when the server is told
+    /// ([`Policy::add_own_namespace`]).
+    pub own_namespace: Option<String>,
     /// Whether `winadmit.io/skip.<RULE>` annotations drop a rule's findings
     /// at all: as `skips` says, except in [`Policy::api_server_mirror`].
     honours_skips: bool,
@@ -535,6 +540,7 @@ impl Policy {
         if !self.reach.excluded_namespaces.iter().any(|n| n == ns) {
             self.reach.excluded_namespaces.push(ns.to_owned());
         }
+        self.own_namespace = Some(ns.to_owned());
         Ok(())
     }
 

@@ -239,12 +239,17 @@ fn decide_review(
     // One snapshot for the whole review (and its settle rounds).
     let runtime_classes = adm.lookup.as_ref().and_then(|n| n.runtime_classes());
     let nodes = adm.lookup.as_ref().and_then(|n| n.nodes());
+    let exceptions = adm
+        .lookup
+        .as_ref()
+        .and_then(|n| n.exceptions(crate::entry::exceptions::clock()));
     let cx = Context {
         cluster: adm.target.clone(),
         runtime_classes: runtime_classes.as_deref(),
         nodes: nodes.as_deref().filter(|n| n.any_known()),
         images: review.resolved.images,
         gmsa: review.resolved.gmsa,
+        exceptions: exceptions.as_deref(),
     };
     decide::decide(&adm.policy, &cx, &subject.workload, &request)
 }

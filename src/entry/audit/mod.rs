@@ -174,6 +174,15 @@ pub fn results(reports: &[ObjectReport], options: Options) -> Judged {
                 *judged.counts.entry((f.rule.to_owned(), level)).or_default() += 1;
                 judged.results.push(result_json(&res));
             }
+            // What a PolicyException covers: `skip`, with the exception's
+            // name, reason, ticket, owner and end date.
+            for res in results_of(r)
+                .into_iter()
+                .skip(r.findings.len())
+                .filter(|res| res.properties.contains_key("exception"))
+            {
+                judged.results.push(result_json(&res));
+            }
         }
         if !any {
             judged.clean += 1;

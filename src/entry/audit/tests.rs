@@ -23,6 +23,7 @@ fn judged(objects: &[Value], info: bool) -> Judged {
         nodes: None,
         images: None,
         gmsa: None,
+        exceptions: None,
     };
     let reports = judge(&policy, &cx, None, objects);
     results(
@@ -122,6 +123,7 @@ fn both_apis_name_the_workload_in_resources() {
             nodes: None,
             images: None,
             gmsa: None,
+            exceptions: None,
         };
         let reports = judge(&policy, &cx, None, [&deployment("web", "bad", true)]);
         results(

@@ -63,6 +63,8 @@ pub struct LintArgs {
     pub registry: bool,
     #[command(flatten)]
     pub registry_args: RegistryArgs,
+    #[command(flatten)]
+    pub exceptions: super::ExceptionArgs,
     /// Colour in text output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, env = "WINADMIT_COLOR")]
     pub color: ColorChoice,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod audit;
+mod exceptions;
 mod images;
 mod lint;
 mod lint_render;
@@ -19,6 +20,7 @@ mod report;
 mod serve;
 
 pub use audit::{AuditArgs, ReportApiChoice};
+pub use exceptions::{ExceptionArgs, ExceptionsArgs, ExceptionsCommand, FromAnnotationsArgs};
 pub use images::{ImagesArgs, ImagesCommand, RegistryArgs, ResolveArgs};
 pub use lint::{ColorChoice, FailOn, LintArgs, LintFormat};
 pub use lint_render::{BaselineArgs, RenderArgs};
@@ -74,6 +76,8 @@ pub enum Command {
     AdmissionPolicy(AdmissionPolicyArgs),
     /// Look images up in their registries.
     Images(ImagesArgs),
+    /// PolicyExceptions: turn skip annotations into them.
+    Exceptions(ExceptionsArgs),
 }
 
 #[derive(Debug, Args)]

@@ -73,6 +73,8 @@ pub struct ReportArgs {
     pub registry: bool,
     #[command(flatten)]
     pub registry_args: RegistryArgs,
+    #[command(flatten)]
+    pub exceptions: super::ExceptionArgs,
     /// Also look a workload's images up with the credentials of the
     /// Secrets its `imagePullSecrets` names (read with `get secrets` in its
     /// namespace; a live report only).

@@ -27,6 +27,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         image_facts,
         registry,
         registry_args,
+        exceptions,
         color,
         render,
         baseline,
@@ -76,6 +77,14 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         resolve_images: resolver
             .is_some()
             .then_some(&resolve as &lint::ResolveImages<'_>),
+        exceptions: Some(lint::Exceptions {
+            objects: match &exceptions.dir {
+                Some(dir) => crate::entry::exceptions::read_dir(dir)?,
+                None => Vec::new(),
+            },
+            now: crate::entry::exceptions::now(exceptions.now.as_deref())?,
+            own_namespace: exceptions.own_namespace,
+        }),
     };
     let lint::Linted {
         mut report,

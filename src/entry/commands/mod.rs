@@ -8,6 +8,7 @@ pub mod admission_policy;
 pub mod audit;
 pub mod certs;
 pub mod example;
+pub mod exceptions;
 pub mod explain;
 pub mod images;
 pub mod lint;
@@ -131,6 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Example(args) => example::run(args),
         Command::AdmissionPolicy(args) => admission_policy::run(args),
         Command::Images(args) => images::run(args),
+        Command::Exceptions(args) => exceptions::run(args),
     }
 }
 

@@ -38,6 +38,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         image_facts,
         registry,
         registry_args,
+        exceptions,
         registry_pull_secrets,
         format,
         output,
@@ -61,11 +62,6 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let mut options = options(mode, format, no_fold, &namespaces);
-    let cx = Context {
-        cluster,
-        images: images.as_ref(),
-        ..Context::default()
-    };
     let progress = Progress::new(quiet);
     // Live mode checks access before any output is written.
     let live = if from_file.is_empty() {
@@ -84,6 +80,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     }
     // Directories are walked as `lint` walks them (the files, for the title).
     let (files, _) = crate::input::source::manifest_paths(&from_file);
+    let exceptions = report_exceptions(&pol, &exceptions, live.as_ref(), &files)?;
+    let cx = Context {
+        cluster,
+        images: images.as_ref(),
+        exceptions: Some(&exceptions),
+        ..Context::default()
+    };
     let title = title(&files, live.as_ref());
     let facts = facts(&files, live.as_ref(), &policy, &cx.cluster, mode);
     let sink = sink(
@@ -107,6 +110,31 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         summary.warnings,
         incomplete,
     ))
+}
+
+/// The PolicyExceptions in force at `--now`: those in the files (or the
+/// live cluster's) and `--exceptions DIR`'s; the others are named on
+/// stderr as ignored.
+fn report_exceptions(
+    policy: &crate::decision::policy::Policy,
+    args: &crate::entry::cli::ExceptionArgs,
+    live: Option<&live::Live>,
+    files: &[PathBuf],
+) -> anyhow::Result<crate::decision::exceptions::ExceptionSet> {
+    let mut objects = match live {
+        Some(l) => l.exception_objects()?,
+        None => crate::entry::exceptions::read_files(files),
+    };
+    if let Some(dir) = &args.dir {
+        objects.extend(crate::entry::exceptions::read_dir(dir)?);
+    }
+    let now = crate::entry::exceptions::now(args.now.as_deref())?;
+    let (set, problems) =
+        crate::entry::exceptions::sort(policy, &args.own_namespace, &objects, now);
+    for p in problems {
+        eprintln!("winadmit: {}: {}", p.exception, p.message);
+    }
+    Ok(set)
 }
 
 /// Flags that do not go together, and a `--namespace` that names the

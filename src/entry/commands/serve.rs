@@ -271,6 +271,15 @@ fn admission(
     target: crate::decision::cluster::TargetCluster,
     cluster: Option<&cluster_cache::Prepared>,
 ) -> Admission {
+    if let Some(c) = cluster {
+        c.cache
+            .track_exceptions(crate::entry::server::watch_cache::ExceptionCache::new(
+                policy.exceptions.clone(),
+                // Unknown: no namespace is winadmit's, and only the
+                // namespaces the policy lists count.
+                policy.own_namespace.clone().unwrap_or_default(),
+            ));
+    }
     Admission {
         policy,
         target,

@@ -25,7 +25,7 @@ use crate::render::{InputProblem, LintReport, ObjectId};
 pub use cross::CrossObject;
 use cross::keep_service;
 
-pub use run::{Linted, Options, ResolveImages, run, run_with};
+pub use run::{Exceptions, Linted, Options, ResolveImages, run, run_with};
 
 /// Source positions to look up once a YAML document's objects are
 /// evaluated: (YAML document, JSON Pointer), in the order the problems and
@@ -34,6 +34,8 @@ pub use run::{Linted, Options, ResolveImages, run, run_with};
 struct PositionsToFind {
     problems: Vec<(usize, String)>,
     findings: Vec<(usize, String)>,
+    /// The findings a `PolicyException` covers, placed after the others.
+    excepted: Vec<(usize, String)>,
     /// [`services::REPORTED_POINTERS`] of each Service recorded, in order.
     services: Vec<(usize, String)>,
 }
@@ -214,13 +216,18 @@ fn lint_documents(
     }
     let first_problem = report.input_errors.len();
     let first = report.findings.len();
+    let first_excepted = report.excepted.len();
     let first_service = cross.services.len();
     let mut to_find = PositionsToFind::default();
     for doc in &docs {
         lint_document(file, doc, policy, cx, report, &mut to_find, cross);
     }
     drop(docs);
-    if to_find.problems.is_empty() && to_find.findings.is_empty() && to_find.services.is_empty() {
+    if to_find.problems.is_empty()
+        && to_find.findings.is_empty()
+        && to_find.excepted.is_empty()
+        && to_find.services.is_empty()
+    {
         return;
     }
     // All of one YAML document (a `List`'s items share theirs).
@@ -228,6 +235,7 @@ fn lint_documents(
         .problems
         .iter()
         .chain(&to_find.findings)
+        .chain(&to_find.excepted)
         .chain(&to_find.services)
         .map(|(_, p)| p.as_str())
         .collect();
@@ -244,6 +252,11 @@ fn lint_documents(
         }
     }
     report.findings[first..].sort_by_key(Record::at);
+    for (f, _) in &mut report.excepted[first_excepted..] {
+        if let Some(pos) = found.next().flatten() {
+            f.place(pos.line + at.lines, pos.column);
+        }
+    }
     for s in &mut cross.services[first_service..] {
         s.positions = (&mut found)
             .take(services::REPORTED_POINTERS.len())
@@ -336,5 +349,26 @@ fn lint_document(
         report.summary.count(f.severity);
         let record = report.record(&object, f);
         report.findings.push(record);
+    }
+    keep_excepted(doc, &object, eval.excepted, report, to_find);
+}
+
+/// The findings PolicyExceptions cover, kept apart, to be placed after the
+/// others.
+fn keep_excepted(
+    doc: &Document,
+    object: &std::sync::Arc<crate::render::compact::Object>,
+    excepted: Vec<crate::decision::engine::Excepted>,
+    report: &mut CompactReport,
+    to_find: &mut PositionsToFind,
+) {
+    for e in excepted {
+        let mut pointer = doc.pointer.clone();
+        e.finding.field.push_pointer(&mut pointer);
+        to_find.excepted.push((doc.yaml_doc, pointer));
+        let record = report.record(object, e.finding);
+        report
+            .excepted
+            .push((record, std::sync::Arc::new(e.exception)));
     }
 }

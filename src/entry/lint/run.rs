@@ -30,6 +30,17 @@ pub struct Options<'a> {
     pub threads: Option<usize>,
     /// Resolves the workloads' images that `cx.images` does not name.
     pub resolve_images: Option<&'a ResolveImages<'a>>,
+    /// `PolicyException`s beyond the input's (`--exceptions DIR`), the
+    /// instant they are judged at and winadmit's own namespace; `None`:
+    /// exceptions are not honoured.
+    pub exceptions: Option<Exceptions>,
+}
+
+/// What [`Options::exceptions`] holds.
+pub struct Exceptions {
+    pub objects: Vec<serde_json::Value>,
+    pub now: crate::decision::exceptions::Timestamp,
+    pub own_namespace: String,
 }
 
 /// What [`run`] found.
@@ -95,12 +106,25 @@ pub fn run_with(
         Some(resolve) => Some(resolve_images(resolve, wanted, cx.images)?),
         None => None,
     };
+    let exceptions = options.exceptions.as_ref().map(|e| {
+        let mut objects = known.exceptions.clone();
+        objects.extend(e.objects.iter().cloned());
+        let (set, problems) =
+            crate::entry::exceptions::sort(policy, &e.own_namespace, &objects, e.now);
+        for p in problems {
+            report
+                .input_warnings
+                .push(crate::render::InputProblem::new(&p.exception, p.message));
+        }
+        set
+    });
     let cx = Context {
         cluster: cx.cluster.clone(),
         runtime_classes: Some(&known.runtime_classes),
         nodes: known.nodes.any_known().then_some(&known.nodes),
         images: resolved.as_ref().or(cx.images),
         gmsa: known.gmsa.as_ref(),
+        exceptions: exceptions.as_ref(),
     };
     // Fix first, so the report shows what is left.
     let mut not_fixed = Vec::new();

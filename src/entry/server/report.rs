@@ -280,6 +280,8 @@ fn compute(
     let ReportState { policy, server } = state;
     let cache = server.admission.lookup.as_ref();
     let runtime_classes = cache.and_then(|n| n.runtime_classes());
+    // The exceptions the webhook honours, at this instant.
+    let exceptions = cache.and_then(|n| n.exceptions(crate::entry::exceptions::clock()));
     let namespace_lookup = (cache.is_some() || server.gmsa.get().is_some()).then(|| {
         NamespaceLookup(Arc::new(ServerNamespaces(Arc::clone(server)))
             as Arc<dyn crate::decision::cluster::ClusterLookup>)
@@ -290,6 +292,7 @@ fn compute(
         nodes: None,
         images,
         gmsa: None,
+        exceptions: exceptions.as_deref(),
     };
     let options = ReportOptions {
         mode,

@@ -32,11 +32,12 @@ use serde_json::Value;
 /// Largest file `lint` reads, so one huge file cannot exhaust memory.
 /// The kinds [`crate::decision::cluster::ClusterObjects::learn`] learns from: a text that names none
 /// of them is not parsed for them.
-pub const CLUSTER_KINDS: [&str; 4] = [
+pub const CLUSTER_KINDS: [&str; 5] = [
     "Namespace",
     "RuntimeClass",
     "Node",
     crate::decision::gmsa::KIND,
+    crate::decision::exceptions::KIND,
 ];
 
 pub const MAX_FILE_BYTES: usize = 32 * 1024 * 1024;

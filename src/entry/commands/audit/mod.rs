@@ -17,6 +17,7 @@
 //! [`store`], so folding is as `report` folds); set the gauges; and, while
 //! leading, write what changed ([`writer`]).
 
+mod exceptions;
 mod facts;
 mod failure;
 mod service;
@@ -122,12 +123,14 @@ impl Judge {
         }));
         let runtime_classes = self.cache.runtime_class_snapshot();
         let nodes = self.cache.nodes();
+        let exceptions = self.cache.exceptions(crate::entry::exceptions::clock());
         let cx = Context {
             cluster: self.cluster.clone(),
             runtime_classes: Some(&runtime_classes),
             nodes: nodes.as_deref().filter(|n| !n.nodes.is_empty()),
             images: None,
             gmsa: None,
+            exceptions: exceptions.as_deref(),
         };
         todo.into_iter()
             .map(|(ns, kept)| {
@@ -175,12 +178,18 @@ struct State {
     policy_files: PolicyFiles,
     policy_checked: Instant,
     metrics: crate::entry::server::audit_metrics::AuditMetrics,
+    /// The exceptions in force at the last pass ([`ExceptionSet::fingerprint`](crate::decision::exceptions::ExceptionSet::fingerprint)).
+    exceptions_seen: Vec<String>,
 }
 
 async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyhow::Result<()> {
     let (client, server) = connect(&args).await?;
     let metrics = Arc::new(Metrics::new());
     let cache = Arc::new(WatchCache::for_policy(&policy));
+    cache.track_exceptions(watch_cache::ExceptionCache::new(
+        policy.exceptions.clone(),
+        std::env::var("WINADMIT_NAMESPACE").unwrap_or_default(),
+    ));
     watch_cache::spawn(
         client.clone(),
         Arc::clone(&cache),
@@ -224,6 +233,7 @@ async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyho
         policy_files: PolicyFiles::stat(&args.policy.policy),
         policy_checked: Instant::now(),
         metrics: metrics.audit(),
+        exceptions_seen: Vec::new(),
     };
     let mut writer = Writer::new(
         client.clone(),
@@ -320,6 +330,7 @@ impl State {
 
     /// One pass: what changed, judged.
     async fn pass(&mut self) {
+        self.check_exceptions();
         let keys = self.judge.cache.label_keys().to_vec();
         let changed = self
             .seen

@@ -18,6 +18,9 @@ pub struct ClusterMetrics {
     last_sync: Family<[(&'static str, &'static str); 1], Gauge>,
     errors: Family<[(&'static str, &'static str); 2], Counter>,
     os_conflicts: Gauge,
+    exceptions_in_force: Gauge,
+    exceptions_ending_soon: Gauge,
+    exceptions_ignored: Gauge,
 }
 
 impl ClusterMetrics {
@@ -49,7 +52,42 @@ impl ClusterMetrics {
             "Nodes whose OS labels and reported operating system disagree (taken for no Windows node)",
             m.os_conflicts.clone(),
         );
+        registry.register(
+            "exceptions_in_force",
+            "PolicyExceptions in force (in a namespace the policy lists, not ended, within the longest lifetime)",
+            m.exceptions_in_force.clone(),
+        );
+        registry.register(
+            "exceptions_ending_soon",
+            "PolicyExceptions in force that end within 7 days",
+            m.exceptions_ending_soon.clone(),
+        );
+        registry.register(
+            "exceptions_ignored",
+            "PolicyExceptions that do not count (namespace not listed, ended, too long, unreadable)",
+            m.exceptions_ignored.clone(),
+        );
         m
+    }
+
+    /// The exception gauges, for the set in force at `now` and `ignored`
+    /// more that do not count.
+    pub(super) fn exceptions(
+        &self,
+        set: &crate::decision::exceptions::ExceptionSet,
+        now: crate::decision::exceptions::Timestamp,
+        unreadable: usize,
+    ) {
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        let soon = now.plus_days(7);
+        self.exceptions_in_force.set(n(set.in_force().len()));
+        self.exceptions_ending_soon.set(n(set
+            .in_force()
+            .iter()
+            .filter(|e| e.expires_at <= soon)
+            .count()));
+        self.exceptions_ignored
+            .set(n(set.ignored.len() + unreadable));
     }
 
     pub(super) fn os_conflicts(&self, n: usize) {

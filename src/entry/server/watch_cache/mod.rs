@@ -31,6 +31,7 @@
 //! hold the trimmed objects on top of the snapshots.
 
 mod backoff;
+mod exceptions;
 mod metrics;
 mod mirror;
 mod watchers;
@@ -45,11 +46,13 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use tokio::sync::watch;
 
 use crate::decision::cluster::{ClusterLookup, KnownNode, LinuxNode, WindowsNodes};
+use crate::decision::exceptions::{ExceptionSet, Timestamp};
 use crate::decision::gmsa::CredSpec;
 use crate::decision::policy::Policy;
 use crate::decision::targeting::{RuntimeClassInfo, RuntimeClasses};
 
 pub use backoff::{RelistBackoff, is_expected};
+pub use exceptions::{ExceptionCache, spawn_exceptions};
 pub use metrics::ClusterMetrics;
 pub use mirror::{Change, Mirror};
 pub use watchers::{
@@ -102,6 +105,8 @@ pub struct WatchCache {
     /// Counts the published node snapshots, for those who act on a change
     /// ([`WatchCache::node_changes`]).
     node_changes: watch::Sender<u64>,
+    /// The cluster's PolicyExceptions, once [`WatchCache::track_exceptions`].
+    exceptions: std::sync::OnceLock<Arc<ExceptionCache>>,
 }
 
 impl Debug for WatchCache {
@@ -129,7 +134,20 @@ impl WatchCache {
             gmsa_specs: ArcSwap::from_pointee(None),
             synced: watch::channel(Synced::default()).0,
             node_changes: watch::channel(0).0,
+            exceptions: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Keeps the cluster's PolicyExceptions in `cache` from now on (the
+    /// watchers [`spawn`] starts feed it).
+    pub fn track_exceptions(&self, cache: ExceptionCache) {
+        let _ = self.exceptions.set(Arc::new(cache));
+    }
+
+    /// The PolicyException mirror, when tracked.
+    #[must_use]
+    pub fn exception_cache(&self) -> Option<Arc<ExceptionCache>> {
+        self.exceptions.get().cloned()
     }
 
     /// A cache keeping the namespace labels `policy` reads: its
@@ -407,6 +425,10 @@ impl ClusterLookup for WatchCache {
 
     fn nodes(&self) -> Option<Arc<WindowsNodes>> {
         Some(self.nodes.load_full())
+    }
+
+    fn exceptions(&self, now: Timestamp) -> Option<Arc<ExceptionSet>> {
+        self.exceptions.get().map(|c| c.at(now))
     }
 }
 

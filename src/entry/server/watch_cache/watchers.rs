@@ -33,6 +33,8 @@ pub enum Watched {
     LinuxNodes,
     /// `gmsacredentialspecs.windows.k8s.io` (with `serve --gmsa`).
     GmsaCredentialSpecs,
+    /// `policyexceptions.winadmit.io`, every namespace's.
+    PolicyExceptions,
 }
 
 impl Watched {
@@ -44,6 +46,7 @@ impl Watched {
             Self::RuntimeClasses => "runtimeclasses.node.k8s.io",
             Self::Nodes | Self::LinuxNodes => "nodes",
             Self::GmsaCredentialSpecs => "gmsacredentialspecs.windows.k8s.io",
+            Self::PolicyExceptions => "policyexceptions.winadmit.io",
         }
     }
 
@@ -55,6 +58,7 @@ impl Watched {
             Self::Nodes => "nodes",
             Self::LinuxNodes => "linux_nodes",
             Self::GmsaCredentialSpecs => "gmsacredentialspecs",
+            Self::PolicyExceptions => "policyexceptions",
         }
     }
 
@@ -75,6 +79,9 @@ impl Watched {
             }
             Self::GmsaCredentialSpecs => {
                 "each review reads the credential specs it names with a get until this succeeds"
+            }
+            Self::PolicyExceptions => {
+                "no PolicyException is honoured until this succeeds (install the CRD: docs/exceptions.md)"
             }
         }
     }
@@ -120,7 +127,8 @@ impl Deadlines {
 
 /// Starts the watchers on the current tokio runtime, with the server-side
 /// watch timeout and list-page deadline of `deadlines` (its client-side
-/// ones belong on `client`: [`Deadlines::apply_to`]). They run until the
+/// ones belong on `client`: [`Deadlines::apply_to`]), and the
+/// PolicyExceptions' when the cache tracks them. They run until the
 /// runtime stops.
 pub fn spawn(
     client: Client,
@@ -128,6 +136,10 @@ pub fn spawn(
     metrics: ClusterMetrics,
     deadlines: Deadlines,
 ) {
+    if let Some(exceptions) = cache.exception_cache() {
+        tracing::info!("cluster cache: watching policyexceptions.winadmit.io");
+        super::spawn_exceptions(client.clone(), exceptions, metrics.clone(), deadlines);
+    }
     {
         let cache = Arc::clone(&cache);
         let metrics = metrics.clone();
@@ -292,7 +304,7 @@ pub fn spawn_gmsa(
 /// watcher's own: it resets on every event, so a list whose first page
 /// succeeds and whose second fails (an endless continue token) would be
 /// retried every 0.8 s. This loop backs off instead ([`RelistBackoff`]).
-async fn run<K>(
+pub(super) async fn run<K>(
     start: impl Fn() -> BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     what: Watched,
     metrics: &ClusterMetrics,

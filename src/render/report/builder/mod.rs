@@ -49,6 +49,8 @@ pub struct ReportBuilder<'p> {
     known: ClusterObjects,
     /// What registries say of the images (`--image-facts`).
     images: Option<crate::decision::images::KnownImages>,
+    /// The PolicyExceptions in force (the entry point's, at its "now").
+    exceptions: Option<crate::decision::exceptions::ExceptionSet>,
     options: ReportOptions,
     owners: HashMap<String, OwnerEntry>,
     pending: Vec<Pending>,
@@ -97,6 +99,7 @@ impl<'p> ReportBuilder<'p> {
                 ..ClusterObjects::default()
             },
             images: cx.images.cloned(),
+            exceptions: cx.exceptions.cloned(),
             options,
             owners: HashMap::new(),
             pending: Vec::new(),
@@ -386,6 +389,7 @@ impl<'p> ReportBuilder<'p> {
             nodes: self.known.nodes.any_known().then_some(&self.known.nodes),
             images: self.images.as_ref(),
             gmsa: looked.as_ref().or(self.known.gmsa.as_ref()),
+            exceptions: self.exceptions.as_ref(),
         };
         // What the input showed, then what the webhook's cache knows.
         let labels = |ns: &str, key: &str| {

@@ -146,13 +146,17 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         out.push(res);
     }
     for s in &r.skipped {
-        out.push(one_result(
-            r,
-            &s.rule,
-            ResultKind::Skip,
-            None,
-            format!("skipped by annotation: {}", s.reason),
-        ));
+        let Some(e) = &s.exception else {
+            out.push(one_result(
+                r,
+                &s.rule,
+                ResultKind::Skip,
+                None,
+                format!("skipped by annotation: {}", s.reason),
+            ));
+            continue;
+        };
+        out.push(exception_result(r, &s.rule, e));
     }
     if r.findings.is_empty() {
         if r.targets_windows {
@@ -180,6 +184,38 @@ pub fn results_of(r: &ObjectReport) -> Vec<ReportResult> {
         }
     }
     out
+}
+
+/// The `skip` result of a rule a PolicyException covers, with the
+/// exception's name, reason, end date, ticket and owner.
+fn exception_result(
+    r: &ObjectReport,
+    rule: &str,
+    e: &crate::decision::exceptions::ExceptionRef,
+) -> ReportResult {
+    let mut res = one_result(
+        r,
+        rule,
+        ResultKind::Skip,
+        None,
+        format!(
+            "excepted by {} until {}: {}",
+            e.title(),
+            e.expires_at,
+            e.reason
+        ),
+    );
+    let p = &mut res.properties;
+    p.insert("exception".into(), format!("{}/{}", e.namespace, e.name));
+    p.insert("reason".into(), e.reason.clone());
+    p.insert("expiresAt".into(), e.expires_at.clone());
+    if let Some(t) = &e.ticket {
+        p.insert("ticket".into(), t.clone());
+    }
+    if let Some(o) = &e.owner {
+        p.insert("owner".into(), o.clone());
+    }
+    res
 }
 
 /// One result about `r`, with the properties every result carries (the

@@ -63,6 +63,17 @@ pub fn object_text(r: &ObjectReport, color: bool) -> String {
         let _ = writeln!(s, "      exempt: {reason}");
     }
     for sk in &r.skipped {
+        if let Some(e) = &sk.exception {
+            let _ = writeln!(
+                s,
+                "      skipped {}: excepted by {} until {}: {}",
+                sk.rule,
+                e.title(),
+                e.expires_at,
+                sk.reason
+            );
+            continue;
+        }
         let _ = writeln!(s, "      skipped {}: {}", sk.rule, sk.reason);
     }
     for why in &r.why {

@@ -10,6 +10,7 @@
 mod calls;
 pub(crate) mod config;
 mod discover;
+mod exceptions;
 mod gmsa_lookup;
 mod pull_secrets;
 
