@@ -189,6 +189,26 @@ pub(crate) fn denial(
     m
 }
 
+/// One warning per rule an exception covers here: the rule, the exception
+/// and its end date, so the client sees what lets the object in and until
+/// when; the reason when it fits.
+pub(crate) fn exceptions(eval: &Evaluation) -> Vec<String> {
+    eval.skipped
+        .iter()
+        .filter_map(|s| {
+            let e = s.exception.as_ref()?;
+            let head = format!(
+                "{} excepted by {} until {}",
+                s.rule,
+                e.title(),
+                e.expires_at
+            );
+            Some(fit_warning(&head, &[Some(e.reason.as_str())]))
+        })
+        .take(MAX_WARNINGS)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -222,24 +242,4 @@ mod tests {
             Some("hostNetwork is not supported")
         );
     }
-}
-
-/// One warning per rule an exception covers here: the rule, the exception
-/// and its end date, so the client sees what lets the object in and until
-/// when; the reason when it fits.
-pub(crate) fn exceptions(eval: &Evaluation) -> Vec<String> {
-    eval.skipped
-        .iter()
-        .filter_map(|s| {
-            let e = s.exception.as_ref()?;
-            let head = format!(
-                "{} excepted by {} until {}",
-                s.rule,
-                e.title(),
-                e.expires_at
-            );
-            Some(fit_warning(&head, &[Some(e.reason.as_str())]))
-        })
-        .take(MAX_WARNINGS)
-        .collect()
 }
