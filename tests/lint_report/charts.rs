@@ -70,15 +70,23 @@ fn path_with_kubectl() -> std::ffi::OsString {
 
 /// `winadmit lint args` with helm from `target/`, its own helm home.
 fn lint(args: &[&std::ffi::OsStr], home: &Path) -> Output {
-    binary::command(args)
-        .env("WINADMIT_HELM", helm_bin())
-        .env("HELM_CACHE_HOME", home.join("cache"))
+    helm_homes(
+        binary::command(args)
+            .env("WINADMIT_HELM", helm_bin())
+            .env("PATH", path_with_kubectl())
+            .stdin(std::process::Stdio::null()),
+        home,
+    )
+    .output()
+    .unwrap()
+}
+
+/// helm's cache, configuration and data under `home`, so that a test
+/// neither reads nor writes the user's.
+pub(crate) fn helm_homes<'c>(cmd: &'c mut Command, home: &Path) -> &'c mut Command {
+    cmd.env("HELM_CACHE_HOME", home.join("cache"))
         .env("HELM_CONFIG_HOME", home.join("config"))
         .env("HELM_DATA_HOME", home.join("data"))
-        .env("PATH", path_with_kubectl())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap()
 }
 
 fn os(s: &str) -> &std::ffi::OsStr {
@@ -105,16 +113,16 @@ fn objects_in(output: &[u8]) -> usize {
 
 /// `helm template` run directly: how many objects it prints.
 fn helm_objects(chart: &Path, home: &Path, extra: &[&str]) -> usize {
-    let out = Command::new(helm_bin())
-        .args(["template", "release-name"])
-        .arg(chart)
-        .args(["--namespace", "default", "--kube-version", "v1.37.0"])
-        .args(extra)
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
-        .output()
-        .unwrap();
+    let out = helm_homes(
+        Command::new(helm_bin())
+            .args(["template", "release-name"])
+            .arg(chart)
+            .args(["--namespace", "default", "--kube-version", "v1.37.0"])
+            .args(extra),
+        home,
+    )
+    .output()
+    .unwrap();
     assert!(
         out.status.success(),
         "{}",

@@ -11,6 +11,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::binary;
+use crate::charts::helm_homes;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -115,17 +116,17 @@ fn the_gitlab_job_script_runs_as_a_shell_step() {
     let repo = repository();
     let home = tempfile::tempdir().unwrap();
     let run = || {
-        Command::new("sh")
-            .args(["-e", "-c", &script.join("\n")])
-            .current_dir(repo.path())
-            .env("PATH", tools_path())
-            .env("PATHS", paths)
-            .env_remove("WINADMIT_HELM")
-            .env("HELM_CACHE_HOME", home.path().join("cache"))
-            .env("HELM_CONFIG_HOME", home.path().join("config"))
-            .env("HELM_DATA_HOME", home.path().join("data"))
-            .output()
-            .unwrap()
+        helm_homes(
+            Command::new("sh")
+                .args(["-e", "-c", &script.join("\n")])
+                .current_dir(repo.path())
+                .env("PATH", tools_path())
+                .env("PATHS", paths)
+                .env_remove("WINADMIT_HELM"),
+            home.path(),
+        )
+        .output()
+        .unwrap()
     };
     let out = run();
     let junit = std::fs::read_to_string(repo.path().join("winadmit-junit.xml")).unwrap();
@@ -142,18 +143,18 @@ fn the_gitlab_job_script_runs_as_a_shell_step() {
         "the chart rendered: {junit}"
     );
     // With a baseline in the repository, the same findings pass.
-    let written = binary::command(&[
-        "lint",
-        "--write-baseline",
-        ".winadmit-baseline.json",
-        "deploy/",
-        "charts/",
-    ])
-    .current_dir(repo.path())
-    .env("PATH", tools_path())
-    .env("HELM_CACHE_HOME", home.path().join("cache"))
-    .env("HELM_CONFIG_HOME", home.path().join("config"))
-    .env("HELM_DATA_HOME", home.path().join("data"))
+    let written = helm_homes(
+        binary::command(&[
+            "lint",
+            "--write-baseline",
+            ".winadmit-baseline.json",
+            "deploy/",
+            "charts/",
+        ])
+        .current_dir(repo.path())
+        .env("PATH", tools_path()),
+        home.path(),
+    )
     .output()
     .unwrap();
     assert_eq!(
@@ -199,17 +200,17 @@ fn the_pre_commit_hook_passes_chart_files_and_lint_renders_their_chart() {
     // chart's values: the chart rendered once, with the manifest.
     let repo = repository();
     let home = tempfile::tempdir().unwrap();
-    let out = binary::command(&[
-        "lint",
-        "charts/tiny/templates/pod.yaml",
-        "charts/tiny/Chart.yaml",
-        "deploy/web.yaml",
-    ])
-    .current_dir(repo.path())
-    .env("PATH", tools_path())
-    .env("HELM_CACHE_HOME", home.path().join("cache"))
-    .env("HELM_CONFIG_HOME", home.path().join("config"))
-    .env("HELM_DATA_HOME", home.path().join("data"))
+    let out = helm_homes(
+        binary::command(&[
+            "lint",
+            "charts/tiny/templates/pod.yaml",
+            "charts/tiny/Chart.yaml",
+            "deploy/web.yaml",
+        ])
+        .current_dir(repo.path())
+        .env("PATH", tools_path()),
+        home.path(),
+    )
     .output()
     .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
