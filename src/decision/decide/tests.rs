@@ -97,14 +97,9 @@ fn the_patch_inlines_the_credential_spec_everywhere_and_settles() {
     );
 }
 
-/// The skip model: a gMSA boundary rule is never skipped by an
-/// annotation and is enforced in every mode; other rules are skipped
-/// as the policy's `skips` block says, and the denial offers the
-/// opt-out only for those.
-#[test]
-fn boundary_rules_are_never_skipped_and_enforced_in_every_mode() {
-    use crate::decision::decide::{self, Operation, PatchSource, Request, Verdict};
-    use crate::decision::policy::{Mode, Policy};
+/// gMSA facts in which the credential spec `domain-admin` exists and the
+/// service account `web/app` may not use it.
+pub(super) fn domain_admin_not_authorized() -> Facts {
     let mut facts = Facts {
         complete: true,
         ..Facts::default()
@@ -120,6 +115,18 @@ fn boundary_rules_are_never_skipped_and_enforced_in_every_mode() {
             reason: String::new(),
         },
     );
+    facts
+}
+
+/// The skip model: a gMSA boundary rule is never skipped by an
+/// annotation and is enforced in every mode; other rules are skipped
+/// as the policy's `skips` block says, and the denial offers the
+/// opt-out only for those.
+#[test]
+fn boundary_rules_are_never_skipped_and_enforced_in_every_mode() {
+    use crate::decision::decide::{self, Operation, PatchSource, Request, Verdict};
+    use crate::decision::policy::{Mode, Policy};
+    let facts = domain_admin_not_authorized();
     let cx = crate::decision::engine::Context {
         gmsa: Some(&facts),
         ..crate::decision::engine::Context::default()

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::decision::decide::{self, Operation, PatchSource, Request, Verdict};
 use crate::decision::engine::Context;
 use crate::decision::exceptions::{Exception, ExceptionSet, Timestamp};
-use crate::decision::gmsa::{Authz, CredSpec, Facts};
+use crate::decision::gmsa::Facts;
 use crate::decision::policy::Policy;
 
 const NOW: &str = "2026-06-01T00:00:00Z";
@@ -178,21 +178,7 @@ fn only_listed_namespaces_and_lifetimes_count() {
 
 #[test]
 fn gmsa_rules_are_excepted_only_when_the_policy_names_them() {
-    let mut facts = Facts {
-        complete: true,
-        ..Facts::default()
-    };
-    facts.specs.insert(
-        "domain-admin".into(),
-        CredSpec::Found(Some(json!({"a": 1}))),
-    );
-    facts.authz.insert(
-        ("web".into(), "app".into(), "domain-admin".into()),
-        Authz {
-            allowed: false,
-            reason: String::new(),
-        },
-    );
+    let facts = super::tests::domain_admin_not_authorized();
     let spec = json!({"rules": ["WIN-GMSA-NOT-AUTHORIZED", "WIN-HOSTNETWORK"], "reason": "migration", "expiresAt": "2026-07-01T00:00:00Z"});
     let policy = Policy::default_policy();
     let s = set(&policy, &[exception("winadmit", spec.clone())], now());
