@@ -1270,3 +1270,240 @@ fn without_a_cluster_configuration_the_audit_says_what_to_do() {
         "audit has no --from-file: {stderr}"
     );
 }
+
+/// A PolicyException as the API server stores it: `rules` of the objects
+/// named `name`, in `ns`, ending at `expires`.
+fn exception(ns: &str, name: &str, expires: winadmit::decision::exceptions::Timestamp) -> Value {
+    json!({"apiVersion": "winadmit.io/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": format!("legacy-{name}"), "namespace": ns},
+        "spec": {"rules": ["WIN-PRIVILEGED"], "match": {"names": [name]},
+            "reason": "the legacy agent needs the host", "ticket": "OPS-7",
+            "expiresAt": expires.to_string()}})
+}
+
+/// `kubectl get RESOURCE -n ns` as a user reads it: the value of column
+/// `column` in the row of report `name`. Columns are found by where their
+/// header starts (kubectl aligns them; a report of a namespace leaves its
+/// KIND and NAME scope columns blank).
+fn column(cp: &ControlPlane, resource: &str, ns: &str, name: &str, column: &str) -> String {
+    let table = cp.kubectl_ok(&["get", resource, "-n", ns]);
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let at = header
+        .match_indices(column)
+        .map(|(i, _)| i)
+        .find(|&i| i == 0 || header.as_bytes()[i - 1] == b' ')
+        .unwrap_or_else(|| panic!("no column {column}:\n{table}"));
+    lines
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|row| row.get(at..))
+        .and_then(|cell| cell.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no row {name}:\n{table}"))
+}
+
+#[test]
+#[cfg_attr(
+    no_control_plane,
+    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+)]
+fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_live_report() {
+    use winadmit::decision::exceptions::Timestamp;
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cp = cluster();
+    let crd: Vec<Value> = crate::e2e::rendered("base")
+        .into_iter()
+        .filter(|o| crate::e2e::kind(o) == "CustomResourceDefinition")
+        .collect();
+    cp.apply(&crate::e2e::to_list(&crd));
+    cp.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/policyexceptions.winadmit.io",
+    ]);
+    let (ns, grants) = ("audit-exc", "audit-exc-grants");
+    cp.namespace(ns, &[]);
+    cp.namespace(grants, &[]);
+    let now = winadmit::entry::exceptions::clock();
+    let day = Timestamp(now.0 + winadmit::decision::exceptions::DAY);
+    // `legacy` is covered by an exception in the namespace the audit
+    // trusts; `other` by one in its own namespace, which counts nowhere.
+    cp.apply(&crate::e2e::to_list(&[
+        windows_deployment(ns, "legacy", LTSC2022, true),
+        windows_deployment(ns, "other", LTSC2022, true),
+        exception(grants, "legacy", day),
+        exception(ns, "other", day),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
+    let audit = Audit::start(cp, &policy, &["--own-namespace", grants]);
+    let of = |r: &[Value], result: &str| -> Vec<String> {
+        let mut names: Vec<String> = r
+            .iter()
+            .filter(|r| r["rule"] == "WIN-PRIVILEGED" && r["result"] == result)
+            .map(|r| r["resources"][0]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let results = wait_results(cp, &audit, ns, "the covered finding as skip", |r| {
+        of(r, "skip") == ["legacy"] && of(r, "warn") == ["other"]
+    });
+    let skip = results.iter().find(|r| r["result"] == "skip").unwrap();
+    assert_eq!(
+        skip["properties"]["exception"],
+        format!("{grants}/legacy-legacy"),
+        "{skip}"
+    );
+    assert_eq!(skip["properties"]["ticket"], "OPS-7", "{skip}");
+
+    // What a user sees: the Skip and Fail columns the CRD prints, the
+    // gauge of covered findings.
+    let stored = report(cp, ns);
+    let name = format!("winadmit-{ns}");
+    let summary = |key: &str| stored["summary"][key].as_u64().unwrap().to_string();
+    assert_eq!(summary("skip"), "1", "{stored}");
+    let resource = "reports.openreports.io";
+    assert_eq!(column(cp, resource, ns, &name, "SKIP"), "1");
+    assert_eq!(column(cp, resource, ns, &name, "WARN"), summary("warn"));
+    let excepted =
+        format!("winadmit_audit_findings_excepted{{namespace=\"{ns}\",rule=\"WIN-PRIVILEGED\"}}");
+    let gauge = || audit.metrics().into_iter().find(|(k, _)| *k == excepted);
+    assert_eq!(gauge().map(|(_, v)| v), Some(1.0), "{:?}", audit.metrics());
+
+    // The live report and lint on the same objects (as the API server
+    // stores them, creation times included) say the same.
+    let out = Command::new(BIN)
+        .args(["report", "--kubeconfig"])
+        .arg(&cp.kubeconfig)
+        .args([
+            "-n",
+            ns,
+            "--own-namespace",
+            grants,
+            "--format",
+            "json",
+            "--quiet",
+        ])
+        .env_remove("KUBECONFIG")
+        .env_remove("WINADMIT_NAMESPACE")
+        .output()
+        .unwrap();
+    let live: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let live_of = |key: &str| -> Vec<String> {
+        let mut names: Vec<String> = live["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| {
+                o[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|f| f["rule"] == "WIN-PRIVILEGED")
+            })
+            .map(|o| o["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        (live_of("skipped"), live_of("findings")),
+        (of(&results, "skip"), of(&results, "warn")),
+        "the live report: {live}"
+    );
+    let mut stored_objects = Vec::new();
+    for (resource, namespace) in [
+        ("deployments", ns),
+        ("policyexceptions", ns),
+        ("policyexceptions", grants),
+    ] {
+        let list: Value =
+            serde_json::from_str(&cp.kubectl_ok(&["get", resource, "-n", namespace, "-o", "json"]))
+                .unwrap();
+        stored_objects.extend(list["items"].as_array().unwrap().iter().cloned());
+    }
+    let input = dir.path().join("stored.json");
+    std::fs::write(&input, crate::e2e::to_list(&stored_objects)).unwrap();
+    let out = Command::new(BIN)
+        .arg("lint")
+        .arg(&input)
+        .args(["--own-namespace", grants, "--format", "json"])
+        .env_remove("WINADMIT_NAMESPACE")
+        .output()
+        .unwrap();
+    let lint: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let lint_of = |key: &str| -> Vec<String> {
+        let mut names: Vec<String> = lint[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["rule"] == "WIN-PRIVILEGED")
+            .map(|f| f["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        (lint_of("excepted"), lint_of("findings")),
+        (of(&results, "skip"), of(&results, "warn")),
+        "lint: {lint}"
+    );
+
+    // The exception ends: the audit judges again, without a restart.
+    let ends = Timestamp(winadmit::entry::exceptions::clock().0 + 3);
+    cp.apply(&exception(grants, "legacy", ends).to_string());
+    wait_results(
+        cp,
+        &audit,
+        ns,
+        "the ended exception no longer counted",
+        |r| of(r, "skip").is_empty() && of(r, "warn") == ["legacy", "other"],
+    );
+    assert!(
+        winadmit::entry::exceptions::clock().0 >= ends.0,
+        "counted as ended before its end date"
+    );
+    assert_eq!(gauge().map(|(_, v)| v), None, "{:?}", audit.metrics());
+    drop(audit);
+
+    // The wgpolicyk8s.io PolicyReport prints the same Skip column.
+    cp.apply(&exception(grants, "legacy", day).to_string());
+    let audit = Audit::start(
+        cp,
+        &policy,
+        &["--own-namespace", grants, "--report-api", "policyreport"],
+    );
+    let deadline = Instant::now() + FOLLOW;
+    while column_or_none(cp, "policyreports.wgpolicyk8s.io", ns, &name, "SKIP").as_deref()
+        != Some("1")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no PolicyReport with one skip in {ns}:\n{}",
+            audit.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cp.kubectl_ok(&["delete", "namespace", ns, grants, "--wait=false"]);
+}
+
+/// [`column`], or `None` while the report or the row is not there.
+fn column_or_none(
+    cp: &ControlPlane,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    col: &str,
+) -> Option<String> {
+    let out = cp.kubectl(&["get", resource, "-n", ns, name]);
+    if !out.status.success() {
+        return None;
+    }
+    Some(column(cp, resource, ns, name, col))
+}

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use crate::decision::engine::Context;
 use crate::decision::finding::Severity;
 use crate::decision::policy::Policy;
-use crate::entry::server::audit_metrics::FindingCounts;
+use crate::entry::server::audit_metrics::{EXCEPTED, FindingCounts};
 use crate::render::report::format::policyreport::results_of;
 use crate::render::report::{
     Added, NamespaceLookup, ObjectReport, Origin, ReportBuilder, ReportOptions,
@@ -145,7 +145,9 @@ pub struct Judged {
     pub results: Vec<Value>,
     /// Reported workloads without a result.
     pub clean: u64,
-    /// Findings by (rule, level), as in `results`.
+    /// Findings by (rule, level), as in `results`: `error`, `warning`,
+    /// `info`, or [`EXCEPTED`] for a `skip` result (a PolicyException
+    /// covers the finding).
     pub counts: BTreeMap<(String, &'static str), u64>,
     /// A reported workload targets Windows (node facts can change it).
     pub windows: bool,
@@ -181,6 +183,10 @@ pub fn results(reports: &[ObjectReport], options: Options) -> Judged {
                 .skip(r.findings.len())
                 .filter(|res| res.properties.contains_key("exception"))
             {
+                *judged
+                    .counts
+                    .entry((res.rule.clone(), EXCEPTED))
+                    .or_default() += 1;
                 judged.results.push(result_json(&res));
             }
         }

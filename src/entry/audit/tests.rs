@@ -179,3 +179,67 @@ fn the_content_hash_sees_a_tampered_report_whatever_its_annotation_says() {
     relabelled["metadata"]["labels"][MANAGED_BY.0] = "someone".into();
     assert_ne!(content_hash(&relabelled), hash);
 }
+
+#[test]
+fn a_covered_finding_is_a_skip_result_counted_as_excepted_not_as_a_finding() {
+    use crate::decision::exceptions::{DAY, Timestamp};
+    let policy = Policy::default_policy();
+    let now = Timestamp(1_800_000_000);
+    let exception = json!({"apiVersion": "winadmit.io/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": "legacy", "namespace": "winadmit",
+            "creationTimestamp": Timestamp(now.0 - DAY).to_string()},
+        "spec": {"rules": ["WIN-PRIVILEGED"], "match": {"names": ["bad"]},
+            "reason": "the legacy agent", "expiresAt": Timestamp(now.0 + DAY).to_string()}});
+    let (set, _) = crate::entry::exceptions::sort(&policy, "winadmit", &[exception], now);
+    let cx = Context {
+        exceptions: Some(&set),
+        ..Context::default()
+    };
+    let objects = [
+        deployment("web", "bad", true),
+        deployment("web", "also-bad", true),
+    ];
+    let reports = judge(&policy, &cx, None, &objects);
+    let j = results(
+        &reports,
+        Options {
+            api: ReportApi::OpenReports,
+            info: false,
+        },
+    );
+    let of = |result: &str| {
+        j.results
+            .iter()
+            .filter(|r| r["result"] == result && r["rule"] == "WIN-PRIVILEGED")
+            .map(|r| r["resources"][0]["name"].as_str().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("skip"), ["bad"]);
+    // Windows ignores `privileged` (a warning at the default target).
+    assert_eq!(of("warn"), ["also-bad"], "{:#?}", j.results);
+    let rule = |level| j.counts[&("WIN-PRIVILEGED".to_owned(), level)];
+    assert_eq!((rule("warning"), rule(EXCEPTED)), (1, 1));
+
+    // The metrics: the covered finding in `audit_findings_excepted` only.
+    let mut registry = prometheus_client::registry::Registry::with_prefix("winadmit");
+    let metrics = crate::entry::server::audit_metrics::AuditMetrics::register(&mut registry);
+    metrics.set_findings(&finding_counts([("web", &j)]));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    let sample = |name: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains("WIN-PRIVILEGED"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        sample("winadmit_audit_findings_excepted"),
+        [r#"winadmit_audit_findings_excepted{namespace="web",rule="WIN-PRIVILEGED"} 1"#],
+        "{text}"
+    );
+    assert_eq!(
+        sample("winadmit_audit_findings"),
+        [r#"winadmit_audit_findings{namespace="web",rule="WIN-PRIVILEGED",level="warning"} 1"#],
+        "{text}"
+    );
+}

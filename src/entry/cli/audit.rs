@@ -59,6 +59,11 @@ pub struct AuditArgs {
     /// server serves gmsacredentialspecs.windows.k8s.io.
     #[arg(long, value_enum, value_name = "MODE", env = "WINADMIT_GMSA", default_value_t = GmsaMode::Auto)]
     pub gmsa: GmsaMode,
+    /// winadmit's own namespace: where PolicyExceptions count when the
+    /// policy's `exceptions.namespaces` lists none (unset: none count
+    /// there). The chart sets it to the namespace the audit runs in.
+    #[arg(long, value_name = "NAMESPACE", env = "WINADMIT_NAMESPACE")]
+    pub own_namespace: Option<String>,
     /// Run with other replicas: only the holder of the coordination.k8s.io
     /// Lease --lease-name writes reports; the others judge and stand by.
     #[arg(long, env = "WINADMIT_LEADER_ELECTION")]

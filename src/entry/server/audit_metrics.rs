@@ -18,12 +18,18 @@ pub const MAX_NAMESPACES: usize = 100;
 /// The `namespace` label of the namespaces past [`MAX_NAMESPACES`].
 pub const OTHER: &str = "(other)";
 
+/// The level of a finding a PolicyException covers (a `skip` result in
+/// the reports): counted by `audit_findings_excepted`, not by
+/// `audit_findings`.
+pub const EXCEPTED: &str = "excepted";
+
 type Owned3 = [(&'static str, String); 3];
 
 /// The audit's metrics (shared handles).
 #[derive(Debug, Clone, Default)]
 pub struct AuditMetrics {
     findings: Family<Owned3, Gauge>,
+    excepted: Family<[(&'static str, String); 2], Gauge>,
     workloads: Gauge,
     namespaces: Gauge,
     pending: Gauge,
@@ -46,6 +52,11 @@ impl AuditMetrics {
             "audit_findings",
             "Current findings of the audited workloads, as in the reports, by namespace, rule and level (error, warning, info)",
             m.findings.clone(),
+        );
+        registry.register(
+            "audit_findings_excepted",
+            "Current findings a PolicyException covers (skip results in the reports), by namespace and rule",
+            m.excepted.clone(),
         );
         registry.register(
             "audit_workloads",
@@ -91,17 +102,27 @@ impl AuditMetrics {
         m
     }
 
-    /// Replaces the findings gauges with `counts`.
+    /// Replaces the findings gauges with `counts`: those of level
+    /// [`EXCEPTED`] in
+    /// `audit_findings_excepted`, the others in `audit_findings`.
     pub fn set_findings(&self, counts: &FindingCounts) {
         self.findings.clear();
+        self.excepted.clear();
         for ((ns, rule, level), n) in bounded(counts) {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            if level == EXCEPTED {
+                self.excepted
+                    .get_or_create(&[("namespace", ns), ("rule", rule)])
+                    .set(n);
+                continue;
+            }
             self.findings
                 .get_or_create(&[
                     ("namespace", ns),
                     ("rule", rule),
                     ("level", level.to_owned()),
                 ])
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
+                .set(n);
         }
     }
 

@@ -188,7 +188,7 @@ async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyho
     let cache = Arc::new(WatchCache::for_policy(&policy));
     cache.track_exceptions(watch_cache::ExceptionCache::new(
         policy.exceptions.clone(),
-        std::env::var("WINADMIT_NAMESPACE").unwrap_or_default(),
+        args.own_namespace.clone().unwrap_or_default(),
     ));
     watch_cache::spawn(
         client.clone(),
