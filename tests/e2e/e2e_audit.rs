@@ -804,11 +804,11 @@ fn a_rollout_leaves_the_old_replica_set_out_of_the_reports() {
 }
 
 /// The audit's RBAC and writer policy as the chart renders them for a
-/// release in namespace `ns`.
-fn chart_audit_objects(ns: &str) -> Vec<Value> {
+/// release in namespace `ns`, with `--set` values `set`.
+fn chart_audit_objects(ns: &str, set: &[&str]) -> Vec<Value> {
     let helm = crate::helm_support::helm("e2e_audit");
     let chart = crate::helm_support::chart();
-    let text = helm.ok(&[
+    let mut args = vec![
         "template",
         "winadmit",
         chart.to_str().unwrap(),
@@ -820,7 +820,11 @@ fn chart_audit_objects(ns: &str) -> Vec<Value> {
         "templates/audit.yaml",
         "--show-only",
         "templates/audit-writer.yaml",
-    ]);
+    ];
+    for s in set {
+        args.extend(["--set", s]);
+    }
+    let text = helm.ok(&args);
     serde_saphyr::from_multiple::<Value>(&text)
         .unwrap()
         .into_iter()
@@ -853,7 +857,7 @@ fn a_paused_leader_cannot_write_once_another_holds_the_lease() {
     let cp = cluster();
     let ns = "audit-fence";
     cp.namespace(ns, &[]);
-    for o in chart_audit_objects(ns) {
+    for o in chart_audit_objects(ns, &[]) {
         cp.apply(&o.to_string());
     }
     let dir = tempfile::tempdir().unwrap();
@@ -1303,8 +1307,8 @@ fn column(cp: &ControlPlane, resource: &str, ns: &str, name: &str, column: &str)
 
 #[test]
 #[cfg_attr(
-    no_control_plane,
-    ignore = "needs kube-apiserver, etcd and kubectl v1.37, which are not built: run tests/apiserver/build.sh"
+    any(no_control_plane, no_helm),
+    ignore = "needs kube-apiserver and helm, which are not built: run tests/apiserver/build.sh and tests/helm/build.sh"
 )]
 fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_live_report() {
     use winadmit::decision::exceptions::Timestamp;
@@ -1339,7 +1343,31 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.yaml");
     std::fs::write(&policy, "apiVersion: winadmit.io/v1alpha1\nkind: Policy\n").unwrap();
-    let audit = Audit::start(cp, &policy, &["--own-namespace", grants]);
+    // The audit as the chart runs it: its service account and RBAC, its
+    // namespace as winadmit's own.
+    let install_rbac = |report_api: &str| {
+        for o in chart_audit_objects(grants, &[&format!("audit.reportApi={report_api}")]) {
+            if matches!(
+                crate::e2e::kind(&o),
+                "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+            ) {
+                cp.apply(&o.to_string());
+            }
+        }
+    };
+    install_rbac("openreports");
+    let sa = cp.service_account_kubeconfig(dir.path(), grants, "winadmit-audit");
+    let flags = |api: &'static str| {
+        [
+            "--audit-interval",
+            "200ms",
+            "--own-namespace",
+            grants,
+            "--report-api",
+            api,
+        ]
+    };
+    let audit = Audit::start_as(cp, &sa, &policy, &flags("openreports"));
     let of = |r: &[Value], result: &str| -> Vec<String> {
         let mut names: Vec<String> = r
             .iter()
@@ -1474,11 +1502,8 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
 
     // The wgpolicyk8s.io PolicyReport prints the same Skip column.
     cp.apply(&exception(grants, "legacy", day).to_string());
-    let audit = Audit::start(
-        cp,
-        &policy,
-        &["--own-namespace", grants, "--report-api", "policyreport"],
-    );
+    install_rbac("policyreport");
+    let audit = Audit::start_as(cp, &sa, &policy, &flags("policyreport"));
     let deadline = Instant::now() + FOLLOW;
     while column_or_none(cp, "policyreports.wgpolicyk8s.io", ns, &name, "SKIP").as_deref()
         != Some("1")

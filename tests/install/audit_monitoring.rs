@@ -221,6 +221,37 @@ fn the_chart_renders_the_audit_its_alerts_dashboard_and_crds() {
             .any(|a| a == "--report-api=openreports"),
         "{args}"
     );
+    // PolicyExceptions count in the release namespace, and the audit may
+    // read them.
+    let env = &named(&objects, "Deployment", "winadmit-audit")["spec"]["template"]["spec"]["containers"]
+        [0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "WINADMIT_NAMESPACE"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"),
+        "{env}"
+    );
+    let reads_exceptions = named(&objects, "ClusterRole", "winadmit-audit")["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| {
+            r["apiGroups"][0] == "winadmit.io"
+                && r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == "policyexceptions")
+                && ["list", "watch"]
+                    .iter()
+                    .all(|v| r["verbs"].as_array().unwrap().iter().any(|x| x == v))
+        });
+    assert!(
+        reads_exceptions,
+        "the audit lists and watches PolicyExceptions"
+    );
     let crds: Vec<&str> = objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
