@@ -20,6 +20,9 @@
 //!   for the chart tests;
 //! - `no_image_tools`: crane and actionlint are not in `target/image/bin`
 //!   (`tests/image/build.sh`);
+//! - `no_promtool`: promtool is not in `target/promtool/bin`
+//!   (`tests/promtool/build.sh`), for the chart's alerting rules evaluated
+//!   by `promtool test rules`;
 //! - `no_kubectl`: kubectl v1.37 is not built and no `kubectl` is on
 //!   `PATH`, for the kustomize tests;
 //! - `no_crd_modules`: Go is missing, so `tests/report_crds/fetch.sh`
@@ -94,6 +97,11 @@ fn main() {
         "no_image_tools",
         "WINADMIT_REQUIRE_IMAGE_TOOLS",
         !built(&target.join("image/bin"), &["crane", "actionlint"]),
+    );
+    flag(
+        "no_promtool",
+        "WINADMIT_REQUIRE_PROMTOOL",
+        !built(&target.join("promtool/bin"), &["promtool"]),
     );
     flag(
         "no_kubectl",

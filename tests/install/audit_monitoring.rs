@@ -5,7 +5,10 @@
 //! registry the webhook and the audit share). With helm (built from Go
 //! modules, `tests/helm/`), the chart rendered with the audit on: the
 //! PrometheusRule's expressions as rendered, the dashboard ConfigMap, the
-//! CRDs of the chosen report API and the audit's RBAC.
+//! CRDs of the chosen report API and the audit's RBAC. With promtool too
+//! (`tests/promtool/`), every alert of the rendered PrometheusRule
+//! evaluated by `promtool test rules` on series of its condition: it fires
+//! with its labels and annotations, and stays quiet on series beside it.
 
 use crate::helm_support as helm;
 
@@ -355,4 +358,352 @@ fn the_chart_admits_report_writes_only_from_the_lease_holder() {
             serde_json::json!(["Deny"])
         );
     }
+}
+
+/// promtool, built by `tests/promtool/build.sh` into `target/promtool/bin`
+/// (or `$CARGO_TARGET_DIR/promtool/bin`).
+fn promtool() -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |t| root.join(t));
+    let bin = target.join("promtool/bin/promtool");
+    assert!(
+        bin.is_file(),
+        "promtool is not built in {}: run tests/promtool/build.sh (Go 1.26)",
+        bin.display()
+    );
+    bin
+}
+
+/// One group of `promtool test rules`: series scraped once a minute, and
+/// whether `alert` fires once they have held longer than its `for`.
+struct AlertCase {
+    alert: &'static str,
+    /// What the series show, as the group's name in promtool's output.
+    name: &'static str,
+    /// Series and their values in promtool's notation: `2x40` is 2 for 41
+    /// samples, `0+1x40` counts up from 0.
+    series: &'static [(&'static str, &'static str)],
+    /// `None`: no alert.
+    fires: Option<Fires>,
+}
+
+/// An alert firing: the labels its expression keeps (the rule's own labels
+/// are added from the chart), and the text promtool renders for each
+/// template of the rule's annotations.
+struct Fires {
+    labels: &'static [(&'static str, &'static str)],
+    templates: &'static [(&'static str, &'static str)],
+}
+
+/// A condition for each alert of the chart's PrometheusRule, and the
+/// series on either side of it.
+const ALERT_CASES: &[AlertCase] = &[
+    AlertCase {
+        alert: "WinadmitExceptionsEndingSoon",
+        name: "two PolicyExceptions end within 7 days",
+        series: &[
+            (
+                r#"winadmit_exceptions_ending_soon{pod="winadmit-0"}"#,
+                "2x40",
+            ),
+            (
+                r#"winadmit_exceptions_ending_soon{pod="winadmit-audit-0"}"#,
+                "2x40",
+            ),
+        ],
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[("{{ $value }}", "2")],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitExceptionsEndingSoon",
+        name: "no PolicyException ends within 7 days",
+        series: &[(
+            r#"winadmit_exceptions_ending_soon{pod="winadmit-0"}"#,
+            "0x40",
+        )],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitExceptionsEndingSoon",
+        name: "the exception gauges are not scraped",
+        series: &[(r#"winadmit_audit_leader{pod="winadmit-audit-0"}"#, "1x40")],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitAuditErrorFindings",
+        name: "error findings in a namespace",
+        series: &[(
+            r#"winadmit_audit_findings{namespace="shop",rule="WIN-PRIVILEGED",level="error"}"#,
+            "3x40",
+        )],
+        fires: Some(Fires {
+            labels: &[("namespace", "shop"), ("rule", "WIN-PRIVILEGED")],
+            templates: &[
+                ("{{ $value }}", "3"),
+                ("{{ $labels.namespace }}", "shop"),
+                ("{{ $labels.rule }}", "WIN-PRIVILEGED"),
+            ],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditErrorFindings",
+        name: "warning findings only, and an error count back at 0",
+        series: &[
+            (
+                r#"winadmit_audit_findings{namespace="shop",rule="WIN-HOSTNETWORK",level="warning"}"#,
+                "3x40",
+            ),
+            (
+                r#"winadmit_audit_findings{namespace="shop",rule="WIN-PRIVILEGED",level="error"}"#,
+                "0x40",
+            ),
+        ],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitAuditBehind",
+        name: "the oldest change not judged is 10 minutes old",
+        series: &[(
+            r#"winadmit_audit_lag_seconds{pod="winadmit-audit-0"}"#,
+            "600x40",
+        )],
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[("{{ $value | humanizeDuration }}", "10m 0s")],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditBehind",
+        name: "the oldest change not judged is 5 minutes old",
+        series: &[(
+            r#"winadmit_audit_lag_seconds{pod="winadmit-audit-0"}"#,
+            "300x40",
+        )],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitAuditNoLeader",
+        name: "no replica holds the Lease",
+        series: &[
+            (r#"winadmit_audit_leader{pod="winadmit-audit-0"}"#, "0x40"),
+            (r#"winadmit_audit_leader{pod="winadmit-audit-1"}"#, "0x40"),
+        ],
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditNoLeader",
+        name: "no audit replica is scraped",
+        series: &[(
+            r#"winadmit_exceptions_ending_soon{pod="winadmit-0"}"#,
+            "0x40",
+        )],
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditNoLeader",
+        name: "one replica of two holds the Lease",
+        series: &[
+            (r#"winadmit_audit_leader{pod="winadmit-audit-0"}"#, "1x40"),
+            (r#"winadmit_audit_leader{pod="winadmit-audit-1"}"#, "0x40"),
+        ],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitAuditWritesFailing",
+        name: "a report write fails every minute",
+        series: &[(
+            r#"winadmit_audit_report_writes_total{result="failed"}"#,
+            "0+1x40",
+        )],
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditWritesFailing",
+        name: "writes succeed; the failures counted before do not grow",
+        series: &[
+            (
+                r#"winadmit_audit_report_writes_total{result="failed"}"#,
+                "4x40",
+            ),
+            (
+                r#"winadmit_audit_report_writes_total{result="applied"}"#,
+                "0+5x40",
+            ),
+        ],
+        fires: None,
+    },
+    AlertCase {
+        alert: "WinadmitAuditReportsEdited",
+        name: "one report written back after an edit",
+        series: &[(
+            r#"winadmit_audit_report_writes_total{result="repaired"}"#,
+            "0 0 1x40",
+        )],
+        // The counter starts at 0, so the hour's increase is not
+        // extrapolated: exactly 1.
+        fires: Some(Fires {
+            labels: &[],
+            templates: &[("{{ $value }}", "1")],
+        }),
+    },
+    AlertCase {
+        alert: "WinadmitAuditReportsEdited",
+        name: "reports written, none repaired",
+        series: &[
+            (
+                r#"winadmit_audit_report_writes_total{result="repaired"}"#,
+                "2x40",
+            ),
+            (
+                r#"winadmit_audit_report_writes_total{result="applied"}"#,
+                "0+5x40",
+            ),
+        ],
+        fires: None,
+    },
+];
+
+/// Minutes in a rule's `for` (`15m`, `1h`); 0 without one.
+fn for_minutes(rule: &serde_json::Value) -> u64 {
+    let Some(d) = rule["for"].as_str() else {
+        return 0;
+    };
+    let (n, unit) = d.split_at(d.len() - 1);
+    let n: u64 = n
+        .parse()
+        .unwrap_or_else(|_| panic!("for: {d}: expected minutes or hours"));
+    match unit {
+        "m" => n,
+        "h" => n * 60,
+        _ => panic!("for: {d}: expected minutes (m) or hours (h)"),
+    }
+}
+
+/// promtool's group for `case` of `rule`: evaluated 5 minutes after the
+/// rule's `for` has passed, and, for an alert that fires after a `for`, a
+/// minute before it has (still pending: no alert).
+fn promtool_group(case: &AlertCase, rule: &serde_json::Value) -> serde_json::Value {
+    let wait = for_minutes(rule);
+    let expected: Vec<serde_json::Value> = case
+        .fires
+        .iter()
+        .map(|fires| {
+            let mut labels = rule["labels"].clone();
+            for (k, v) in fires.labels {
+                labels[*k] = (*v).into();
+            }
+            let mut annotations = rule["annotations"].clone();
+            for (key, text) in annotations.as_object_mut().unwrap() {
+                let mut s = text.as_str().unwrap().to_owned();
+                for (template, value) in fires.templates {
+                    s = s.replace(template, value);
+                }
+                assert!(
+                    !s.contains("{{"),
+                    "{}: annotation {key} has a template the case {:?} gives no text for: {s}",
+                    case.alert,
+                    case.name
+                );
+                *text = s.into();
+            }
+            serde_json::json!({"exp_labels": labels, "exp_annotations": annotations})
+        })
+        .collect();
+    let mut tests = vec![serde_json::json!({
+        "eval_time": format!("{}m", wait + 5),
+        "alertname": case.alert,
+        "exp_alerts": expected,
+    })];
+    if case.fires.is_some() && wait > 0 {
+        tests.push(serde_json::json!({
+            "eval_time": format!("{}m", wait - 1),
+            "alertname": case.alert,
+            "exp_alerts": [],
+        }));
+    }
+    let series: Vec<serde_json::Value> = case
+        .series
+        .iter()
+        .map(|(s, v)| serde_json::json!({"series": s, "values": v}))
+        .collect();
+    serde_json::json!({
+        "name": format!("{}: {}", case.alert, case.name),
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": tests,
+    })
+}
+
+#[test]
+#[cfg_attr(
+    any(no_helm, no_promtool),
+    ignore = "needs helm and promtool, which are not both built: run tests/helm/build.sh and tests/promtool/build.sh"
+)]
+fn every_alert_fires_on_its_condition_and_stays_quiet_otherwise() {
+    let objects = rendered(&[]);
+    let rule = named(&objects, "PrometheusRule", "winadmit-audit");
+    let groups = &rule["spec"]["groups"];
+    let rules: Vec<&serde_json::Value> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    let by_name = |alert: &str| {
+        rules
+            .iter()
+            .find(|r| r["alert"] == alert)
+            .unwrap_or_else(|| panic!("no alert {alert} in the chart's PrometheusRule"))
+    };
+    // promtool passes a test of an alert no rule defines when it expects
+    // none; every alert of the chart is tested both ways.
+    for r in &rules {
+        let alert = r["alert"].as_str().unwrap();
+        let cases = ALERT_CASES.iter().filter(|c| c.alert == alert);
+        let (firing, quiet): (Vec<_>, Vec<_>) = cases.partition(|c| c.fires.is_some());
+        assert!(
+            !firing.is_empty() && !quiet.is_empty(),
+            "{alert}: give ALERT_CASES a case where it fires and one where it does not"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let rules_file = serde_json::json!({ "groups": groups });
+    std::fs::write(dir.path().join("rules.json"), rules_file.to_string()).unwrap();
+    let tests: Vec<serde_json::Value> = ALERT_CASES
+        .iter()
+        .map(|c| promtool_group(c, by_name(c.alert)))
+        .collect();
+    let unit_tests = serde_json::json!({
+        "rule_files": ["rules.json"],
+        "evaluation_interval": "1m",
+        "tests": tests,
+    });
+    let tests_file = dir.path().join("tests.json");
+    std::fs::write(&tests_file, unit_tests.to_string()).unwrap();
+
+    let out = std::process::Command::new(promtool())
+        .args(["test", "rules"])
+        .arg(&tests_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool test rules on the chart's alerts failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -1,9 +1,10 @@
 //! `cargo test` builds no Go tool: the tests that need one (the control
-//! plane, KWOK, the older API servers, helm, crane and actionlint) find it
-//! already built under `target/`, and otherwise are compiled as ignored
-//! with the command that builds it (`build.rs`). These checks keep the
-//! test sources to that: no test runs a tool's build script, and every
-//! ignore reason of a Go-built tool names its script, which exists.
+//! plane, KWOK, the older API servers, helm, crane, actionlint and
+//! promtool) find it already built under `target/`, and otherwise are
+//! compiled as ignored with the command that builds it (`build.rs`). These
+//! checks keep the test sources to that: no test runs a tool's build
+//! script, and every ignore reason of a Go-built tool names its script,
+//! which exists.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,7 @@ const TOOL_FLAGS: &[&str] = &[
     "no_apiserver_1_36",
     "no_helm",
     "no_image_tools",
+    "no_promtool",
 ];
 
 #[test]
@@ -50,6 +52,7 @@ fn no_test_runs_a_go_build_script() {
                 "tests/kwok",
                 "tests/helm",
                 "tests/image",
+                "tests/promtool",
                 "join(\"build.sh\")",
                 "go-build.sh",
             ]
