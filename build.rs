@@ -30,6 +30,12 @@
 //! - `no_chart_modules`: Go is missing, so `tests/charts/fetch.sh` cannot
 //!   download the modules of the real charts and overlays lint is tested on;
 //!
+//! pre-commit, installed from PyPI rather than built:
+//!
+//! - `no_precommit`: pre-commit is not in `target/precommit/venv/bin`
+//!   (`tests/precommit/install.sh`), for the test that runs the hook of
+//!   `.pre-commit-hooks.yaml` with `pre-commit try-repo`;
+//!
 //! and the inputs found on the machine:
 //!
 //! - `no_corpus`: the real-world manifests beside the checkout
@@ -92,6 +98,11 @@ fn main() {
         "no_helm",
         "WINADMIT_REQUIRE_HELM",
         !built(&target.join("helm/bin"), &["helm"]),
+    );
+    flag(
+        "no_precommit",
+        "WINADMIT_REQUIRE_PRECOMMIT",
+        !built(&target.join("precommit/venv/bin"), &["pre-commit"]),
     );
     flag(
         "no_image_tools",
