@@ -458,9 +458,7 @@ async fn batch(
 
 /// A GET through the admin client, as JSON.
 async fn get(client: &kube::Client, path: &str) -> Value {
-    let request = hyper::Request::get(path)
-        .body(Vec::new())
-        .unwrap();
+    let request = hyper::Request::get(path).body(Vec::new()).unwrap();
     client.request::<Value>(request).await.unwrap_or_default()
 }
 
