@@ -128,6 +128,11 @@ impl Cluster {
                 // plugin: pods need no token.
                 "--controllers=*,-serviceaccount-token".into(),
                 "--use-service-account-credentials=false".into(),
+                // KWOK renews the nodes' leases; on a busy 2-core machine a
+                // renewal can come later than the default 50 s, and the node
+                // lifecycle controller would mark the nodes' pods not Ready,
+                // which KWOK's stages never undo.
+                "--node-monitor-grace-period=10m".into(),
                 format!(
                     "--service-account-private-key-file={}",
                     pki.join("sa.key").display()
