@@ -20,9 +20,4 @@ write_docs="${3:-}"
 WEBHOOKS_GATEKEEPER=1
 # shellcheck source=benches/webhooks.sh
 . benches/webhooks.sh
-out="$(mktemp)"
-cargo bench --locked --bench admission_latency -- "$rounds" "$creates" | tee "$out"
-if [ "$write_docs" = "--write-docs" ]; then
-  write_docs admission-latency "$out"
-fi
-rm -f "$out"
+bench_tables admission_latency admission-latency "$write_docs" "$rounds" "$creates"

@@ -355,39 +355,11 @@ async fn wait_effective(client: &kube::Client, chosen: &[&Setup]) {
 type Round = [f64; 4];
 
 /// The setups to run: `LATENCY_SETUPS` (comma-separated names) or all;
-/// Kyverno only when `KYVERNO` names its binary.
+/// ([`webhooks::chosen`]) Kyverno only when `KYVERNO` names its binary.
 fn chosen() -> Vec<&'static Setup> {
-    let wanted = std::env::var("LATENCY_SETUPS").unwrap_or_default();
-    let wanted: Vec<&str> = wanted
-        .split(',')
-        .map(str::trim)
-        .filter(|w| !w.is_empty())
-        .collect();
-    for w in &wanted {
-        assert!(
-            SETUPS.iter().any(|s| s.name == *w),
-            "LATENCY_SETUPS: unknown setup {w:?}; the setups are {:?}",
-            SETUPS.iter().map(|s| s.name).collect::<Vec<_>>()
-        );
-    }
-    let kyverno = std::env::var("KYVERNO").is_ok_and(|k| !k.is_empty());
-    if !kyverno {
-        eprintln!(
-            "kyverno: left out (KYVERNO names no binary; benches/kyverno/build.sh builds one)"
-        );
-    }
-    let gatekeeper = std::env::var("GATEKEEPER").is_ok_and(|k| !k.is_empty());
-    if !gatekeeper {
-        eprintln!(
-            "gatekeeper: left out (GATEKEEPER names no binary; benches/gatekeeper/build.sh builds one)"
-        );
-    }
-    SETUPS
-        .iter()
-        .filter(|s| s.name == "none" || wanted.is_empty() || wanted.contains(&s.name))
-        .filter(|s| s.name != "kyverno" || kyverno)
-        .filter(|s| s.name != "gatekeeper" || gatekeeper)
-        .collect()
+    let names: Vec<&'static str> = SETUPS.iter().map(|s| s.name).collect();
+    let chosen = webhooks::chosen("LATENCY_SETUPS", &names);
+    SETUPS.iter().filter(|s| chosen.contains(&s.name)).collect()
 }
 
 fn main() {

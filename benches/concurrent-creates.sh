@@ -22,9 +22,4 @@ write_docs="${3:-}"
 export CLIENTS="${CLIENTS:-10,200,500}"
 # shellcheck source=benches/webhooks.sh
 . benches/webhooks.sh
-out="$(mktemp)"
-cargo bench --locked --bench concurrent_creates -- "$runs" "$per_client" | tee "$out"
-if [ "$write_docs" = "--write-docs" ]; then
-  write_docs concurrent-creates "$out"
-fi
-rm -f "$out"
+bench_tables concurrent_creates concurrent-creates "$write_docs" "$runs" "$per_client"

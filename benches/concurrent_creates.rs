@@ -554,32 +554,11 @@ struct Results {
 }
 
 /// The setups to run: `CONCURRENT_SETUPS` (comma-separated names) or all;
-/// Kyverno only when `KYVERNO` names its binary.
+/// ([`webhooks::chosen`]) Kyverno only when `KYVERNO` names its binary.
 fn chosen() -> Vec<&'static Setup> {
-    let wanted = std::env::var("CONCURRENT_SETUPS").unwrap_or_default();
-    let wanted: Vec<&str> = wanted
-        .split(',')
-        .map(str::trim)
-        .filter(|w| !w.is_empty())
-        .collect();
-    for w in &wanted {
-        assert!(
-            SETUPS.iter().any(|s| s.name == *w),
-            "CONCURRENT_SETUPS: unknown setup {w:?}; the setups are {:?}",
-            SETUPS.iter().map(|s| s.name).collect::<Vec<_>>()
-        );
-    }
-    let kyverno = std::env::var("KYVERNO").is_ok_and(|k| !k.is_empty());
-    if !kyverno {
-        eprintln!(
-            "kyverno: left out (KYVERNO names no binary; benches/kyverno/build.sh builds one)"
-        );
-    }
-    SETUPS
-        .iter()
-        .filter(|s| s.name == "none" || wanted.is_empty() || wanted.contains(&s.name))
-        .filter(|s| s.name != "kyverno" || kyverno)
-        .collect()
+    let names: Vec<&'static str> = SETUPS.iter().map(|s| s.name).collect();
+    let chosen = webhooks::chosen("CONCURRENT_SETUPS", &names);
+    SETUPS.iter().filter(|s| chosen.contains(&s.name)).collect()
 }
 
 fn clients_levels() -> Vec<usize> {
@@ -799,7 +778,7 @@ fn print_tables(
     let levels_text = levels_text.join(",");
     println!("### Concurrent pod creates through kube-apiserver v1.37, KWOK nodes\n");
     println!(
-        "{}, {}; {runs} runs, each: {} clients x {per_client} creates per setup, setups \
+        "{}, {}; runs: {runs}, each: {} clients x {per_client} creates per setup, setups \
          interleaved (order rotated each run), pods deleted between batches; medians over runs \
          [min-max of the runs]; errors summed over the runs. Clients: ServiceAccount \
          `cc-clients/load` (priority level `workload-low`). \

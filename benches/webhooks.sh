@@ -5,8 +5,7 @@
 # profile, and Kyverno (benches/kyverno/build.sh, several minutes the first
 # time) when Go is there; KYVERNO= (empty) leaves it out. With GATEKEEPER
 # unset and WEBHOOKS_GATEKEEPER=1, OPA Gatekeeper too (GATEKEEPER= leaves it
-# out). Defines write_docs MARKER FILE: puts FILE (the printed tables)
-# between MARKER's begin and end comments in docs/BENCHMARKS.md.
+# out). Defines bench_tables (below).
 target="${CARGO_TARGET_DIR:-target}"
 # The bench profile, as `cargo bench` builds the benchmark: one build of the
 # crate serves both.
@@ -31,8 +30,17 @@ if [ "${WEBHOOKS_GATEKEEPER:-}" = 1 ]; then
   fi
 fi
 
-write_docs() {
-  python3 - "$1" "$2" docs/BENCHMARKS.md <<'PY'
+# bench_tables BENCH MARKER WRITE_DOCS ARGS...: runs `cargo bench --bench
+# BENCH -- ARGS...`, which prints Markdown tables, and with WRITE_DOCS
+# `--write-docs` puts them between MARKER's begin and end comments in
+# docs/BENCHMARKS.md.
+bench_tables() {
+  local bench="$1" marker="$2" write="$3" out
+  shift 3
+  out="$(mktemp)"
+  cargo bench --locked --bench "$bench" -- "$@" | tee "$out"
+  if [ "$write" = "--write-docs" ]; then
+    python3 - "$marker" "$out" docs/BENCHMARKS.md <<'PY'
 import sys
 marker, tables, doc_path = sys.argv[1], open(sys.argv[2]).read().strip(), sys.argv[3]
 doc = open(doc_path).read()
@@ -41,4 +49,6 @@ head, rest = doc.split(begin, 1)
 _, tail = rest.split(end, 1)
 open(doc_path, "w").write(f"{head}{begin}\n{tables}\n{end}{tail}")
 PY
+  fi
+  rm -f "$out"
 }

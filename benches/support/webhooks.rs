@@ -324,3 +324,39 @@ pub fn exported_policies(setup: &str, ns: &str) -> Vec<Value> {
     }
     policies
 }
+
+/// The names of the setups to run, of `names`: those `var` names
+/// (comma-separated) or all, `none` always; `kyverno` and `gatekeeper`
+/// only when `KYVERNO` and `GATEKEEPER` name their binaries.
+///
+/// # Panics
+/// `var` names a setup not in `names`.
+pub fn chosen(var: &str, names: &[&'static str]) -> Vec<&'static str> {
+    let wanted = std::env::var(var).unwrap_or_default();
+    let wanted: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    for w in &wanted {
+        assert!(
+            names.contains(w),
+            "{var}: unknown setup {w:?}; the setups are {names:?}"
+        );
+    }
+    let mut missing = Vec::new();
+    for (name, binary) in [("kyverno", "KYVERNO"), ("gatekeeper", "GATEKEEPER")] {
+        if names.contains(&name) && !std::env::var(binary).is_ok_and(|b| !b.is_empty()) {
+            eprintln!(
+                "{name}: left out ({binary} names no binary; benches/{name}/build.sh builds one)"
+            );
+            missing.push(name);
+        }
+    }
+    names
+        .iter()
+        .copied()
+        .filter(|n| *n == "none" || wanted.is_empty() || wanted.contains(n))
+        .filter(|n| !missing.contains(n))
+        .collect()
+}
