@@ -46,18 +46,23 @@ mod binary;
 mod controlplane;
 #[path = "../tests/support/e2e.rs"]
 mod e2e;
+#[path = "support/measure.rs"]
+mod measure;
 #[path = "../tests/server_support/mod.rs"]
 mod server;
+#[path = "support/webhooks.rs"]
+mod webhooks;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use controlplane::ControlPlane;
 use e2e::Webhook;
+use measure::{apiserver_pid, connections_to, cpu_ms, machine, median, percentile, rss_mib};
+use webhooks::{Process, exported_policies, only};
 
 /// Concurrent clients in the throughput phase.
 const CLIENTS: usize = 8;
@@ -151,359 +156,14 @@ const SETUPS: &[Setup] = &[
 const PODS: [&str; 5] = ["pass", "patched", "denied", "linux", "unpinned"];
 
 fn pods(ns: &str) -> Vec<(&'static str, Value)> {
-    let windows = json!({"kubernetes.io/os": "windows"});
-    let iis = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022";
-    let container = json!({"name": "web", "image": iis,
-        "resources": {"limits": {"memory": "1Gi", "cpu": "1"}}});
-    vec![
-        (
-            "pass",
-            e2e::pod(
-                ns,
-                "pass",
-                json!({"os": {"name": "windows"},
-                       "nodeSelector": {"kubernetes.io/os": "windows",
-                                        "node.kubernetes.io/windows-build": "10.0.20348"},
-                       "containers": [container]}),
-            ),
-        ),
-        (
-            "patched",
-            e2e::pod(
-                ns,
-                "patched",
-                json!({"nodeSelector": windows, "securityContext": {"runAsUser": 1000},
-                       "containers": [container]}),
-            ),
-        ),
-        (
-            "denied",
-            e2e::pod(
-                ns,
-                "denied",
-                json!({"nodeSelector": windows, "hostNetwork": true, "containers": [container]}),
-            ),
-        ),
-        (
-            "linux",
-            e2e::pod(
-                ns,
-                "linux",
-                json!({"nodeSelector": {"kubernetes.io/os": "linux"},
-                       "containers": [{"name": "web", "image": "nginx:1.27"}]}),
-            ),
-        ),
-        // A Linux pod that selects no OS: the pin-linux registration's
-        // (pinned to Linux when winadmit knows Windows nodes).
-        (
-            "unpinned",
-            e2e::pod(
-                ns,
-                "unpinned",
-                json!({"containers": [{"name": "web", "image": "nginx:1.27"}]}),
-            ),
-        ),
-    ]
+    PODS.iter()
+        .map(|&kind| (kind, webhooks::pod(ns, kind, kind)))
+        .collect()
 }
 
 /// Whether `setup` must refuse the pod.
 fn refuses(setup: &Setup, pod: &str) -> bool {
     pod == "denied" && setup.refuses
-}
-
-/// A webhook other than winadmit, as a process.
-struct Process {
-    child: Child,
-    port: u16,
-    ca: Vec<u8>,
-    _dir: tempfile::TempDir,
-}
-
-impl Process {
-    /// The no-op webhook, with its own certificate.
-    fn noop(cp: &ControlPlane) -> Self {
-        let program = std::env::var("NOOP_SERVER").unwrap_or_else(|_| {
-            panic!(
-                "NOOP_SERVER names the no-op server's binary: run benches/admission-latency.sh, or cargo build --release --example noop_server first"
-            )
-        });
-        let dir = tempfile::tempdir().unwrap();
-        let port = controlplane::free_port();
-        let child = Command::new(&program)
-            .arg(format!("127.0.0.1:{port}"))
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-        cp.adopt(child.id());
-        let ca_path = dir.path().join("ca.pem");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ca_path.is_file() || std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the no-op server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self {
-            ca: std::fs::read(&ca_path).unwrap(),
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    /// Kyverno's admission controller out of cluster, as its DEVELOPMENT.md
-    /// runs it: its CRDs and ConfigMaps applied first, its webhooks
-    /// registered by itself (by URL) and scoped to the `lat-kyverno`
-    /// namespace by its `webhooks` setting. `None` when `KYVERNO` names no
-    /// binary (benches/kyverno/build.sh builds one).
-    fn kyverno(cp: &ControlPlane) -> Option<Self> {
-        let program = std::env::var("KYVERNO").ok().filter(|p| !p.is_empty())?;
-        let crds = std::env::var("KYVERNO_CRDS")
-            .expect("KYVERNO_CRDS names Kyverno's config/crds folder (benches/admission-latency.sh sets it)");
-        for entry in walk(Path::new(&crds)) {
-            let out = cp.kubectl(&["apply", "--server-side", "-f", entry.to_str().unwrap()]);
-            assert!(
-                out.status.success(),
-                "kubectl apply {}: {}",
-                entry.display(),
-                e2e::stderr(&out)
-            );
-        }
-        cp.namespace("kyverno", &[]);
-        let scope = json!({"namespaceSelector": {"matchExpressions": [
-            {"key": "winadmit-e2e", "operator": "In", "values": ["lat-kyverno"]}]}});
-        let config = |name: &str, data: Value| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": name, "namespace": "kyverno"}, "data": data})
-        };
-        cp.apply(&e2e::to_list(&[
-            config("kyverno", json!({"webhooks": scope.to_string()})),
-            config("kyverno-metrics", json!({})),
-        ]));
-        let dir = tempfile::tempdir().unwrap();
-        let port = controlplane::free_port();
-        let metrics = controlplane::free_port();
-        let log = std::fs::File::create(dir.path().join("kyverno.log")).unwrap();
-        let child = Command::new(&program)
-            .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
-            .arg(format!("--serverIP=127.0.0.1:{port}"))
-            .arg("--webhookServerHost=127.0.0.1")
-            .arg(format!("--webhookServerPort={port}"))
-            .arg(format!("--metricsPort={metrics}"))
-            .arg("--controllerRuntimeMetricsAddress=0")
-            .arg("--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca")
-            .arg("--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair")
-            .arg("--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller")
-            .arg("--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller")
-            .env("KYVERNO_NAMESPACE", "kyverno")
-            .env("KYVERNO_SERVICEACCOUNT_NAME", "kyverno-admission-controller")
-            .env("KYVERNO_DEPLOYMENT", "kyverno-admission-controller")
-            .env("KYVERNO_POD_NAME", "kyverno-admission-controller-bench")
-            .env("INIT_CONFIG", "kyverno")
-            .env("METRICS_CONFIG", "kyverno-metrics")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-        cp.adopt(child.id());
-        apply_policy(
-            cp,
-            "Kyverno",
-            "benches/kyverno/policy.yaml",
-            &dir.path().join("kyverno.log"),
-        );
-        Some(Self {
-            child,
-            port,
-            ca: Vec::new(),
-            _dir: dir,
-        })
-    }
-
-    /// OPA Gatekeeper out of cluster, one process with the operations of
-    /// its release's `gatekeeper-controller-manager` (`webhook`,
-    /// `mutation-webhook`) and `generate`, which makes each constraint's
-    /// kind (the release runs it in the audit Deployment; audit itself is
-    /// not started). Its CustomResourceDefinitions come from its release
-    /// manifest (`GATEKEEPER_MANIFEST`), its certificate from here instead of
-    /// its rotator, its policy from `benches/gatekeeper/policy.yaml`; the
-    /// manifest's webhook configurations are returned for `install` to
-    /// register. `None` when `GATEKEEPER` names no binary
-    /// (benches/gatekeeper/build.sh builds one).
-    fn gatekeeper(cp: &ControlPlane) -> Option<(Self, Vec<Value>)> {
-        let program = std::env::var("GATEKEEPER").ok().filter(|p| !p.is_empty())?;
-        let manifest = std::env::var("GATEKEEPER_MANIFEST")
-            .expect("GATEKEEPER_MANIFEST names Gatekeeper's release manifest (the script sets it)");
-        let objects = e2e::parse_yaml(
-            &std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("{manifest}: {e}")),
-        );
-        let crds = only(objects.clone(), "CustomResourceDefinition");
-        assert!(!crds.is_empty(), "{manifest}: no CustomResourceDefinition");
-        cp.apply(&e2e::to_list(&crds));
-        let names: Vec<String> = crds
-            .iter()
-            .map(|c| format!("crd/{}", c["metadata"]["name"].as_str().unwrap()))
-            .collect();
-        let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
-        wait.extend(names.iter().map(String::as_str));
-        cp.kubectl_ok(&wait);
-        let namespace = "gatekeeper-system";
-        cp.namespace(namespace, &[]);
-
-        let dir = tempfile::tempdir().unwrap();
-        let ca = server::Ca::new("gatekeeper-bench");
-        let (cert, key, _) = ca.leaf("gatekeeper-webhook-service");
-        server::write_pair(dir.path(), &cert, &key);
-        let port = controlplane::free_port();
-        let health = controlplane::free_port();
-        let metrics = controlplane::free_port();
-        let setup = "lat-gatekeeper";
-        let log = std::fs::File::create(dir.path().join("gatekeeper.log")).unwrap();
-        let child = Command::new(&program)
-            .arg(format!("--kubeconfig={}", cp.kubeconfig.display()))
-            .arg("--host=127.0.0.1")
-            .arg(format!("--port={port}"))
-            .arg(format!("--cert-dir={}", dir.path().display()))
-            .arg("--disable-cert-rotation")
-            .arg("--debug-use-fake-pod")
-            .arg(format!("--health-addr=127.0.0.1:{health}"))
-            .arg(format!("--prometheus-port={metrics}"))
-            .arg("--operation=webhook")
-            .arg("--operation=mutation-webhook")
-            .arg("--operation=generate")
-            .arg(format!("--exempt-namespace={namespace}"))
-            .arg("--disable-opa-builtin={http.send}")
-            .arg(format!(
-                "--validating-webhook-configuration-name=winadmit-{setup}"
-            ))
-            .arg(format!(
-                "--mutating-webhook-configuration-name=winadmit-{setup}"
-            ))
-            .env("POD_NAMESPACE", namespace)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-        cp.adopt(child.id());
-        // The templates first; each constraint once Gatekeeper has made its
-        // kind.
-        apply_policy(
-            cp,
-            "Gatekeeper",
-            "benches/gatekeeper/policy.yaml",
-            &dir.path().join("gatekeeper.log"),
-        );
-        let url = format!("https://127.0.0.1:{port}");
-        let registrations = e2e::registrations_at(&objects, setup, &url, ca.pem().as_bytes());
-        Some((
-            Self {
-                child,
-                port,
-                ca: ca.pem().into_bytes(),
-                _dir: dir,
-            },
-            registrations,
-        ))
-    }
-}
-
-/// Applies `file` (under the crate root) until `who` accepts it: its
-/// webhooks and the kinds it makes come up after it starts. Panics after
-/// 120 s with kubectl's error and `who`'s log.
-fn apply_policy(cp: &ControlPlane, who: &str, file: &str, log: &Path) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-    let policy =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
-        if out.status.success() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{who} did not accept its policy in 120 s: {}\n{}",
-            e2e::stderr(&out),
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// The YAML files under `dir`, in order.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else if path.extension().is_some_and(|x| x == "yaml") {
-            files.push(path);
-        }
-    }
-    files
-}
-
-/// Resident memory of a process, in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// CPU time (user + system, all threads) `pid` has used, in milliseconds,
-/// from /proc/PID/stat (clock ticks of 10 ms).
-fn cpu_ms(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after "(comm)": state is the first, utime the 12th, stime the 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => (user + system) * 10.0,
-        _ => f64::NAN,
-    }
-}
-
-/// The kube-apiserver serving on `port`, found by its command line.
-fn apiserver_pid(port: u16) -> u32 {
-    let flag = format!("--secure-port={port}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            cmdline.contains("kube-apiserver") && cmdline.split('\0').any(|a| a == flag)
-        })
-        .expect("the control plane's kube-apiserver process")
-}
-
-/// Established TCP connections to `port` on this machine, from
-/// /proc/net/tcp: after thousands of creates, 1 means the API server keeps
-/// one connection alive and, with 8 concurrent clients, multiplexes them
-/// (HTTP/2); HTTP/1.1 would need one connection per request in flight.
-fn connections_to(port: u16) -> usize {
-    let local = format!(":{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp")
-        .unwrap_or_default()
-        .lines()
-        .skip(1)
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1].ends_with(&local) && f[3] == "01"
-        })
-        .count()
 }
 
 /// The webhooks behind the setups.
@@ -535,13 +195,6 @@ impl Installed {
     fn cpu_ms(&self, apiserver: u32, setup: &Setup) -> f64 {
         cpu_ms(apiserver) + self.webhook_pid(setup).map_or(0.0, cpu_ms)
     }
-}
-
-fn only(objects: Vec<Value>, kind: &str) -> Vec<Value> {
-    objects
-        .into_iter()
-        .filter(|o| e2e::kind(o) == kind)
-        .collect()
 }
 
 /// Installs every setup in `chosen`.
@@ -621,9 +274,9 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
             "policies" | "policy-errors" | "policy-warnings" | "policy-mutate" => {
                 policies.extend(exported_policies(setup.name, &ns));
             }
-            "kyverno" => kyverno = Process::kyverno(cp),
+            "kyverno" => kyverno = Process::kyverno(cp, &ns),
             "gatekeeper" => {
-                if let Some((process, hooks)) = Process::gatekeeper(cp) {
+                if let Some((process, hooks)) = Process::gatekeeper(cp, &ns) {
                     registrations.extend(hooks);
                     gatekeeper = Some(process);
                 }
@@ -646,38 +299,6 @@ fn install(cp: &ControlPlane, chosen: &[&Setup]) -> Installed {
         kyverno,
         gatekeeper,
     }
-}
-
-/// `winadmit admission-policy`'s objects for `setup`, renamed so each
-/// setup has its own, and bound to the setup's namespace only.
-/// `LATENCY_POLICIES` names a file to use instead (to measure a variant).
-fn exported_policies(setup: &str, ns: &str) -> Vec<Value> {
-    let text = if let Ok(file) = std::env::var("LATENCY_POLICIES") {
-        std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("LATENCY_POLICIES {file}: {e}"))
-    } else {
-        let out = binary::winadmit(&["admission-policy"]);
-        assert!(out.status.success(), "{}", e2e::stderr(&out));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let keep = |name: &str| match setup {
-        "policy-errors" => name.starts_with("winadmit-errors"),
-        "policy-warnings" => name.starts_with("winadmit-warnings"),
-        "policy-mutate" => name.starts_with("winadmit-mutate"),
-        _ => true,
-    };
-    let mut policies = e2e::parse_yaml(&text);
-    policies.retain(|p| keep(p["metadata"]["name"].as_str().unwrap_or_default()));
-    for p in &mut policies {
-        let name = format!("{}-{setup}", p["metadata"]["name"].as_str().unwrap());
-        p["metadata"]["name"] = json!(name);
-        if e2e::kind(p).ends_with("Binding") {
-            let policy = format!("{}-{setup}", p["spec"]["policyName"].as_str().unwrap());
-            p["spec"]["policyName"] = json!(policy);
-            let selector = &mut p["spec"]["matchResources"]["namespaceSelector"];
-            e2e::scope(selector, ns);
-        }
-    }
-    policies
 }
 
 fn ns(setup: &Setup) -> String {
@@ -729,70 +350,16 @@ async fn wait_effective(client: &kube::Client, chosen: &[&Setup]) {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss
-    )]
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i].as_secs_f64() * 1000.0
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    let mid = xs.len() / 2;
-    if xs.len() % 2 == 1 {
-        xs[mid]
-    } else {
-        f64::midpoint(xs[mid - 1], xs[mid])
-    }
-}
-
 /// p50, p90, p99 of one round (milliseconds), and the CPU the API server
 /// and the setup's webhook used per create (milliseconds).
 type Round = [f64; 4];
 
 /// The setups to run: `LATENCY_SETUPS` (comma-separated names) or all;
-/// Kyverno only when `KYVERNO` names its binary.
+/// ([`webhooks::chosen`]) Kyverno only when `KYVERNO` names its binary.
 fn chosen() -> Vec<&'static Setup> {
-    let wanted = std::env::var("LATENCY_SETUPS").unwrap_or_default();
-    let wanted: Vec<&str> = wanted
-        .split(',')
-        .map(str::trim)
-        .filter(|w| !w.is_empty())
-        .collect();
-    for w in &wanted {
-        assert!(
-            SETUPS.iter().any(|s| s.name == *w),
-            "LATENCY_SETUPS: unknown setup {w:?}; the setups are {:?}",
-            SETUPS.iter().map(|s| s.name).collect::<Vec<_>>()
-        );
-    }
-    let kyverno = std::env::var("KYVERNO").is_ok_and(|k| !k.is_empty());
-    if !kyverno {
-        eprintln!(
-            "kyverno: left out (KYVERNO names no binary; benches/kyverno/build.sh builds one)"
-        );
-    }
-    let gatekeeper = std::env::var("GATEKEEPER").is_ok_and(|k| !k.is_empty());
-    if !gatekeeper {
-        eprintln!(
-            "gatekeeper: left out (GATEKEEPER names no binary; benches/gatekeeper/build.sh builds one)"
-        );
-    }
-    SETUPS
-        .iter()
-        .filter(|s| s.name == "none" || wanted.is_empty() || wanted.contains(&s.name))
-        .filter(|s| s.name != "kyverno" || kyverno)
-        .filter(|s| s.name != "gatekeeper" || gatekeeper)
-        .collect()
+    let names: Vec<&'static str> = SETUPS.iter().map(|s| s.name).collect();
+    let chosen = webhooks::chosen("LATENCY_SETUPS", &names);
+    SETUPS.iter().filter(|s| chosen.contains(&s.name)).collect()
 }
 
 fn main() {
@@ -875,20 +442,6 @@ fn main() {
     });
 }
 
-/// The machine: cores and CPU model.
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    format!("{cores} cores ({cpu})")
-}
-
 fn print_table(
     rounds: usize,
     creates: usize,
@@ -897,11 +450,7 @@ fn print_table(
     throughput: &BTreeMap<&str, f64>,
     installed: &Installed,
 ) {
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
+    let date = measure::today();
     println!("### Pod creates through kube-apiserver v1.37 (server-side dry run)\n");
     println!(
         "{date}, {}; {rounds} rounds x {creates} sequential creates per setup and pod, \

@@ -49,6 +49,9 @@ fn main() -> anyhow::Result<()> {
         Router::new()
             .route("/validate", post(allow))
             .route("/mutate", post(allow))
+            // The one-call install's path (benches/concurrent_creates.rs
+            // registers the no-op as that install).
+            .route("/admit", post(allow))
             .route("/healthz", get(|| async { "ok\n" })),
         &limits,
     );

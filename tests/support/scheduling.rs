@@ -128,6 +128,11 @@ impl Cluster {
                 // plugin: pods need no token.
                 "--controllers=*,-serviceaccount-token".into(),
                 "--use-service-account-credentials=false".into(),
+                // KWOK renews the nodes' leases; on a busy 2-core machine a
+                // renewal can come later than the default 50 s, and the node
+                // lifecycle controller would mark the nodes' pods not Ready,
+                // which KWOK's stages never undo.
+                "--node-monitor-grace-period=10m".into(),
                 format!(
                     "--service-account-private-key-file={}",
                     pki.join("sa.key").display()
@@ -260,6 +265,8 @@ pub struct Node {
     labels: serde_json::Map<String, Value>,
     taints: Vec<Value>,
     node_info: Value,
+    /// Pods it holds, with a core and 1 GiB of memory each ([`Node::room`]).
+    room: Option<u32>,
 }
 
 impl Node {
@@ -324,6 +331,7 @@ impl Node {
             labels: serde_json::Map::new(),
             taints: Vec::new(),
             node_info,
+            room: None,
         }
         .label("kubernetes.io/os", os_name)
         .label("kubernetes.io/arch", "amd64")
@@ -345,9 +353,20 @@ impl Node {
         self
     }
 
+    /// Room for `pods` pods of one core and 1 GiB each (the default: 32
+    /// cores, 256 GiB and 110 pods, a kubelet's default).
+    #[must_use]
+    pub fn room(mut self, pods: u32) -> Self {
+        self.room = Some(pods);
+        self
+    }
+
     /// The Node object.
     pub fn object(&self) -> Value {
-        let resources = json!({"cpu": "32", "memory": "256Gi", "pods": "110"});
+        let resources = self.room.map_or_else(
+            || json!({"cpu": "32", "memory": "256Gi", "pods": "110"}),
+            |n| json!({"cpu": n.to_string(), "memory": format!("{n}Gi"), "pods": n.to_string()}),
+        );
         json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {
@@ -515,6 +534,30 @@ pub fn install_winadmit_with(
 ) -> super::e2e::Webhook {
     use super::e2e;
     let objects = e2e::rendered(overlay);
+    let webhook = start_winadmit(cp, &objects, setup, extra);
+    cp.apply(&e2e::to_list(&e2e::registrations(
+        &objects, setup, &webhook,
+    )));
+    let probe = format!("{setup}-probe");
+    cp.namespace(&probe, &[("winadmit-e2e", setup)]);
+    // A Windows pod calls winadmit twice, or once through the one-call install.
+    let calls = if overlay == "one-call" { 1 } else { 2 };
+    e2e::wait_registered(cp, &webhook, &probe, calls);
+    webhook
+}
+
+/// The part of [`install_winadmit_with`] before the registrations: the
+/// RBAC of the rendered install `objects` applied, and `winadmit serve`
+/// started with the install's policy, reading the cluster through its
+/// cache as the install's ServiceAccount, with `extra` arguments. Each
+/// call starts one more replica.
+pub fn start_winadmit(
+    cp: &'static ControlPlane,
+    objects: &[Value],
+    setup: &str,
+    extra: &[&str],
+) -> super::e2e::Webhook {
+    use super::e2e;
     let rbac: Vec<Value> = objects
         .iter()
         .filter(|o| {
@@ -557,14 +600,5 @@ pub fn install_winadmit_with(
         kubeconfig.to_str().unwrap(),
     ];
     args.extend(extra);
-    let webhook = e2e::Webhook::start(&e2e::overlay_policy(&objects), &args).adopted_by(cp);
-    cp.apply(&e2e::to_list(&e2e::registrations(
-        &objects, setup, &webhook,
-    )));
-    let probe = format!("{setup}-probe");
-    cp.namespace(&probe, &[("winadmit-e2e", setup)]);
-    // A Windows pod calls winadmit twice, or once through the one-call install.
-    let calls = if overlay == "one-call" { 1 } else { 2 };
-    e2e::wait_registered(cp, &webhook, &probe, calls);
-    webhook
+    e2e::Webhook::start(&e2e::overlay_policy(objects), &args).adopted_by(cp)
 }
