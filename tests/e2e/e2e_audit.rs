@@ -422,9 +422,9 @@ fn one_writer_among_replicas_and_a_killed_leader_loses_nothing() {
     cp.kubectl_ok(&["delete", "deployment", "-n", ns, "second", "third"]);
 }
 
-/// `winadmit report --format json` against the cluster: (workload, rule)
-/// pairs of namespace `ns`.
-fn live_report(cp: &ControlPlane, ns: &str, extra: &[&str]) -> Vec<(String, String)> {
+/// `winadmit report --format json` against the cluster, for namespace
+/// `ns`: the report.
+fn live_report_json(cp: &ControlPlane, ns: &str, extra: &[&str]) -> Value {
     let out = Command::new(BIN)
         .args(["report", "--kubeconfig"])
         .arg(&cp.kubeconfig)
@@ -439,7 +439,13 @@ fn live_report(cp: &ControlPlane, ns: &str, extra: &[&str]) -> Vec<(String, Stri
         "winadmit report {extra:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `winadmit report --format json` against the cluster: (workload, rule)
+/// pairs of namespace `ns`.
+fn live_report(cp: &ControlPlane, ns: &str, extra: &[&str]) -> Vec<(String, String)> {
+    let report = live_report_json(cp, ns, extra);
     let mut pairs: Vec<(String, String)> = report["objects"]
         .as_array()
         .unwrap()
@@ -1368,14 +1374,12 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
         ]
     };
     let audit = Audit::start_as(cp, &sa, &policy, &flags("openreports"));
-    let of = |r: &[Value], result: &str| -> Vec<String> {
-        let mut names: Vec<String> = r
-            .iter()
-            .filter(|r| r["rule"] == "WIN-PRIVILEGED" && r["result"] == result)
-            .map(|r| r["resources"][0]["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
+    let of = |r: &[Value], result: &str| {
+        sorted(
+            r.iter()
+                .filter(|r| r["rule"] == "WIN-PRIVILEGED" && r["result"] == result)
+                .map(|r| &r["resources"][0]["name"]),
+        )
     };
     let results = wait_results(cp, &audit, ns, "the covered finding as skip", |r| {
         of(r, "skip") == ["legacy"] && of(r, "warn") == ["other"]
@@ -1404,40 +1408,22 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
 
     // The live report and lint on the same objects (as the API server
     // stores them, creation times included) say the same.
-    let out = Command::new(BIN)
-        .args(["report", "--kubeconfig"])
-        .arg(&cp.kubeconfig)
-        .args([
-            "-n",
-            ns,
-            "--own-namespace",
-            grants,
-            "--format",
-            "json",
-            "--quiet",
-        ])
-        .env_remove("KUBECONFIG")
-        .env_remove("WINADMIT_NAMESPACE")
-        .output()
-        .unwrap();
-    let live: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let live_of = |key: &str| -> Vec<String> {
-        let mut names: Vec<String> = live["objects"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| {
-                o[key]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|f| f["rule"] == "WIN-PRIVILEGED")
-            })
-            .map(|o| o["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
+    let live = live_report_json(cp, ns, &["--own-namespace", grants]);
+    let live_of = |key: &str| {
+        sorted(
+            live["objects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|o| {
+                    o[key]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|f| f["rule"] == "WIN-PRIVILEGED")
+                })
+                .map(|o| &o["name"]),
+        )
     };
     assert_eq!(
         (live_of("skipped"), live_of("findings")),
@@ -1466,16 +1452,15 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
         .unwrap();
     let lint: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let lint_of = |key: &str| -> Vec<String> {
-        let mut names: Vec<String> = lint[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| f["rule"] == "WIN-PRIVILEGED")
-            .map(|f| f["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
+    let lint_of = |key: &str| {
+        sorted(
+            lint[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["rule"] == "WIN-PRIVILEGED")
+                .map(|f| &f["name"]),
+        )
     };
     assert_eq!(
         (lint_of("excepted"), lint_of("findings")),
@@ -1516,6 +1501,13 @@ fn a_covered_finding_is_skip_in_both_report_apis_and_agrees_with_lint_and_the_li
         std::thread::sleep(Duration::from_millis(200));
     }
     cp.kubectl_ok(&["delete", "namespace", ns, grants, "--wait=false"]);
+}
+
+/// The names (JSON strings) of `names`, sorted.
+fn sorted<'a>(names: impl Iterator<Item = &'a Value>) -> Vec<String> {
+    let mut names: Vec<String> = names.map(|n| n.as_str().unwrap().to_owned()).collect();
+    names.sort();
+    names
 }
 
 /// [`column`], or `None` while the report or the row is not there.
