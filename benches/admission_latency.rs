@@ -62,18 +62,10 @@ use serde_json::{Value, json};
 use controlplane::ControlPlane;
 use e2e::Webhook;
 use measure::{apiserver_pid, connections_to, cpu_ms, machine, median, percentile, rss_mib};
-use webhooks::{Process, exported_policies, only};
+use webhooks::{Process, Setup, exported_policies, only};
 
 /// Concurrent clients in the throughput phase.
 const CLIENTS: usize = 8;
-
-/// One admission setup: its name (and namespace `lat-<name>`), what it is,
-/// and whether it refuses the denied pod.
-struct Setup {
-    name: &'static str,
-    what: &'static str,
-    refuses: bool,
-}
 
 const SETUPS: &[Setup] = &[
     Setup {

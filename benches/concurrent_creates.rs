@@ -82,15 +82,7 @@ use controlplane::ControlPlane;
 use e2e::Webhook;
 use measure::{apiserver_pid, cpu_ms, machine, median, percentile, rss_mib};
 use scheduling::{Node, Os};
-use webhooks::{Process, exported_policies};
-
-/// One admission setup: its name (its namespace is `cc-<name>`), what it
-/// is, and whether it refuses the denied pod.
-struct Setup {
-    name: &'static str,
-    what: &'static str,
-    refuses: bool,
-}
+use webhooks::{Process, Setup, exported_policies};
 
 const SETUPS: &[Setup] = &[
     Setup {

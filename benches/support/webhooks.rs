@@ -15,6 +15,14 @@ use serde_json::{Value, json};
 use super::controlplane::{self, ControlPlane};
 use super::{binary, e2e, server};
 
+/// One admission setup: its name (each benchmark names its namespace
+/// after it), what it is, and whether it refuses the denied pod.
+pub struct Setup {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub refuses: bool,
+}
+
 /// The Windows Server 2022 IIS image every Windows pod runs.
 pub const IIS: &str = "mcr.microsoft.com/windows/servercore/iis:windowsservercore-ltsc2022";
 
