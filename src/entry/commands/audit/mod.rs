@@ -149,8 +149,9 @@ impl Judge {
 
 /// A namespace's kept objects as JSON trees, for the time it is judged.
 fn parse(ns: &str, kept: &[Kept]) -> Vec<Value> {
+    let mut bases = std::collections::HashMap::new();
     kept.iter()
-        .filter_map(|text| match serde_json::from_str(text) {
+        .filter_map(|k| match k.value(&mut bases) {
             Ok(v) => Some(v),
             Err(e) => {
                 // The store wrote this text from a parsed object, so it

@@ -9,6 +9,13 @@
 //! defaulted pod's 1.7 KiB of JSON takes 17 KiB as a `serde_json::Value`
 //! (every object a map of its own); a namespace's objects are parsed only
 //! while it is judged (docs/BENCHMARKS.md, the audit's memory).
+//!
+//! Most pods are one of many of a controller (a ReplicaSet's, a Job's, a
+//! DaemonSet's) and differ from their siblings only in their names, uids,
+//! creation time, node and service-account token volume. A pod with a
+//! controller is kept as the JSON Patch (RFC 6902, `json_patch::diff`) from
+//! the first pod of that controller the store saw, whose text the siblings
+//! share ([`Kept::Sibling`]); applying it gives the pod's tree back exactly.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,13 +25,114 @@ use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use serde_json::Value;
 
 use super::failure::Failure;
 use crate::entry::commands::report::live::{Resource, WORKLOADS};
 use crate::entry::server::watch_cache::{RelistBackoff, is_expected};
 
-/// An object as kept: its JSON text.
-pub type Kept = Arc<str>;
+/// An object as kept.
+#[derive(Debug, Clone)]
+pub enum Kept {
+    /// Its JSON text.
+    Whole(Arc<str>),
+    /// A pod with a controller: the JSON text of the first pod of that
+    /// controller the store saw (shared by the siblings), and the JSON
+    /// Patch from it to this pod.
+    Sibling { base: Arc<str>, patch: Box<str> },
+}
+
+/// The JSON Patch of a pod that is its base.
+const NO_PATCH: &str = "[]";
+
+impl Kept {
+    /// (base text, patch text): a whole object is its own base.
+    fn parts(&self) -> (&Arc<str>, &str) {
+        match self {
+            Self::Whole(text) => (text, NO_PATCH),
+            Self::Sibling { base, patch } => (base, patch),
+        }
+    }
+
+    /// The object as a JSON tree; `bases` keeps the trees of the bases
+    /// parsed so far (a namespace's pods share a few).
+    ///
+    /// # Errors
+    /// The text or the patch does not parse, or the patch does not apply
+    /// (the store wrote both from a parsed object, so neither happens).
+    pub fn value(&self, bases: &mut HashMap<usize, Value>) -> Result<Value, String> {
+        let (base, patch) = self.parts();
+        if patch == NO_PATCH {
+            return serde_json::from_str(base).map_err(|e| e.to_string());
+        }
+        let key = Arc::as_ptr(base).cast::<u8>() as usize;
+        let mut value = match bases.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let v: Value = serde_json::from_str(base).map_err(|e| e.to_string())?;
+                bases.insert(key, v.clone());
+                v
+            }
+        };
+        let ops: json_patch::Patch = serde_json::from_str(patch).map_err(|e| e.to_string())?;
+        json_patch::patch(&mut value, &ops).map_err(|e| e.to_string())?;
+        Ok(value)
+    }
+}
+
+impl PartialEq for Kept {
+    /// The same object: the same patch from the same base text.
+    fn eq(&self, other: &Self) -> bool {
+        let ((a, pa), (b, pb)) = (self.parts(), other.parts());
+        pa == pb && (Arc::ptr_eq(a, b) || a == b)
+    }
+}
+
+/// The bases of the pods with a controller: controller uid -> the text the
+/// siblings share (alive while a pod refers to it), and the tree of the
+/// base used last (a list gives a controller's pods one after the other).
+#[derive(Debug, Default)]
+struct Bases {
+    texts: HashMap<String, std::sync::Weak<str>>,
+    last: Option<(Arc<str>, Value)>,
+    /// Bases added since the map was last swept of dead ones.
+    added: usize,
+}
+
+impl Bases {
+    /// A pod with controller `uid`, normalized, as kept.
+    fn keep(&mut self, uid: &str, pod: Value) -> Option<Kept> {
+        let base = self.texts.get(uid).and_then(std::sync::Weak::upgrade);
+        let Some(base) = base else {
+            let text: Arc<str> = serde_json::to_string(&pod).ok()?.into();
+            self.texts.insert(uid.to_owned(), Arc::downgrade(&text));
+            self.last = Some((Arc::clone(&text), pod));
+            self.added += 1;
+            if self.added > 4096 {
+                self.texts.retain(|_, w| w.strong_count() > 0);
+                self.added = 0;
+            }
+            return Some(Kept::Whole(text));
+        };
+        if !self
+            .last
+            .as_ref()
+            .is_some_and(|(t, _)| Arc::ptr_eq(t, &base))
+        {
+            let tree = serde_json::from_str(&base).ok()?;
+            self.last = Some((Arc::clone(&base), tree));
+        }
+        let tree = &self.last.as_ref()?.1;
+        let patch = serde_json::to_string(&json_patch::diff(tree, &pod)).ok()?;
+        if patch == NO_PATCH {
+            return Some(Kept::Whole(base));
+        }
+        Some(Kept::Sibling {
+            base,
+            patch: patch.into(),
+        })
+    }
+}
 
 /// (kind order, name) -> object, per namespace.
 type Objects = BTreeMap<String, BTreeMap<(usize, String), Kept>>;
@@ -33,6 +141,8 @@ type Objects = BTreeMap<String, BTreeMap<(usize, String), Kept>>;
 #[derive(Debug, Default)]
 pub struct Store {
     inner: Mutex<Inner>,
+    /// Only the pods' watcher takes it, before `inner`.
+    bases: Mutex<Bases>,
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +180,7 @@ impl Store {
                 if rollout_history(&obj, r) {
                     return;
                 }
-                if let Some(entry) = normalize(obj, r) {
+                if let Some(entry) = self.normalize(obj, r) {
                     self.lock().relist.entry(kind).or_default().push(entry);
                 }
             }
@@ -87,7 +197,7 @@ impl Store {
                 }
             }
             watcher::Event::Apply(obj) => {
-                if let Some((ns, name, value)) = normalize(obj, r) {
+                if let Some((ns, name, value)) = self.normalize(obj, r) {
                     self.lock().put(kind, ns, name, Some(value));
                 }
             }
@@ -97,6 +207,34 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// The namespace, name and kept form of a watched object: a pod with
+    /// a controller as its patch from its base, any other object as its
+    /// text.
+    fn normalize(&self, obj: DynamicObject, r: Resource) -> Option<(String, String, Kept)> {
+        let controller = (r.kind == "Pod")
+            .then(|| {
+                obj.metadata
+                    .owner_references
+                    .as_ref()?
+                    .iter()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| o.uid.clone())
+            })
+            .flatten();
+        let Some(uid) = controller else {
+            let (ns, name, text) = normalize(obj, r)?;
+            return Some((ns, name, Kept::Whole(text.into())));
+        };
+        let (ns, name) = key_of(&obj)?;
+        let pod = serde_json::to_value(trim(obj, r)).ok()?;
+        let kept = self
+            .bases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keep(&uid, pod)?;
+        Some((ns, name, kept))
     }
 
     /// Marks namespaces to be judged again.
@@ -225,10 +363,16 @@ fn key_of(obj: &DynamicObject) -> Option<(String, String)> {
     Some((obj.metadata.namespace.clone()?, obj.metadata.name.clone()?))
 }
 
-/// The namespace, name and kept JSON of a watched object, written straight
+/// The namespace, name and JSON text of a watched object, written straight
 /// from the object (no tree in between).
-fn normalize(mut obj: DynamicObject, r: Resource) -> Option<(String, String, Kept)> {
+fn normalize(obj: DynamicObject, r: Resource) -> Option<(String, String, String)> {
     let (ns, name) = key_of(&obj)?;
+    Some((ns, name, serde_json::to_string(&trim(obj, r)).ok()?))
+}
+
+/// The object without what changes on every status update (`status`,
+/// `metadata.resourceVersion`, `metadata.managedFields`), its type set.
+fn trim(mut obj: DynamicObject, r: Resource) -> DynamicObject {
     obj.types = Some(TypeMeta {
         api_version: r.api_version.to_owned(),
         kind: r.kind.to_owned(),
@@ -238,7 +382,7 @@ fn normalize(mut obj: DynamicObject, r: Resource) -> Option<(String, String, Kep
     if let Some(data) = obj.data.as_object_mut() {
         data.remove("status");
     }
-    Some((ns, name, serde_json::to_string(&obj).ok()?.into()))
+    obj
 }
 
 /// The API resource of a workload kind.
@@ -253,13 +397,25 @@ fn api_resource(r: Resource) -> ApiResource {
     }
 }
 
+/// Objects per page of a list. A page is held as parsed objects (status
+/// and managed fields included) while its objects are kept, five kinds
+/// listing at once: at 10,000 pods the audit's peak memory was 60 MiB
+/// with kube-runtime's default of 500 and 43 MiB with 100 (89 MiB with
+/// 2,000; `benches/audit_scale.rs`, 2026-12-07). kube-apiserver v1.37
+/// serves the pages from its watch cache, so more pages cost it little;
+/// lists served from that cache without a quorum read (`any_semantic`)
+/// changed nothing measurable there.
+const LIST_PAGE: u32 = 100;
+
 /// Starts one watcher per workload kind feeding `store`; they run until
 /// the runtime stops.
 pub fn spawn(client: &Client, store: &Arc<Store>, watch_seconds: u32) {
     for (kind, &r) in WORKLOADS.iter().enumerate() {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(r));
         let store = Arc::clone(store);
-        let config = watcher::Config::default().timeout(watch_seconds);
+        let config = watcher::Config::default()
+            .timeout(watch_seconds)
+            .page_size(LIST_PAGE);
         tokio::spawn(async move {
             watch(
                 || watcher(api.clone(), config.clone()).boxed(),
@@ -374,6 +530,84 @@ mod tests {
 
     const POD: usize = WORKLOADS.len() - 1;
 
+    fn tree(kept: &Kept) -> serde_json::Value {
+        kept.value(&mut HashMap::new()).unwrap()
+    }
+
+    /// A ReplicaSet's pod as the API server serves it.
+    fn sibling(name: &str, node: &str, token: &str, rv: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "a", "resourceVersion": rv, "uid": format!("uid-{name}"),
+                "labels": {"app.kubernetes.io/name": "web", "a~b": "c"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                    "uid": "rs-uid", "controller": true}],
+                "managedFields": [{"manager": "kube-controller-manager"}]},
+            "spec": {"nodeName": node,
+                "containers": [{"name": "c", "image": "x", "volumeMounts": [{"name": token, "mountPath": "/var/run"}]}],
+                "volumes": [{"name": token, "projected": {"sources": []}}]},
+            "status": {"phase": "Running", "podIP": rv}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_controllers_pods_are_kept_as_patches_that_give_each_pod_back() {
+        let s = Store::default();
+        s.apply(POD, watcher::Event::Init);
+        s.apply(
+            POD,
+            watcher::Event::InitApply(sibling("web-1-a", "n1", "kube-api-access-aaaaa", "1")),
+        );
+        s.apply(
+            POD,
+            watcher::Event::InitApply(sibling("web-1-b", "n2", "kube-api-access-bbbbb", "2")),
+        );
+        s.apply(POD, watcher::Event::InitDone);
+        let kept = s.objects_of("a");
+        assert!(matches!(kept[0], Kept::Whole(_)), "the first is the base");
+        let Kept::Sibling { base, patch } = &kept[1] else {
+            panic!("the second is a patch: {:?}", kept[1]);
+        };
+        assert!(Arc::ptr_eq(base, kept[0].parts().0), "one base text");
+        assert!(patch.len() < base.len(), "{patch}");
+        let mut bases = HashMap::new();
+        for (k, (name, node, token, rv)) in kept.iter().zip([
+            ("web-1-a", "n1", "kube-api-access-aaaaa", "1"),
+            ("web-1-b", "n2", "kube-api-access-bbbbb", "2"),
+        ]) {
+            let want =
+                serde_json::to_value(trim(sibling(name, node, token, rv), WORKLOADS[POD])).unwrap();
+            assert!(
+                want.get("status").is_none() && want["metadata"].get("resourceVersion").is_none()
+            );
+            assert_eq!(k.value(&mut bases).unwrap(), want);
+        }
+        s.take_dirty();
+        // A status update of either is no change; a new node is.
+        s.apply(
+            POD,
+            watcher::Event::Apply(sibling("web-1-b", "n2", "kube-api-access-bbbbb", "3")),
+        );
+        s.apply(
+            POD,
+            watcher::Event::Apply(sibling("web-1-a", "n1", "kube-api-access-aaaaa", "4")),
+        );
+        assert!(s.take_dirty().is_empty(), "a status update is no change");
+        s.apply(
+            POD,
+            watcher::Event::Apply(sibling("web-1-b", "n3", "kube-api-access-bbbbb", "5")),
+        );
+        assert_eq!(s.take_dirty().len(), 1);
+        assert_eq!(tree(&s.objects_of("a")[1])["spec"]["nodeName"], "n3");
+        // The base pod gone, its siblings keep its text.
+        s.apply(
+            POD,
+            watcher::Event::Delete(sibling("web-1-a", "n1", "kube-api-access-aaaaa", "6")),
+        );
+        assert_eq!(tree(&s.objects_of("a")[0])["metadata"]["name"], "web-1-b");
+    }
+
     #[test]
     fn a_status_update_is_no_change_and_a_relist_replaces_only_when_done() {
         let s = Store::default();
@@ -382,7 +616,7 @@ mod tests {
         assert!(s.len() == 0 && !s.synced());
         s.apply(POD, watcher::Event::InitDone);
         assert_eq!(s.len(), 1);
-        let kept: serde_json::Value = serde_json::from_str(&s.objects_of("a")[0]).unwrap();
+        let kept = tree(&s.objects_of("a")[0]);
         assert_eq!(
             (&kept["apiVersion"], &kept["kind"]),
             (&"v1".into(), &"Pod".into())
@@ -444,10 +678,7 @@ mod tests {
         let names = |s: &Store| -> Vec<String> {
             s.objects_of("a")
                 .iter()
-                .map(|t| {
-                    let v: serde_json::Value = serde_json::from_str(t).unwrap();
-                    v["metadata"]["name"].as_str().unwrap().to_owned()
-                })
+                .map(|t| tree(t)["metadata"]["name"].as_str().unwrap().to_owned())
                 .collect()
         };
         assert_eq!(names(&s), ["mine", "new"]);
