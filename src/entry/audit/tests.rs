@@ -243,3 +243,38 @@ fn a_covered_finding_is_a_skip_result_counted_as_excepted_not_as_a_finding() {
         "{text}"
     );
 }
+
+#[test]
+fn the_cluster_report_sums_the_namespaces_tallies_info_results_left_out_of_pass() {
+    let a = judged(
+        &[
+            deployment("web", "bad", true),
+            deployment("web", "good", false),
+        ],
+        true,
+    );
+    let b = judged(&[deployment("api", "bad", true)], false);
+    let count = |result: &str| {
+        [&a, &b]
+            .iter()
+            .flat_map(|j| j.results.iter())
+            .filter(|r| r["result"] == result)
+            .count() as u64
+    };
+    assert!(
+        count("pass") > 0,
+        "info results are pass results: {:#?}",
+        a.results
+    );
+    let cluster = cluster_report(ReportApi::OpenReports, [&a, &b]);
+    assert_eq!(
+        cluster["summary"],
+        json!({"pass": a.clean + b.clean, "fail": count("fail"), "warn": count("warn"),
+            "error": count("error"), "skip": count("skip")})
+    );
+    assert_eq!(
+        cluster,
+        cluster_report_of(ReportApi::OpenReports, [Tally::of(&a), Tally::of(&b)]),
+        "the same report, hash included"
+    );
+}

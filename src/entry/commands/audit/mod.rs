@@ -37,7 +37,7 @@ use serde_json::Value;
 use crate::decision::cluster::{ClusterLookup, TargetCluster};
 use crate::decision::engine::Context;
 use crate::decision::policy::Policy;
-use crate::entry::audit::{self, Judged, Options, ReportApi};
+use crate::entry::audit::{self, Judged, Options, ReportApi, Tally};
 use crate::entry::cli::{AuditArgs, GmsaMode, ReportApiChoice};
 use crate::entry::server::Metrics;
 use crate::entry::server::gmsa::Resolver;
@@ -46,7 +46,17 @@ use crate::render::report::NamespaceLookup;
 
 use facts::{PolicyFiles, Seen, Uses};
 use store::{Kept, Store};
-use writer::{Key, Writer};
+use writer::{Key, Wanted, Writer};
+
+/// Threads judging at most (namespaces are judged independently).
+const JUDGING_THREADS: usize = 4;
+
+/// Threads judging a pass: one per core, at most [`JUDGING_THREADS`].
+fn judging_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(JUDGING_THREADS)
+}
 
 /// How long the first pass waits for the cluster cache's first lists.
 const SYNC_WAIT: Duration = Duration::from_secs(30);
@@ -115,7 +125,7 @@ impl Judge {
         &self,
         todo: Vec<(String, Vec<Kept>)>,
         runtime: &tokio::runtime::Handle,
-    ) -> Vec<(String, Option<(Judged, Uses)>)> {
+    ) -> Vec<(String, Option<Outcome>)> {
         let view = NamespaceLookup(Arc::new(AuditView {
             cache: Arc::clone(&self.cache),
             gmsa: self.gmsa.clone(),
@@ -141,9 +151,47 @@ impl Judge {
                 let reports = audit::judge(&self.policy, &cx, Some(view.clone()), &objects);
                 let judged = audit::results(&reports, self.options);
                 let uses = Uses::of(&objects, judged.windows);
-                (ns, Some((judged, uses)))
+                let outcome = Outcome::of(&ns, judged, uses, self.options.api);
+                (ns, Some(outcome))
             })
             .collect()
+    }
+}
+
+/// A judged namespace as the audit keeps it: its reports as text, its
+/// finding counts and tally, what its verdicts depend on. Made on the
+/// judging thread, so the results as trees live only while a namespace
+/// is judged, not for every namespace of a pass.
+struct Outcome {
+    /// Its results are in `reports`: emptied.
+    judged: Judged,
+    tally: Tally,
+    uses: Uses,
+    /// (name, report).
+    reports: Vec<(String, Wanted)>,
+}
+
+impl Outcome {
+    fn of(ns: &str, mut judged: Judged, uses: Uses, api: ReportApi) -> Self {
+        let reports = audit::namespace_reports(ns, &judged, api)
+            .iter()
+            .map(|r| {
+                let name = r
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                (name, Wanted::new(r))
+            })
+            .collect();
+        let tally = Tally::of(&judged);
+        judged.results = Vec::new();
+        Self {
+            judged,
+            tally,
+            uses,
+            reports,
+        }
     }
 }
 
@@ -171,10 +219,16 @@ fn parse(ns: &str, kept: &[Kept]) -> Vec<Value> {
 struct State {
     judge: Judge,
     store: Arc<Store>,
-    judged: BTreeMap<String, Judged>,
+    /// Each namespace's finding counts and tally; its results live on
+    /// only in its reports' text ([`Wanted`]).
+    judged: BTreeMap<String, (Judged, Tally)>,
     uses: BTreeMap<String, Uses>,
-    /// The reports wanted, per namespace.
-    reports: BTreeMap<String, Vec<Value>>,
+    /// The names of each namespace's reports in `desired`.
+    reports: BTreeMap<String, Vec<String>>,
+    /// Every report wanted: the namespaces' and the cluster's.
+    desired: BTreeMap<Key, Wanted>,
+    /// The cluster's report is out of date (a namespace was judged).
+    cluster_stale: bool,
     seen: Seen,
     policy_files: PolicyFiles,
     policy_checked: Instant,
@@ -230,6 +284,8 @@ async fn audit(args: AuditArgs, policy: Policy, cluster: TargetCluster) -> anyho
         judged: BTreeMap::new(),
         uses: BTreeMap::new(),
         reports: BTreeMap::new(),
+        desired: BTreeMap::new(),
+        cluster_stale: true,
         seen: Seen::default(),
         policy_files: PolicyFiles::stat(&args.policy.policy),
         policy_checked: Instant::now(),
@@ -294,8 +350,10 @@ impl State {
             }
             was_leading = leading;
             self.metrics.leader(leading);
-            let desired = self.desired();
-            let n = writer.reconcile(&desired, leading, &leadership.flag).await;
+            self.refresh_cluster_report();
+            let n = writer
+                .reconcile(&self.desired, leading, &leadership.flag)
+                .await;
             if leading {
                 self.metrics.reports(n);
             } else {
@@ -341,28 +399,45 @@ impl State {
         }
         let dirty = self.store.take_dirty();
         if !dirty.is_empty() {
-            let todo: Vec<(String, Vec<Kept>)> = dirty
-                .keys()
-                .map(|ns| (ns.clone(), self.store.objects_of(ns)))
-                .collect();
-            let judge = self.judge.clone();
+            let names: Vec<&String> = dirty.keys().collect();
             let runtime = tokio::runtime::Handle::current();
             let started = Instant::now();
-            let done = tokio::task::spawn_blocking(move || judge.namespaces(todo, &runtime)).await;
-            match done {
-                Ok(done) => {
-                    let n = done.len();
-                    for (ns, result) in done {
-                        self.apply(ns, result);
+            // The namespaces in equal shares, one blocking thread each.
+            let share = names.len().div_ceil(judging_threads());
+            let tasks: Vec<_> = names
+                .chunks(share.max(1))
+                .map(|part| {
+                    let todo: Vec<(String, Vec<Kept>)> = part
+                        .iter()
+                        .map(|ns| ((*ns).clone(), self.store.objects_of(ns)))
+                        .collect();
+                    let judge = self.judge.clone();
+                    let runtime = runtime.clone();
+                    let task =
+                        tokio::task::spawn_blocking(move || judge.namespaces(todo, &runtime));
+                    (part, task)
+                })
+                .collect();
+            let mut n = 0;
+            for (part, task) in tasks {
+                match task.await {
+                    Ok(done) => {
+                        n += done.len();
+                        for (ns, result) in done {
+                            self.apply(ns, result);
+                        }
                     }
-                    tracing::debug!(namespaces = n, elapsed = ?started.elapsed(), "audit: judged");
-                }
-                Err(e) => {
-                    tracing::error!("audit: judging failed: {e}; judging these namespaces again");
-                    self.store.mark(dirty.keys().map(String::as_str));
+                    Err(e) => {
+                        tracing::error!(
+                            "audit: judging failed: {e}; judging these namespaces again"
+                        );
+                        self.store.mark(part.iter().map(|ns| ns.as_str()));
+                    }
                 }
             }
-            let counts = audit::finding_counts(self.judged.iter().map(|(ns, j)| (ns.as_str(), j)));
+            tracing::debug!(namespaces = n, elapsed = ?started.elapsed(), "audit: judged");
+            let counts =
+                audit::finding_counts(self.judged.iter().map(|(ns, (j, _))| (ns.as_str(), j)));
             self.metrics.set_findings(&counts);
             self.metrics.passed();
         }
@@ -376,41 +451,45 @@ impl State {
         );
     }
 
-    fn apply(&mut self, ns: String, result: Option<(Judged, Uses)>) {
+    /// Keeps a judged namespace's reports, counts and tally; `None`: the
+    /// namespace has no workloads left.
+    fn apply(&mut self, ns: String, result: Option<Outcome>) {
+        self.cluster_stale = true;
+        for name in self.reports.remove(&ns).unwrap_or_default() {
+            self.desired.remove(&(Some(ns.clone()), name));
+        }
         match result {
-            Some((judged, uses)) => {
-                self.reports.insert(
-                    ns.clone(),
-                    audit::namespace_reports(&ns, &judged, self.judge.options.api),
-                );
-                self.uses.insert(ns.clone(), uses);
-                self.judged.insert(ns, judged);
+            Some(outcome) => {
+                let mut names = Vec::with_capacity(outcome.reports.len());
+                for (name, wanted) in outcome.reports {
+                    self.desired
+                        .insert((Some(ns.clone()), name.clone()), wanted);
+                    names.push(name);
+                }
+                self.reports.insert(ns.clone(), names);
+                self.uses.insert(ns.clone(), outcome.uses);
+                self.judged.insert(ns, (outcome.judged, outcome.tally));
             }
             None => {
-                self.reports.remove(&ns);
                 self.uses.remove(&ns);
                 self.judged.remove(&ns);
             }
         }
     }
 
-    /// Every report wanted: the namespaces' and the cluster's.
-    fn desired(&self) -> BTreeMap<Key, Value> {
-        let mut out: BTreeMap<Key, Value> = BTreeMap::new();
-        for (ns, reports) in &self.reports {
-            for r in reports {
-                let name = r
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                out.insert((Some(ns.clone()), name.to_owned()), r.clone());
-            }
+    /// Builds the cluster's report again when a namespace was judged since.
+    fn refresh_cluster_report(&mut self) {
+        if !std::mem::take(&mut self.cluster_stale) {
+            return;
         }
-        out.insert(
-            (None, audit::CLUSTER_REPORT.to_owned()),
-            audit::cluster_report(self.judge.options.api, self.judged.values()),
+        let report = audit::cluster_report_of(
+            self.judge.options.api,
+            self.judged.values().map(|(_, t)| *t),
         );
-        out
+        self.desired.insert(
+            (None, audit::CLUSTER_REPORT.to_owned()),
+            Wanted::new(&report),
+        );
     }
 }
 

@@ -2,6 +2,15 @@
 //! [`FIELD_MANAGER`]) of each report whose content differs from the one in
 //! the cluster, deletes of reports no longer wanted, at most
 //! `--report-writes-per-second`, and only while this replica leads.
+//! Applies start at that pace with up to [`IN_FLIGHT`] at once, so the
+//! pace, not one write's round trip, bounds how fast a first audit of many
+//! namespaces is written; the cluster's report is written after every
+//! namespace's has been answered.
+//!
+//! A wanted report is kept as its JSON text with what it says already
+//! hashed ([`Wanted`]): the audit holds every namespace's report between
+//! passes, and a report's results as a `serde_json::Value` take several
+//! times their text (docs/BENCHMARKS.md, the audit's memory).
 //!
 //! On taking the lead, and again every `--report-verify-interval`, the
 //! writer lists the reports in the cluster (label
@@ -23,6 +32,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
 };
@@ -40,6 +50,8 @@ pub const FIELD_MANAGER: &str = "winadmit-audit";
 pub const WRITER_POLICY: &str = "winadmit-audit-writer";
 /// Reports listed per call when verifying.
 const PAGE: u32 = 50;
+/// Applies in flight at most.
+pub const IN_FLIGHT: usize = 8;
 
 /// A report: its namespace (`None`: the cluster report) and name.
 pub type Key = (Option<String>, String);
@@ -59,6 +71,37 @@ impl Held {
             content: content_hash(report),
         }
     }
+}
+
+/// A report the audit wants in the cluster: its JSON text and what it
+/// says, hashed once when it is built.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    text: std::sync::Arc<str>,
+    held: Held,
+}
+
+impl Wanted {
+    #[must_use]
+    pub fn new(report: &Value) -> Self {
+        Self {
+            text: serde_json::to_string(report).unwrap_or_default().into(),
+            held: Held::of(report),
+        }
+    }
+
+    /// The report as a tree, to write it.
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+}
+
+/// How one apply ended.
+enum Applied {
+    Done,
+    Failed(kube::Error),
+    /// Not sent: the lead was lost before its turn.
+    NotLeading,
 }
 
 pub struct Writer {
@@ -159,7 +202,7 @@ impl Writer {
     /// reports the cluster holds as far as known.
     pub async fn reconcile(
         &mut self,
-        desired: &BTreeMap<Key, Value>,
+        desired: &BTreeMap<Key, Wanted>,
         leading: bool,
         leader: &watch::Receiver<bool>,
     ) -> usize {
@@ -190,53 +233,26 @@ impl Writer {
         let Some(mut written) = self.written.take() else {
             return 0;
         };
-        // The namespaces' reports first, the cluster's summary of them last.
-        let ordered = desired
+        // The namespaces' reports first, the cluster's summary of them
+        // last, once every namespace's write has been answered.
+        let stale = |written: &BTreeMap<Key, Held>, (key, wanted): (&Key, &Wanted)| {
+            (written.get(key) != Some(&wanted.held)).then(|| (key.clone(), wanted.clone()))
+        };
+        let namespaces: Vec<(Key, Wanted)> = desired
             .iter()
             .filter(|(k, _)| k.0.is_some())
-            .chain(desired.iter().filter(|(k, _)| k.0.is_none()));
-        for (key, report) in ordered {
-            if !*leader.borrow() {
-                return 0;
-            }
-            let want = Held::of(report);
-            let have = written.get(key);
-            if have == Some(&want) {
-                continue;
-            }
-            // Its annotation says it is current, its content says not:
-            // edited by someone else.
-            let tampered = have.is_some_and(|h| h.annotation == want.annotation);
-            let mut report = report.clone();
-            report["metadata"]["annotations"][WRITER_ANNOTATION] = self.identity.clone().into();
-            let params = PatchParams::apply(FIELD_MANAGER).force();
-            match self
-                .api_for(key.0.as_deref())
-                .patch(&key.1, &params, &Patch::Apply(&report))
-                .await
-            {
-                Ok(_) => {
-                    if tampered {
-                        tracing::warn!(
-                            report = %key.1,
-                            namespace = key.0.as_deref().unwrap_or_default(),
-                            "audit: the report {} was changed by someone else (its content no longer matches its {} annotation); written again",
-                            key.1,
-                            crate::entry::audit::HASH_ANNOTATION
-                        );
-                    }
-                    self.metrics
-                        .write(if tampered { "repaired" } else { "applied" });
-                    written.insert(key.clone(), want);
-                    self.failing = None;
-                }
-                Err(e) => {
-                    if self.failed(&e, "apply") {
-                        return 0;
-                    }
-                }
-            }
-            tokio::time::sleep(self.gap).await;
+            .filter_map(|entry| stale(&written, entry))
+            .collect();
+        if !self.apply_all(namespaces, &mut written, leader).await {
+            return 0;
+        }
+        let cluster: Vec<(Key, Wanted)> = desired
+            .iter()
+            .filter(|(k, _)| k.0.is_none())
+            .filter_map(|entry| stale(&written, entry))
+            .collect();
+        if !self.apply_all(cluster, &mut written, leader).await {
+            return 0;
         }
         let stale: Vec<Key> = written
             .keys()
@@ -265,6 +281,75 @@ impl Writer {
         let n = written.len();
         self.written = Some(written);
         n
+    }
+
+    /// Applies `todo`, starting one every `gap` with at most [`IN_FLIGHT`]
+    /// in flight, and records each success in `written`. `false`: the lead
+    /// was lost or a write was fenced; the round stops (writes in flight
+    /// are dropped, and written again next round if they did not land).
+    async fn apply_all(
+        &mut self,
+        todo: Vec<(Key, Wanted)>,
+        written: &mut BTreeMap<Key, Held>,
+        leader: &watch::Receiver<bool>,
+    ) -> bool {
+        let start = tokio::time::Instant::now();
+        let gap = self.gap;
+        let sends = todo.into_iter().enumerate().map(|(i, (key, wanted))| {
+            // Its annotation says it is current, its content says not:
+            // edited by someone else.
+            let tampered = written
+                .get(&key)
+                .is_some_and(|h| h.annotation == wanted.held.annotation);
+            let api = self.api_for(key.0.as_deref());
+            let identity = self.identity.clone();
+            let leader = leader.clone();
+            let after = gap.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
+            let at = start.checked_add(after).unwrap_or(start);
+            async move {
+                tokio::time::sleep_until(at).await;
+                if !*leader.borrow() {
+                    return (key, wanted, tampered, Applied::NotLeading);
+                }
+                let mut report = wanted.value();
+                report["metadata"]["annotations"][WRITER_ANNOTATION] = identity.into();
+                let params = PatchParams::apply(FIELD_MANAGER).force();
+                let done = match api.patch(&key.1, &params, &Patch::Apply(&report)).await {
+                    Ok(_) => Applied::Done,
+                    Err(e) => Applied::Failed(e),
+                };
+                (key, wanted, tampered, done)
+            }
+        });
+        // Made now (each owns what it sends), started as they are polled.
+        let sends: Vec<_> = sends.collect();
+        let mut answers = futures::stream::iter(sends).buffer_unordered(IN_FLIGHT);
+        while let Some((key, wanted, tampered, done)) = answers.next().await {
+            match done {
+                Applied::NotLeading => return false,
+                Applied::Done => {
+                    if tampered {
+                        tracing::warn!(
+                            report = %key.1,
+                            namespace = key.0.as_deref().unwrap_or_default(),
+                            "audit: the report {} was changed by someone else (its content no longer matches its {} annotation); written again",
+                            key.1,
+                            crate::entry::audit::HASH_ANNOTATION
+                        );
+                    }
+                    self.metrics
+                        .write(if tampered { "repaired" } else { "applied" });
+                    written.insert(key, wanted.held);
+                    self.failing = None;
+                }
+                Applied::Failed(e) => {
+                    if self.failed(&e, "apply") {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// Deletes a report as its writer: stamps it with this replica's name,
