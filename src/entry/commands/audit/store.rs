@@ -400,12 +400,13 @@ fn api_resource(r: Resource) -> ApiResource {
 /// Objects per page of a list. A page is held as parsed objects (status
 /// and managed fields included) while its objects are kept, five kinds
 /// listing at once: at 10,000 pods the audit's peak memory was 60 MiB
-/// with kube-runtime's default of 500 and 43 MiB with 100 (89 MiB with
-/// 2,000; `benches/audit_scale.rs`, 2026-12-07). kube-apiserver v1.37
-/// serves the pages from its watch cache, so more pages cost it little;
-/// lists served from that cache without a quorum read (`any_semantic`)
-/// changed nothing measurable there.
-const LIST_PAGE: u32 = 100;
+/// with kube-runtime's default of 500, 49 MiB with 250 and 43 MiB with 100
+/// (89 MiB with 2,000), its CPU 1.1-1.2 s, 1.2 s and 1.4-1.7 s
+/// (`benches/audit_scale.rs -- 100 1000 10000`, 2026-12-07, a 2-core
+/// machine at load 3-8). kube-apiserver v1.37 serves the pages from its
+/// watch cache; lists served from that cache without a quorum read
+/// (`any_semantic`) changed nothing measurable there.
+const LIST_PAGE: u32 = 250;
 
 /// Starts one watcher per workload kind feeding `store`; they run until
 /// the runtime stops.
