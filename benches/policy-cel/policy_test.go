@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -232,5 +233,63 @@ func BenchmarkCompile(b *testing.B) {
 				compile(p)
 			}
 		})
+	}
+}
+
+// TestVariableCosts prints, for each policy and pod, what each variable
+// adds when the variables are read in their order (a variable's own work,
+// its inputs having been read before it): heap allocations and CEL cost
+// units, both deterministic, so a change to the export can be compared on a
+// busy machine. Read with -v.
+func TestVariableCosts(t *testing.T) {
+	for _, p := range policies(t) {
+		compiler, err := cel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		variables := make([]cel.NamedExpressionAccessor, len(p.Spec.Variables))
+		// The old object's copies are read on an UPDATE only.
+		var reads []cel.ExpressionAccessor
+		var names []string
+		for i, v := range p.Spec.Variables {
+			variables[i] = (*validating.Variable)(&p.Spec.Variables[i])
+			if !strings.HasPrefix(v.Name, "old_") {
+				reads = append(reads, &validating.ValidationCondition{Expression: "size([variables." + v.Name + "]) == 1"})
+				names = append(names, v.Name)
+			}
+		}
+		compiler.CompileAndStoreVariables(variables, cel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
+		// evaluators[k] reads the first k variables.
+		evaluators := make([]cel.ConditionEvaluator, len(reads)+1)
+		for k := range evaluators {
+			evaluators[k] = compiler.CompileCondition(reads[:k], cel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
+		}
+		for _, name := range []string{"pass", "patched", "denied"} {
+			pod := pods()[name]
+			allocs := make([]float64, len(evaluators))
+			costs := make([]int64, len(evaluators))
+			for k, evaluator := range evaluators {
+				run := func() {
+					attr := attributes(pod)
+					request := cel.CreateAdmissionRequest(attr.Attributes, metav1.GroupVersionResource(podsGVR), metav1.GroupVersionKind(attr.VersionedKind))
+					_, remaining, err := evaluator.ForInput(context.Background(), attr, request, cel.OptionalVariableBindings{}, cel.CreateNamespaceObject(namespace), celconfig.RuntimeCELCostBudget)
+					if err != nil {
+						t.Fatal(err)
+					}
+					costs[k] = celconfig.RuntimeCELCostBudget - remaining
+				}
+				allocs[k] = testing.AllocsPerRun(20, run)
+			}
+			t.Logf("%s/%s: %.0f allocations, %d cost units for all %d variables (%.0f with none read)", p.Name, name, allocs[len(reads)], costs[len(reads)], len(reads), allocs[0])
+			order := make([]int, len(reads))
+			for i := range order {
+				order[i] = i
+			}
+			added := func(i int) float64 { return allocs[i+1] - allocs[i] }
+			sort.Slice(order, func(a, b int) bool { return added(order[a]) > added(order[b]) })
+			for _, i := range order[:min(20, len(order))] {
+				t.Logf("  %-40s %6.0f allocations %8d cost", names[i], added(i), costs[i+1]-costs[i])
+			}
+		}
 	}
 }

@@ -112,3 +112,127 @@ fn old_object(text: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// A policy's variables as the API server should hold them: those defined
+/// as a constant (`true`, `false`) written in place of their reads, and
+/// only those the policy's expressions (`exprs`, rewritten in place) read,
+/// directly or through other variables, kept in their order.
+///
+/// The API server sets up every declared variable for each list of
+/// expressions it evaluates, read or not, and looks each read up by name
+/// (`k8s.io/apiserver` `pkg/admission/plugin/cel/composition.go` and
+/// `pkg/cel/lazy`): a variable nobody reads still costs every request.
+pub(super) fn settle(
+    vars: Vec<(String, String)>,
+    exprs: &mut [&mut String],
+) -> Vec<(String, String)> {
+    let constants: Vec<(String, String)> = vars
+        .iter()
+        .filter(|(_, def)| matches!(def.trim(), "true" | "false"))
+        .map(|(name, def)| (name.clone(), def.trim().to_owned()))
+        .collect();
+    let fold = |text: &str| -> String {
+        substitute(text, |name| {
+            constants
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, value)| value.clone())
+        })
+    };
+    for e in exprs.iter_mut() {
+        **e = fold(e);
+    }
+    let vars: Vec<(String, String)> = vars
+        .into_iter()
+        .filter(|(name, _)| !constants.iter().any(|(n, _)| n == name))
+        .map(|(name, def)| {
+            let def = fold(&def);
+            (name, def)
+        })
+        .collect();
+    let mut needed: Vec<String> = Vec::new();
+    for e in exprs.iter() {
+        for name in rename(e, "").0 {
+            if !needed.contains(&name) {
+                needed.push(name);
+            }
+        }
+    }
+    for (name, def) in vars.iter().rev() {
+        if needed.contains(name) {
+            for dep in rename(def, "").0 {
+                if !needed.contains(&dep) {
+                    needed.push(dep);
+                }
+            }
+        }
+    }
+    vars.into_iter()
+        .filter(|(name, _)| needed.contains(name))
+        .collect()
+}
+
+/// `text` with each read `variables.NAME` for which `value(NAME)` gives a
+/// text replaced by that text.
+fn substitute(text: &str, value: impl Fn(&str) -> Option<String>) -> String {
+    const AT: &str = "variables.";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(AT) {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + AT.len()..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        match value(&after[..len]) {
+            Some(v) => out.push_str(&v),
+            None => out.push_str(&rest[i..i + AT.len() + len]),
+        }
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn settle_keeps_what_is_read_in_order_and_writes_constants_in_place() {
+        let declared = vars(&[
+            ("spec", "object.spec"),
+            ("containers", "variables.spec.containers"),
+            ("unread", "variables.spec.volumes"),
+            ("exempt", "false"),
+            ("ok_A", "variables.exempt || size(variables.containers) > 0"),
+        ]);
+        let mut validation = "variables.ok_A".to_owned();
+        let mut message = "variables.exempt ? '' : 'x'".to_owned();
+        let kept = settle(declared, &mut [&mut validation, &mut message]);
+        assert_eq!(
+            kept,
+            vars(&[
+                ("spec", "object.spec"),
+                ("containers", "variables.spec.containers"),
+                ("ok_A", "false || size(variables.containers) > 0"),
+            ])
+        );
+        assert_eq!(validation, "variables.ok_A");
+        assert_eq!(message, "false ? '' : 'x'");
+    }
+
+    #[test]
+    fn substitute_replaces_whole_names_only() {
+        let out = substitute("variables.a + variables.ab + variables.a", |n| {
+            (n == "a").then(|| "1".to_owned())
+        });
+        assert_eq!(out, "1 + variables.ab + 1");
+    }
+}

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::bind::{old_variables, on_old_object};
+use super::bind::{old_variables, on_old_object, settle};
 use super::conditions::validation_match_conditions;
 use super::removals::{mutated, removal_notice};
 use super::{GROUP, Validation};
@@ -141,8 +141,12 @@ pub(super) fn combined(group: &[Validation], head: Head) -> Value {
         })
         .collect();
     let says = head.cel();
+    // The API server evaluates the message on every request, and uses it
+    // only when the validation fails: a request that passes stops at the
+    // first test.
+    let all_pass = expression.join(" && ");
     let message = format!(
-        "[[{}].filter(p, p[1] != '')].map(l, [l.map(p, p[1]).join('; ')].map(m, size(m) <= {MAX_MESSAGE_CHARS} ? {says} + m : {says} + l.map(p, p[0]).join(', ') + ' (the fields are too many to list here: winadmit lint or winadmit explain RULE)')[0])[0]",
+        "{all_pass} ? '' : [[{}].filter(p, p[1] != '')].map(l, [l.map(p, p[1]).join('; ')].map(m, size(m) <= {MAX_MESSAGE_CHARS} ? {says} + m : {says} + l.map(p, p[0]).join(', ') + ' (the fields are too many to list here: winadmit lint or winadmit explain RULE)')[0])[0]",
         pairs.join(", ")
     );
     json!({
@@ -241,9 +245,12 @@ pub(super) fn groups(
     with_mutation: bool,
 ) -> Vec<Group> {
     let mut groups = Vec::new();
-    let errors: Vec<Validation> = all
+    // What the API server refuses itself never reaches a validating policy.
+    let validated: Vec<&Validation> = all.iter().filter(|x| !x.refused_by_api_server).collect();
+    let errors: Vec<Validation> = validated
         .iter()
         .filter(|x| x.severity == Severity::Error && x.rule_mode.is_none())
+        .copied()
         .cloned()
         .collect();
     if !errors.is_empty() {
@@ -265,9 +272,10 @@ pub(super) fn groups(
         });
     }
     for m in [Mode::Enforce, Mode::Warn, Mode::Audit] {
-        let own: Vec<Validation> = all
+        let own: Vec<Validation> = validated
             .iter()
             .filter(|x| x.severity == Severity::Error && x.rule_mode == Some(m))
+            .copied()
             .cloned()
             .collect();
         if !own.is_empty() {
@@ -280,9 +288,10 @@ pub(super) fn groups(
             });
         }
     }
-    let warnings: Vec<Validation> = all
+    let warnings: Vec<Validation> = validated
         .iter()
         .filter(|x| x.severity == Severity::Warning)
+        .copied()
         .cloned()
         .collect();
     let notices: Vec<Value> = if with_mutation {
@@ -336,6 +345,26 @@ pub(super) fn namespace_selector(policy: &Policy, value: Option<&str>, all_modes
     json!({"matchExpressions": exprs})
 }
 
+/// The variables `validations` read, with their constants written in
+/// place ([`settle`]).
+pub(super) fn settle_validations(
+    vars: Vec<(String, String)>,
+    validations: &mut [Value],
+) -> Vec<(String, String)> {
+    let mut texts: Vec<&mut String> = Vec::new();
+    for v in validations.iter_mut() {
+        if let Value::Object(fields) = v {
+            for (key, text) in fields.iter_mut() {
+                if let ("expression" | "messageExpression", Value::String(t)) = (key.as_str(), text)
+                {
+                    texts.push(t);
+                }
+            }
+        }
+    }
+    settle(vars, &mut texts)
+}
+
 /// Each group's ValidatingAdmissionPolicy and its bindings.
 pub(super) fn validating_documents(
     policy: &Policy,
@@ -355,6 +384,7 @@ pub(super) fn validating_documents(
             validations.push(combined(&g.validations, g.head));
         }
         validations.extend(g.extra.iter().cloned());
+        let vars = settle_validations(vars, &mut validations);
         let vars: Vec<Value> = vars
             .into_iter()
             .map(|(name, expression)| json!({"name": name, "expression": expression}))

@@ -201,7 +201,7 @@ pub fn image_variables(policy: &Policy) -> Vec<(&'static str, String)> {
     vec![
         (
             "images",
-            "(variables.initContainers + variables.containers + variables.ephemeralContainers).filter(c, has(c.image)).map(c, string(c.image))".to_owned(),
+            "variables.allContainers.filter(c, has(c.image)).map(c, string(c.image))".to_owned(),
         ),
         // [image, repository, tag], as `windows_builds::split_image`.
         (

@@ -16,8 +16,9 @@
 //! the number of containers (and mounts). The field paths in the messages
 //! find each element's index by its name (`indexOf` on the list of names),
 //! which is quadratic in string comparisons; the API server evaluates every
-//! `messageExpression` on every request, failed or not, so that cost counts
-//! always. See docs/admission-policy.md.
+//! `messageExpression` on every request, failed or not, so each message
+//! first tests that every rule passes and works paths out only when one
+//! does not. See docs/admission-policy.md.
 
 use std::fmt::Write as _;
 
@@ -74,6 +75,9 @@ pub struct Validation {
     pub rule_mode: Option<Mode>,
     /// When the mutating policy makes `removals`.
     pub removal: crate::decision::rules::cel::Removal,
+    /// Left out of the validating policies: the API server refuses what
+    /// the rule finds before they run ([`crate::decision::rules::cel::Export::refused_by_api_server`]).
+    pub refused_by_api_server: bool,
     /// True when the object passes.
     pub expression: String,
     /// The message: the field paths, the rule's message, its id and fix.
@@ -86,6 +90,10 @@ pub struct Validation {
     /// The field paths `removals` removes (a CEL list of strings), for the
     /// removal record.
     pub removed_paths: Option<String>,
+    /// True when `removed_paths` is not empty, without working the paths
+    /// out (one pass over each list, for the mutating policy's match
+    /// condition).
+    pub removes_something: Option<String>,
     /// True when the rule does not apply to the object (scope, exemption,
     /// skip annotation).
     pub unless: String,

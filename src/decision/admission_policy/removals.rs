@@ -37,8 +37,8 @@ pub(super) fn needs_mutation(policy: &Policy, cluster: &TargetCluster) -> String
         any.push("!variables.exempt && !variables.podUpdate && (!has(variables.spec.nodeSelector) || !('kubernetes.io/os' in variables.spec.nodeSelector))".to_owned());
     }
     for x in mutated(policy, &all) {
-        if let Some(paths) = &x.removed_paths {
-            any.push(format!("size({paths}) > 0"));
+        if let Some(test) = &x.removes_something {
+            any.push(test.clone());
         }
     }
     any.push(format!(

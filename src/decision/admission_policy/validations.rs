@@ -133,10 +133,10 @@ fn any(probes: &[Probe]) -> Vec<String> {
     let mut container = of(ProbeScope::Container);
     container.extend(of(ProbeScope::Mount));
     if !container.is_empty() {
+        // One pass over the three lists joined: a comprehension costs the
+        // API server's CEL more to set up than a container costs to test.
         let body = container.join(" || ");
-        for l in CONTAINER_LISTS {
-            out.push(format!("variables.{l}.exists(c, {body})"));
-        }
+        out.push(format!("variables.allContainers.exists(c, {body})"));
     }
     out
 }
@@ -220,6 +220,7 @@ pub fn validations(policy: &Policy, cluster: &TargetCluster) -> (Vec<Validation>
                 partial,
                 windows_signal,
                 removal,
+                refused_by_api_server,
             } => {
                 if let Some(reason) = partial {
                     gaps.push(gap(reason, true));
@@ -236,6 +237,7 @@ pub fn validations(policy: &Policy, cluster: &TargetCluster) -> (Vec<Validation>
                 x.severity = severity;
                 x.rule_mode = rule_mode(policy, id);
                 x.removal = removal;
+                x.refused_by_api_server = refused_by_api_server;
                 out.push(x);
             }
         }
@@ -264,7 +266,10 @@ fn validation(
         .collect::<Vec<_>>()
         .join(" ");
     let unless = format!("{guard}{}", exempt_or_skipped(policy, id));
-    let expression = format!("{unless} || !({})", anys.join(" || "));
+    // The probes first: a workload without the fields passes at the first
+    // test, before the scope and the skip annotations are read (CEL's `||`
+    // gives the same result in either order, errors included).
+    let expression = format!("!({}) || {unless}", anys.join(" || "));
     let text = cel_str(&format!(": {message} ({id}). Fix: {fix}"));
     let message_expression = format!("({}).join(', ') + {text}", lists.join(" + "));
     let removable: Vec<&Probe> = probes
@@ -291,19 +296,65 @@ fn validation(
             lists.join(" + ")
         )
     });
+    let removes_something = (!removable.is_empty()).then(|| {
+        let tests: Vec<String> = removable.iter().flat_map(|p| gated_test(p)).collect();
+        format!(
+            "!({}) && ({})",
+            exempt_or_skipped(policy, id),
+            tests.join(" || ")
+        )
+    });
     Validation {
         rule: id,
         severity: Severity::Error,
         rule_mode: None,
         removal: Removal::NoOpFields,
+        refused_by_api_server: false,
         expression,
         message_expression,
         message: format!("{id}: {message}"),
         removals,
         removed_paths,
+        removes_something,
         unless,
         paths: lists.join(" + "),
         text,
+    }
+}
+
+/// The gate of [`gated`] for the list `list` of a probe of `scope`: true
+/// when the mutation may not remove the probe's fields there.
+fn gate(scope: ProbeScope, list: &str) -> &'static str {
+    if matches!(scope, ProbeScope::Container | ProbeScope::Mount) && list == "ephemeralContainers" {
+        "variables.podUpdate && !variables.ephemeralUpdate"
+    } else {
+        "variables.podUpdate"
+    }
+}
+
+/// The probe finds something the mutation may remove ([`gated`] is not
+/// empty): CEL bools to `||`, one pass over each list.
+fn gated_test(p: &Probe) -> Vec<String> {
+    let hit = &p.hit;
+    match p.scope {
+        ProbeScope::Pod => vec![format!("(!variables.podUpdate && ({hit}))")],
+        ProbeScope::Volume => vec![format!(
+            "(!variables.podUpdate && variables.volumes.exists(v, {hit}))"
+        )],
+        ProbeScope::Container | ProbeScope::Mount => CONTAINER_LISTS
+            .iter()
+            .map(|l| {
+                let test = if p.scope == ProbeScope::Mount {
+                    mount_container(p)
+                } else {
+                    hit.clone()
+                };
+                format!(
+                    "(!({}) && variables.{l}.exists(c, {test}))",
+                    gate(p.scope, l)
+                )
+            })
+            .collect(),
     }
 }
 
@@ -313,15 +364,6 @@ fn gated(p: &Probe, pointer: bool) -> Vec<String> {
     paths(p, pointer)
         .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            let ephemeral = matches!(p.scope, ProbeScope::Container | ProbeScope::Mount)
-                && CONTAINER_LISTS[i] == "ephemeralContainers";
-            let gate = if ephemeral {
-                "variables.podUpdate && !variables.ephemeralUpdate"
-            } else {
-                "variables.podUpdate"
-            };
-            format!("({gate} ? [] : {l})")
-        })
+        .map(|(i, l)| format!("({} ? [] : {l})", gate(p.scope, CONTAINER_LISTS[i])))
         .collect()
 }

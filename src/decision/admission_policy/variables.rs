@@ -133,6 +133,13 @@ fn list_variables() -> Vec<(&'static str, String)> {
             format!("has(variables.spec.{list}) ? variables.spec.{list} : []"),
         ));
     }
+    // The three container lists in one, for the tests that do not name
+    // an element's path.
+    vars.push((
+        "allContainers",
+        "variables.initContainers + variables.containers + variables.ephemeralContainers"
+            .to_owned(),
+    ));
     // Names are unique in each list (the API server validates it): a
     // field path finds its element's index by name, which costs a string
     // comparison per element, where `indexOf` on the element compares
@@ -173,15 +180,11 @@ fn host_process_variables() -> [(&'static str, String); 5] {
         ),
         (
             "anyHostProcess",
-            format!(
-                "variables.initContainers.exists(c, {hp}) || variables.containers.exists(c, {hp}) || variables.ephemeralContainers.exists(c, {hp})"
-            ),
+            format!("variables.allContainers.exists(c, {hp})"),
         ),
         (
             "allHostProcess",
-            format!(
-                "size(variables.initContainers) + size(variables.containers) + size(variables.ephemeralContainers) > 0 && variables.initContainers.all(c, {hp}) && variables.containers.all(c, {hp}) && variables.ephemeralContainers.all(c, {hp})"
-            ),
+            format!("size(variables.allContainers) > 0 && variables.allContainers.all(c, {hp})"),
         ),
         (
             "osWindows",

@@ -222,6 +222,13 @@ fn export(cx: &ExportContext<'_>) -> Export {
     )
     // Fields other rules remove too: after their removals.
     .removed(Removal::AfterOthers)
+    // The API server's validateWindows refuses these pods and pod
+    // templates before validating admission runs (kube-apiserver v1.37
+    // pkg/apis/core/validation ValidatePodSpec, which ValidatePodTemplateSpec
+    // calls): only the mutation's removals of no-op values can change the
+    // outcome.
+    .partly("the API server refuses these fields itself, before any validating admission policy runs; the mutating policy removes the values that do nothing on Windows")
+    .refused_by_api_server()
 }
 
 /// Only on pods with `spec.os.name: windows`.

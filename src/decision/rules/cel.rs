@@ -87,6 +87,12 @@ pub enum Export {
         windows_signal: bool,
         /// When the mutating policy removes the removable fields.
         removal: Removal,
+        /// The API server's own validation refuses every object the rule
+        /// finds something in, before any validating admission policy sees
+        /// it: the validating policies leave the rule out (it would cost
+        /// every request and never fire), the mutating policy keeps its
+        /// removals.
+        refused_by_api_server: bool,
     },
     /// Not exported, and why.
     Gap(&'static str),
@@ -102,6 +108,7 @@ impl Export {
             partial: None,
             windows_signal: false,
             removal: Removal::NoOpFields,
+            refused_by_api_server: false,
         }
     }
 
@@ -119,6 +126,21 @@ impl Export {
     pub fn removed(mut self, when: Removal) -> Self {
         if let Self::Cel { removal, .. } = &mut self {
             *removal = when;
+        }
+        self
+    }
+
+    /// The same export for the mutating policy only: the API server
+    /// refuses what the rule finds itself, before the validating policies
+    /// run.
+    #[must_use]
+    pub fn refused_by_api_server(mut self) -> Self {
+        if let Self::Cel {
+            refused_by_api_server,
+            ..
+        } = &mut self
+        {
+            *refused_by_api_server = true;
         }
         self
     }

@@ -101,9 +101,13 @@ fn report(cx: &RuleContext<'_, '_, '_>, out: &mut RuleFindings, message: &str) {
 
 /// WIN-WINDOWSOPTIONS-LINUX as CEL, for `winadmit admission-policy`.
 fn export_rule(_: &ExportContext<'_>) -> Export {
-    // Refused by the API server with `spec.os.name: linux` (1.23+);
-    // ignored by the Linux kubelet where node selection alone targets Linux.
-    Export::cel(windows_options(Some(true)), REFUSED_MESSAGE)
+    // The API server's validateLinux refuses these pods and pod templates
+    // before validating admission runs (kube-apiserver v1.37
+    // pkg/apis/core/validation ValidatePodSpec): a policy would test every
+    // request and never fire.
+    Export::Gap(
+        "the API server refuses windowsOptions with spec.os.name: linux itself, before any admission policy runs; nothing to add",
+    )
 }
 
 /// WIN-WINDOWSOPTIONS-LINUX-IGNORED as CEL, for `winadmit admission-policy`.
