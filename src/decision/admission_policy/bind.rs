@@ -43,9 +43,9 @@ pub fn old_variables(exprs: &[String], vars: &[(&'static str, String)]) -> Vec<(
 
 /// Adds to `needed` the variables its variables read (definitions read only
 /// earlier variables).
-fn close_over(needed: &mut Vec<String>, vars: &[(&'static str, String)]) {
+fn close_over(needed: &mut Vec<String>, vars: &[(impl AsRef<str>, String)]) {
     for (name, def) in vars.iter().rev() {
-        if needed.iter().any(|n| n == name) {
+        if needed.iter().any(|n| n == name.as_ref()) {
             for dep in rename(def, "").0 {
                 if !needed.contains(&dep) {
                     needed.push(dep);
@@ -58,25 +58,13 @@ fn close_over(needed: &mut Vec<String>, vars: &[(&'static str, String)]) {
 /// The variables `text` reads (`variables.NAME`), and `text` with each
 /// `variables.` replaced by `to`.
 fn rename(text: &str, to: &str) -> (Vec<String>, String) {
-    const AT: &str = "variables.";
     let mut used: Vec<String> = Vec::new();
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(AT) {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + AT.len()..];
-        let len = after
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(after.len());
-        let name = &after[..len];
+    let out = substitute(text, |name| {
         if !used.iter().any(|u| u == name) {
             used.push(name.to_owned());
         }
-        out.push_str(to);
-        out.push_str(name);
-        rest = &after[len..];
-    }
-    out.push_str(rest);
+        Some(format!("{to}{name}"))
+    });
     (used, out)
 }
 
@@ -158,15 +146,7 @@ pub(super) fn settle(
             }
         }
     }
-    for (name, def) in vars.iter().rev() {
-        if needed.contains(name) {
-            for dep in rename(def, "").0 {
-                if !needed.contains(&dep) {
-                    needed.push(dep);
-                }
-            }
-        }
-    }
+    close_over(&mut needed, &vars);
     vars.into_iter()
         .filter(|(name, _)| needed.contains(name))
         .collect()
@@ -174,7 +154,7 @@ pub(super) fn settle(
 
 /// `text` with each read `variables.NAME` for which `value(NAME)` gives a
 /// text replaced by that text.
-fn substitute(text: &str, value: impl Fn(&str) -> Option<String>) -> String {
+fn substitute(text: &str, mut value: impl FnMut(&str) -> Option<String>) -> String {
     const AT: &str = "variables.";
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
