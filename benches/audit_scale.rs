@@ -438,6 +438,16 @@ fn results_of(cp: &controlplane::ControlPlane, rule: &str) -> usize {
         .count()
 }
 
+/// Prints how long the reports took to follow `what`, with `detail` and
+/// the audit's CPU time and peak resident memory so far.
+fn followed(what: &str, took: Duration, detail: &str, audit: u32) {
+    let (cpu, hwm) = usage(audit);
+    println!(
+        "{what} -> reports reflect it: {took:.2?} ({detail}; CPU since start {cpu:.2} s, peak RSS {:.1} MiB)",
+        hwm as f64 / 1024.0
+    );
+}
+
 /// Waits until the Reports hold `want` results of `rule`: the
 /// ClusterReport's `fail + warn` is polled every 250 ms until it is
 /// `summary` (it is written after the namespaces' Reports), then the
@@ -987,11 +997,14 @@ fn node_pool(
         "WIN-BUILD-NO-NODE",
         0,
     );
-    let (cpu, hwm) = usage(audit);
-    println!(
-        "Windows node of another build joined -> reports reflect it: {took:.2?} ({size} nodes of 10.0.17763; {} WIN-BUILD-NO-NODE gone; CPU since start {cpu:.2} s, peak RSS {:.1} MiB)",
-        counts.build,
-        hwm as f64 / 1024.0
+    followed(
+        "Windows node of another build joined",
+        took,
+        &format!(
+            "{size} nodes of 10.0.17763; {} WIN-BUILD-NO-NODE gone",
+            counts.build
+        ),
+        audit,
     );
     let changed = Instant::now();
     cp.kubectl_ok(&[
@@ -1034,10 +1047,13 @@ fn policy_change(
         "WIN-PRIVILEGED",
         0,
     );
-    let (cpu, hwm) = usage(audit);
-    println!(
-        "policy file changed (WIN-PRIVILEGED off) -> reports reflect it: {took:.2?} ({} WIN-PRIVILEGED gone; --policy-reload-interval 1s; CPU since start {cpu:.2} s, peak RSS {:.1} MiB)",
-        counts.privileged,
-        hwm as f64 / 1024.0
+    followed(
+        "policy file changed (WIN-PRIVILEGED off)",
+        took,
+        &format!(
+            "{} WIN-PRIVILEGED gone; --policy-reload-interval 1s",
+            counts.privileged
+        ),
+        audit,
     );
 }
